@@ -1,0 +1,39 @@
+# Toolhub: `make run` starts everything on embedded defaults; `make test` runs the suite.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
+PORT ?= 8000
+
+.PHONY: install run test lint lock ci clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+run: install
+	PORT=$(PORT) $(BIN)/python manage.py toolhub_run
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy .
+	$(BIN)/lint-imports
+
+# Rewrite the lock from the pins in pyproject.toml (run after changing a dependency).
+lock:
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e ".[dev]" && $(BIN)/python -m pip uninstall -q -y toolhub
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+
+ci:
+	bash .ci/run
+
+clean:
+	rm -rf var workspace .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Django-free agent runtime: toolset assembly, the OpenAI-compatible model client and the agent loop."""

@@ -1,0 +1,446 @@
+"""The agent loop: model turns, concurrent tool calls, approval pauses and resumes, as a stream of events."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx2
+
+from agents_app.runtime.model_client import ModelClient, ModelConfig, ModelError, ModelTurn
+from agents_app.runtime.toolset import Toolset, ToolsetFunction
+from tools_app.runtime.errors import InvalidParams
+from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, ToolResult
+from tools_app.runtime.schemas import canonical_json, validate_arguments
+
+Event = tuple[str, dict[str, Any]]
+Execute = Callable[[ToolsetFunction, dict[str, Any], str], ToolResult]
+Decision = Literal["approved", "denied"]
+
+DENIED = "DENIED"
+MAX_PARALLEL_CALLS = 8
+DESTRUCTIVE_WARNING = "This call is marked DESTRUCTIVE: it may delete or irreversibly change data."
+DENIED_TEXT = "Error (DENIED): this call was refused by a human reviewer. Do not retry it unless the user asks."
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A tool call of the transcript's last assistant message that has no `role: tool` answer yet."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ApprovalRequest:
+    """Identical calls (same function, same canonical arguments) of one turn, awaiting one decision."""
+
+    key: str
+    name: str
+    tool: str
+    function: str
+    arguments: dict[str, Any]
+    safety: str
+    warning: str | None
+    call_ids: list[str] = field(default_factory=list)
+
+    def as_event(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "tool": self.tool,
+            "function": self.function,
+            "arguments": self.arguments,
+            "safety": self.safety,
+            "warning": self.warning,
+            "count": len(self.call_ids),
+            "call_ids": list(self.call_ids),
+        }
+
+
+@dataclass
+class _Call:
+    """One call being processed: resolved, parsed and, once known, its outcome."""
+
+    call_id: str
+    name: str
+    raw_arguments: str
+    fn: ToolsetFunction | None = None
+    arguments: dict[str, Any] | None = None
+    status: str = ""  # ok | error | denied | awaiting_approval
+    result: ToolResult | None = None
+    content: str = ""
+
+    def call_event(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "name": self.name,
+            "tool": self.fn.tool_name if self.fn else None,
+            "function": self.fn.function if self.fn else None,
+            "arguments": self.arguments if self.arguments is not None else self.raw_arguments,
+            "safety": self.fn.safety if self.fn else None,
+        }
+
+    def result_event(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "call_id": self.call_id,
+            "name": self.name,
+            "tool": self.fn.tool_name if self.fn else None,
+            "function": self.fn.function if self.fn else None,
+            "status": self.status,
+            "success": self.status == "ok",
+            "error_code": DENIED if self.status == "denied" else (r.error_code if r else None),
+            "error": "refused by a human reviewer" if self.status == "denied" else (r.error if r else None),
+            "content": self.content,
+            "cost_ms": r.cost_ms if r else 0,
+        }
+
+
+# --- transcript helpers (the Django side stores `messages`; everything else derives from it) -------
+
+
+def pending_calls(messages: list[dict[str, Any]]) -> list[PendingCall]:
+    """Calls of the last assistant message still without a tool answer (what a resume will process)."""
+    return _pending(messages)[1]
+
+
+def _pending(messages: list[dict[str, Any]]) -> tuple[int, list[PendingCall]]:
+    """(index of the last assistant message, its unanswered calls); (-1, []) when nothing is open."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "assistant":
+            answered = {m.get("tool_call_id") for m in messages[index + 1 :] if m.get("role") == "tool"}
+            return index, [
+                PendingCall(
+                    call_id=str(tc.get("id")),
+                    name=str((tc.get("function") or {}).get("name", "")),
+                    arguments=str((tc.get("function") or {}).get("arguments") or ""),
+                )
+                for tc in message.get("tool_calls") or []
+                if tc.get("id") not in answered
+            ]
+        if message.get("role") != "tool":
+            return -1, []
+    return -1, []
+
+
+def steps_taken(messages: list[dict[str, Any]]) -> int:
+    """Model turns since the last user message: a resume continues the same step budget."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user":
+            break
+        if role == "assistant":
+            count += 1
+    return count
+
+
+def close_pending(messages: list[dict[str, Any]], reason: str) -> int:
+    """Answer every unanswered call with `reason` (e.g. an expired approval) so the transcript is valid."""
+    pending = pending_calls(messages)
+    for call in pending:
+        messages.append({"role": "tool", "tool_call_id": call.call_id, "content": f"Error: not executed: {reason}"})
+    return len(pending)
+
+
+def approval_key(turn_index: int, name: str, arguments: dict[str, Any], call_ids: list[str]) -> str:
+    """Stable id of one approval batch.
+
+    It covers the transcript position of the assistant turn (which the model cannot choose) and the
+    call ids, so a decision given for one batch can never match a later call, even a verbatim repeat.
+    """
+    seed = json.dumps([turn_index, name, canonical_json(arguments), sorted(call_ids)])
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]
+
+
+def render_result(result: ToolResult, cap: int) -> str:
+    """What the model reads for one result, capped with a visible notice."""
+    if result.success:
+        if result.text:
+            content = result.text
+        elif result.data is not None:
+            content = json.dumps(result.data, ensure_ascii=False, default=str)
+        else:
+            content = "(no output)"
+    else:
+        content = f"Error ({result.error_code}): {result.error or 'tool call failed'}"
+    return truncate(content, cap)
+
+
+def truncate(content: str, cap: int) -> str:
+    if len(content) <= cap:
+        return content
+    return content[:cap] + f"\n[truncated: showing {cap} of {len(content)} characters]"
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+def run(
+    *,
+    model: ModelConfig,
+    messages: list[dict[str, Any]],
+    toolset: Toolset,
+    execute: Execute,
+    max_steps: int,
+    result_char_cap: int = 8000,
+    decisions: Mapping[str, str] | None = None,
+    http_client: httpx2.Client | None = None,
+) -> Iterator[Event]:
+    """Run the agent until a final answer, an approval pause, an error or the step limit.
+
+    `messages` is the OpenAI-format transcript; it is extended in place (assistant turns, tool
+    answers), so after the generator ends the caller persists it as is. If it ends with unanswered
+    tool calls (a paused run), those are processed first using `decisions` ({approval key:
+    "approved"|"denied"}); decisions apply only to the calls pending at this moment, so nothing the
+    model or a tool says later can reuse them. Never raises: failures are `error` events.
+    """
+    client: ModelClient | None = None
+    steps = steps_taken(messages)
+    try:
+        turn_index, pending = _pending(messages)
+        if pending:
+            approvals = yield from _process_calls(
+                turn_index,
+                [_Call(p.call_id, p.name, p.arguments) for p in pending],
+                messages,
+                toolset,
+                execute,
+                result_char_cap,
+                decisions or {},
+            )
+            if approvals:
+                yield _paused(approvals, steps)
+                return
+        tools = toolset.openai_tools()
+        while True:
+            if steps >= max_steps:
+                yield _max_steps(max_steps, steps, [])
+                return
+            if client is None:
+                client = ModelClient(model, http_client=http_client)
+            turn: ModelTurn | None = None
+            try:
+                for item in client.stream_turn(messages, tools):
+                    if isinstance(item, str):
+                        yield "message.delta", {"text": item}
+                    else:
+                        turn = item
+            except ModelError as exc:
+                yield "error", {"code": exc.code, "message": exc.message, "steps": steps}
+                return
+            assert turn is not None
+            steps += 1
+            _unique_ids(turn)
+            messages.append(turn.as_message())
+            if not turn.tool_calls:
+                yield "done", {"status": "completed", "message": turn.content, "steps": steps}
+                return
+            if steps >= max_steps:
+                # The model would never see these results: answer them without running anything.
+                for c in turn.tool_calls:
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": c.id,
+                            "content": f"Error: not executed: the step limit ({max_steps} model turns) was reached",
+                        }
+                    )
+                yield _max_steps(max_steps, steps, [c.name for c in turn.tool_calls])
+                return
+            approvals = yield from _process_calls(
+                len(messages) - 1,
+                [_Call(c.id, c.name, c.arguments) for c in turn.tool_calls],
+                messages,
+                toolset,
+                execute,
+                result_char_cap,
+                {},  # approvals never come from inside the run
+            )
+            if approvals:
+                yield _paused(approvals, steps)
+                return
+    except Exception as exc:  # noqa: BLE001 - the generator reports, it does not raise
+        yield "error", {"code": "agent_error", "message": f"agent loop failed: {type(exc).__name__}", "steps": steps}
+    finally:
+        if client is not None:
+            client.close()
+
+
+def resume(
+    *,
+    model: ModelConfig,
+    messages: list[dict[str, Any]],
+    toolset: Toolset,
+    execute: Execute,
+    max_steps: int,
+    decisions: Mapping[str, str],
+    result_char_cap: int = 8000,
+    http_client: httpx2.Client | None = None,
+) -> Iterator[Event]:
+    """Continue a paused run: approved calls execute, denied ones are reported as refused."""
+    return run(
+        model=model,
+        messages=messages,
+        toolset=toolset,
+        execute=execute,
+        max_steps=max_steps,
+        result_char_cap=result_char_cap,
+        decisions=decisions,
+        http_client=http_client,
+    )
+
+
+def _paused(approvals: list[ApprovalRequest], steps: int) -> Event:
+    return "done", {
+        "status": "paused",
+        "message": "",
+        "steps": steps,
+        "pending": [a.as_event() for a in approvals],
+    }
+
+
+def _max_steps(max_steps: int, steps: int, wanted: list[str]) -> Event:
+    message = f"stopped after {steps} model turns (max_steps={max_steps})"
+    if wanted:
+        message += f"; the model still wanted to call: {', '.join(wanted)}"
+    return "error", {"code": "max_steps_exceeded", "message": message, "steps": steps}
+
+
+def _unique_ids(turn: ModelTurn) -> None:
+    seen: set[str] = set()
+    for c in turn.tool_calls:
+        if not c.id or c.id in seen:
+            c.id = f"call_{uuid.uuid4().hex[:24]}"
+        seen.add(c.id)
+
+
+def _available(toolset: Toolset) -> str:
+    names = toolset.names()
+    shown = ", ".join(names[:40]) or "(none)"
+    return shown + (f", ... ({len(names) - 40} more)" if len(names) > 40 else "")
+
+
+def _prepare(call: _Call, toolset: Toolset) -> None:
+    """Resolve the function and parse/validate arguments; failures become the call's result."""
+    call.fn = toolset.get(call.name)
+    if call.fn is None:
+        call.result = ToolResult.fail(NOT_FOUND, f"unknown tool {call.name!r}; available: {_available(toolset)}")
+        return
+    raw = call.raw_arguments.strip()
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as exc:
+        call.result = ToolResult.fail(INVALID_PARAMS, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})")
+        return
+    if not isinstance(parsed, dict):
+        call.result = ToolResult.fail(INVALID_PARAMS, "arguments must be a JSON object")
+        return
+    call.arguments = parsed
+    try:
+        validate_arguments(call.fn.parameters, parsed)
+    except InvalidParams as exc:
+        call.result = ToolResult.fail(INVALID_PARAMS, exc.message)
+
+
+def _safe_execute(execute: Execute, fn: ToolsetFunction, arguments: dict[str, Any], call_id: str) -> ToolResult:
+    started = time.monotonic()
+    try:
+        result = execute(fn, arguments, call_id)
+    except Exception as exc:  # noqa: BLE001 - a failing tool is a result, and its text may hold secrets
+        result = ToolResult.fail(EXECUTION_ERROR, f"the tool failed ({type(exc).__name__})")
+    if not isinstance(result, ToolResult):
+        result = ToolResult.fail(EXECUTION_ERROR, "the tool returned no result")
+    if not result.cost_ms:
+        result.cost_ms = int((time.monotonic() - started) * 1000)
+    return result
+
+
+def _process_calls(
+    turn_index: int,
+    calls: list[_Call],
+    messages: list[dict[str, Any]],
+    toolset: Toolset,
+    execute: Execute,
+    cap: int,
+    decisions: Mapping[str, str],
+) -> Generator[Event, None, list[ApprovalRequest]]:
+    """Answer one turn's calls: errors at once, approved/unguarded ones concurrently, the rest held.
+
+    Returns (as the generator's value) the approval batches still awaiting a decision.
+    """
+    for call in calls:
+        _prepare(call, toolset)
+
+    # Batch guarded calls by function + canonical arguments; the key covers the batch's call ids.
+    groups: dict[tuple[str, str], list[_Call]] = {}
+    for call in calls:
+        if call.result is None and call.fn is not None and call.fn.needs_approval:
+            groups.setdefault((call.name, canonical_json(call.arguments)), []).append(call)
+    approvals: list[ApprovalRequest] = []
+    for (name, _), members in groups.items():
+        fn = members[0].fn
+        assert fn is not None and members[0].arguments is not None
+        ids = [m.call_id for m in members]
+        key = approval_key(turn_index, name, members[0].arguments, ids)
+        decision = decisions.get(key)
+        if decision == "approved":
+            continue
+        for m in members:
+            m.status = "denied" if decision == "denied" else "awaiting_approval"
+        if decision != "denied":
+            approvals.append(
+                ApprovalRequest(
+                    key=key,
+                    name=name,
+                    tool=fn.tool_name,
+                    function=fn.function,
+                    arguments=members[0].arguments,
+                    safety=fn.safety,
+                    warning=DESTRUCTIVE_WARNING if fn.safety == "DESTRUCTIVE" else None,
+                    call_ids=ids,
+                )
+            )
+
+    runnable = [c for c in calls if c.result is None and not c.status]
+    for call in calls:
+        if call.status != "awaiting_approval":
+            yield "tool.call", call.call_event()
+    for call in calls:
+        if call.result is not None:
+            call.status = "error"
+            call.content = render_result(call.result, cap)
+            yield "tool.result", call.result_event()
+        elif call.status == "denied":
+            call.content = DENIED_TEXT
+            yield "tool.result", call.result_event()
+
+    if runnable:
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(runnable))) as pool:
+            futures: dict[Future[ToolResult], _Call] = {}
+            for call in runnable:
+                assert call.fn is not None and call.arguments is not None
+                futures[pool.submit(_safe_execute, execute, call.fn, call.arguments, call.call_id)] = call
+            for future in as_completed(futures):
+                call = futures[future]
+                call.result = future.result()
+                call.status = "ok" if call.result.success else "error"
+                call.content = render_result(call.result, cap)
+                yield "tool.result", call.result_event()
+
+    # Answers go in the assistant's call order, whatever order they finished in.
+    for call in calls:
+        if call.status != "awaiting_approval":
+            messages.append({"role": "tool", "tool_call_id": call.call_id, "content": call.content})
+    for a in approvals:
+        yield "approval.required", a.as_event()
+    return approvals

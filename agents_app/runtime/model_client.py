@@ -1,0 +1,184 @@
+"""OpenAI-compatible chat model client: one streamed turn at a time, errors typed and key-free."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx2
+import openai
+
+ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "model_timeout"]
+
+# Keys the loop owns; a ChatModel's `params` must not override them.
+RESERVED_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options", "n"})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Where and how to reach a chat model; `params` (temperature, max_tokens, ...) go in the body."""
+
+    base_url: str
+    model: str
+    api_key: str = field(default="", repr=False)
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 60.0
+
+
+class ModelError(Exception):
+    """A model call that failed; `message` never contains the API key."""
+
+    def __init__(self, code: ModelErrorCode, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code: ModelErrorCode = code
+        self.message = message
+
+
+@dataclass
+class ToolCallRequest:
+    """One function call the model asked for; `arguments` is the raw JSON text as streamed."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ModelTurn:
+    """One assembled assistant turn."""
+
+    content: str = ""
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        """The OpenAI-format assistant message to append to the transcript."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+def _host(base_url: str) -> str:
+    # Only host:port: a base URL may carry credentials in its userinfo or query.
+    parts = urlsplit(base_url)
+    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else "model endpoint"
+
+
+def _scrub(text: str, secret: str) -> str:
+    if secret:
+        text = text.replace(secret, "********")
+    return text[:300]
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return err["message"]
+        if isinstance(err, str):
+            return err
+    return ""
+
+
+def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
+    """Map SDK/transport failures to the four model error codes, scrubbing the key from any text."""
+    host = _host(config.base_url)
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return ModelError("model_timeout", f"model at {host} did not answer within {config.timeout_s:g}s")
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        return ModelError("model_unreachable", f"cannot reach the model at {host}")
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        detail = _scrub(_status_message(exc), config.api_key)
+        return ModelError(
+            "model_auth",
+            f"model at {host} rejected the credentials (HTTP {exc.status_code})"
+            + (f": {detail}" if detail else ""),
+        )
+    if isinstance(exc, openai.APIStatusError):
+        detail = _scrub(_status_message(exc), config.api_key)
+        return ModelError(
+            "model_error", f"model at {host} returned HTTP {exc.status_code}" + (f": {detail}" if detail else "")
+        )
+    return ModelError("model_error", _scrub(f"model call failed: {type(exc).__name__}: {exc}", config.api_key))
+
+
+class ModelClient:
+    """Wraps one `openai.OpenAI` client (no SDK retries: the loop decides) for the length of a run."""
+
+    def __init__(self, config: ModelConfig, *, http_client: httpx2.Client | None = None) -> None:
+        self.config = config
+        self._client = openai.OpenAI(
+            base_url=config.base_url,
+            # Servers like Ollama ignore the key, but the SDK insists on one.
+            api_key=config.api_key or "not-needed",
+            max_retries=0,
+            timeout=config.timeout_s,
+            http_client=http_client,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ModelClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stream_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Iterator[str | ModelTurn]:
+        """Yield text deltas as they arrive, then the assembled ModelTurn. Raises ModelError only."""
+        extra = {k: v for k, v in self.config.params.items() if k not in RESERVED_PARAMS}
+        kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": True}
+        if tools:
+            kwargs["tools"] = tools
+        if extra:
+            kwargs["extra_body"] = extra
+        turn = ModelTurn()
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        try:
+            stream = self._client.chat.completions.create(**kwargs)
+            with stream:
+                for chunk in stream:
+                    for choice in chunk.choices or []:
+                        if choice.index not in (0, None):
+                            continue
+                        delta = choice.delta
+                        if delta is not None and delta.content:
+                            text.append(delta.content)
+                            yield delta.content
+                        for tc in (delta.tool_calls if delta is not None else None) or []:
+                            slot = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": []})
+                            if tc.id:
+                                slot["id"] = tc.id
+                            if tc.function is not None:
+                                # Most servers send the name once; some repeat it whole in every delta.
+                                name = tc.function.name
+                                if name and name != slot["name"]:
+                                    slot["name"] += name
+                                if tc.function.arguments:
+                                    slot["arguments"].append(tc.function.arguments)
+                        if choice.finish_reason:
+                            turn.finish_reason = choice.finish_reason
+        except ModelError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure leaves here typed
+            raise translate_error(exc, self.config) from None
+        turn.content = "".join(text)
+        turn.tool_calls = [
+            ToolCallRequest(
+                id=slot["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                name=slot["name"],
+                arguments="".join(slot["arguments"]),
+            )
+            for _, slot in sorted(calls.items())
+        ]
+        yield turn

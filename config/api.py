@@ -1,0 +1,50 @@
+"""The tenant-scoped viewset base every API view derives from."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db.models import Model, QuerySet
+from django.http import Http404
+from rest_framework import viewsets
+from rest_framework.request import Request
+
+from config.errors import NotFound
+from tenants_app.models import Role
+from tenants_app.resolution import resolve_tenant
+
+
+class TenantViewSet(viewsets.GenericViewSet):
+    """Every API view's base: the tenant comes from X-Tenant and the queryset from a tenant-first selector.
+
+    Subclasses define `scoped_queryset(*, tenant, user)`; defining `get_queryset` is refused at import.
+    `read_role` / `write_role` set the minimum membership role for safe and unsafe methods.
+    """
+
+    read_role: ClassVar[Role] = Role.VIEWER
+    write_role: ClassVar[Role] = Role.ADMIN
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "get_queryset" in cls.__dict__ or "queryset" in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: define scoped_queryset(*, tenant, user), not get_queryset")
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        tenant, membership = resolve_tenant(request.user, request.headers.get("X-Tenant"))
+        request.tenant = tenant  # type: ignore[attr-defined]
+        request.membership = membership  # type: ignore[attr-defined]
+        needed = self.read_role if request.method in ("GET", "HEAD", "OPTIONS") else self.write_role
+        membership.require(needed)
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return self.scoped_queryset(tenant=self.request.tenant, user=self.request.user)  # type: ignore[attr-defined]
+
+    def get_object(self) -> Model:
+        try:
+            return super().get_object()
+        except (Http404, ValueError, TypeError):
+            raise NotFound() from None

@@ -1,0 +1,64 @@
+"""The one DRF exception handler: every error becomes {"error": {"code", "message", "details"}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from config.errors import DomainError
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+_DRF_CODES: dict[type[Exception], str] = {
+    drf_exceptions.ParseError: "malformed_request",
+    drf_exceptions.NotAuthenticated: "not_authenticated",
+    drf_exceptions.AuthenticationFailed: "authentication_failed",
+    drf_exceptions.PermissionDenied: "permission_denied",
+    drf_exceptions.NotFound: "not_found",
+    drf_exceptions.MethodNotAllowed: "method_not_allowed",
+    drf_exceptions.NotAcceptable: "not_acceptable",
+    drf_exceptions.UnsupportedMediaType: "unsupported_media_type",
+    drf_exceptions.Throttled: "throttled",
+    drf_exceptions.ValidationError: "invalid",
+}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Map every error to `{"error": {"code", "message", "details"}}`."""
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = drf_exceptions.NotFound()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, drf_exceptions.ValidationError):
+        details = response.data if isinstance(response.data, dict) else {"non_field_errors": response.data}
+        message = _first_message(details)
+        response.data = error_body("invalid", message, details)
+        return response
+    code = next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), "error")
+    detail = getattr(exc, "detail", str(exc))
+    if code == "not_found":
+        detail = "Not found."
+    response.data = error_body(code, str(detail))
+    if isinstance(exc, drf_exceptions.Throttled) and (wait := getattr(exc, "wait", None)) is not None:
+        response.data["error"]["details"] = {"retry_after_s": int(wait)}
+    return response
+
+
+def _first_message(details: Any, prefix: str = "") -> str:
+    if isinstance(details, dict):
+        for key, value in details.items():
+            label = key if key != "non_field_errors" else ""
+            return _first_message(value, f"{prefix}{label}: " if label else prefix)
+    if isinstance(details, list) and details:
+        return _first_message(details[0], prefix)
+    return f"{prefix}{details}"

@@ -1,0 +1,28 @@
+"""Serializer helpers shared by every app's API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+
+class StrictInputSerializer(serializers.Serializer):
+    """An input serializer that rejects unknown fields, naming them and the accepted ones."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError(
+                {"non_field_errors": [f"expected a JSON object, got {type(data).__name__}"]}
+            )
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            accepted = ", ".join(sorted(self.fields))
+            raise serializers.ValidationError(
+                {name: [f"unknown field {name!r}; accepted: {accepted}"] for name in unknown}
+            )
+        return super().to_internal_value(data)
+
+
+class AnyJSONField(serializers.JSONField):
+    """A JSON value of any shape (object, string, ...), passed through as parsed."""

@@ -1,0 +1,1 @@
+"""Settings package: base plus one module per environment (dev, test, production)."""

@@ -1,0 +1,190 @@
+"""Settings shared by every environment; everything site-specific comes from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(os.environ.get("TOOLHUB_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "toolhub-dev-only-not-secret")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "guardian",
+    "tenants_app",
+    "tools_app",
+    "agents_app",
+    "market_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'toolhub.sqlite3'}"),
+        conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the embedded worker and the web process share the file without "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+    )
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# Request bodies are capped (DESIGN §7).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "config.pagination.Pagination",
+    "PAGE_SIZE": 20,
+    "EXCEPTION_HANDLER": "config.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": [],
+    "DEFAULT_THROTTLE_RATES": {
+        "invoke": os.environ.get("TOOLHUB_THROTTLE_INVOKE", "600/min"),
+        "chat": os.environ.get("TOOLHUB_THROTTLE_CHAT", "120/min"),
+        "test": os.environ.get("TOOLHUB_THROTTLE_TEST", "60/min"),
+    },
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Toolhub API",
+    "DESCRIPTION": "Tools, agents and the MCP market, scoped to the tenant in X-Tenant.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Secrets: newest key first; a dev key file is generated when the variable is unset.
+TOOLHUB_SECRET_KEYS = env_list("TOOLHUB_SECRET_KEYS")
+TOOLHUB_DEV_KEY_FILE = Path(os.environ.get("TOOLHUB_DEV_KEY_FILE", VAR_DIR / "dev-secret.key"))
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# Celery: Redis (or any broker URL) when set, otherwise an embedded filesystem broker under var/,
+# so `make run` needs no server.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or None)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celery-beat-schedule")
+if not CELERY_BROKER_URL:
+    _queue = VAR_DIR / "celery" / "queue"
+    _queue.mkdir(parents=True, exist_ok=True)
+    (VAR_DIR / "celery" / "results").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue),
+        "data_folder_out": str(_queue),
+        "store_processed": False,
+    }
+    CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or f"file://{VAR_DIR / 'celery' / 'results'}"
+# Beat entries are added by each app's settings section below.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# Runtime limits and policies.
+TOOLHUB_OUTBOUND_ALLOW = os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "")
+TOOLHUB_OUTBOUND_MAX_BYTES = int(os.environ.get("TOOLHUB_OUTBOUND_MAX_BYTES", str(5 * 1024 * 1024)))
+TOOLHUB_OUTBOUND_TIMEOUT_S = float(os.environ.get("TOOLHUB_OUTBOUND_TIMEOUT_S", "30"))
+TOOLHUB_BREAKER_THRESHOLD = int(os.environ.get("TOOLHUB_BREAKER_THRESHOLD", "3"))
+TOOLHUB_BREAKER_COOLDOWN_S = int(os.environ.get("TOOLHUB_BREAKER_COOLDOWN_S", "300"))
+TOOLHUB_POOL_IDLE_TTL_S = float(os.environ.get("TOOLHUB_POOL_IDLE_TTL_S", "300"))
+TOOLHUB_POOL_MAX_PER_TENANT = int(os.environ.get("TOOLHUB_POOL_MAX_PER_TENANT", "20"))
+TOOLHUB_POOL_MAX_TOTAL = int(os.environ.get("TOOLHUB_POOL_MAX_TOTAL", "100"))
+TOOLHUB_AUDIT_RESULT_CHARS = int(os.environ.get("TOOLHUB_AUDIT_RESULT_CHARS", "2000"))
+TOOLHUB_WORKSPACE_ROOT = Path(os.environ.get("TOOLHUB_WORKSPACE_ROOT", BASE_DIR / "workspace"))
+TOOLHUB_AGENT_SQL_DB = os.environ.get("TOOLHUB_AGENT_SQL_DB", "agent_sql")
+TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
+TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
+TOOLHUB_APPROVAL_TTL_S = int(os.environ.get("TOOLHUB_APPROVAL_TTL_S", "3600"))
+TOOLHUB_TOOL_RESULT_CHARS = int(os.environ.get("TOOLHUB_TOOL_RESULT_CHARS", "8000"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,17 @@
+"""Test settings: embedded by default; CI's second pass sets DATABASE_URL/REDIS_URL/CELERY_BROKER_URL."""
+
+import os
+
+from .base import *  # noqa: F403
+from .base import VAR_DIR
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Tests start their own servers on loopback; nothing else is reachable.
+TOOLHUB_OUTBOUND_ALLOW = "127.0.0.0/8,::1"
+TOOLHUB_WORKSPACE_ROOT = VAR_DIR / "test-workspace"
+TOOLHUB_TEST_CELERY_WORKER = bool(os.environ.get("TOOLHUB_TEST_CELERY_WORKER"))
+# Without a broker, tasks run inline; with one (CI), a real worker process consumes them.
+CELERY_TASK_ALWAYS_EAGER = not os.environ.get("CELERY_BROKER_URL")
+CELERY_TASK_EAGER_PROPAGATES = True
+REST_FRAMEWORK = {**REST_FRAMEWORK}  # noqa: F405
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "10000/min", "test": "10000/min"}

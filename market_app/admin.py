@@ -1,0 +1,1 @@
+"""Admin registrations (added with the feature)."""

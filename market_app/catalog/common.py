@@ -1,0 +1,145 @@
+"""Helpers shared by the format parsers: field coercion, secret-looking names, duplicates, transports."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from market_app.catalog.shell import METACHARS
+from market_app.catalog.types import EntryData, EntryError, RequiredVar, Status, Transport
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "PRIVATE")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
+TOOL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+STATUS_ALIASES: dict[str, Status] = {
+    "active": "active",
+    "deprecated": "deprecated",
+    "deleted": "removed",
+    "removed": "removed",
+}
+
+
+def looks_secret(name: str) -> bool:
+    """A variable or header name that probably holds a credential (API_KEY, X-Auth-Token, ...)."""
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def text(value: Any) -> str:
+    """A string field, tolerating null and numbers (versions are sometimes written as 1.2)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float | str):
+        return str(value).strip()
+    return ""
+
+
+def name_of(item: Any) -> str | None:
+    if isinstance(item, dict):
+        value = item.get("name")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def status_of(value: Any) -> Status:
+    return STATUS_ALIASES.get(text(value).lower(), "active")
+
+
+def transport_of(value: Any) -> Transport | None:
+    """Map the many spellings of an HTTP transport; None for unknown ones (stdio is not HTTP)."""
+    key = text(value).lower().replace("_", "-")
+    if key in ("", "http", "streamable-http", "streamablehttp", "streamable"):
+        return "streamable_http"
+    if key == "sse":
+        return "sse"
+    return None
+
+
+def str_list(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return [str(v) for v in value]
+    raise ValueError(f"{what} must be a list of strings")
+
+
+def str_dict(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return {str(k): text(v) for k, v in value.items()}
+    raise ValueError(f"{what} must be an object of name: value")
+
+
+def split_command(command: str, args: list[str]) -> tuple[str, list[str]]:
+    """`"npx -y pkg"` with no args becomes `npx`, `[-y, pkg]`; shell syntax is left whole (and flagged)."""
+    if args or not any(c.isspace() for c in command.strip()) or METACHARS.search(command):
+        return command.strip(), args
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return command.strip(), args
+    return (parts[0], parts[1:]) if parts else (command.strip(), args)
+
+
+def vars_from_values(values: dict[str, str]) -> tuple[dict[str, str], list[RequiredVar]]:
+    """Split catalog-supplied env/header values into kept defaults and declared variables.
+
+    A value under a secret-looking name is a placeholder at best (and a leaked credential at worst):
+    it is neither kept nor offered as a default, and the variable is required. A non-secret value is a
+    default; an empty one means the variable must be supplied.
+    """
+    kept: dict[str, str] = {}
+    declared: list[RequiredVar] = []
+    for key, value in values.items():
+        if looks_secret(key):
+            declared.append(RequiredVar(name=key, is_secret=True, is_required=True))
+        elif value:
+            kept[key] = value
+            declared.append(RequiredVar(name=key, is_required=False, default=value))
+        else:
+            declared.append(RequiredVar(name=key, is_required=True))
+    return kept, declared
+
+
+def placeholders(value: str) -> list[str]:
+    return PLACEHOLDER.findall(value)
+
+
+def suggest_tool_name(name: str) -> str:
+    """A Tool name (`^[a-z0-9][a-z0-9_-]{0,63}$`) derived from a catalog name.
+
+    Registry names are reverse-DNS (`io.github.owner/server`): the last path segment is kept.
+    """
+    base = name.rsplit("/", 1)[-1] or name
+    slug = re.sub(r"[^a-z0-9_-]+", "-", base.lower()).strip("-_")
+    slug = slug[:64].rstrip("-_")
+    return slug if TOOL_NAME.match(slug) else "server"
+
+
+class Collector:
+    """Accumulates entries and errors, keeping the first of duplicate names."""
+
+    def __init__(self) -> None:
+        self.entries: list[EntryData] = []
+        self.errors: list[EntryError] = []
+        self.seen: set[str] = set()
+
+    def add(self, entry: EntryData, index: int | None = None) -> None:
+        if entry.name in self.seen:
+            self.errors.append(
+                EntryError(entry.name, "duplicate name: an earlier entry with this name was kept", index)
+            )
+            return
+        self.seen.add(entry.name)
+        self.entries.append(entry)
+
+    def error(self, name: str | None, reason: str, index: int | None = None) -> None:
+        self.errors.append(EntryError(name, reason, index))

@@ -1,0 +1,9 @@
+"""Tenants app config."""
+
+from django.apps import AppConfig
+
+
+class TenantsAppConfig(AppConfig):
+    name = "tenants_app"
+    default_auto_field = "django.db.models.BigAutoField"
+    verbose_name = "Tenants"

@@ -1,0 +1,59 @@
+"""Demo seed for `make run`: the demo tenant and an admin login; other apps add their demo data."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from tenants_app.models import Membership, Role, Tenant
+from tenants_app.services import token_for_user
+
+DEMO_SLUG = "demo"
+ADMIN_USERNAME = "admin"
+
+# Other apps register `seeder(tenant, admin_user) -> list[str]` (lines to print) here.
+demo_seeders: list[Callable[[Tenant, object], list[str]]] = []
+
+
+@dataclass
+class DemoLogin:
+    username: str
+    password: str
+    token: str
+    lines: list[str]
+
+
+def _admin_password() -> str:
+    if pw := os.environ.get("TOOLHUB_ADMIN_PASSWORD"):
+        return pw
+    path = settings.VAR_DIR / "admin-password.txt"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pw = secrets.token_urlsafe(12)
+    path.write_text(pw)
+    path.chmod(0o600)
+    return pw
+
+
+@transaction.atomic
+def seed_demo() -> DemoLogin:
+    """Idempotent: creates what is missing, keeps what exists (the password follows the env/file)."""
+    tenant, _ = Tenant.objects.get_or_create(slug=DEMO_SLUG, defaults={"name": "Demo"})
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username=ADMIN_USERNAME, defaults={"is_staff": True, "is_superuser": True})
+    password = _admin_password()
+    if not user.check_password(password):
+        user.set_password(password)
+        user.save()
+    Membership.objects.get_or_create(tenant=tenant, user=user, defaults={"role": Role.OWNER})
+    lines: list[str] = []
+    for seeder in demo_seeders:
+        lines += seeder(tenant, user)
+    return DemoLogin(ADMIN_USERNAME, password, token_for_user(user=user), lines)

@@ -1,0 +1,64 @@
+"""Tenant and Membership: who belongs where, with which role."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from config.errors import PermissionDenied
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True)
+    # Per-tenant policy knobs (None/empty = the setting's default).
+    sql_allowed_tables = models.JSONField(null=True, blank=True, help_text="Overrides TOOLHUB_SQL_ALLOWED_TABLES")
+    command_interpreters = models.JSONField(
+        default=list, blank=True, help_text="Interpreters execute_command may run (explicit opt-in)"
+    )
+    admins_can_approve = models.BooleanField(
+        default=False, help_text="Tenant admins may decide approvals requested by other members"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="uniq_membership")]
+        ordering = ["tenant__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+    def has_role(self, at_least: Role | str) -> bool:
+        return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(at_least)]
+
+    def require(self, at_least: Role | str) -> None:
+        if not self.has_role(at_least):
+            raise PermissionDenied(
+                f"This action needs the {Role(at_least).value} role or higher in tenant {self.tenant.slug!r}; "
+                f"you are {self.role}.",
+                details={"required_role": Role(at_least).value, "role": self.role},
+            )

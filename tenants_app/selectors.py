@@ -1,0 +1,36 @@
+"""Tenant reads: every lookup is scoped to the user's memberships."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from config.errors import NotFound
+from tenants_app.models import Membership, Role, Tenant
+
+
+def membership_get(*, user: Any, tenant_slug: str) -> Membership:
+    """The user's membership in an active tenant; NotFound for unknown and foreign tenants alike."""
+    try:
+        return Membership.objects.select_related("tenant").get(
+            user=user, tenant__slug=tenant_slug, tenant__is_active=True
+        )
+    except Membership.DoesNotExist:
+        raise NotFound() from None
+
+
+def memberships_for_user(*, user: Any) -> QuerySet[Membership]:
+    return Membership.objects.filter(user=user, tenant__is_active=True).select_related("tenant")
+
+
+def membership_role(*, tenant: Tenant, user: Any) -> Role | None:
+    row = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
+    return Role(row) if row else None
+
+
+def tenants_for_admin(*, user: Any) -> QuerySet[Tenant]:
+    """Tenants a user may manage in the admin site: all for superusers, else where owner/admin."""
+    if user.is_superuser:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user, memberships__role__in=[Role.OWNER, Role.ADMIN])

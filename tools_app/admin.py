@@ -1,0 +1,179 @@
+"""Tool admin: tenant-scoped, masked config summary, write-only config, actions through services."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from config.errors import DomainError
+from tenants_app.selectors import tenants_for_admin
+from tools_app import services
+from tools_app.configs import mask_config
+from tools_app.models import Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+
+
+class ToolAdminForm(forms.ModelForm):
+    """`config` is write-only: the field starts blank and blank keeps the stored value."""
+
+    config_input = forms.CharField(
+        label="Config (JSON)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 80, "autocomplete": "off"}),
+        help_text='Write-only. Leave blank to keep the stored config; "********" keeps a stored secret value.',
+    )
+
+    class Meta:
+        model = Tool
+        fields = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
+
+    def clean_config_input(self) -> Any:
+        raw = self.cleaned_data.get("config_input", "").strip()
+        if not raw:
+            return services.KEEP
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"config is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("config must be a JSON object")
+        return value
+
+
+class ToolFunctionInline(admin.TabularInline):
+    model = ToolFunction
+    extra = 0
+    can_delete = False
+    fields = ["name", "state", "enabled", "requires_approval", "description", "schema_hash"]
+    readonly_fields = ["name", "state", "enabled", "requires_approval", "description", "schema_hash"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Tool)
+class ToolAdmin(admin.ModelAdmin):
+    form = ToolAdminForm
+    list_display = ["name", "tenant", "type", "status", "safety", "health", "last_ok_at", "disabled_until"]
+    list_filter = ["tenant", "type", "status", "safety"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["config_summary", "config_version", "consecutive_failures", "disabled_until", "last_ok_at",
+                       "last_error", "last_checked_at", "builtin_name"]
+    inlines = [ToolFunctionInline]
+    actions = ["enable_tools", "disable_tools"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
+        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "tenant":
+            kwargs["queryset"] = tenants_for_admin(user=request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(self.readonly_fields)
+        if obj is not None:
+            fields += ["tenant", "type"]
+        return fields
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.type == ToolType.BUILTIN:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.type == ToolType.BUILTIN:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    @admin.display(description="Config (masked)")
+    def config_summary(self, obj: Tool) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(mask_config(obj.type, obj.config), indent=2))
+
+    @admin.display(description="Health")
+    def health(self, obj: Tool) -> str:
+        if obj.in_failure_window:
+            return f"breaker open ({obj.consecutive_failures} failures)"
+        if obj.consecutive_failures:
+            return f"{obj.consecutive_failures} failure(s)"
+        return "ok" if obj.last_ok_at else "unchecked"
+
+    def save_model(self, request: HttpRequest, obj: Tool, form: Any, change: bool) -> None:
+        data = services.ToolInput(
+            name=form.cleaned_data["name"],
+            description=form.cleaned_data.get("description", ""),
+            type=None if change else form.cleaned_data["type"],
+            status=form.cleaned_data.get("status"),
+            config=form.cleaned_data["config_input"],
+            safety=form.cleaned_data.get("safety"),
+            requires_approval=form.cleaned_data.get("requires_approval"),
+        )
+        try:
+            if change:
+                saved = services.tool_update(tenant=obj.tenant, actor=request.user, tool_id=obj.pk, changes=data)
+            else:
+                saved = services.tool_create(tenant=form.cleaned_data["tenant"], actor=request.user, data=data)
+        except DomainError as exc:
+            # ModelAdmin has no clean hook for service errors; surface them without a 500.
+            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
+            raise _AdminAbort() from None
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        # The functions inline is read-only, so saving its formsets writes nothing; form has no m2m.
+        for formset in formsets:
+            formset.save()
+
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().changeform_view(request, *args, **kwargs)
+        except _AdminAbort:
+            from django.http import HttpResponseRedirect
+
+            return HttpResponseRedirect(request.get_full_path())
+
+    def _set_status(self, request: HttpRequest, queryset: QuerySet[Tool], status: str) -> None:
+        done, failed = 0, []
+        for tool in queryset:
+            try:
+                services.tool_set_status(tenant=tool.tenant, actor=request.user, tool_id=tool.pk, status=status)
+                done += 1
+            except DomainError as exc:
+                failed.append(f"{tool.name}: {exc.message}")
+        self.message_user(request, f"{done} tool(s) set to {status}.")
+        for line in failed:
+            self.message_user(request, line, messages.ERROR)
+
+    @admin.action(description="Enable selected tools")
+    def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
+        self._set_status(request, queryset, ToolStatus.ENABLED)
+
+    @admin.action(description="Disable selected tools")
+    def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
+        self._set_status(request, queryset, ToolStatus.DISABLED)
+
+
+class _AdminAbort(Exception):
+    pass
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "tenant", "tool_name", "function", "status", "error_code", "cost_ms", "actor"]
+    list_filter = ["tenant", "status"]
+    search_fields = ["tool_name", "function"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
+        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,117 @@
+"""Input and output serializers of the tools API; outputs never carry a secret value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.serializers import AnyJSONField, StrictInputSerializer
+from tools_app.configs import mask_config
+from tools_app.models import Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.services import KEEP, ToolInput
+
+
+class ToolIn(StrictInputSerializer):
+    name = serializers.CharField(max_length=64)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    type = serializers.ChoiceField(choices=ToolType.choices)
+    status = serializers.ChoiceField(choices=ToolStatus.choices, required=False)
+    config = AnyJSONField(required=False, help_text='Object to set; omitted or "" keeps; "********" keeps a key')
+    safety = serializers.ChoiceField(choices=Safety.choices, required=False)
+    requires_approval = serializers.BooleanField(required=False)
+
+    def to_input(self) -> ToolInput:
+        data: dict[str, Any] = dict(self.validated_data)
+        config = data.pop("config", KEEP)
+        return ToolInput(config=KEEP if config == "" else config, **data)
+
+
+class StatusIn(StrictInputSerializer):
+    status = serializers.ChoiceField(choices=ToolStatus.choices)
+
+
+class IdsIn(StrictInputSerializer):
+    ids = serializers.ListField(child=serializers.IntegerField(), allow_empty=False, max_length=500)
+    format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
+
+
+class FunctionOut(serializers.ModelSerializer):
+    class Meta:
+        model = ToolFunction
+        fields = ["name", "description", "input_schema", "output_schema", "annotations", "state", "enabled",
+                  "requires_approval", "schema_hash"]
+
+
+class ToolListOut(serializers.ModelSerializer):
+    config_set = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tool
+        fields = ["id", "name", "description", "type", "status", "safety", "requires_approval", "config_set",
+                  "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
+                  "created_at", "updated_at"]
+
+    def get_config_set(self, tool: Tool) -> bool:
+        return bool(tool.config)
+
+
+class ToolOut(ToolListOut):
+    config_summary = serializers.SerializerMethodField()
+    functions = FunctionOut(many=True, read_only=True)
+    market = serializers.SerializerMethodField()
+
+    class Meta(ToolListOut.Meta):
+        fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market"]
+
+    @extend_schema_field(serializers.JSONField())
+    def get_config_summary(self, tool: Tool) -> dict[str, Any]:
+        return mask_config(tool.type, tool.config)
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_market(self, tool: Tool) -> dict[str, Any] | None:
+        entry = tool.market_entry
+        if entry is None:
+            return None
+        return {
+            "entry_id": entry.pk,
+            "entry_name": entry.name,
+            "loaded_hash": tool.market_hash,
+            "update_available": entry.content_hash != tool.market_hash and entry.status != "removed",
+            "removed_upstream": entry.status == "removed",
+            "deprecated": entry.status == "deprecated",
+        }
+
+
+class ToolBriefOut(serializers.ModelSerializer):
+    class Meta:
+        model = Tool
+        fields = ["id", "name", "type", "status"]
+
+
+class FunctionBriefOut(serializers.ModelSerializer):
+    class Meta:
+        model = ToolFunction
+        fields = ["name", "description", "input_schema"]
+
+
+class ToolOptionOut(serializers.ModelSerializer):
+    functions = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tool
+        fields = ["id", "name", "description", "type", "safety", "functions"]
+
+    @extend_schema_field(FunctionBriefOut(many=True))
+    def get_functions(self, tool: Tool) -> list[dict[str, Any]]:
+        return list(FunctionBriefOut(getattr(tool, "active_functions", []), many=True).data)
+
+
+class ToolCallOut(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", default=None)
+
+    class Meta:
+        model = ToolCall
+        fields = ["id", "tool", "tool_name", "function", "actor", "agent", "conversation", "arguments", "status",
+                  "error_code", "error", "cost_ms", "result_excerpt", "result_size", "created_at"]

@@ -1,0 +1,10 @@
+"""Routes of the tools API."""
+
+from rest_framework.routers import SimpleRouter
+
+from tools_app.api.views import ToolCallViewSet, ToolViewSet
+
+router = SimpleRouter()
+router.register("tools", ToolViewSet, basename="tool")
+router.register("tool-calls", ToolCallViewSet, basename="tool-call")
+urlpatterns = router.urls

@@ -1,0 +1,141 @@
+"""Tools API: thin views over tools_app.services and tools_app.selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status as http
+from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.api import TenantViewSet
+from config.parsers import TextYAMLParser, YAMLParser
+from tenants_app.models import Role
+from tools_app import selectors, services
+from tools_app.api import serializers as s
+from tools_app.services.tools import parse_ids
+
+LIST_FILTERS = [
+    OpenApiParameter("name", str, description="substring of the name"),
+    OpenApiParameter("type", str, enum=["BUILTIN", "LOCAL", "REMOTE", "HTTP"]),
+    OpenApiParameter("status", str, enum=["ENABLED", "DISABLED"]),
+]
+
+
+class ToolViewSet(TenantViewSet):
+    lookup_value_regex = r"[^/]+"
+    serializer_class = s.ToolOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.tool_list(tenant=tenant, filters=selectors.ToolFilters.from_query(self.request.query_params))
+
+    def _tool(self, pk: Any) -> Any:
+        return selectors.tool_get(tenant=self.request.tenant, tool_id=pk)  # type: ignore[attr-defined]
+
+    @extend_schema(parameters=LIST_FILTERS, responses=s.ToolListOut(many=True))
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.ToolListOut(page, many=True).data)
+
+    @extend_schema(responses=s.ToolOut)
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(s.ToolOut(self._tool(pk)).data)
+
+    @extend_schema(request=s.ToolIn, responses={201: s.ToolOut})
+    def create(self, request: Request) -> Response:
+        body = s.ToolIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        tool = services.tool_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
+        return Response(s.ToolOut(tool).data, status=http.HTTP_201_CREATED)
+
+    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
+        body = s.ToolIn(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        tool = services.tool_update(
+            tenant=request.tenant, actor=request.user, tool_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
+        )
+        return Response(s.ToolOut(tool).data)
+
+    @extend_schema(request=s.ToolIn, responses=s.ToolOut)
+    def update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=False)
+
+    @extend_schema(request=s.ToolIn, responses=s.ToolOut)
+    def partial_update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=True)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH, description="comma-separated tool ids")],
+        responses={204: None},
+    )
+    def destroy(self, request: Request, pk: Any = None) -> Response:
+        services.tools_delete(tenant=request.tenant, actor=request.user, ids=parse_ids(pk or ""))  # type: ignore[attr-defined]
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("keyword", str), *LIST_FILTERS[1:]], responses=s.ToolBriefOut(many=True)
+    )
+    @action(detail=False, methods=["get"], url_path="all")
+    def all(self, request: Request) -> Response:
+        return Response(s.ToolBriefOut(self.get_queryset(), many=True).data)
+
+    @extend_schema(responses=s.ToolOptionOut(many=True))
+    @action(detail=False, methods=["get"], url_path="options")
+    def options_(self, request: Request) -> Response:
+        qs = selectors.tool_options(tenant=request.tenant, user=request.user)  # type: ignore[attr-defined]
+        return Response(s.ToolOptionOut(qs, many=True).data)
+
+    @extend_schema(request=s.StatusIn, responses=s.ToolOut)
+    @action(detail=True, methods=["put"], url_path="status")
+    def set_status(self, request: Request, pk: Any = None) -> Response:
+        body = s.StatusIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        tool = services.tool_set_status(
+            tenant=request.tenant, actor=request.user, tool_id=pk, status=body.validated_data["status"]  # type: ignore[attr-defined]
+        )
+        return Response(s.ToolOut(tool).data)
+
+    @extend_schema(request=s.IdsIn, responses={200: dict})
+    @action(detail=False, methods=["post"], url_path="export")
+    def export(self, request: Request) -> Response | HttpResponse:
+        body = s.IdsIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        document = services.tools_export(
+            tenant=request.tenant, actor=request.user, ids=body.validated_data["ids"]  # type: ignore[attr-defined]
+        )
+        if body.validated_data["format"] == "yaml" or "yaml" in request.headers.get("Accept", ""):
+            return HttpResponse(yaml.safe_dump(document, sort_keys=False), content_type="application/yaml")
+        return Response(document)
+
+    @extend_schema(request=dict, responses={200: dict})
+    @action(
+        detail=False, methods=["post"], url_path="import", parser_classes=[JSONParser, YAMLParser, TextYAMLParser]
+    )
+    def import_(self, request: Request) -> Response:
+        result = services.tools_import(tenant=request.tenant, actor=request.user, document=request.data)  # type: ignore[attr-defined]
+        code = http.HTTP_201_CREATED if result["created"] else http.HTTP_400_BAD_REQUEST
+        return Response(result, status=code)
+
+
+class ToolCallViewSet(TenantViewSet):
+    """The audit log (admins)."""
+
+    read_role = Role.ADMIN
+    serializer_class = s.ToolCallOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        params = self.request.query_params
+        return selectors.tool_call_list(tenant=tenant, tool=params.get("tool", ""), status=params.get("status", ""))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("tool", str), OpenApiParameter("status", str)], responses=s.ToolCallOut(many=True)
+    )
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.ToolCallOut(page, many=True).data)

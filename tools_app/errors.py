@@ -1,0 +1,48 @@
+"""Typed errors of the tools domain (mapped to HTTP by config.api.exception_handler)."""
+
+from __future__ import annotations
+
+from config.errors import Conflict, DomainError, NotFound
+
+
+class ToolError(DomainError):
+    code = "tool_error"
+
+
+class ToolNotFound(NotFound):
+    pass
+
+
+class InvalidConfig(ToolError):
+    code = "invalid_config"
+
+
+class NameTaken(Conflict):
+    code = "name_taken"
+
+
+class BuiltinReadOnly(ToolError):
+    code = "builtin_read_only"
+    status = 403
+
+
+class TypeChangeRefused(ToolError):
+    code = "type_change_refused"
+
+
+class ToolDisabled(ToolError):
+    code = "tool_disabled"
+    status = 409
+
+
+class InvalidArguments(ToolError):
+    code = "invalid_arguments"
+
+
+class ApprovalRequired(ToolError):
+    code = "approval_required"
+    status = 409
+
+
+class ImportFailed(ToolError):
+    code = "import_failed"

@@ -1,0 +1,154 @@
+"""Tool, ToolFunction, ToolCall (the audit log) and Approval."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from config.fields import EncryptedJSONField
+from tenants_app.models import Tenant
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+
+
+class ToolType(models.TextChoices):
+    BUILTIN = "BUILTIN", "Built-in"
+    LOCAL = "LOCAL", "Local MCP (stdio)"
+    REMOTE = "REMOTE", "Remote MCP (HTTP)"
+    HTTP = "HTTP", "HTTP tool"
+
+
+class ToolStatus(models.TextChoices):
+    ENABLED = "ENABLED", "Enabled"
+    DISABLED = "DISABLED", "Disabled"
+
+
+class Safety(models.TextChoices):
+    READ_ONLY = "READ_ONLY", "Read only"
+    WRITE = "WRITE", "Write"
+    DESTRUCTIVE = "DESTRUCTIVE", "Destructive"
+
+
+class Tool(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=64)
+    description = models.TextField(blank=True, default="")
+    type = models.CharField(max_length=16, choices=ToolType.choices)
+    status = models.CharField(max_length=16, choices=ToolStatus.choices, default=ToolStatus.ENABLED)
+    config = EncryptedJSONField(null=True, blank=True)
+    config_version = models.PositiveIntegerField(default=1)
+    safety = models.CharField(max_length=16, choices=Safety.choices, default=Safety.WRITE)
+    requires_approval = models.BooleanField(default=False)
+    builtin_name = models.CharField(max_length=64, blank=True, default="")
+    market_entry = models.ForeignKey(
+        "market_app.MarketEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="tools"
+    )
+    market_hash = models.CharField(max_length=64, blank=True, default="")
+    # Health and failure breaker; in the database so every process agrees.
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    disabled_until = models.DateTimeField(null=True, blank=True)
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="uniq_tool_name_per_tenant")]
+        indexes = [models.Index(fields=["tenant", "type", "status"])]
+        permissions = [("use_tool", "Can use the tool in chats and invocations")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.name}"
+
+    @property
+    def in_failure_window(self) -> bool:
+        return self.disabled_until is not None and self.disabled_until > timezone.now()
+
+
+class FunctionState(models.TextChoices):
+    ACTIVE = "ACTIVE", "Active"
+    CHANGED = "CHANGED", "Changed (awaiting approval)"
+    REMOVED = "REMOVED", "Removed"
+
+
+class ToolFunction(models.Model):
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="functions")
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True, default="")
+    input_schema = models.JSONField(default=dict)
+    output_schema = models.JSONField(null=True, blank=True)
+    annotations = models.JSONField(null=True, blank=True)
+    schema_hash = models.CharField(max_length=64)
+    approved_hash = models.CharField(max_length=64, blank=True, default="")
+    state = models.CharField(max_length=16, choices=FunctionState.choices, default=FunctionState.ACTIVE)
+    enabled = models.BooleanField(default=True)
+    requires_approval = models.BooleanField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tool", "name"], name="uniq_function_per_tool")]
+
+    def __str__(self) -> str:
+        return f"{self.tool.name}.{self.name}"
+
+
+class CallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+    DENIED = "denied", "Denied"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+
+
+class ToolCall(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_calls")
+    tool = models.ForeignKey(Tool, null=True, on_delete=models.SET_NULL, related_name="calls")
+    tool_name = models.CharField(max_length=64)
+    function = models.CharField(max_length=128)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    agent = models.ForeignKey("agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL)
+    conversation = models.ForeignKey("agents_app.Conversation", null=True, blank=True, on_delete=models.SET_NULL)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=24, choices=CallStatus.choices)
+    error_code = models.CharField(max_length=32, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    cost_ms = models.PositiveIntegerField(default=0)
+    result_excerpt = models.TextField(blank=True, default="")
+    result_size = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "status"]), models.Index(fields=["tenant", "tool"])]
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DENIED = "denied", "Denied"
+    EXPIRED = "expired", "Expired"
+
+
+class Approval(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approvals")
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    count = models.PositiveIntegerField(default=1)
+    warning = models.TextField(blank=True, default="")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]

@@ -1,0 +1,282 @@
+"""execute_command: allowlisted programs, no shell, argument rules, group kill on timeout, tail-only output."""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+
+from tools_app.runtime.builtins.command_rules import INTERPRETERS, RULES, SHELL_METACHARACTERS, ProgramRules
+from tools_app.runtime.builtins.context import BuiltinContext
+from tools_app.runtime.builtins.registry import BuiltinArgs, Safety, builtin
+from tools_app.runtime.builtins.workspace import Workspace
+from tools_app.runtime.errors import BusinessError, InvalidParams, ToolTimeout
+from tools_app.runtime.procenv import base_environment, kill_process_group
+from tools_app.runtime.result import ToolResult
+
+MAX_COMMAND_CHARS = 4096
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+class ExecuteCommandArgs(BuiltinArgs):
+    command: str = Field(description="One allowlisted program and its arguments; no shell syntax")
+
+
+@builtin(name="execute_command", description="Run one allowlisted program (no shell) in the workspace; "
+         "30 s timeout; returns the exit code and the last 8 KiB of output.", safety=Safety.DESTRUCTIVE)
+def execute_command(args: ExecuteCommandArgs, ctx: BuiltinContext) -> ToolResult:
+    ws = Workspace(ctx.workspace)
+    argv = check_command(args.command, ctx, ws)
+    executable = shutil.which(argv[0], path=base_environment().get("PATH"))
+    if executable is None:
+        raise BusinessError(f"program {argv[0]!r} is allowlisted but not installed on this host")
+    run = run_capped(
+        [executable, *argv[1:]], cwd=ws.root, timeout_s=ctx.command_timeout_s, cap=ctx.output_cap_bytes
+    )
+    if run.timed_out:
+        raise ToolTimeout(
+            f"command {argv[0]!r} timed out after {ctx.command_timeout_s:g} s; its process group was killed",
+            details={"stdout_tail": run.stdout, "stderr_tail": run.stderr},
+        )
+    parts = [f"exit code {run.exit_code}"]
+    if run.stdout:
+        parts.append(("[stdout, last bytes]\n" if run.stdout_truncated else "[stdout]\n") + run.stdout)
+    if run.stderr:
+        parts.append(("[stderr, last bytes]\n" if run.stderr_truncated else "[stderr]\n") + run.stderr)
+    return ToolResult.ok(
+        data={
+            "exit_code": run.exit_code,
+            "stdout": run.stdout,
+            "stderr": run.stderr,
+            "stdout_truncated": run.stdout_truncated,
+            "stderr_truncated": run.stderr_truncated,
+        },
+        text="\n".join(parts),
+    )
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def check_command(command: str, ctx: BuiltinContext, ws: Workspace) -> list[str]:
+    """Split `command` into argv and apply every rule; raise InvalidParams naming the broken rule."""
+    if len(command) > MAX_COMMAND_CHARS:
+        raise InvalidParams(f"command is longer than {MAX_COMMAND_CHARS} characters")
+    for char in SHELL_METACHARACTERS:
+        if char in command:
+            shown = {"\n": "newline", "\r": "carriage return", "\x00": "NUL"}.get(char, char)
+            raise InvalidParams(
+                f"command contains the shell metacharacter {shown!r} (rule: no shell syntax; "
+                "; | & ` $ ( ) < > and line breaks are refused)"
+            )
+    try:
+        argv = shlex.split(command, posix=True)
+    except ValueError as exc:
+        raise InvalidParams(f"command cannot be split into arguments: {exc}") from None
+    if not argv:
+        raise InvalidParams("command is empty")
+    program = argv[0]
+    if "/" in program or "\\" in program or program != os.path.basename(program):
+        raise InvalidParams(f"program {program!r} must be a bare allowlisted name, not a path")
+    if program not in ctx.command_allowlist:
+        raise InvalidParams(
+            f"program {program!r} is not in the command allowlist; allowed: {', '.join(sorted(ctx.command_allowlist))}"
+        )
+    if program in INTERPRETERS and program not in ctx.interpreters_allowed:
+        raise InvalidParams(
+            f"program {program!r} is an interpreter and needs a per-tenant opt-in (interpreters_allowed)"
+        )
+    rules = RULES.get(program)
+    if rules is not None:
+        _check_rules(program, argv[1:], rules)
+    _check_paths(argv[1:], ws, rules)
+    return argv
+
+
+def _option_name(arg: str) -> str:
+    return arg.split("=", 1)[0]
+
+
+def _matches(name: str, forbidden: frozenset[str], abbreviations: bool) -> str | None:
+    if name in forbidden:
+        return name
+    if abbreviations and name.startswith("--") and len(name) > 3:
+        for option in forbidden:
+            if option.startswith("--") and option.startswith(name):
+                return option
+    return None
+
+
+def _check_rules(program: str, args: list[str], rules: ProgramRules) -> None:
+    subcommand: str | None = None
+    for index, arg in enumerate(args):
+        refused = _refusal(program, arg, rules, subcommand)
+        if refused:
+            raise InvalidParams(f"{program}: {refused}")
+        if subcommand is None and not arg.startswith("-"):
+            previous = args[index - 1] if index else ""
+            if previous not in rules.path_options:
+                subcommand = arg
+                if arg in rules.forbidden_subcommands:
+                    raise InvalidParams(f"{program}: subcommand {arg!r} is not allowed (rule: it can run "
+                                        "arbitrary commands or change configuration)")
+                read_rule = rules.read_only_subcommands.get(arg)
+                if read_rule is not None:
+                    _check_read_only(program, arg, args[index + 1:], read_rule)
+
+
+def _refusal(program: str, arg: str, rules: ProgramRules, subcommand: str | None) -> str | None:
+    for prefix in rules.forbidden_prefixes:
+        if arg.startswith(prefix):
+            return f"argument {arg!r} is refused (rule: no {prefix!r} arguments)"
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return f"argument {arg!r} is refused (rule: no {arg!r})" if arg in rules.forbidden_options else None
+    name = _option_name(arg)
+    hit = _matches(name, rules.forbidden_options, rules.abbreviations)
+    if hit:
+        return f"option {hit!r} is refused (rule: it can run code, write outside the workspace or change config)"
+    if subcommand is not None:
+        hit = _matches(name, rules.subcommand_options.get(subcommand, frozenset()), rules.abbreviations)
+        if hit:
+            return f"option {hit!r} of {subcommand!r} is refused (rule: it can run commands or reach outside)"
+    if rules.forbidden_short_letters and re.fullmatch(r"-[A-Za-z]{2,}", arg):
+        bad = [c for c in arg[1:] if c in rules.forbidden_short_letters]
+        if bad:
+            return f"option cluster {arg!r} contains '-{bad[0]}' (rule: no inline-code flags)"
+    return None
+
+
+def _check_read_only(
+    program: str, sub: str, rest: list[str], rule: tuple[frozenset[str], frozenset[str]]
+) -> None:
+    reads, modifiers = rule
+    allowed = reads | modifiers
+    options = [a for a in rest if a.startswith("-")]
+    has_read = any(_option_name(a) in reads for a in options) or (bool(rest) and rest[0] in reads)
+    if not has_read or any(_option_name(a) not in allowed for a in options):
+        raise InvalidParams(
+            f"{program} {sub}: only reading is allowed (rule: `{program} {sub}` writes are refused; "
+            f"use one of {', '.join(sorted(reads))})"
+        )
+
+
+def _check_paths(args: list[str], ws: Workspace, rules: ProgramRules | None) -> None:
+    path_options = rules.path_options if rules else frozenset()
+    for index, arg in enumerate(args):
+        previous = args[index - 1] if index else ""
+        if arg.startswith("-") and arg not in ("-", "--"):
+            if "=" in arg:
+                candidate = arg.split("=", 1)[1]
+            elif not arg.startswith("--") and len(arg) > 2 and ("/" in arg or ".." in arg):
+                candidate = arg[2:]
+            else:
+                continue
+        else:
+            candidate = arg
+        if _URL.match(candidate) and not candidate.lower().startswith("file:"):
+            continue
+        path_like = "/" in candidate or "\\" in candidate or ".." in candidate or candidate.startswith("~")
+        if not (path_like or previous in path_options or os.path.lexists(ws.root / candidate)):
+            continue
+        if "\x00" in candidate:
+            raise InvalidParams("argument contains a NUL byte")
+        real = Path(os.path.realpath(ws.root / candidate))
+        if real != ws.root and not real.is_relative_to(ws.root):
+            raise InvalidParams(
+                f"argument {arg!r} names a path outside the workspace (rule: path arguments must stay inside it)"
+            )
+
+
+# -- running --------------------------------------------------------------------------------------
+
+
+@dataclass
+class CappedRun:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+
+
+class _Tail:
+    """Keeps only the last `cap` bytes of a stream, whatever its size."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.buf = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.buf += chunk[-self.cap:]
+        if len(self.buf) > self.cap:
+            del self.buf[: len(self.buf) - self.cap]
+
+    def text(self) -> str:
+        return bytes(self.buf).decode("utf-8", errors="replace")
+
+
+def run_capped(argv: list[str], *, cwd: Path, timeout_s: float, cap: int) -> CappedRun:
+    """Run argv in its own session, streaming both pipes into tails; kill the group on timeout."""
+    proc = subprocess.Popen(  # noqa: S603 - argv is a checked allowlisted program, never a shell
+        argv,
+        cwd=cwd,
+        env=base_environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    tails = {"stdout": _Tail(cap), "stderr": _Tail(cap)}
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    assert proc.stdout is not None and proc.stderr is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
+        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+        try:
+            while sel.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                for key, _ in sel.select(timeout=min(remaining, 0.5)):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        tails[key.data].feed(chunk)
+                    else:
+                        sel.unregister(key.fileobj)
+            if not timed_out:
+                try:
+                    proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+        finally:
+            if timed_out:
+                kill_process_group(proc.pid, term_wait_s=1.0)
+            else:
+                # The leader exited; anything it left running in its group must not outlive the call.
+                kill_process_group(proc.pid, term_wait_s=0.2)
+            proc.stdout.close()
+            proc.stderr.close()
+            proc.wait()
+    out, err = tails["stdout"], tails["stderr"]
+    return CappedRun(
+        exit_code=None if timed_out else proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_truncated=out.total > cap,
+        stderr_truncated=err.total > cap,
+        timed_out=timed_out,
+    )

@@ -1,0 +1,331 @@
+"""One live MCP session (LOCAL or REMOTE), owned by a single task from connect to close."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+import pydantic
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from tools_app.runtime.errors import (
+    ConnectionFailed,
+    MalformedResult,
+    ProtocolError,
+    RemoteHTTPError,
+    RuntimeToolError,
+    ServerExited,
+    StartupTimeout,
+    ToolTimeout,
+    WrongTransport,
+)
+from tools_app.runtime.mcp.discovery import FunctionInfo, build_discovery, list_all_tools, to_tool_result
+from tools_app.runtime.mcp.http import HttpChannel, http_transport
+from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
+from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
+from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
+from tools_app.runtime.outbound import OutboundPolicy, safe_url
+from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
+
+T = TypeVar("T")
+
+# Time to let a dying child's stderr arrive before the error message is built.
+STDERR_SETTLE_S = 0.5
+
+
+def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaf_exceptions(inner))
+        return out
+    return [exc]
+
+
+class Connection:
+    """A session whose transport and ClientSession live in one owner task (anyio scopes need that)."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        policy: OutboundPolicy,
+        *,
+        on_spawn: Callable[[int], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.on_spawn = on_spawn
+        self.session: ClientSession | None = None
+        self.init_result: types.InitializeResult | None = None
+        self.functions: dict[str, FunctionInfo] = {}
+        self.pid: int | None = None
+        self.broken: RuntimeToolError | None = None
+        self.retired = False
+        self.inflight = 0
+        self.last_used = time.monotonic()
+        self.connect_ms = 0
+        self._channel: StdioChannel | HttpChannel | None = None
+        self._failed = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, initialize and list tools within the startup timeout; typed error otherwise."""
+        started = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._own())
+        try:
+            await asyncio.shield(self._ready)
+        except asyncio.CancelledError:
+            await self.close()
+            raise
+        self.connect_ms = int((time.monotonic() - started) * 1000)
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._task is not None:
+            await asyncio.shield(self._closed.wait())
+
+    @property
+    def alive(self) -> bool:
+        return self._ready.done() and not self._closing.is_set() and self.broken is None
+
+    async def _own(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                read_stream, write_stream = await self._open_transport(stack)
+                session = await stack.enter_async_context(ClientSession(read_stream, write_stream))
+                self.session = session
+                with anyio.fail_after(self.spec.startup_timeout_s):
+                    self.init_result = await self._watched(session.initialize())
+                    functions = await self._watched(list_all_tools(session))
+                self.functions = {f.name: f for f in functions}
+                self._ready.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes one typed error
+            error = await self._translate(exc, starting=not self._ready.done())
+            if not self._ready.done():
+                self._ready.set_exception(error)
+            elif self.broken is None and not self._closing.is_set():
+                self.broken = error
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.session = None
+            self._closed.set()
+
+    async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
+        target = self.spec.target
+        if isinstance(target, LocalSpec):
+            executable = resolve_command(target)
+            if target.version_check:
+                await run_version_check(executable, target)
+            process = await spawn(executable, target)
+            self.pid = process.pid
+            if self.on_spawn is not None:
+                self.on_spawn(process.pid)
+            read_stream, write_stream, channel = await stack.enter_async_context(stdio_transport(process))
+            self._channel = channel
+        else:
+            assert isinstance(target, RemoteSpec)
+            http_channel = HttpChannel(url=safe_url(target.url))
+            self._channel = http_channel
+            read_stream, write_stream = await stack.enter_async_context(
+                http_transport(target, self.policy, http_channel)
+            )
+            if http_channel.failure is not None:
+                raise http_channel.failure
+        return read_stream, write_stream
+
+    async def _watched(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable`, but give up as soon as the transport records a failure it cannot report."""
+        channel = self._channel
+        if not isinstance(channel, HttpChannel):
+            return await awaitable
+        failed = channel.failed
+        task = asyncio.ensure_future(awaitable)
+        waiter = asyncio.ensure_future(failed.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+        if task.done() and not task.cancelled():
+            return task.result()
+        assert isinstance(channel, HttpChannel) and channel.failure is not None
+        raise channel.failure
+
+    # ---- errors ----------------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        target = self.spec.target
+        if isinstance(target, LocalSpec):
+            return f"MCP server {target.command!r}"
+        return f"MCP server {safe_url(target.url)}"
+
+    async def _stderr_tail(self) -> str:
+        channel = self._channel
+        if not isinstance(channel, StdioChannel):
+            return ""
+        with anyio.move_on_after(STDERR_SETTLE_S):
+            while channel.process.returncode is None:
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.05)
+        return channel.stderr.text()
+
+    async def _translate(self, exc: BaseException, *, starting: bool) -> RuntimeToolError:
+        leaves = _leaf_exceptions(exc)
+        channel = self._channel
+        if isinstance(channel, HttpChannel) and channel.failure is not None:
+            return self._refine_http(channel.failure)
+        for leaf in leaves:
+            if isinstance(leaf, RuntimeToolError):
+                return leaf
+        where = self._where()
+        for leaf in leaves:
+            if isinstance(leaf, TimeoutError) and starting:
+                return StartupTimeout(
+                    f"{where} did not answer initialize within {self.spec.startup_timeout_s:g} s"
+                    + await self._stderr_suffix()
+                )
+            if isinstance(leaf, MCPError):
+                if leaf.code == types.CONNECTION_CLOSED and isinstance(channel, StdioChannel):
+                    return await self._exited_error()
+                return ProtocolError(f"{where} failed: {leaf.message}")
+            if isinstance(leaf, httpx2.SSEError | httpx2.HTTPStatusError) and isinstance(self.spec.target, RemoteSpec):
+                return WrongTransport(
+                    f"{where} did not answer as an {self.spec.target.transport} endpoint; check the transport"
+                )
+            if isinstance(leaf, httpx2.HTTPError):
+                return ConnectionFailed(f"{where}: {type(leaf).__name__}")
+            if isinstance(leaf, asyncio.CancelledError):
+                continue
+        if isinstance(channel, StdioChannel) and channel.process.returncode is not None:
+            return await self._exited_error()
+        names = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
+        return ConnectionFailed(f"{where} connection failed ({names})")
+
+    async def _stderr_suffix(self) -> str:
+        tail = await self._stderr_tail() if isinstance(self._channel, StdioChannel) else ""
+        return f"; stderr: {tail[-2000:]}" if tail else ""
+
+    async def _exited_error(self) -> RuntimeToolError:
+        tail = await self._stderr_tail()
+        channel = self._channel
+        if isinstance(channel, StdioChannel) and channel.closed_reason and channel.garbage:
+            suffix = f"; stderr: {tail}" if tail else ""
+            return ProtocolError(f"{self._where()}: {channel.closed_reason}{suffix}")
+        code = channel.process.returncode if isinstance(channel, StdioChannel) else None
+        status = f" with status {code}" if code is not None else ""
+        reason = channel.closed_reason if isinstance(channel, StdioChannel) else None
+        message = f"{self._where()} exited{status}" if code is not None else f"{self._where()} closed the connection"
+        if reason and code is None:
+            message += f" ({reason})"
+        if tail:
+            message += f"; stderr: {tail}"
+        return ServerExited(message, details={"exit_status": code})
+
+    def _refine_http(self, failure: RuntimeToolError) -> RuntimeToolError:
+        target = self.spec.target
+        status = failure.details.get("status") if isinstance(failure, RemoteHTTPError) else None
+        if isinstance(target, RemoteSpec) and status in (405, 406):
+            other = "sse" if target.transport == "streamable_http" else "streamable_http"
+            return WrongTransport(
+                f"{failure.message}: the URL does not speak {target.transport}; try transport {other!r}",
+                details={"status": status},
+            )
+        return failure
+
+    # ---- operations ------------------------------------------------------------------------------
+
+    def _require_session(self) -> ClientSession:
+        if self.broken is not None:
+            raise self.broken
+        if self.session is None:
+            raise ConnectionFailed(f"{self._where()} session is closed")
+        return self.session
+
+    async def discover(self) -> Any:
+        session = self._require_session()
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(self.spec.call_timeout_s):
+                functions = await self._watched(list_all_tools(session))
+        except TimeoutError:
+            self.broken = ToolTimeout(f"{self._where()} did not answer tools/list within {self.spec.call_timeout_s:g} s")
+            raise self.broken from None
+        except RuntimeToolError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.broken = await self._translate(exc, starting=False)
+            raise self.broken from None
+        self.functions = {f.name: f for f in functions}
+        return build_discovery(self.init_result, functions, int((time.monotonic() - started) * 1000))
+
+    async def call(self, function: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
+        """One tools/call; connection-level failures mark the connection broken so the pool replaces it."""
+        session = self._require_session()
+        self.inflight += 1
+        self.last_used = time.monotonic()
+        try:
+            with anyio.fail_after(timeout_s):
+                result = await self._watched(session.call_tool(function, arguments))
+            return to_tool_result(result)
+        except TimeoutError:
+            # The server may still be working on it; a fresh session is the only sure way to unwedge.
+            self.retired = True
+            return ToolResult.fail(TIMEOUT, f"{self._where()} call {function!r} timed out after {timeout_s:g} s")
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self.broken = await self._translate(exc, starting=False)
+                return ToolResult.fail(EXECUTION_ERROR, self.broken.message, error_type=self.broken.code)
+            if exc.code == types.INVALID_PARAMS:
+                return ToolResult.fail(INVALID_PARAMS, exc.message)
+            channel = self._channel
+            if isinstance(channel, HttpChannel) and channel.failure is not None:
+                self.broken = self._refine_http(channel.failure)
+                return ToolResult.fail(EXECUTION_ERROR, self.broken.message, error_type=self.broken.code)
+            return ToolResult.fail(
+                "BUSINESS_ERROR", f"{self._where()} returned error {exc.code}: {exc.message}", jsonrpc_code=exc.code
+            )
+        except (RuntimeError, pydantic.ValidationError) as exc:
+            error = MalformedResult(f"{self._where()} returned a malformed result for {function!r}: {_brief(exc)}")
+            return ToolResult.fail(EXECUTION_ERROR, error.message, error_type=error.code)
+        except RuntimeToolError as exc:
+            self.broken = exc
+            return ToolResult.fail(exc.result_code, exc.message, error_type=exc.code)
+        finally:
+            self.inflight -= 1
+            self.last_used = time.monotonic()
+
+    async def list_now(self) -> dict[str, FunctionInfo]:
+        await self.discover()
+        return self.functions
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:300]
+
+
+async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: Callable[[int], None] | None = None) -> Any:
+    """Open a fresh connection, initialize + list, close; returns a Discovery."""
+    started = time.monotonic()
+    conn = Connection(spec, policy, on_spawn=on_spawn)
+    try:
+        await conn.open()
+        functions = list(conn.functions.values())
+        return build_discovery(conn.init_result, functions, int((time.monotonic() - started) * 1000))
+    finally:
+        await conn.close()

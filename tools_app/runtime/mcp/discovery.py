@@ -1,0 +1,105 @@
+"""Discovery and result shaping: tools/list (all pages) to FunctionInfo, CallToolResult to ToolResult."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientSession
+
+from tools_app.runtime.errors import ProtocolError
+from tools_app.runtime.result import BUSINESS_ERROR, ToolResult
+from tools_app.runtime.schemas import schema_hash
+
+MAX_LIST_PAGES = 100
+
+
+@dataclass
+class FunctionInfo:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+    schema_hash: str
+
+
+@dataclass
+class Discovery:
+    server_name: str
+    server_version: str
+    protocol_version: str
+    functions: list[FunctionInfo] = field(default_factory=list)
+    latency_ms: int = 0
+
+
+def function_info(tool: types.Tool) -> FunctionInfo:
+    annotations = (
+        tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
+    )
+    description = tool.description or ""
+    input_schema = dict(tool.input_schema or {"type": "object"})
+    output_schema = dict(tool.output_schema) if tool.output_schema else None
+    return FunctionInfo(
+        name=tool.name,
+        description=description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        annotations=annotations or None,
+        schema_hash=schema_hash(
+            name=tool.name,
+            description=description,
+            input_schema=input_schema,
+            output_schema=output_schema,
+            annotations=annotations or None,
+        ),
+    )
+
+
+async def list_all_tools(session: ClientSession) -> list[FunctionInfo]:
+    """Every tool the server offers, following nextCursor (bounded, loop-safe)."""
+    functions: list[FunctionInfo] = []
+    seen_cursors: set[str] = set()
+    cursor: str | None = None
+    for _page in range(MAX_LIST_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        result = await session.list_tools(params=params)
+        functions.extend(function_info(tool) for tool in result.tools)
+        cursor = result.next_cursor
+        if not cursor:
+            return functions
+        if cursor in seen_cursors:
+            raise ProtocolError("server repeated a tools/list cursor")
+        seen_cursors.add(cursor)
+    raise ProtocolError(f"server's tools/list has more than {MAX_LIST_PAGES} pages")
+
+
+def build_discovery(init: types.InitializeResult | None, functions: list[FunctionInfo], latency_ms: int) -> Discovery:
+    server = init.server_info if init is not None else None
+    return Discovery(
+        server_name=server.name if server else "",
+        server_version=(server.version or "") if server else "",
+        protocol_version=init.protocol_version if init is not None else "",
+        functions=functions,
+        latency_ms=latency_ms,
+    )
+
+
+def _content_text(item: Any) -> str:
+    if isinstance(item, types.TextContent):
+        return item.text
+    kind = getattr(item, "type", "content")
+    mime = getattr(item, "mime_type", None)
+    return f"[{kind}{': ' + mime if mime else ''}]"
+
+
+def to_tool_result(result: types.CallToolResult) -> ToolResult:
+    """Structured content becomes `data`, text contents joined become `text`; isError is a business error."""
+    text = "\n".join(_content_text(item) for item in result.content or [])
+    if result.is_error:
+        out = ToolResult.fail(BUSINESS_ERROR, text or "the tool reported an error")
+        out.text = text
+        out.data = result.structured_content
+        return out
+    return ToolResult.ok(data=result.structured_content, text=text)

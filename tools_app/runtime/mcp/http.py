@@ -1,0 +1,120 @@
+"""REMOTE transports: SDK streamable HTTP / SSE clients over an httpx2 client bound to the outbound guard."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+import anyio
+import httpx2
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, ToolTimeout
+from tools_app.runtime.mcp.spec import RemoteSpec
+from tools_app.runtime.outbound import GuardedAsyncTransport, OutboundPolicy, check_url, safe_url
+
+# An SSE stream may stay quiet for long; the session's own request timeouts bound each call.
+SSE_READ_TIMEOUT_S = 300.0
+
+
+@dataclass
+class HttpChannel:
+    """What the HTTP transport observed: the first failure worth reporting instead of the SDK's stand-in."""
+
+    url: str
+    failure: RuntimeToolError | None = None
+    failed: anyio.Event = field(default_factory=anyio.Event)
+
+    def record(self, error: RuntimeToolError) -> None:
+        if self.failure is None:
+            self.failure = error
+            self.failed.set()
+
+
+class RecordingTransport(GuardedAsyncTransport):
+    """The outbound guard, plus: redirects re-checked up front, HTTP error statuses recorded (never headers)."""
+
+    def __init__(self, policy: OutboundPolicy, channel: HttpChannel, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
+        self.channel = channel
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await super().handle_async_request(request)
+        except OutboundBlocked as exc:
+            self.channel.record(exc)
+            raise
+        except httpx2.TimeoutException:
+            self.channel.record(ToolTimeout(f"{request.method} {safe_url(str(request.url))} timed out"))
+            raise
+        except httpx2.HTTPError as exc:
+            self.channel.record(
+                RemoteHTTPError(f"{request.method} {safe_url(str(request.url))} failed: {type(exc).__name__}")
+            )
+            raise
+        status = response.status_code
+        if 300 <= status < 400 and "location" in response.headers:
+            target = urljoin(str(request.url), response.headers["location"])
+            try:
+                check_url(target, self.policy)
+            except OutboundBlocked as exc:
+                await response.aclose()
+                blocked = OutboundBlocked(
+                    f"redirect from {safe_url(str(request.url))} to {safe_url(target)} refused: {exc.message}",
+                    details=exc.details,
+                )
+                self.channel.record(blocked)
+                raise blocked from None
+        elif status >= 400 and request.method != "DELETE":
+            self.channel.record(
+                RemoteHTTPError(
+                    f"{request.method} {safe_url(str(request.url))} answered HTTP {status}",
+                    details={"status": status},
+                )
+            )
+        return response
+
+
+def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: float) -> Any:
+    def factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            headers=headers,
+            auth=auth,
+            timeout=timeout or httpx2.Timeout(timeout_s, read=SSE_READ_TIMEOUT_S),
+            transport=RecordingTransport(policy, channel),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    return factory
+
+
+@asynccontextmanager
+async def http_transport(
+    spec: RemoteSpec, policy: OutboundPolicy, channel: HttpChannel
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Open the configured transport; the URL is guard-checked before any connection is made."""
+    check_url(spec.url, policy)
+    headers = dict(spec.headers)
+    factory = _client_factory(policy, channel, spec.timeout_s)
+    if spec.transport == "sse":
+        async with sse_client(
+            spec.url,
+            headers=headers,
+            timeout=spec.timeout_s,
+            sse_read_timeout=SSE_READ_TIMEOUT_S,
+            httpx_client_factory=factory,
+        ) as (read_stream, write_stream):
+            yield read_stream, write_stream
+    else:
+        async with factory(headers=headers) as client:
+            async with streamable_http_client(spec.url, http_client=client) as (read_stream, write_stream):
+                yield read_stream, write_stream

@@ -1,0 +1,352 @@
+"""The process-wide MCP session pool: one background event loop, warm sessions keyed by (tool_id, config_version)."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import threading
+import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from tools_app.runtime.errors import CapacityExceeded, InvalidParams, RuntimeToolError, ToolTimeout
+from tools_app.runtime.mcp.connection import Connection, probe_connection
+from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
+from tools_app.runtime.mcp.spec import ServerSpec
+from tools_app.runtime.outbound import OutboundPolicy
+from tools_app.runtime.result import EXECUTION_ERROR, NOT_FOUND, TIMEOUT, ToolResult
+from tools_app.runtime.schemas import validate_arguments
+
+__all__ = ["Discovery", "FunctionInfo", "SessionPool", "configure_pool", "get_pool"]
+
+T = TypeVar("T")
+Key = tuple[int, int]
+
+# Extra time a sync caller waits beyond the operation's own timeouts before giving up on the loop.
+SYNC_SLACK_S = 10.0
+
+
+class SessionPool:
+    """Warm MCP sessions shared by every thread of this process; sync methods, async variants prefixed `a`."""
+
+    def __init__(
+        self,
+        *,
+        policy: OutboundPolicy,
+        idle_ttl_s: float = 300,
+        max_per_tenant: int = 20,
+        max_total: int = 100,
+    ) -> None:
+        self.policy = policy
+        self.idle_ttl_s = idle_ttl_s
+        self.max_per_tenant = max_per_tenant
+        self.max_total = max_total
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        # Loop-thread-only state from here on.
+        self._conns: dict[Key, Connection] = {}
+        self._opening: dict[Key, tuple[ServerSpec, asyncio.Future[Connection]]] = {}
+        self._draining: set[Connection] = set()
+        self._probing: dict[int, str] = {}
+        self._bg: set[asyncio.Task[Any]] = set()
+        self._reaper_task: asyncio.Task[None] | None = None
+        self._counters = {"processes_spawned": 0, "sessions_opened": 0, "probes": 0, "recycled": 0, "reaped": 0}
+
+    # ---- loop thread -----------------------------------------------------------------------------
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            # After a fork (Celery prefork, gunicorn) the parent's loop thread does not exist here.
+            if self._loop is None or self._pid != os.getpid() or not (self._thread and self._thread.is_alive()):
+                if self._pid != os.getpid():
+                    self._conns, self._opening, self._draining, self._probing = {}, {}, set(), {}
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=self._run_loop, args=(loop,), name="toolhub-mcp-pool", daemon=True)
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+                asyncio.run_coroutine_threadsafe(self._start_reaper(), loop).result(5)
+            return self._loop
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_forever()
+
+    def _run(self, coro: Coroutine[Any, Any, T], bound_s: float) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        try:
+            return future.result(timeout=bound_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolTimeout(f"MCP pool operation did not finish within {bound_s:g} s") from None
+
+    async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the pool loop from any other event loop."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        return await asyncio.wrap_future(future)
+
+    def _spawned(self, _pid: int) -> None:
+        self._counters["processes_spawned"] += 1
+
+    # ---- public sync API -------------------------------------------------------------------------
+
+    def probe(self, spec: ServerSpec) -> Discovery:
+        """A fresh, unpooled connection: initialize + tools/list, then close (Test button, health check)."""
+        return self._run(self._probe(spec), spec.startup_timeout_s + SYNC_SLACK_S)
+
+    def discover(self, spec: ServerSpec) -> Discovery:
+        """tools/list through the warm pooled session (connecting it if needed)."""
+        return self._run(self._discover(spec), spec.startup_timeout_s + spec.call_timeout_s + SYNC_SLACK_S)
+
+    def call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None) -> ToolResult:
+        """One tools/call through the warm session; every failure comes back as a failed ToolResult."""
+        timeout = timeout_s or spec.call_timeout_s
+        try:
+            return self._run(self._call(spec, function, arguments, timeout), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+        except ToolTimeout as exc:
+            return ToolResult.fail(TIMEOUT, exc.message)
+
+    def close(self, tool_id: int) -> None:
+        if self._loop is not None:
+            self._run(self._close_tool(tool_id), 30)
+
+    def close_all(self) -> None:
+        if self._loop is not None and self._pid == os.getpid():
+            self._run(self._close_all(), 60)
+
+    def shutdown(self) -> None:
+        """close_all, then stop the loop thread (interpreter exit)."""
+        if self._loop is None or self._pid != os.getpid():
+            return
+        try:
+            self.close_all()
+        finally:
+            loop, thread = self._loop, self._thread
+            self._loop = None
+            if self._reaper_task is not None:
+                loop.call_soon_threadsafe(self._reaper_task.cancel)
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(5)
+
+    def stats(self) -> dict[str, Any]:
+        if self._loop is None:
+            return {**self._counters, "open_sessions": 0, "opening": 0, "draining": 0, "tenants": {}}
+        return self._run(self._stats(), 10)
+
+    # ---- public async API (for code already running an event loop, e.g. the agent loop) ------------
+
+    async def aprobe(self, spec: ServerSpec) -> Discovery:
+        return await self._on_loop(self._probe(spec))
+
+    async def adiscover(self, spec: ServerSpec) -> Discovery:
+        return await self._on_loop(self._discover(spec))
+
+    async def acall(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None) -> ToolResult:
+        return await self._on_loop(self._call(spec, function, arguments, timeout_s or spec.call_timeout_s))
+
+    # ---- loop-side implementation ----------------------------------------------------------------
+
+    def _count(self, tenant_key: str | None = None) -> int:
+        specs = [c.spec for c in self._conns.values()] + [s for s, _ in self._opening.values()]
+        tenants = [s.tenant_key for s in specs] + list(self._probing.values())
+        return len(tenants) if tenant_key is None else sum(1 for t in tenants if t == tenant_key)
+
+    def _check_capacity(self, spec: ServerSpec) -> None:
+        if self._count() >= self.max_total:
+            raise CapacityExceeded(
+                f"capacity_exceeded: {self.max_total} MCP sessions are open in this process",
+                details={"limit": self.max_total, "scope": "total"},
+            )
+        if self._count(spec.tenant_key) >= self.max_per_tenant:
+            raise CapacityExceeded(
+                f"capacity_exceeded: this tenant already has {self.max_per_tenant} MCP sessions open",
+                details={"limit": self.max_per_tenant, "scope": "tenant"},
+            )
+
+    async def _probe(self, spec: ServerSpec) -> Discovery:
+        self._check_capacity(spec)
+        token = object()
+        self._probing[id(token)] = spec.tenant_key
+        self._counters["probes"] += 1
+        try:
+            return await probe_connection(spec, self.policy, on_spawn=self._spawned)
+        finally:
+            self._probing.pop(id(token), None)
+
+    async def _acquire(self, spec: ServerSpec) -> Connection:
+        key = spec.key
+        conn = self._conns.get(key)
+        if conn is not None:
+            if conn.alive and not conn.retired:
+                return conn
+            self._retire(conn)
+        # A new config_version supersedes every older session of the same tool.
+        for other_key, other in list(self._conns.items()):
+            if other_key[0] == spec.tool_id and other_key[1] < spec.config_version:
+                self._counters["recycled"] += 1
+                self._retire(other)
+        pending = self._opening.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending[1])
+        self._check_capacity(spec)
+        future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._opening[key] = (spec, future)
+        conn = Connection(spec, self.policy, on_spawn=self._spawned)
+        try:
+            await conn.open()
+        except BaseException as exc:
+            future.set_exception(exc if isinstance(exc, Exception) else RuntimeToolError("connect cancelled"))
+            future.exception()  # retrieved: no "never retrieved" warning when nobody else waited
+            raise
+        else:
+            self._counters["sessions_opened"] += 1
+            self._conns[key] = conn
+            future.set_result(conn)
+            return conn
+        finally:
+            self._opening.pop(key, None)
+
+    def _retire(self, conn: Connection) -> None:
+        """Take `conn` out of service; close it now or when its last in-flight call returns."""
+        if self._conns.get(conn.spec.key) is conn:
+            del self._conns[conn.spec.key]
+        conn.retired = True
+        if conn.inflight == 0:
+            self._draining.discard(conn)
+            self._background(conn.close())
+        else:
+            self._draining.add(conn)
+
+    def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def _discover(self, spec: ServerSpec) -> Discovery:
+        conn = await self._acquire(spec)
+        try:
+            return await conn.discover()
+        except RuntimeToolError:
+            if conn.broken is not None:
+                self._retire(conn)
+            raise
+
+    async def _call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
+        started = time.monotonic()
+        result = await self._call_inner(spec, function, arguments, timeout_s)
+        result.cost_ms = int((time.monotonic() - started) * 1000)
+        return result
+
+    async def _call_inner(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
+        try:
+            conn = await self._acquire(spec)
+        except RuntimeToolError as exc:
+            return ToolResult.fail(exc.result_code, exc.message, error_type=exc.code)
+        conn.last_used = time.monotonic()
+        info = conn.functions.get(function)
+        if info is None:
+            # The server's list may have grown since we connected: look once more before saying no.
+            try:
+                info = (await conn.list_now()).get(function)
+            except RuntimeToolError as exc:
+                self._retire(conn)
+                return ToolResult.fail(EXECUTION_ERROR, exc.message, error_type=exc.code)
+            if info is None:
+                names = ", ".join(sorted(conn.functions)) or "(none)"
+                return ToolResult.fail(NOT_FOUND, f"function {function!r} not found; available: {names}")
+        try:
+            validate_arguments(info.input_schema, arguments)
+        except InvalidParams as exc:
+            return ToolResult.fail("INVALID_PARAMS", exc.message, **exc.details)
+        try:
+            return await conn.call(function, arguments, timeout_s)
+        finally:
+            if conn.broken is not None or conn.retired:
+                self._retire(conn)
+
+    async def _close_tool(self, tool_id: int) -> None:
+        victims = [c for k, c in self._conns.items() if k[0] == tool_id]
+        for conn in victims:
+            del self._conns[conn.spec.key]
+        await asyncio.gather(*(c.close() for c in victims), return_exceptions=True)
+
+    async def _close_all(self) -> None:
+        victims = list(self._conns.values()) + list(self._draining)
+        self._conns.clear()
+        self._draining.clear()
+        await asyncio.gather(*(c.close() for c in victims), return_exceptions=True)
+        if self._bg:
+            await asyncio.gather(*list(self._bg), return_exceptions=True)
+
+    async def _stats(self) -> dict[str, Any]:
+        tenants: dict[str, int] = {}
+        for conn in self._conns.values():
+            tenants[conn.spec.tenant_key] = tenants.get(conn.spec.tenant_key, 0) + 1
+        return {
+            **self._counters,
+            "open_sessions": len(self._conns),
+            "opening": len(self._opening),
+            "draining": len(self._draining),
+            "tenants": tenants,
+        }
+
+    async def _start_reaper(self) -> None:
+        self._reaper_task = asyncio.get_running_loop().create_task(self._reaper())
+
+    async def _reaper(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, min(self.idle_ttl_s / 4, 5.0)))
+            try:
+                self._reap_once()
+            except Exception:  # noqa: BLE001 - the reaper must outlive any one bad entry
+                pass
+
+    def _reap_once(self) -> None:
+        now = time.monotonic()
+        for conn in list(self._conns.values()):
+            if conn.inflight == 0 and (now - conn.last_used >= self.idle_ttl_s or not conn.alive):
+                self._counters["reaped"] += 1
+                self._retire(conn)
+        for conn in list(self._draining):
+            if conn.inflight == 0:
+                self._retire(conn)
+
+
+_pool: SessionPool | None = None
+_pool_lock = threading.Lock()
+
+
+def _default_policy() -> OutboundPolicy:
+    return OutboundPolicy.build(os.environ.get("TOOLHUB_OUTBOUND_ALLOW", ""))
+
+
+def get_pool() -> SessionPool:
+    """The process-wide pool (created on first use with the environment's outbound policy)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = SessionPool(policy=_default_policy())
+        return _pool
+
+
+def configure_pool(**kwargs: Any) -> SessionPool:
+    """Replace the process-wide pool (closing the old one's sessions); kwargs as SessionPool.__init__."""
+    global _pool
+    kwargs.setdefault("policy", _default_policy())
+    with _pool_lock:
+        old, _pool = _pool, SessionPool(**kwargs)
+        new = _pool
+    if old is not None:
+        old.shutdown()
+    return new
+
+
+@atexit.register
+def _shutdown_at_exit() -> None:
+    if _pool is not None:
+        _pool.shutdown()

@@ -1,0 +1,205 @@
+"""LOCAL server processes: command resolution, clean env, own process group, stderr tail, no-orphan stop."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import Process
+
+from tools_app.runtime.errors import CommandNotExecutable, CommandNotFound, ConnectionFailed
+from tools_app.runtime.mcp.spec import LocalSpec
+from tools_app.runtime.procenv import base_environment
+
+STDERR_TAIL_BYTES = 8 * 1024
+STDIN_CLOSE_GRACE_S = 1.0
+TERM_GRACE_S = 1.0
+KILL_REAP_S = 2.0
+VERSION_CHECK_TIMEOUT_S = 5.0
+
+
+def resolve_command(spec: LocalSpec) -> str:
+    """The absolute executable for `spec.command`, or a typed error naming the command."""
+    command = spec.command
+    if os.sep in command or (os.altsep and os.altsep in command):
+        path = command if os.path.isabs(command) else os.path.join(spec.cwd or os.getcwd(), command)
+        if not os.path.exists(path):
+            raise CommandNotFound(f"command {command!r} not found", details={"command": command})
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise CommandNotExecutable(
+                f"command {command!r} is not an executable file", details={"command": command}
+            )
+        return path
+    # Resolve against the PATH the child will see, not only ours.
+    env = child_environment(spec)
+    found = shutil.which(command, path=env.get("PATH"))
+    if found is None:
+        raise CommandNotFound(
+            f"command {command!r} not found on PATH", details={"command": command}
+        )
+    return found
+
+
+def child_environment(spec: LocalSpec) -> dict[str, str]:
+    """Allowlisted base environment plus the tool's configured env; nothing else of ours."""
+    return base_environment(dict(spec.env))
+
+
+def check_cwd(spec: LocalSpec) -> None:
+    if spec.cwd is not None and not os.path.isdir(spec.cwd):
+        raise ConnectionFailed(f"working directory {spec.cwd!r} does not exist", details={"cwd": spec.cwd})
+
+
+@dataclass
+class StderrTail:
+    """The last STDERR_TAIL_BYTES of a child's stderr, fed by a drain task."""
+
+    limit: int = STDERR_TAIL_BYTES
+    _buf: bytearray = field(default_factory=bytearray)
+
+    def feed(self, chunk: bytes) -> None:
+        self._buf += chunk
+        if len(self._buf) > self.limit:
+            del self._buf[: len(self._buf) - self.limit]
+
+    def text(self) -> str:
+        return self._buf.decode("utf-8", errors="replace").strip()
+
+
+async def run_version_check(executable: str, spec: LocalSpec) -> None:
+    """`<cmd> --version` must exit 0 within VERSION_CHECK_TIMEOUT_S (its own group, killed on timeout)."""
+
+    def _run() -> subprocess.CompletedProcess[bytes]:
+        proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            [executable, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_environment(spec),
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+        try:
+            out, _ = proc.communicate(timeout=VERSION_CHECK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out)
+
+    try:
+        done = await anyio.to_thread.run_sync(_run)
+    except subprocess.TimeoutExpired:
+        raise ConnectionFailed(
+            f"command {spec.command!r} --version did not finish within {VERSION_CHECK_TIMEOUT_S:g} s"
+        ) from None
+    if done.returncode != 0:
+        tail = done.stdout[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace").strip()
+        raise ConnectionFailed(
+            f"command {spec.command!r} --version exited with status {done.returncode}: {tail}"
+        )
+
+
+async def spawn(executable: str, spec: LocalSpec) -> Process:
+    """Start the server in its own session/process group with piped stdio."""
+    check_cwd(spec)
+    try:
+        return await anyio.open_process(
+            [executable, *spec.args],
+            env=child_environment(spec),
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+    except PermissionError:
+        raise CommandNotExecutable(f"command {spec.command!r} is not executable") from None
+    except FileNotFoundError:
+        raise CommandNotFound(f"command {spec.command!r} not found") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOEXEC:
+            raise CommandNotExecutable(
+                f"command {spec.command!r} is not an executable program ({exc.strerror})"
+            ) from None
+        raise ConnectionFailed(f"command {spec.command!r} could not start: {exc.strerror}") from None
+
+
+def _killpg(pgid: int, sig: int) -> bool:
+    """Signal a group; False when it is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    return _killpg(pgid, 0)
+
+
+async def _wait_exit(process: Process, timeout: float) -> bool:
+    with anyio.move_on_after(timeout):
+        while process.returncode is None:
+            await anyio.sleep(0.01)
+        return True
+    return process.returncode is not None
+
+
+async def _wait_group_gone(pgid: int, timeout: float) -> bool:
+    with anyio.move_on_after(timeout):
+        while group_alive(pgid):
+            await anyio.sleep(0.01)
+        return True
+    return not group_alive(pgid)
+
+
+async def stop_process(process: Process, *, stdin_grace_s: float = STDIN_CLOSE_GRACE_S) -> None:
+    """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group; always reap. Shielded, bounded."""
+    pgid = process.pid  # start_new_session: the leader's pid is the group id
+    with anyio.CancelScope(shield=True):
+        if process.stdin is not None:
+            try:
+                await process.stdin.aclose()
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+        exited = await _wait_exit(process, stdin_grace_s)
+        # Even when the leader left politely, its descendants share the group: sweep them too.
+        if not exited or group_alive(pgid):
+            _killpg(pgid, signal.SIGTERM)
+            if not await _wait_group_gone_or_leader(process, pgid, TERM_GRACE_S):
+                _killpg(pgid, signal.SIGKILL)
+                await _wait_exit(process, KILL_REAP_S)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                try:
+                    await stream.aclose()
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
+        _close_transport(process)
+
+
+async def _wait_group_gone_or_leader(process: Process, pgid: int, timeout: float) -> bool:
+    """True once the whole group is gone (the leader reaped included)."""
+    with anyio.move_on_after(timeout):
+        while True:
+            _ = process.returncode  # let the loop reap the leader
+            if process.returncode is not None and not group_alive(pgid):
+                return True
+            await anyio.sleep(0.01)
+    return False
+
+
+def _close_transport(process: Process) -> None:
+    # asyncio keeps the subprocess transport (and its pipe fds) until GC otherwise.
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):
+        try:
+            close()
+        except PermissionError:
+            pass

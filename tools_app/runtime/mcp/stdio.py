@@ -1,0 +1,105 @@
+"""Our stdio transport: the SDK's ClientSession streams over a child we own (group kill, stderr tail)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import mcp_types as types
+from anyio.abc import Process
+from mcp.shared.message import SessionMessage
+
+from tools_app.runtime.errors import ProtocolError
+from tools_app.runtime.mcp.process import StderrTail, stop_process
+
+# One JSON-RPC line may not exceed this; a server flooding stdout without newlines is cut off.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# This many consecutive unparseable lines end the connection (a server printing garbage).
+MAX_BAD_LINES = 100
+
+
+@dataclass
+class StdioChannel:
+    """What the stdio transport exposes besides the streams."""
+
+    process: Process
+    stderr: StderrTail
+    closed_reason: str | None = None
+    garbage: bool = False  # the server broke the framing: its output was not JSON-RPC
+
+
+@asynccontextmanager
+async def stdio_transport(
+    process: Process,
+) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream, StdioChannel]]:
+    """Bridge `process` stdio to memory streams; on exit stop the whole process group."""
+    channel = StdioChannel(process=process, stderr=StderrTail())
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def stdout_reader() -> None:
+        assert process.stdout is not None
+        buffer = b""
+        bad = 0
+        try:
+            async with read_writer:
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    if len(buffer) > MAX_LINE_BYTES and b"\n" not in buffer:
+                        channel.closed_reason = f"server wrote a line longer than {MAX_LINE_BYTES} bytes"
+                        channel.garbage = True
+                        await read_writer.send(ProtocolError(channel.closed_reason))
+                        return
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        try:
+                            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        except ValueError:
+                            bad += 1
+                            if bad >= MAX_BAD_LINES:
+                                channel.closed_reason = "server wrote non-JSON-RPC output on stdout"
+                                channel.garbage = True
+                                return
+                            continue
+                        bad = 0
+                        await read_writer.send(SessionMessage(message))
+                channel.closed_reason = channel.closed_reason or "server closed stdout"
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+
+    async def stdin_writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode("utf-8"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_writer.aclose()
+
+    async def stderr_drain() -> None:
+        assert process.stderr is not None
+        try:
+            async for chunk in process.stderr:
+                channel.stderr.feed(chunk)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stdin_writer)
+        tg.start_soon(stderr_drain)
+        try:
+            yield read_stream, write_stream, channel
+        finally:
+            with anyio.CancelScope(shield=True):
+                write_stream.close()
+                read_stream.close()
+                await stop_process(process)
+                for stream in (read_writer, write_reader):
+                    await stream.aclose()
+            tg.cancel_scope.cancel()

@@ -1,0 +1,176 @@
+"""The one outbound HTTP guard: scheme, resolved-address, redirect, size and time checks (DESIGN §5)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx2
+
+from tools_app.runtime.errors import OutboundBlocked, ResponseTooLarge, ToolTimeout
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+ALLOWED_SCHEMES = ("http", "https")
+
+
+def parse_allow(entries: str | list[str] | tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    """Parse `TOOLHUB_OUTBOUND_ALLOW` (comma-separated CIDRs or addresses) into networks."""
+    items = entries.split(",") if isinstance(entries, str) else list(entries)
+    return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip())
+
+
+@dataclass(frozen=True)
+class OutboundPolicy:
+    """What one outbound request may reach and how much it may take."""
+
+    allow: tuple[IPNetwork, ...] = ()
+    max_bytes: int = 5 * 1024 * 1024
+    timeout_s: float = 30.0
+    max_redirects: int = 5
+
+    @classmethod
+    def build(cls, allow: str | list[str] | tuple[str, ...] = (), **kwargs: Any) -> OutboundPolicy:
+        return cls(allow=parse_allow(allow), **kwargs)
+
+    def address_allowed(self, ip: IPAddress) -> bool:
+        if any(ip in net for net in self.allow):
+            return True
+        # Private, loopback, link-local (cloud metadata), CGNAT, multicast, reserved: all non-global.
+        return ip.is_global and not ip.is_multicast
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    try:
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise OutboundBlocked(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+
+
+def check_url(url: str, policy: OutboundPolicy) -> None:
+    """Raise OutboundBlocked unless `url` is http(s) and every address it resolves to is allowed."""
+    parts = urlsplit(url)
+    if parts.scheme not in ALLOWED_SCHEMES:
+        raise OutboundBlocked(
+            f"URL scheme {parts.scheme or '(none)'!r} is not allowed; accepted: http, https",
+            details={"accepted": list(ALLOWED_SCHEMES)},
+        )
+    host = parts.hostname
+    if not host:
+        raise OutboundBlocked("URL has no host")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    for ip in resolve(host, port):
+        if not policy.address_allowed(ip):
+            raise OutboundBlocked(
+                f"address {ip} of host {host!r} is private, loopback, link-local or reserved "
+                "and not in TOOLHUB_OUTBOUND_ALLOW",
+                details={"host": host, "address": str(ip)},
+            )
+
+
+@dataclass
+class FetchedResponse:
+    status: int
+    url: str
+    headers: dict[str, str]
+    content: bytes = field(repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def fetch(
+    method: str,
+    url: str,
+    *,
+    policy: OutboundPolicy,
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
+    content: bytes | str | None = None,
+    json: Any = None,
+) -> FetchedResponse:
+    """Send one request through the guard, following redirects only after re-checking each target."""
+    timeout = httpx2.Timeout(policy.timeout_s)
+    with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        for _hop in range(policy.max_redirects + 1):
+            check_url(url, policy)
+            request = client.build_request(
+                method, url, headers=dict(headers or {}), params=params, content=content, json=json
+            )
+            try:
+                response = client.send(request, stream=True)
+            except httpx2.TimeoutException:
+                raise ToolTimeout(f"{method} {_safe(url)} timed out after {policy.timeout_s:g} s") from None
+            except httpx2.HTTPError as exc:
+                raise OutboundBlocked(f"{method} {_safe(url)} failed: {type(exc).__name__}") from None
+            try:
+                if response.is_redirect and "location" in response.headers:
+                    url = urljoin(str(response.url), response.headers["location"])
+                    params = None
+                    if response.status_code in (301, 302, 303):
+                        method, content, json = "GET", None, None
+                    continue
+                body = _read_capped(response, policy, method, url)
+                return FetchedResponse(
+                    status=response.status_code,
+                    url=str(response.url),
+                    headers={k.lower(): v for k, v in response.headers.items()},
+                    content=body,
+                )
+            finally:
+                response.close()
+        raise OutboundBlocked(f"too many redirects (more than {policy.max_redirects})")
+
+
+def _read_capped(response: httpx2.Response, policy: OutboundPolicy, method: str, url: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > policy.max_bytes:
+                raise ResponseTooLarge(
+                    f"response of {method} {_safe(url)} exceeds the cap of {policy.max_bytes} bytes",
+                    details={"max_bytes": policy.max_bytes},
+                )
+            chunks.append(chunk)
+    except httpx2.TimeoutException:
+        raise ToolTimeout(f"{method} {_safe(url)} timed out after {policy.timeout_s:g} s") from None
+    return b"".join(chunks)
+
+
+def _safe(url: str) -> str:
+    """The URL without query or userinfo, so no secret in them reaches a message."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+safe_url = _safe
+
+
+class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
+    """An httpx2 transport that checks every request (redirect hops included) against the policy.
+
+    Used for the MCP SDK's HTTP clients, which build their own requests.
+    """
+
+    def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.policy = policy
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        check_url(str(request.url), self.policy)
+        return await super().handle_async_request(request)

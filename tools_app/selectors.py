@@ -1,0 +1,113 @@
+"""Tool reads: the tenant comes first, always."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from guardian.shortcuts import get_objects_for_user
+
+from tenants_app.models import Role, Tenant
+from tenants_app.selectors import membership_role
+from tools_app.errors import ToolNotFound
+from tools_app.models import FunctionState, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+
+
+@dataclass(frozen=True)
+class ToolFilters:
+    name: str = ""
+    type: str = ""
+    status: str = ""
+    keyword: str = ""
+
+    @classmethod
+    def from_query(cls, params: Any) -> ToolFilters:
+        return cls(
+            name=params.get("name", "").strip(),
+            type=params.get("type", "").strip().upper(),
+            status=params.get("status", "").strip().upper(),
+            keyword=params.get("keyword", "").strip(),
+        )
+
+    def apply(self, qs: QuerySet[Tool]) -> QuerySet[Tool]:
+        if self.name:
+            qs = qs.filter(name__icontains=self.name)
+        if self.keyword:
+            qs = qs.filter(name__icontains=self.keyword) | qs.filter(description__icontains=self.keyword)
+        if self.type:
+            qs = qs.filter(type=self.type)
+        if self.status:
+            qs = qs.filter(status=self.status)
+        return qs
+
+
+def tool_list(*, tenant: Tenant, filters: ToolFilters | None = None) -> QuerySet[Tool]:
+    qs = Tool.objects.filter(tenant=tenant).prefetch_related("functions")
+    return (filters or ToolFilters()).apply(qs).order_by("name", "id")
+
+
+def tool_get(*, tenant: Tenant, tool_id: Any) -> Tool:
+    try:
+        return Tool.objects.get(tenant=tenant, pk=int(tool_id))
+    except (Tool.DoesNotExist, ValueError, TypeError):
+        raise ToolNotFound() from None
+
+
+def tool_get_for_update(*, tenant: Tenant, tool_id: Any) -> Tool:
+    try:
+        return Tool.objects.select_for_update().get(tenant=tenant, pk=int(tool_id))
+    except (Tool.DoesNotExist, ValueError, TypeError):
+        raise ToolNotFound() from None
+
+
+def usable_tools(*, tenant: Tenant, user: Any) -> QuerySet[Tool]:
+    """Enabled tools this user may use: admins all; others all unless narrowed by `use_tool` grants.
+
+    A tool on which any user holds an explicit `use_tool` grant is restricted to its grantees.
+    """
+    qs = Tool.objects.filter(tenant=tenant, status=ToolStatus.ENABLED)
+    role = membership_role(tenant=tenant, user=user)
+    if role in (Role.OWNER, Role.ADMIN) or getattr(user, "is_superuser", False):
+        return qs
+    granted = get_objects_for_user(user, "tools_app.use_tool", klass=qs, accept_global_perms=False)
+    restricted_ids = _restricted_tool_ids(tenant)
+    return qs.exclude(pk__in=restricted_ids) | granted
+
+
+def _restricted_tool_ids(tenant: Tenant) -> list[int]:
+    """Ids of this tenant's tools that carry at least one explicit `use_tool` grant."""
+    from django.contrib.contenttypes.models import ContentType
+    from guardian.models import UserObjectPermission
+
+    pks = UserObjectPermission.objects.filter(
+        permission__codename="use_tool", content_type=ContentType.objects.get_for_model(Tool)
+    ).values_list("object_pk", flat=True)
+    ids = {int(pk) for pk in pks}
+    return list(Tool.objects.filter(tenant=tenant, pk__in=ids).values_list("pk", flat=True))
+
+
+def tool_options(*, tenant: Tenant, user: Any) -> QuerySet[Tool]:
+    active = ToolFunction.objects.filter(state=FunctionState.ACTIVE, enabled=True).order_by("name")
+    return (
+        usable_tools(tenant=tenant, user=user)
+        .prefetch_related(Prefetch("functions", queryset=active, to_attr="active_functions"))
+        .order_by("name")
+    )
+
+
+def tools_by_ids(*, tenant: Tenant, ids: list[int]) -> QuerySet[Tool]:
+    return Tool.objects.filter(tenant=tenant, pk__in=ids)
+
+
+def builtin_tools(*, tenant: Tenant) -> QuerySet[Tool]:
+    return Tool.objects.filter(tenant=tenant, type=ToolType.BUILTIN)
+
+
+def tool_call_list(*, tenant: Tenant, tool: str = "", status: str = "") -> QuerySet[ToolCall]:
+    qs = ToolCall.objects.filter(tenant=tenant).select_related("actor")
+    if tool:
+        qs = qs.filter(tool_name=tool) if not tool.isdigit() else qs.filter(tool_id=int(tool))
+    if status:
+        qs = qs.filter(status=status)
+    return qs

@@ -1,0 +1,206 @@
+"""Create, update, enable/disable and delete tools."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from tenants_app.models import Role, Tenant
+from tenants_app.permissions import ensure_role
+from tools_app import selectors
+from tools_app.configs import MASK, contains_mask, merge_masked, validate_config
+from tools_app.errors import (
+    BuiltinReadOnly,
+    InvalidConfig,
+    NameTaken,
+    ToolError,
+    ToolNotFound,
+    TypeChangeRefused,
+)
+from tools_app.models import NAME_PATTERN, Safety, Tool, ToolStatus, ToolType
+
+NAME_RE = re.compile(NAME_PATTERN)
+
+
+class _Keep:
+    """Sentinel: leave the stored config as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+# Called after commit with the tool id whenever its config_version changes (the MCP pool listens).
+config_change_listeners: list[Callable[[int], None]] = []
+
+
+@dataclass
+class ToolInput:
+    name: str | None = None
+    description: str | None = None
+    type: str | None = None
+    status: str | None = None
+    config: Any = KEEP
+    safety: str | None = None
+    requires_approval: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ToolError(
+            f"name {name!r} is invalid; it must match {NAME_PATTERN} "
+            "(lowercase letters, digits, '_' and '-', 1-64 characters, starting with a letter or digit)",
+            details={"field": "name", "pattern": NAME_PATTERN},
+        )
+    return name
+
+
+def _ensure_name_free(*, tenant: Tenant, name: str, exclude_id: int | None = None) -> None:
+    qs = Tool.objects.filter(tenant=tenant, name=name)
+    if exclude_id is not None:
+        qs = qs.exclude(pk=exclude_id)
+    if qs.exists():
+        raise NameTaken(f"a tool named {name!r} already exists in this tenant", details={"name": name})
+
+
+def _save(tool: Tool) -> None:
+    try:
+        with transaction.atomic():
+            tool.save()
+    except IntegrityError:
+        raise NameTaken(f"a tool named {tool.name!r} already exists in this tenant", details={"name": tool.name}) from None
+
+
+@transaction.atomic
+def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: Any = None) -> Tool:
+    """Create a LOCAL, REMOTE or HTTP tool; built-in rows come only from the built-in sync."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    if data.type not in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP):
+        if data.type == ToolType.BUILTIN:
+            raise BuiltinReadOnly("built-in tools cannot be created through the API")
+        raise ToolError(
+            f"type {data.type!r} is invalid; accepted: LOCAL, REMOTE, HTTP", details={"field": "type"}
+        )
+    name = check_name(data.name or "")
+    if data.config is KEEP or data.config is None:
+        raise InvalidConfig(f"config is required for a {data.type} tool", details={"field": "config"})
+    if isinstance(data.config, dict) and (masked := contains_mask(data.type, data.config)):
+        raise InvalidConfig(
+            f"{', '.join('config.' + m for m in masked)} is {MASK!r} but a new tool has no stored value to keep",
+            details={"fields": masked},
+        )
+    config = validate_config(data.type, data.config)
+    _ensure_name_free(tenant=tenant, name=name)
+    tool = Tool(
+        tenant=tenant,
+        name=name,
+        description=data.description or "",
+        type=data.type,
+        status=data.status or ToolStatus.ENABLED,
+        config=config,
+        safety=data.safety or Safety.WRITE,
+        requires_approval=bool(data.requires_approval),
+        created_by=actor if getattr(actor, "pk", None) else None,
+        market_entry=market_entry,
+        market_hash=getattr(market_entry, "content_hash", "") or "",
+    )
+    _save(tool)
+    return tool
+
+
+@transaction.atomic
+def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput) -> Tool:
+    """Apply changes; a new config bumps config_version (recycling pooled sessions) and resets the breaker."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tool = selectors.tool_get_for_update(tenant=tenant, tool_id=tool_id)
+    if tool.type == ToolType.BUILTIN:
+        raise BuiltinReadOnly("built-in tools cannot be edited through the API; owners may enable or disable them")
+    if changes.type is not None and changes.type != tool.type:
+        raise TypeChangeRefused(
+            f"the type of an existing tool cannot change ({tool.type} → {changes.type}); create a new tool",
+            details={"field": "type", "current": tool.type},
+        )
+    if changes.name is not None and changes.name != tool.name:
+        tool.name = check_name(changes.name)
+        _ensure_name_free(tenant=tenant, name=tool.name, exclude_id=tool.pk)
+    for attr in ("description", "safety", "requires_approval"):
+        value = getattr(changes, attr)
+        if value is not None:
+            setattr(tool, attr, value)
+    if changes.status is not None:
+        tool.status = changes.status
+    if changes.config is not KEEP and changes.config != "":
+        if not isinstance(changes.config, dict):
+            raise InvalidConfig("config must be a JSON object, \"\" or omitted", details={"field": "config"})
+        merged = merge_masked(tool.type, stored=tool.config, incoming=changes.config)
+        config = validate_config(tool.type, merged)
+        if config != tool.config:
+            tool.config = config
+            _config_changed(tool)
+    _save(tool)
+    return tool
+
+
+def _config_changed(tool: Tool) -> None:
+    tool.config_version += 1
+    tool.consecutive_failures = 0
+    tool.disabled_until = None
+    tool_id = tool.pk
+    for listener in config_change_listeners:
+        transaction.on_commit(functools.partial(listener, tool_id))
+
+
+@transaction.atomic
+def tool_set_status(*, tenant: Tenant, actor: Any, tool_id: Any, status: str) -> Tool:
+    """Enable or disable a tool; built-ins need the owner role."""
+    if status not in ToolStatus.values:
+        raise ToolError(f"status {status!r} is invalid; accepted: ENABLED, DISABLED", details={"field": "status"})
+    tool = selectors.tool_get_for_update(tenant=tenant, tool_id=tool_id)
+    ensure_role(tenant=tenant, user=actor, at_least=Role.OWNER if tool.type == ToolType.BUILTIN else Role.ADMIN)
+    if tool.status != status:
+        tool.status = status
+        if status == ToolStatus.ENABLED:
+            tool.consecutive_failures, tool.disabled_until = 0, None
+        tool.save(update_fields=["status", "consecutive_failures", "disabled_until", "updated_at"])
+    return tool
+
+
+def parse_ids(raw: str | list[Any]) -> list[int]:
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    ids: list[int] = []
+    for item in items:
+        try:
+            ids.append(int(str(item).strip()))
+        except ValueError:
+            raise ToolError(
+                f"tool id {str(item).strip()!r} is not an integer; send comma-separated integer ids",
+                details={"ids": str(raw)},
+            ) from None
+    if not ids:
+        raise ToolError("no tool ids given", details={"ids": str(raw)})
+    return sorted(set(ids))
+
+
+@transaction.atomic
+def tools_delete(*, tenant: Tenant, actor: Any, ids: list[int]) -> int:
+    """Delete all of `ids` or none: every id is checked before any row is removed."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tools = list(selectors.tools_by_ids(tenant=tenant, ids=ids).select_for_update())
+    if len(tools) != len(ids):
+        raise ToolNotFound()
+    if any(t.type == ToolType.BUILTIN for t in tools):
+        names = [t.name for t in tools if t.type == ToolType.BUILTIN]
+        raise BuiltinReadOnly(f"built-in tools cannot be deleted: {', '.join(names)}", details={"builtin": names})
+    for tool in tools:
+        tool_id = tool.pk
+        for listener in config_change_listeners:
+            transaction.on_commit(functools.partial(listener, tool_id))
+    Tool.objects.filter(pk__in=ids, tenant=tenant).delete()
+    return len(ids)
