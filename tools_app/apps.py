@@ -1,4 +1,4 @@
-"""Tools app config."""
+"""Tools app config: wires signals and the pool's config-change listener."""
 
 from django.apps import AppConfig
 
@@ -7,3 +7,10 @@ class ToolsAppConfig(AppConfig):
     name = "tools_app"
     default_auto_field = "django.db.models.BigAutoField"
     verbose_name = "Tools"
+
+    def ready(self) -> None:
+        from tools_app import adapters, signals  # noqa: F401
+        from tools_app.services.tools import config_change_listeners
+
+        if adapters.release_tool not in config_change_listeners:
+            config_change_listeners.append(adapters.release_tool)

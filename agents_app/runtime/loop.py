@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx2
 
+from agents_app.runtime.approvals import DESTRUCTIVE_WARNING, ApprovalRequest, approval_key
 from agents_app.runtime.model_client import ModelClient, ModelConfig, ModelError, ModelTurn
 from agents_app.runtime.toolset import Toolset, ToolsetFunction
+from agents_app.runtime.transcript import (
+    answer_orphans,
+    close_pending,
+    open_calls,
+    pending_calls,
+    steps_taken,
+)
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
@@ -25,44 +32,21 @@ Decision = Literal["approved", "denied"]
 
 DENIED = "DENIED"
 MAX_PARALLEL_CALLS = 8
-DESTRUCTIVE_WARNING = "This call is marked DESTRUCTIVE: it may delete or irreversibly change data."
 DENIED_TEXT = "Error (DENIED): this call was refused by a human reviewer. Do not retry it unless the user asks."
 
-
-@dataclass(frozen=True)
-class PendingCall:
-    """A tool call of the transcript's last assistant message that has no `role: tool` answer yet."""
-
-    call_id: str
-    name: str
-    arguments: str
-
-
-@dataclass
-class ApprovalRequest:
-    """Identical calls (same function, same canonical arguments) of one turn, awaiting one decision."""
-
-    key: str
-    name: str
-    tool: str
-    function: str
-    arguments: dict[str, Any]
-    safety: str
-    warning: str | None
-    call_ids: list[str] = field(default_factory=list)
-
-    def as_event(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "name": self.name,
-            "tool": self.tool,
-            "function": self.function,
-            "arguments": self.arguments,
-            "safety": self.safety,
-            "warning": self.warning,
-            "count": len(self.call_ids),
-            "call_ids": list(self.call_ids),
-        }
+# The transcript helpers are part of the loop's public surface for the Django side.
+__all__ = [
+    "DENIED_TEXT",
+    "ApprovalRequest",
+    "Event",
+    "Execute",
+    "answer_orphans",
+    "close_pending",
+    "pending_calls",
+    "resume",
+    "run",
+    "steps_taken",
+]
 
 
 @dataclass
@@ -102,64 +86,6 @@ class _Call:
             "content": self.content,
             "cost_ms": r.cost_ms if r else 0,
         }
-
-
-# --- transcript helpers (the Django side stores `messages`; everything else derives from it) -------
-
-
-def pending_calls(messages: list[dict[str, Any]]) -> list[PendingCall]:
-    """Calls of the last assistant message still without a tool answer (what a resume will process)."""
-    return _pending(messages)[1]
-
-
-def _pending(messages: list[dict[str, Any]]) -> tuple[int, list[PendingCall]]:
-    """(index of the last assistant message, its unanswered calls); (-1, []) when nothing is open."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.get("role") == "assistant":
-            answered = {m.get("tool_call_id") for m in messages[index + 1 :] if m.get("role") == "tool"}
-            return index, [
-                PendingCall(
-                    call_id=str(tc.get("id")),
-                    name=str((tc.get("function") or {}).get("name", "")),
-                    arguments=str((tc.get("function") or {}).get("arguments") or ""),
-                )
-                for tc in message.get("tool_calls") or []
-                if tc.get("id") not in answered
-            ]
-        if message.get("role") != "tool":
-            return -1, []
-    return -1, []
-
-
-def steps_taken(messages: list[dict[str, Any]]) -> int:
-    """Model turns since the last user message: a resume continues the same step budget."""
-    count = 0
-    for message in reversed(messages):
-        role = message.get("role")
-        if role == "user":
-            break
-        if role == "assistant":
-            count += 1
-    return count
-
-
-def close_pending(messages: list[dict[str, Any]], reason: str) -> int:
-    """Answer every unanswered call with `reason` (e.g. an expired approval) so the transcript is valid."""
-    pending = pending_calls(messages)
-    for call in pending:
-        messages.append({"role": "tool", "tool_call_id": call.call_id, "content": f"Error: not executed: {reason}"})
-    return len(pending)
-
-
-def approval_key(turn_index: int, name: str, arguments: dict[str, Any], call_ids: list[str]) -> str:
-    """Stable id of one approval batch.
-
-    It covers the transcript position of the assistant turn (which the model cannot choose) and the
-    call ids, so a decision given for one batch can never match a later call, even a verbatim repeat.
-    """
-    seed = json.dumps([turn_index, name, canonical_json(arguments), sorted(call_ids)])
-    return hashlib.sha256(seed.encode()).hexdigest()[:32]
 
 
 def render_result(result: ToolResult, cap: int) -> str:
@@ -207,7 +133,8 @@ def run(
     client: ModelClient | None = None
     steps = steps_taken(messages)
     try:
-        turn_index, pending = _pending(messages)
+        answer_orphans(messages)
+        turn_index, pending = open_calls(messages)
         if pending:
             approvals = yield from _process_calls(
                 turn_index,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -110,8 +112,31 @@ def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
     return ModelError("model_error", _scrub(f"model call failed: {type(exc).__name__}: {exc}", config.api_key))
 
 
+_shared_lock = threading.Lock()
+_shared: tuple[int, httpx2.Client] | None = None
+
+
+def shared_http_client() -> httpx2.Client:
+    """One pooled HTTP client per process: building one costs ~100 ms (TLS context), reuse keeps connections warm.
+
+    Keyed by pid so a forked worker never shares its parent's sockets.
+    """
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            client = httpx2.Client(
+                limits=httpx2.Limits(max_connections=200, max_keepalive_connections=40),
+                follow_redirects=False,
+            )
+            _shared = (os.getpid(), client)
+        return _shared[1]
+
+
 class ModelClient:
-    """Wraps one `openai.OpenAI` client (no SDK retries: the loop decides) for the length of a run."""
+    """Wraps an `openai.OpenAI` client (no SDK retries: the loop decides) for the length of a run.
+
+    Without `http_client` it uses the process-wide pooled one; a passed client stays the caller's to close.
+    """
 
     def __init__(self, config: ModelConfig, *, http_client: httpx2.Client | None = None) -> None:
         self.config = config
@@ -120,12 +145,20 @@ class ModelClient:
             # Servers like Ollama ignore the key, but the SDK insists on one.
             api_key=config.api_key or "not-needed",
             max_retries=0,
-            timeout=config.timeout_s,
-            http_client=http_client,
+            timeout=config.timeout_s,  # applied per request, whichever HTTP client carries it
+            http_client=http_client or shared_http_client(),
         )
+        # The SDK fills these from the process environment (OPENAI_ORG_ID, OPENAI_PROJECT_ID,
+        # OPENAI_ADMIN_KEY, OPENAI_CUSTOM_HEADERS); that belongs to the deployment and must not
+        # travel to a tenant's endpoint.
+        self._client.organization = None
+        self._client.project = None
+        self._client.admin_api_key = None
+        self._client._custom_headers = {}
 
     def close(self) -> None:
-        self._client.close()
+        # The HTTP client is shared or the caller's: closing the SDK client would close it too.
+        pass
 
     def __enter__(self) -> ModelClient:
         return self

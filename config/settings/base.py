@@ -162,8 +162,12 @@ if not CELERY_BROKER_URL:
         "store_processed": False,
     }
     CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or f"file://{VAR_DIR / 'celery' / 'results'}"
-# Beat entries are added by each app's settings section below.
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "tools-health": {
+        "task": "tools.check_health",
+        "schedule": float(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60")),
+    },
+}
 
 # Runtime limits and policies.
 TOOLHUB_OUTBOUND_ALLOW = os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "")
@@ -179,6 +183,13 @@ TOOLHUB_WORKSPACE_ROOT = Path(os.environ.get("TOOLHUB_WORKSPACE_ROOT", BASE_DIR 
 TOOLHUB_AGENT_SQL_DB = os.environ.get("TOOLHUB_AGENT_SQL_DB", "agent_sql")
 TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
 TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
+TOOLHUB_COMMAND_ALLOWLIST = env_list(
+    "TOOLHUB_COMMAND_ALLOWLIST", "npm,pnpm,yarn,git,mvn,gradle,javac,tsc,eslint,prettier,cat,ls,dir,echo,pip"
+)
+# Rediscover an MCP tool's functions in the background after it is created or its config changes.
+TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
+TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"))
+TOOLHUB_HEALTH_CONCURRENCY = int(os.environ.get("TOOLHUB_HEALTH_CONCURRENCY", "16"))
 TOOLHUB_APPROVAL_TTL_S = int(os.environ.get("TOOLHUB_APPROVAL_TTL_S", "3600"))
 TOOLHUB_TOOL_RESULT_CHARS = int(os.environ.get("TOOLHUB_TOOL_RESULT_CHARS", "8000"))
 

@@ -15,3 +15,5 @@ CELERY_TASK_ALWAYS_EAGER = not os.environ.get("CELERY_BROKER_URL")
 CELERY_TASK_EAGER_PROPAGATES = True
 REST_FRAMEWORK = {**REST_FRAMEWORK}  # noqa: F405
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "10000/min", "test": "10000/min"}
+# Tests discover explicitly (one test covers discovery-on-save), so counts are deterministic.
+TOOLHUB_DISCOVER_ON_SAVE = False

@@ -25,7 +25,9 @@ class FetchResult:
 
     `full` is True only for a complete listing (no `updated_since`, no starting cursor): only then may
     the caller mark entries it did not see as removed. `next_updated_since` is what to pass as
-    `updated_since` next time (registry only).
+    `updated_since` next time (registry only): the newest `updatedAt` seen (the registry's own clock),
+    else the `updated_since` given, else the time this fetch started. A name repeated on a later page is
+    an EntryError, like a duplicate within one page.
     """
 
     entries: list[EntryData] = field(default_factory=list)

@@ -186,10 +186,14 @@ def parse_mcp_servers(doc: Any) -> ParseResult:
             "version": text(spec.get("version")),
             "status": status_of(spec.get("status")),
         }
-        if kind == "LOCAL":
-            entry = _local(common, config["command"], config["args"], config["env"])
-        else:
-            entry = _remote(common, config["url"], config["transport"].replace("_", "-"), config["headers"])
+        try:
+            if kind == "LOCAL":
+                entry = _local(common, config["command"], config["args"], config["env"])
+            else:
+                entry = _remote(common, config["url"], config["transport"], config["headers"])
+        except ValueError as exc:
+            out.error(name, str(exc), index)
+            continue
         out.add(entry, index)
     return ParseResult(out.entries, out.errors)
 

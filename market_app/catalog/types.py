@@ -16,6 +16,12 @@ Format = Literal["auto", "list", "mcp_servers", "official_registry"]
 
 FORMATS: tuple[str, ...] = ("auto", "list", "mcp_servers", "official_registry")
 
+# Field sizes of MarketEntry: a catalog must not be able to make an upsert fail or bloat the table.
+MAX_NAME = 200
+MAX_TITLE = 200
+MAX_VERSION = 64
+MAX_DESCRIPTION = 10_000
+
 
 class CatalogError(Exception):
     """The response or document is not a usable catalog; `code` is a stable snake_case identifier.
@@ -84,11 +90,18 @@ class EntryData:
         status: Status = "active",
         updated_at: str | None = None,
     ) -> EntryData:
-        """Make an entry, computing `content_hash` and `is_shell_command`."""
+        """Make an entry, computing `content_hash` and `is_shell_command`.
+
+        Raises ValueError for a name or version too long to store; long titles and descriptions are cut.
+        """
+        if len(name) > MAX_NAME:
+            raise ValueError(f"name longer than {MAX_NAME} characters")
+        if len(version) > MAX_VERSION:
+            raise ValueError(f"version longer than {MAX_VERSION} characters")
         entry = cls(
             name=name,
-            title=title or name,
-            description=description,
+            title=(title or name)[:MAX_TITLE],
+            description=description[:MAX_DESCRIPTION],
             version=version,
             kind=kind,
             install=install,
@@ -118,8 +131,9 @@ def content_hash(entry: EntryData) -> str:
     """sha256 hex of the canonical JSON of what an entry installs (see EntryData)."""
 
     def vars_(items: list[RequiredVar]) -> list[dict[str, Any]]:
-        # Declaration order carries no meaning, so it must not change the hash.
-        return sorted((asdict(v) for v in items), key=lambda v: v["name"])
+        # Declaration order carries no meaning, so it must not change the hash. (vars() not asdict():
+        # this runs for every entry of every refresh.)
+        return sorted((dict(vars(v)) for v in items), key=lambda v: v["name"])
 
     payload = {
         "name": entry.name,

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from tenants_app.models import Membership, Role
+from tools_app.models import Tool
 from tests.conftest import make_client
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 
@@ -29,9 +30,14 @@ def test_foreign_tool_is_indistinguishable_from_missing(api: Any, other_api: Any
 def test_lists_and_counts_show_nothing_of_another_tenant(api: Any, other_api: Any) -> None:
     for i in range(3):
         other_api.post("/api/v1/tools/", {"name": f"t{i}", "type": "REMOTE", "config": REMOTE}, format="json")
-    assert api.get("/api/v1/tools/").json() == {"count": 0, "next": None, "previous": None, "results": []}
-    assert api.get("/api/v1/tools/all/").json() == []
-    assert api.get("/api/v1/tools/options/").json() == []
+    own = Tool.objects.filter(tenant__slug="acme")
+    listed = api.get("/api/v1/tools/?page_size=100").json()
+    assert listed["count"] == own.count()
+    assert {t["id"] for t in listed["results"]} == set(own.values_list("pk", flat=True))
+    assert {t["id"] for t in api.get("/api/v1/tools/all/").json()} == set(own.values_list("pk", flat=True))
+    option_ids = {t["id"] for t in api.get("/api/v1/tools/options/").json()}
+    assert option_ids <= set(own.values_list("pk", flat=True))
+    assert api.get("/api/v1/tools/?name=t1").json()["count"] == 0
 
 
 def test_single_membership_may_omit_header(tenant: Any, member_client: Any) -> None:

@@ -69,13 +69,13 @@ def test_export_masks_and_roundtrips_through_import(api: Any, other_api: Any) ->
     # Masked secrets had nothing to keep: the tool waits, disabled, for real values.
     assert created["local"]["needs_secrets"] == ["env.API_KEY"]
     assert created["local"]["status"] == "DISABLED"
-    assert not Tool.objects.filter(tenant__slug="globex", config__isnull=True).exists()
+    assert Tool.objects.filter(tenant__slug="globex", name="local").get().config["env"] == {"API_KEY": ""}
 
 
 def test_encrypted_column_holds_no_plaintext(api: Any) -> None:
     make_tools(api)
     with connection.cursor() as cur:
-        cur.execute("SELECT config FROM tools_app_tool")
+        cur.execute("SELECT config FROM tools_app_tool WHERE type <> 'BUILTIN'")
         raw = [row[0] for row in cur.fetchall()]
     assert raw and all(CANARY not in value and "X-K" not in value for value in raw)
     assert Tool.objects.get(name="local").config["env"]["API_KEY"] == CANARY
@@ -117,12 +117,12 @@ def test_rotation_keeps_every_config_readable(api: Any, settings: Any, capsys: A
             call_command("rotate_secrets")
         with override_settings(TOOLHUB_SECRET_KEYS=[new]):
             crypto.reset_keys()
-            configs = {t.name: t.config for t in Tool.objects.all()}
+            configs = {t.name: t.config for t in Tool.objects.exclude(type="BUILTIN")}
         assert configs["local"]["env"]["API_KEY"] == CANARY
         assert configs["remote"]["headers"]["Authorization"] == f"Bearer {CANARY}"
         with override_settings(TOOLHUB_SECRET_KEYS=[Fernet.generate_key().decode()]):
             crypto.reset_keys()
             with pytest.raises(crypto.SecretDecryptError):
-                list(Tool.objects.all())
+                list(Tool.objects.exclude(type="BUILTIN"))
     finally:
         crypto.reset_keys()

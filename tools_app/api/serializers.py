@@ -115,3 +115,23 @@ class ToolCallOut(serializers.ModelSerializer):
         model = ToolCall
         fields = ["id", "tool", "tool_name", "function", "actor", "agent", "conversation", "arguments", "status",
                   "error_code", "error", "cost_ms", "result_excerpt", "result_size", "created_at"]
+
+
+class InvokeIn(StrictInputSerializer):
+    function = serializers.CharField(max_length=128)
+    arguments = serializers.DictField(required=False, default=dict)
+
+
+class InvokeOut(serializers.Serializer):
+    success = serializers.BooleanField()
+    data = serializers.JSONField(allow_null=True)
+    text = serializers.CharField(allow_blank=True)
+    error_code = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    cost_ms = serializers.IntegerField()
+    call_id = serializers.IntegerField()
+
+
+class FunctionPatchIn(StrictInputSerializer):
+    enabled = serializers.BooleanField(required=False)
+    requires_approval = serializers.BooleanField(required=False, allow_null=True)

@@ -13,12 +13,14 @@ from rest_framework.decorators import action
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 
 from config.api import TenantViewSet
 from config.parsers import TextYAMLParser, YAMLParser
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
+from tools_app.services import discovery, invoke
 from tools_app.services.tools import parse_ids
 
 LIST_FILTERS = [
@@ -121,6 +123,56 @@ class ToolViewSet(TenantViewSet):
         result = services.tools_import(tenant=request.tenant, actor=request.user, document=request.data)  # type: ignore[attr-defined]
         code = http.HTTP_201_CREATED if result["created"] else http.HTTP_400_BAD_REQUEST
         return Response(result, status=code)
+
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedRateThrottle])
+    def test(self, request: Request, pk: Any = None) -> Response:
+        return Response(discovery.tool_test(tenant=request.tenant, actor=request.user, tool_id=pk))  # type: ignore[attr-defined]
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="refresh", throttle_classes=[ScopedRateThrottle])
+    def refresh(self, request: Request, pk: Any = None) -> Response:
+        return Response(discovery.tool_refresh(tenant=request.tenant, actor=request.user, tool_id=pk))  # type: ignore[attr-defined]
+
+    @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
+    @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedRateThrottle])
+    def invoke(self, request: Request, pk: Any = None) -> Response:
+        body = s.InvokeIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        done = invoke.tool_invoke(
+            tenant=request.tenant,  # type: ignore[attr-defined]
+            actor=request.user,
+            tool_id=pk,
+            function=body.validated_data["function"],
+            arguments=body.validated_data.get("arguments", {}),
+        )
+        return Response(done.body())
+
+    @extend_schema(request=None, responses=s.FunctionOut)
+    @action(detail=True, methods=["post"], url_path=r"functions/(?P<name>[^/]+)/approve")
+    def approve_function(self, request: Request, pk: Any = None, name: str = "") -> Response:
+        fn = discovery.function_approve(tenant=request.tenant, actor=request.user, tool_id=pk, name=name)  # type: ignore[attr-defined]
+        return Response(s.FunctionOut(fn).data)
+
+    @extend_schema(request=s.FunctionPatchIn, responses=s.FunctionOut)
+    @action(detail=True, methods=["patch"], url_path=r"functions/(?P<name>[^/]+)")
+    def patch_function(self, request: Request, pk: Any = None, name: str = "") -> Response:
+        body = s.FunctionPatchIn(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        fn = discovery.function_update(
+            tenant=request.tenant,  # type: ignore[attr-defined]
+            actor=request.user,
+            tool_id=pk,
+            name=name,
+            enabled=body.validated_data.get("enabled"),
+            requires_approval=body.validated_data.get("requires_approval", ...),
+        )
+        return Response(s.FunctionOut(fn).data)
+
+    def get_throttles(self) -> list[Any]:
+        self.throttle_scope = {"invoke": "invoke", "test": "test", "refresh": "test"}.get(self.action or "", "")
+        return super().get_throttles()
 
 
 class ToolCallViewSet(TenantViewSet):

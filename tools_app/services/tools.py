@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from tenants_app.models import Role, Tenant
@@ -112,7 +113,20 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
         market_hash=getattr(market_entry, "content_hash", "") or "",
     )
     _save(tool)
+    _functions_follow_config(tool)
     return tool
+
+
+def _functions_follow_config(tool: Tool) -> None:
+    """HTTP tools define their function locally (stored now); MCP tools are rediscovered after commit."""
+    if tool.type == ToolType.HTTP:
+        from tools_app.services.discovery import probe_tool, store_functions
+
+        store_functions(tool=tool, offered=probe_tool(tool).functions)
+    elif tool.type in (ToolType.LOCAL, ToolType.REMOTE) and settings.TOOLHUB_DISCOVER_ON_SAVE:
+        from tools_app import tasks
+
+        transaction.on_commit(functools.partial(tasks.refresh_functions.delay, tool.pk))
 
 
 @transaction.atomic
@@ -144,6 +158,9 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
         if config != tool.config:
             tool.config = config
             _config_changed(tool)
+            _save(tool)
+            _functions_follow_config(tool)
+            return tool
     _save(tool)
     return tool
 

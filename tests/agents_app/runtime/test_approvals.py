@@ -186,3 +186,20 @@ def test_link_flag_guards_a_read_only_function(fake_llm: FakeFactory) -> None:
     approval = of(events, "approval.required")[0]
     assert approval["safety"] == "READ_ONLY" and approval["warning"] is None
     assert execute.calls == []
+
+
+def test_a_new_message_after_an_abandoned_pause_keeps_the_transcript_valid(
+    fake_llm: FakeFactory, toolset: Toolset
+) -> None:
+    llm = fake_llm([call(DELETE, {"path": "old.txt"}), text("Fine, I will not.")])
+    execute = Executor()
+    events, messages = start(llm, toolset, execute, "delete old.txt")
+    assert events[-1][1]["status"] == "paused"
+
+    messages.append({"role": "user", "content": "never mind"})
+    events = list(run(model=config_for(llm), messages=messages, toolset=toolset, execute=execute, max_steps=6))
+
+    assert execute.calls == [] and events[-1][1]["message"] == "Fine, I will not."
+    sent = llm.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[2]["tool_call_id"] == sent[1]["tool_calls"][0]["id"] and "not executed" in sent[2]["content"]

@@ -197,3 +197,19 @@ def test_existing_query_parameters_are_kept(server: CatalogServer, policy: Outbo
     fetch_catalog(server.url("/v0.1/servers?search=server"), "official_registry", policy=policy)
     query: dict[str, Any] = server.requests[0].query
     assert query["search"] == "server" and query["limit"] == "100"
+
+
+# --- redirects -----------------------------------------------------------------------------------------
+
+def test_same_origin_redirect_is_followed(server: CatalogServer, policy: OutboundPolicy) -> None:
+    server.json("/new.json", [{"name": "a", "url": "https://a.test/mcp"}])
+    server.redirect("/old.json", "/new.json", status=301)
+    assert [e.name for e in fetch_catalog(server.url("/old.json"), policy=policy).entries] == ["a"]
+
+
+def test_auth_headers_are_not_sent_to_another_origin(server: CatalogServer, policy: OutboundPolicy) -> None:
+    with CatalogServer() as other:
+        other.json("/x", [])
+        server.redirect("/r", other.url("/x"))
+        fetch_catalog(server.url("/r"), "list", policy=policy, headers={"X-Api-Key": "source-secret"})
+        assert "x-api-key" not in other.requests[0].headers

@@ -370,3 +370,26 @@ def test_demo_catalog_parses_cleanly() -> None:
 )
 def test_suggest_tool_name(name: str, tool_name: str) -> None:
     assert suggest_tool_name(name) == tool_name
+
+
+# --- storage limits ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        ([{"name": "n" * 201, "url": "https://a.test"}], "name longer than 200"),
+        ([{"name": "a", "url": "https://a.test", "version": "1." * 40}], "version longer than 64"),
+        ({"mcpServers": {"n" * 201: {"command": "x"}}}, "name longer than 200"),
+        ({"servers": [{"server": {"name": "n" * 201, "remotes": [{"type": "sse", "url": "https://a"}]}}]},
+         "name longer than 200"),
+    ],
+)
+def test_fields_too_long_to_store_are_entry_errors(doc: Any, reason: str) -> None:
+    result = parse_document(doc)
+    assert result.entries == [] and reason in result.errors[0].reason
+
+
+def test_long_title_and_description_are_cut() -> None:
+    entry = parse_document([{"name": "a", "url": "https://a.test", "title": "t" * 500,
+                             "description": "d" * 20_000}]).entries[0]
+    assert (len(entry.title), len(entry.description)) == (200, 10_000)

@@ -8,6 +8,7 @@ import selectors
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,6 +265,8 @@ def run_capped(argv: list[str], *, cwd: Path, timeout_s: float, cap: int) -> Cap
                     timed_out = True
         finally:
             if timed_out:
+                # Reap the leader as it dies, so the group check in kill_process_group sees it gone.
+                threading.Thread(target=proc.wait, daemon=True).start()
                 kill_process_group(proc.pid, term_wait_s=1.0)
             else:
                 # The leader exited; anything it left running in its group must not outlive the call.

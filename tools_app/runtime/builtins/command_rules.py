@@ -42,7 +42,7 @@ GIT = ProgramRules(
     forbidden_options=frozenset({
         "-c", "--config-env", "--exec-path", "--output", "--upload-pack", "--receive-pack", "--exec",
         "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--template", "--config",
-        "--open-files-in-pager", "-O", "--ext-diff", "--textconv", "--extcmd", "--list-cmds",
+        "--open-files-in-pager", "-O", "--ext-diff", "--textconv", "--extcmd",
     }),
     forbidden_prefixes=("ext::", "fd::", "file:", "-c", "-O"),
     forbidden_subcommands=frozenset({

@@ -143,8 +143,10 @@ def _sqlite_authorizer(target: SqlTarget) -> Any:
     def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
         if action in ok_actions:
             return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_READ and arg1 is not None and arg1.lower() in allowed:
-            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_READ:
+            # db is None for a CTE's ephemeral table; real tables must be allowlisted ones in `main`.
+            if db is None or (db == "main" and arg1 is not None and arg1.lower() in allowed):
+                return sqlite3.SQLITE_OK
         return sqlite3.SQLITE_DENY
 
     return authorize

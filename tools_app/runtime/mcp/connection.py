@@ -71,6 +71,8 @@ class Connection:
         self.inflight = 0
         self.last_used = time.monotonic()
         self.connect_ms = 0
+        # The listing made while connecting answers the first discover(): no second tools/list.
+        self._fresh_listing = False
         self._channel: StdioChannel | HttpChannel | None = None
         self._failed = asyncio.Event()
         self._closing = asyncio.Event()
@@ -110,6 +112,7 @@ class Connection:
                     self.init_result = await self._watched(session.initialize())
                     functions = await self._watched(list_all_tools(session))
                 self.functions = {f.name: f for f in functions}
+                self._fresh_listing = True
                 self._ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:  # noqa: BLE001 - every failure becomes one typed error
@@ -258,6 +261,9 @@ class Connection:
 
     async def discover(self) -> Any:
         session = self._require_session()
+        if self._fresh_listing:
+            self._fresh_listing = False
+            return build_discovery(self.init_result, list(self.functions.values()), self.connect_ms)
         started = time.monotonic()
         try:
             with anyio.fail_after(self.spec.call_timeout_s):
@@ -310,6 +316,7 @@ class Connection:
             self.last_used = time.monotonic()
 
     async def list_now(self) -> dict[str, FunctionInfo]:
+        self._fresh_listing = False
         await self.discover()
         return self.functions
 

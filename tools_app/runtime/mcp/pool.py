@@ -127,8 +127,10 @@ class SessionPool:
         finally:
             loop, thread = self._loop, self._thread
             self._loop = None
-            if self._reaper_task is not None:
-                loop.call_soon_threadsafe(self._reaper_task.cancel)
+            try:
+                asyncio.run_coroutine_threadsafe(self._stop_reaper(), loop).result(5)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass
             loop.call_soon_threadsafe(loop.stop)
             if thread is not None:
                 thread.join(5)
@@ -297,6 +299,12 @@ class SessionPool:
 
     async def _start_reaper(self) -> None:
         self._reaper_task = asyncio.get_running_loop().create_task(self._reaper())
+
+    async def _stop_reaper(self) -> None:
+        task, self._reaper_task = self._reaper_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _reaper(self) -> None:
         while True:

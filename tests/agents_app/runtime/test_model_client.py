@@ -1,0 +1,65 @@
+"""The model client alone: streamed turn assembly and key-free, typed errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from agents_app.runtime.model_client import ModelClient, ModelError, ModelTurn
+from tests.agents_app.runtime.support import API_KEY, config_for
+from tests.fixtures.fake_llm import FakeLLM, Turn, calls, text
+
+FakeFactory = Callable[..., FakeLLM]
+USER = [{"role": "user", "content": "hi"}]
+
+
+def test_interleaved_parallel_tool_call_deltas_assemble_by_index(fake_llm: FakeFactory) -> None:
+    long_args = {"sku": "A-" + "9" * 40, "note": "x" * 30}
+    llm = fake_llm([calls(("a__one", long_args), ("b__two", {"sku": "B-2"}), content="Looking up.")])
+    with ModelClient(config_for(llm)) as client:
+        items = list(client.stream_turn(USER, []))
+    turn = items[-1]
+    assert isinstance(turn, ModelTurn)
+    assert "".join(i for i in items if isinstance(i, str)) == "Looking up." == turn.content
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("a__one", '{"sku": "A-' + "9" * 40 + '", "note": "' + "x" * 30 + '"}'),
+        ("b__two", '{"sku": "B-2"}'),
+    ]
+    assert turn.finish_reason == "tool_calls"
+    assert turn.as_message()["tool_calls"][1]["function"] == {"name": "b__two", "arguments": '{"sku": "B-2"}'}
+    assert "tools" not in llm.requests[0]  # no empty tools list for servers that reject it
+
+
+def test_auth_error_never_carries_the_key(fake_llm: FakeFactory) -> None:
+    llm = fake_llm([text("x")], api_key="sk-expected")
+    config = config_for(llm, api_key=API_KEY)
+    with ModelClient(config) as client, pytest.raises(ModelError) as info:
+        list(client.stream_turn(USER, []))
+    assert info.value.code == "model_auth"
+    assert API_KEY not in str(info.value) and API_KEY not in repr(info.value)
+    assert API_KEY not in repr(config)
+
+
+def test_streams_text_incrementally(fake_llm: FakeFactory) -> None:
+    llm = fake_llm([Turn(text="one two three four", chunk_delay_s=0.05)])
+    with ModelClient(config_for(llm)) as client:
+        stream = client.stream_turn(USER, [])
+        assert next(stream) == "one "  # arrives before the rest of the reply has been produced
+        rest = list(stream)
+    assert isinstance(rest[-1], ModelTurn) and rest[-1].content == "one two three four"
+
+
+def test_process_openai_environment_does_not_reach_the_endpoint(
+    fake_llm: FakeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-deployment")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-deployment")
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "X-Internal-Token: deployment-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-deployment")
+    llm = fake_llm([text("ok")])
+    with ModelClient(config_for(llm)) as client:
+        list(client.stream_turn(USER, []))
+    sent = llm.headers[0]
+    assert sent["authorization"] == f"Bearer {API_KEY}"
+    assert "deployment" not in repr(sent)

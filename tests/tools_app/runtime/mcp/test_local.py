@@ -1,0 +1,156 @@
+"""LOCAL (stdio) servers through the pool: discovery, calls, env/cwd, warm reuse, recycle, TTL, caps."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.mcp_servers import INVENTORY
+from tests.tools_app.runtime.mcp.conftest import Specs, marked_pids, wait_no_marked
+from tools_app.runtime.errors import CapacityExceeded
+from tools_app.runtime.mcp import SessionPool
+
+
+def test_stdio_inventory_end_to_end(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local(INVENTORY)  # the SDK-built server
+    found = pool.discover(spec)
+    assert (found.server_name, found.server_version) == ("inventory-demo", "1.2.3")
+    assert found.protocol_version
+    by_name = {f.name: f for f in found.functions}
+    assert {"get_inventory", "echo_env", "whoami", "slow", "fail"} <= set(by_name)
+    inv = by_name["get_inventory"]
+    assert inv.input_schema["properties"]["sku"]["type"] == "string"
+    assert inv.output_schema is not None and len(inv.schema_hash) == 64
+
+    r1 = pool.call(spec, "get_inventory", {"sku": "DEMO-001"})
+    assert r1.success and r1.data == {"sku": "DEMO-001", "quantity": 12, "found": True}
+    assert '"quantity": 12' in r1.text
+    assert pool.call(spec, "get_inventory", {"sku": "DEMO-002"}).data["quantity"] == 0
+    assert pool.call(spec, "get_inventory", {"sku": "NOPE"}).data["found"] is False
+
+
+def test_env_and_cwd_reach_the_child_and_our_secrets_do_not(
+    pool: SessionPool, specs: Specs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLHUB_SECRET_KEYS", "super-secret-fernet-key")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:pw@db/x")
+    spec = specs.local(env={"INVENTORY_REGION": "eu-west"}, cwd=str(tmp_path))
+    assert pool.call(spec, "echo_env", {"name": "INVENTORY_REGION"}).text == "eu-west"
+    assert pool.call(spec, "echo_env", {"name": "TOOLHUB_SECRET_KEYS"}).text == "<unset>"
+    assert pool.call(spec, "echo_env", {"name": "DATABASE_URL"}).text == "<unset>"
+    assert pool.call(spec, "echo_env", {"name": "PATH"}).text != "<unset>"
+    who = pool.call(spec, "whoami", {}).data
+    assert who["cwd"] == str(tmp_path)
+    assert who["pgid"] == who["pid"] != os.getpgid(0)  # its own process group
+
+
+def test_warm_session_is_reused(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local()
+    assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+    before = pool.stats()
+    started = time.monotonic()
+    assert pool.call(spec, "get_inventory", {"sku": "DEMO-002"}).success
+    assert time.monotonic() - started < 1.0
+    after = pool.stats()
+    assert after["sessions_opened"] == before["sessions_opened"] == 1
+    assert after["processes_spawned"] == 1 and after["open_sessions"] == 1
+
+
+def test_concurrent_callers_share_one_connect(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local()
+    results = []
+
+    def worker() -> None:
+        results.append(pool.call(spec, "get_inventory", {"sku": "DEMO-001"}))
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 6 and all(r.success for r in results)
+    stats = pool.stats()
+    assert stats["sessions_opened"] == 1 and stats["processes_spawned"] == 1
+
+
+def test_new_config_version_recycles_the_old_session(pool: SessionPool, specs: Specs) -> None:
+    v1 = specs.local(version=1)
+    old_pid = pool.call(v1, "whoami", {}).data["pid"]
+    v2 = specs.local(version=2, env={"INVENTORY_REGION": "v2"})
+    assert pool.call(v2, "echo_env", {"name": "INVENTORY_REGION"}).text == "v2"
+    deadline = time.monotonic() + 5
+    while old_pid in marked_pids(specs.marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert old_pid not in marked_pids(specs.marker)
+    stats = pool.stats()
+    assert stats["sessions_opened"] == 2 and stats["open_sessions"] == 1 and stats["recycled"] == 1
+
+
+def test_idle_sessions_close_after_ttl(make_pool, specs: Specs) -> None:
+    pool = make_pool(idle_ttl_s=0.3)
+    assert pool.call(specs.local(), "get_inventory", {"sku": "DEMO-001"}).success
+    assert wait_no_marked(specs.marker, timeout_s=5) == []
+    assert pool.stats()["open_sessions"] == 0 and pool.stats()["reaped"] == 1
+
+
+def test_capacity_caps_fail_fast(make_pool, specs: Specs) -> None:
+    pool = make_pool(max_per_tenant=1, max_total=2)
+    assert pool.call(specs.local(tool_id=1, tenant="acme"), "whoami", {}).success
+    started = time.monotonic()
+    with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
+        pool.discover(specs.local(tool_id=2, tenant="acme"))
+    result = pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {})
+    assert not result.success and "capacity_exceeded" in (result.error or "")
+    assert time.monotonic() - started < 1.0
+    assert pool.call(specs.local(tool_id=3, tenant="globex"), "whoami", {}).success
+    with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
+        pool.discover(specs.local(tool_id=4, tenant="initech"))
+    pool.close(1)
+    assert pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {}).success
+
+
+def test_call_errors_are_typed(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local()
+    failed = pool.call(spec, "fail", {"reason": "no stock"})
+    assert failed.error_code == "BUSINESS_ERROR" and "no stock" in (failed.error or "")
+    missing = pool.call(spec, "no_such_function", {})
+    assert missing.error_code == "NOT_FOUND" and "get_inventory" in (missing.error or "")
+    bad = pool.call(spec, "get_inventory", {"sku": "DEMO-001", "skuu": 1})
+    assert bad.error_code == "INVALID_PARAMS" and "accepted: sku" in (bad.error or "")
+    assert pool.call(spec, "get_inventory", {"sku": 5}).error_code == "INVALID_PARAMS"
+
+
+def test_call_timeout_does_not_wedge_the_tool(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local()
+    assert pool.call(spec, "whoami", {}).success
+    started = time.monotonic()
+    timed_out = pool.call(spec, "slow", {"seconds": 30}, timeout_s=0.5)
+    assert timed_out.error_code == "TIMEOUT" and time.monotonic() - started < 3
+    after = pool.call(spec, "get_inventory", {"sku": "DEMO-001"})
+    assert after.success and after.data["quantity"] == 12
+
+
+def test_server_dying_mid_session_is_an_execution_error_then_reconnects(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local()
+    pid = pool.call(spec, "whoami", {}).data["pid"]
+    os.kill(pid, 9)
+    time.sleep(0.3)
+    dead = pool.call(spec, "whoami", {})
+    assert dead.error_code == "EXECUTION_ERROR"
+    again = pool.call(spec, "whoami", {})
+    assert again.success and again.data["pid"] != pid
+
+
+def test_close_and_close_all_leave_no_process(pool: SessionPool, specs: Specs) -> None:
+    for tool_id in (1, 2):
+        assert pool.call(specs.local(tool_id=tool_id), "whoami", {}).success
+    assert len(marked_pids(specs.marker)) == 2
+    pool.close(1)
+    assert pool.stats()["open_sessions"] == 1
+    pool.close_all()
+    assert wait_no_marked(specs.marker) == []
+    assert pool.stats()["open_sessions"] == 0

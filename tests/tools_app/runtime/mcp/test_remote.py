@@ -1,0 +1,91 @@
+"""REMOTE servers (streamable HTTP and SSE) through the outbound guard: calls and typed failures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fixtures.mcp_servers import HTTP_FAULTS, http_server
+from tests.tools_app.runtime.mcp.conftest import Specs
+from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, WrongTransport
+from tools_app.runtime.mcp import SessionPool
+from tools_app.runtime.outbound import OutboundPolicy
+
+SECRET = "k3y-that-must-never-leak"
+
+
+KEY = {"X-Api-Key": SECRET}
+
+
+@pytest.fixture(scope="module")
+def streamable_url() -> Iterator[str]:
+    with http_server(transport="streamable-http", extra_args=("--require-key", SECRET)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def sse_url() -> Iterator[str]:
+    with http_server(transport="sse", extra_args=("--require-key", SECRET)) as url:
+        yield url
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_remote_end_to_end(pool: SessionPool, transport: str, streamable_url: str, sse_url: str) -> None:
+    url = streamable_url if transport == "streamable_http" else sse_url
+    spec = Specs.remote(url, transport, headers=KEY)
+    found = pool.probe(spec)
+    assert found.server_name == "inventory-demo" and "get_inventory" in {f.name for f in found.functions}
+    assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).data["quantity"] == 12
+    assert pool.call(spec, "get_inventory", {"sku": "DEMO-002"}).data["quantity"] == 0
+    assert pool.call(spec, "get_inventory", {"sku": "X"}).data["found"] is False
+    assert pool.stats()["sessions_opened"] == 1
+    assert pool.call(spec, "fail", {}).error_code == "BUSINESS_ERROR"
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_header_required_401_then_ok(pool: SessionPool, transport: str, streamable_url: str, sse_url: str) -> None:
+    url = streamable_url if transport == "streamable_http" else sse_url
+    if True:
+        with pytest.raises(RemoteHTTPError, match="401") as info:
+            pool.probe(Specs.remote(url, transport, headers={"X-Api-Key": "wrong-" + SECRET}))
+        assert SECRET not in str(info.value) and SECRET not in repr(info.value.details)
+        result = pool.call(Specs.remote(url, transport, tool_id=101, headers={"X-Api-Key": "bad-" + SECRET}), "whoami", {})
+        assert result.error_code == "EXECUTION_ERROR" and "401" in (result.error or "")
+        assert SECRET not in (result.error or "")
+        ok = Specs.remote(url, transport, tool_id=102, headers=KEY)
+        assert pool.call(ok, "get_inventory", {"sku": "DEMO-001"}).success
+
+
+@pytest.mark.parametrize("status", [404, 500])
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_http_error_status_is_reported(pool: SessionPool, status: int, transport: str) -> None:
+    with http_server(HTTP_FAULTS, extra_args=("--fail-status", str(status))) as url:
+        with pytest.raises(RemoteHTTPError, match=str(status)) as info:
+            pool.probe(Specs.remote(url, transport, headers={"Authorization": "Bearer " + SECRET}))
+        assert info.value.details["status"] == status and SECRET not in info.value.message
+
+
+def test_wrong_transport_both_ways(pool: SessionPool, streamable_url: str, sse_url: str) -> None:
+    with pytest.raises(WrongTransport):
+        pool.probe(Specs.remote(sse_url, "streamable_http", headers=KEY))
+    with pytest.raises(RuntimeToolError) as info:
+        pool.probe(Specs.remote(streamable_url, "sse", headers=KEY))
+    assert isinstance(info.value, WrongTransport | RemoteHTTPError)
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_redirect_to_private_address_is_blocked(pool: SessionPool, transport: str) -> None:
+    with http_server(HTTP_FAULTS, extra_args=("--redirect-to", "http://10.1.2.3/mcp")) as url:
+        with pytest.raises(OutboundBlocked, match="10.1.2.3"):
+            pool.probe(Specs.remote(url, transport))
+
+
+def test_metadata_address_and_loopback_blocked_without_allow(make_pool, streamable_url: str) -> None:
+    strict = make_pool(policy=OutboundPolicy.build(""))
+    with pytest.raises(OutboundBlocked, match="169.254.169.254"):
+        strict.probe(Specs.remote("http://169.254.169.254/latest/meta-data"))
+    with pytest.raises(OutboundBlocked, match="127.0.0.1"):
+        strict.probe(Specs.remote(streamable_url))
+    result = strict.call(Specs.remote(streamable_url), "whoami", {})
+    assert not result.success and "127.0.0.1" in (result.error or "")

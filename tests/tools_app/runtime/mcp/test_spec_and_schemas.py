@@ -1,0 +1,75 @@
+"""spec_from_config, validate_arguments and schema_hash: pure functions, no processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools_app.runtime.errors import InvalidParams
+from tools_app.runtime.mcp import LocalSpec, RemoteSpec, spec_from_config
+from tools_app.runtime.schemas import schema_hash, validate_arguments
+
+SCHEMA = {"type": "object", "properties": {"sku": {"type": "string"}, "n": {"type": "integer"}}, "required": ["sku"]}
+
+
+def test_local_spec_from_config() -> None:
+    spec = spec_from_config(
+        tool_id=3, config_version=7, tenant_key="acme", tool_type="LOCAL",
+        config={"command": "python", "args": ["-m", "srv"], "env": {"B": "2", "A": "1"}, "cwd": "/tmp",
+                "startup_timeout_s": 5, "call_timeout_s": "9"},
+    )
+    assert spec.key == (3, 7)
+    assert spec.target == LocalSpec(command="python", args=("-m", "srv"), env=(("A", "1"), ("B", "2")), cwd="/tmp",
+                                    startup_timeout_s=5, call_timeout_s=9)
+
+
+def test_remote_spec_from_config_and_repr_hides_secrets() -> None:
+    spec = spec_from_config(
+        tool_id=1, config_version=1, tenant_key="acme", tool_type="REMOTE",
+        config={"url": "https://mcp.example.com/mcp", "transport": "sse", "headers": {"Authorization": "Bearer s3cr3t"}},
+    )
+    assert isinstance(spec.target, RemoteSpec) and spec.target.transport == "sse"
+    assert "s3cr3t" not in repr(spec)
+    local = spec_from_config(tool_id=1, config_version=1, tenant_key="a", tool_type="LOCAL",
+                             config={"command": "x", "env": {"API_KEY": "hunter2"}})
+    assert "hunter2" not in repr(local)
+
+
+@pytest.mark.parametrize(
+    "tool_type,config",
+    [("LOCAL", {}), ("LOCAL", {"command": "x", "args": "nope"}), ("REMOTE", {"url": ""}),
+     ("REMOTE", {"url": "http://x", "transport": "websocket"}), ("HTTP", {"url": "http://x"}),
+     ("LOCAL", {"command": "x", "call_timeout_s": -1})],
+)
+def test_bad_config_is_invalid_params(tool_type: str, config: dict) -> None:
+    with pytest.raises(InvalidParams):
+        spec_from_config(tool_id=1, config_version=1, tenant_key="a", tool_type=tool_type, config=config)
+
+
+def test_validate_arguments_accepts_valid() -> None:
+    validate_arguments(SCHEMA, {"sku": "DEMO-001", "n": 2})
+
+
+def test_unknown_argument_names_the_accepted_ones_even_without_additional_properties_false() -> None:
+    with pytest.raises(InvalidParams) as info:
+        validate_arguments(SCHEMA, {"sku": "a", "skux": 1})
+    assert "skux" in info.value.message and "accepted: n, sku" in info.value.message
+
+
+def test_type_and_required_errors() -> None:
+    with pytest.raises(InvalidParams, match="n"):
+        validate_arguments(SCHEMA, {"sku": "a", "n": "two"})
+    with pytest.raises(InvalidParams, match="sku"):
+        validate_arguments(SCHEMA, {})
+
+
+def test_free_form_schema_accepts_any_names() -> None:
+    validate_arguments({"type": "object", "additionalProperties": True}, {"anything": 1})
+
+
+def test_schema_hash_is_canonical_and_sensitive() -> None:
+    a = schema_hash(name="f", description="d", input_schema={"a": 1, "b": 2}, output_schema=None, annotations=None)
+    b = schema_hash(name="f", description="d", input_schema={"b": 2, "a": 1}, output_schema=None, annotations=None)
+    assert a == b and len(a) == 64
+    assert a != schema_hash(name="f", description="d2", input_schema={"a": 1, "b": 2})
+    assert a != schema_hash(name="f", description="d", input_schema={"a": 1, "b": 2},
+                            annotations={"readOnlyHint": True})

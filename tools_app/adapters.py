@@ -1,0 +1,94 @@
+"""Translate tool rows and settings into the Django-free runtime's inputs (specs, policies, contexts)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from tenants_app.models import Tenant
+from tools_app.models import Tool
+from tools_app.runtime.builtins import BuiltinContext, SqlTarget
+from tools_app.runtime.mcp.pool import SessionPool, configure_pool
+from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
+from tools_app.runtime.outbound import OutboundPolicy
+
+# Interpreters run arbitrary code through flags: never in the default allowlist, per-tenant opt-in only.
+INTERPRETERS = frozenset({"python", "python3", "node", "java"})
+
+_pool_lock = threading.Lock()
+_pool: SessionPool | None = None
+
+
+def outbound_policy(**overrides: Any) -> OutboundPolicy:
+    return OutboundPolicy.build(
+        settings.TOOLHUB_OUTBOUND_ALLOW,
+        max_bytes=overrides.get("max_bytes", settings.TOOLHUB_OUTBOUND_MAX_BYTES),
+        timeout_s=overrides.get("timeout_s", settings.TOOLHUB_OUTBOUND_TIMEOUT_S),
+    )
+
+
+def pool() -> SessionPool:
+    """This process's MCP session pool, configured from settings on first use."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = configure_pool(
+                policy=outbound_policy(),
+                idle_ttl_s=settings.TOOLHUB_POOL_IDLE_TTL_S,
+                max_per_tenant=settings.TOOLHUB_POOL_MAX_PER_TENANT,
+                max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
+            )
+        return _pool
+
+
+def release_tool(tool_id: int) -> None:
+    """Close this process's sessions of a tool (config changed or tool deleted)."""
+    if _pool is not None:
+        _pool.close(tool_id)
+
+
+def server_spec(tool: Tool) -> ServerSpec:
+    return spec_from_config(
+        tool_id=tool.pk,
+        config_version=tool.config_version,
+        tenant_key=str(tool.tenant_id),
+        tool_type=tool.type,
+        config=tool.config or {},
+    )
+
+
+def workspace_for(tenant: Tenant) -> Path:
+    path = Path(settings.TOOLHUB_WORKSPACE_ROOT) / tenant.slug
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def sql_url() -> str:
+    """The SQL built-ins' database: the TOOLHUB_AGENT_SQL_DB alias when configured, else TOOLHUB_AGENT_SQL_URL."""
+    db = settings.DATABASES.get(settings.TOOLHUB_AGENT_SQL_DB)
+    if not db:
+        return str(settings.TOOLHUB_AGENT_SQL_URL)
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    user = db.get("USER") or ""
+    auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
+    return f"postgresql://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def sql_tables(tenant: Tenant) -> frozenset[str]:
+    tables = tenant.sql_allowed_tables or settings.TOOLHUB_SQL_ALLOWED_TABLES
+    return frozenset(str(t) for t in tables if t and t != "*")
+
+
+def builtin_context(tenant: Tenant) -> BuiltinContext:
+    interpreters = frozenset(tenant.command_interpreters or ()) & INTERPRETERS
+    return BuiltinContext(
+        tenant_slug=tenant.slug,
+        workspace=workspace_for(tenant),
+        command_allowlist=frozenset(settings.TOOLHUB_COMMAND_ALLOWLIST) | interpreters,
+        interpreters_allowed=interpreters,
+        sql=SqlTarget(url=sql_url(), allowed_tables=sql_tables(tenant)),
+    )

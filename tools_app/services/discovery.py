@@ -1,0 +1,194 @@
+"""Test and refresh a tool's functions, pinning drift: changed or new functions wait for approval."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from tenants_app.models import Role, Tenant
+from tenants_app.permissions import ensure_role
+from tools_app import adapters, selectors
+from tools_app.errors import ToolError, ToolNotFound
+from tools_app.models import FunctionState, Tool, ToolFunction, ToolType
+from tools_app.runtime.builtins import get_builtin
+from tools_app.runtime.errors import RuntimeToolError
+from tools_app.runtime.schemas import schema_hash
+from tools_app.services import health
+
+HTTP_FUNCTION = "call"
+
+
+@dataclass
+class Offered:
+    """One function as a server (or the registry, or an HTTP config) offers it now."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    schema_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.schema_hash:
+            self.schema_hash = schema_hash(
+                name=self.name, description=self.description, input_schema=self.input_schema,
+                output_schema=self.output_schema, annotations=self.annotations,
+            )
+
+
+@dataclass
+class Probe:
+    ok: bool
+    latency_ms: int = 0
+    server: dict[str, Any] = field(default_factory=dict)
+    protocol_version: str | None = None
+    functions: list[Offered] = field(default_factory=list)
+    error: dict[str, str] | None = None
+
+
+def probe_tool(tool: Tool) -> Probe:
+    """A real look at what the tool offers now: initialize + tools/list for MCP tools."""
+    if tool.type == ToolType.BUILTIN:
+        spec = get_builtin(tool.builtin_name)
+        fn = Offered(spec.function_name, spec.description, spec.input_schema)
+        return Probe(ok=True, server={"name": "toolhub-builtin", "version": "1"}, functions=[fn])
+    if tool.type == ToolType.HTTP:
+        cfg = tool.config or {}
+        fn = Offered(HTTP_FUNCTION, tool.description or f"{cfg.get('method')} request", cfg.get("input_schema") or {})
+        return Probe(ok=True, server={"name": "http", "version": "1"}, functions=[fn])
+    started = time.monotonic()
+    try:
+        found = adapters.pool().probe(adapters.server_spec(tool))
+    except RuntimeToolError as exc:
+        return Probe(ok=False, latency_ms=int((time.monotonic() - started) * 1000),
+                     error={"code": exc.code, "message": exc.message})
+    return Probe(
+        ok=True,
+        latency_ms=found.latency_ms,
+        server={"name": found.server_name, "version": found.server_version},
+        protocol_version=found.protocol_version,
+        functions=[
+            Offered(f.name, f.description or "", f.input_schema or {}, f.output_schema, f.annotations, f.schema_hash)
+            for f in found.functions
+        ],
+    )
+
+
+def diff(stored: dict[str, ToolFunction], offered: list[Offered]) -> dict[str, list[str]]:
+    """Names added, removed and changed between the stored functions and what is offered now."""
+    now = {f.name: f for f in offered}
+    live = {n: f for n, f in stored.items() if f.state != FunctionState.REMOVED}
+    return {
+        "added": sorted(n for n in now if n not in live),
+        "removed": sorted(n for n in live if n not in now),
+        "changed": sorted(n for n in now if n in live and live[n].schema_hash != now[n].schema_hash),
+    }
+
+
+def _body(probe: Probe, changes: dict[str, list[str]]) -> dict[str, Any]:
+    if not probe.ok:
+        return {"ok": False, "latency_ms": probe.latency_ms, "error": probe.error}
+    return {
+        "ok": True,
+        "latency_ms": probe.latency_ms,
+        "server": probe.server,
+        "protocol_version": probe.protocol_version,
+        "tool_count": len(probe.functions),
+        "functions": [{"name": f.name, "description": f.description} for f in probe.functions],
+        "changes": {k: len(v) for k, v in changes.items()},
+        "changed_functions": changes,
+    }
+
+
+def tool_test(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
+    """Connect for real and report; stores nothing but the health outcome."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    probe = probe_tool(tool)
+    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    stored = {f.name: f for f in tool.functions.all()}
+    return _body(probe, diff(stored, probe.functions) if probe.ok else {})
+
+
+def tool_refresh(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
+    """Rediscover and store: the first discovery is trusted, later drift is held as CHANGED."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    probe = probe_tool(tool)  # outside any transaction: it may take seconds
+    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    if not probe.ok:
+        return _body(probe, {})
+    return _body(probe, store_functions(tool=tool, offered=probe.functions))
+
+
+@transaction.atomic
+def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str]]:
+    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    stored = {f.name: f for f in tool.functions.all()}
+    changes = diff(stored, offered)
+    first = not stored
+    by_name = {f.name: f for f in offered}
+    for name, fn in by_name.items():
+        row = stored.get(name)
+        fields = {"description": fn.description, "input_schema": fn.input_schema,
+                  "output_schema": fn.output_schema, "annotations": fn.annotations, "schema_hash": fn.schema_hash}
+        if row is None:
+            ToolFunction.objects.create(
+                tool=tool, name=name, **fields,
+                state=FunctionState.ACTIVE if first else FunctionState.CHANGED,
+                approved_hash=fn.schema_hash if first else "",
+            )
+            continue
+        trusted = fn.schema_hash == row.approved_hash
+        for attr, value in fields.items():
+            setattr(row, attr, value)
+        row.state = FunctionState.ACTIVE if trusted else FunctionState.CHANGED
+        row.save()
+    for name, row in stored.items():
+        if name not in by_name and row.state != FunctionState.REMOVED:
+            row.state = FunctionState.REMOVED
+            row.save(update_fields=["state", "updated_at"])
+    Tool.objects.filter(pk=tool.pk).update(last_checked_at=timezone.now())
+    return changes
+
+
+@transaction.atomic
+def function_approve(*, tenant: Tenant, actor: Any, tool_id: Any, name: str) -> ToolFunction:
+    """Trust the function's current definition."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    fn = _function(tenant=tenant, tool_id=tool_id, name=name, for_update=True)
+    if fn.state == FunctionState.REMOVED:
+        raise ToolError(f"function {name!r} is no longer offered by the server; nothing to approve",
+                        details={"function": name, "state": fn.state})
+    fn.approved_hash, fn.state = fn.schema_hash, FunctionState.ACTIVE
+    fn.save(update_fields=["approved_hash", "state", "updated_at"])
+    return fn
+
+
+@transaction.atomic
+def function_update(
+    *, tenant: Tenant, actor: Any, tool_id: Any, name: str, enabled: bool | None, requires_approval: Any
+) -> ToolFunction:
+    """Per-function switches: enabled, and requires_approval (true/false, or null to inherit)."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    fn = _function(tenant=tenant, tool_id=tool_id, name=name, for_update=True)
+    if enabled is not None:
+        fn.enabled = enabled
+    if requires_approval is not ...:
+        fn.requires_approval = requires_approval
+    fn.save(update_fields=["enabled", "requires_approval", "updated_at"])
+    return fn
+
+
+def _function(*, tenant: Tenant, tool_id: Any, name: str, for_update: bool = False) -> ToolFunction:
+    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    qs = ToolFunction.objects.filter(tool=tool, name=name)
+    fn = (qs.select_for_update() if for_update else qs).first()
+    if fn is None:
+        raise ToolNotFound(f"tool {tool.name!r} has no function {name!r}", details={"function": name})
+    return fn

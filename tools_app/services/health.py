@@ -1,0 +1,70 @@
+"""Failure breaker and health checks; state lives in the database so every process agrees."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from tools_app.models import Tool, ToolStatus, ToolType
+
+log = logging.getLogger(__name__)
+LAST_ERROR_CHARS = 2000
+
+
+@transaction.atomic
+def record_outcome(*, tool_id: int, ok: bool, error: str = "") -> None:
+    """Success resets the breaker; the Nth consecutive failure opens it for the cooldown."""
+    now = timezone.now()
+    if ok:
+        Tool.objects.filter(pk=tool_id).update(
+            consecutive_failures=0, disabled_until=None, last_ok_at=now, last_checked_at=now, last_error=""
+        )
+        return
+    Tool.objects.filter(pk=tool_id).update(
+        consecutive_failures=F("consecutive_failures") + 1, last_checked_at=now, last_error=error[:LAST_ERROR_CHARS]
+    )
+    Tool.objects.filter(pk=tool_id, consecutive_failures__gte=settings.TOOLHUB_BREAKER_THRESHOLD).update(
+        disabled_until=now + timedelta(seconds=settings.TOOLHUB_BREAKER_COOLDOWN_S)
+    )
+
+
+def check_tool(tool_id: int) -> bool:
+    """Probe one tool (a fresh connection) and record the outcome."""
+    from tools_app.services.discovery import probe_tool
+
+    close_old_connections()
+    tool = Tool.objects.filter(pk=tool_id).select_related("tenant").first()
+    if tool is None:
+        return False
+    probe = probe_tool(tool)
+    record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    return probe.ok
+
+
+def check_all_tools(*, concurrency: int | None = None) -> dict[str, Any]:
+    """Probe every enabled LOCAL/REMOTE tool concurrently (bounded); returns counts."""
+    ids = list(
+        Tool.objects.filter(status=ToolStatus.ENABLED, type__in=[ToolType.LOCAL, ToolType.REMOTE])
+        .values_list("pk", flat=True)
+    )
+    workers = max(1, min(concurrency or settings.TOOLHUB_HEALTH_CONCURRENCY, len(ids) or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="health") as executor:
+        results = list(executor.map(_safe_check, ids))
+    return {"checked": len(ids), "ok": sum(results), "failed": len(ids) - sum(results)}
+
+
+def _safe_check(tool_id: int) -> bool:
+    try:
+        return check_tool(tool_id)
+    except Exception:  # one broken tool must not stop the sweep
+        log.exception("health check of tool %s crashed", tool_id)
+        return False
+    finally:
+        close_old_connections()

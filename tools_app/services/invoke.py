@@ -1,0 +1,174 @@
+"""Invoke one function of a tool: checks, the runtime call (outside any transaction), the audit row."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from tenants_app.models import Tenant
+from tools_app import adapters, selectors
+from tools_app.configs import secret_values
+from tools_app.models import CallStatus, FunctionState, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.runtime import result as codes
+from tools_app.runtime.builtins import invoke_builtin
+from tools_app.runtime.errors import RuntimeToolError
+from tools_app.runtime.http_tool import run_http_tool
+from tools_app.runtime.redact import redact, scrub_text
+from tools_app.runtime.result import ToolResult
+from tools_app.runtime.schemas import validate_arguments
+from tools_app.services import health
+
+# Failures that say the server is unwell (they feed the breaker); business errors do not.
+BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
+
+
+@dataclass
+class Invocation:
+    result: ToolResult
+    call: ToolCall
+
+    def body(self) -> dict[str, Any]:
+        return {**self.result.as_dict(), "call_id": self.call.pk}
+
+
+def needs_approval(tool: Tool, fn: ToolFunction | None, link_flag: bool | None = None) -> bool:
+    """The function, the agent's link or the tool says so, or the tool is DESTRUCTIVE."""
+    return bool(
+        (fn is not None and fn.requires_approval)
+        or link_flag
+        or tool.requires_approval
+        or tool.safety == Safety.DESTRUCTIVE
+    )
+
+
+def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any) -> ToolFunction:
+    """Everything that must hold before a call; raises _Refused with a ToolResult code."""
+    if tool.status != ToolStatus.ENABLED:
+        raise _Refused(codes.DISABLED, f"tool {tool.name!r} is disabled")
+    if tool.in_failure_window:
+        raise _Refused(
+            codes.DISABLED,
+            f"tool {tool.name!r} failed {tool.consecutive_failures} times in a row and is paused until "
+            f"{tool.disabled_until:%Y-%m-%d %H:%M:%S} UTC",
+        )
+    if not selectors.usable_tools(tenant=tenant, user=actor).filter(pk=tool.pk).exists():
+        raise _Refused(codes.DISABLED, f"you may not use tool {tool.name!r} (no use_tool permission)")
+    functions = {f.name: f for f in tool.functions.all()}
+    fn = functions.get(function)
+    if fn is None or fn.state == FunctionState.REMOVED:
+        known = sorted(n for n, f in functions.items() if f.state == FunctionState.ACTIVE)
+        hint = "" if known else "; run Test or Refresh to discover the tool's functions"
+        raise _Refused(codes.NOT_FOUND, f"tool {tool.name!r} has no function {function!r}; available: {known}{hint}")
+    if fn.state == FunctionState.CHANGED:
+        raise _Refused(
+            codes.DISABLED,
+            f"function {function!r} changed since it was approved (new or different schema); "
+            "an admin must approve it before use",
+        )
+    if not fn.enabled:
+        raise _Refused(codes.DISABLED, f"function {function!r} of tool {tool.name!r} is disabled")
+    if not isinstance(arguments, dict):
+        raise _Refused(codes.INVALID_PARAMS, "arguments must be a JSON object")
+    try:
+        validate_arguments(fn.input_schema, arguments)
+    except RuntimeToolError as exc:
+        raise _Refused(codes.INVALID_PARAMS, exc.message) from None
+    return fn
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def run(tool: Tool, function: str, arguments: dict[str, Any]) -> ToolResult:
+    """Dispatch to the runtime of the tool's type. Never raises for a tool failure."""
+    started = time.monotonic()
+    try:
+        if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
+            result = adapters.pool().call(adapters.server_spec(tool), function, arguments)
+        elif tool.type == ToolType.BUILTIN:
+            result = invoke_builtin(tool.builtin_name, function, arguments, adapters.builtin_context(tool.tenant))
+        else:
+            result = run_http_tool(tool.config or {}, arguments, policy=adapters.outbound_policy(
+                timeout_s=float((tool.config or {}).get("timeout_s", 30))))
+    except RuntimeToolError as exc:
+        result = ToolResult.fail(exc.result_code, exc.message)
+    result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)
+    return result
+
+
+def tool_invoke(
+    *,
+    tenant: Tenant,
+    actor: Any,
+    tool_id: Any,
+    function: str,
+    arguments: Any,
+    approved: bool = False,
+    agent: Any = None,
+    conversation: Any = None,
+) -> Invocation:
+    """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input."""
+    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    secrets = secret_values(tool.type, tool.config)
+    fn: ToolFunction | None = None
+    try:
+        fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
+        if not approved and needs_approval(tool, fn):
+            raise _Refused(
+                codes.APPROVAL_REQUIRED,
+                f"calls to {tool.name}.{function} need a person's approval"
+                + (" (DESTRUCTIVE tool)" if tool.safety == Safety.DESTRUCTIVE else ""),
+            )
+    except _Refused as refused:
+        result = ToolResult.fail(refused.code, scrub_text(refused.message, secrets))
+        status = CallStatus.AWAITING_APPROVAL if refused.code == codes.APPROVAL_REQUIRED else CallStatus.DENIED
+        return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
+                                        result=result, status=status, secrets=secrets, agent=agent,
+                                        conversation=conversation))
+    result = run(tool, function, arguments)
+    if result.error:
+        result.error = scrub_text(result.error, secrets)
+    if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
+        if result.success or result.error_code not in BREAKER_CODES:
+            if tool.consecutive_failures or tool.last_ok_at is None:
+                health.record_outcome(tool_id=tool.pk, ok=True)
+        else:
+            health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "")
+    call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
+                 status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
+                 conversation=conversation)
+    return Invocation(result, call)
+
+
+def audit(
+    *, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any, result: ToolResult, status: str,
+    secrets: list[str], agent: Any = None, conversation: Any = None,
+) -> ToolCall:
+    """One audit row: arguments redacted, the result excerpt truncated with its full size recorded."""
+    full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
+    if not result.success:
+        full = result.error or ""
+    cap = settings.TOOLHUB_AUDIT_RESULT_CHARS
+    return ToolCall.objects.create(
+        tenant=tenant,
+        tool=tool,
+        tool_name=tool.name,
+        function=function[:128],
+        actor=actor if getattr(actor, "pk", None) else None,
+        agent=agent,
+        conversation=conversation,
+        arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),
+        status=status,
+        error_code=result.error_code or "",
+        error=scrub_text(result.error or "", secrets)[:2000],
+        cost_ms=result.cost_ms,
+        result_excerpt=scrub_text(full[:cap], secrets),
+        result_size=len(full),
+    )

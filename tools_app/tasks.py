@@ -1,0 +1,36 @@
+"""Celery tasks of the tools app: thin, idempotent, id-based."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from tools_app.services import health
+
+
+@shared_task(name="tools.check_health")
+def check_tools_health() -> dict[str, Any]:
+    """Beat: probe every enabled LOCAL/REMOTE tool and update the breaker."""
+    return health.check_all_tools()
+
+
+@shared_task(name="tools.check_tool")
+def check_tool(tool_id: int) -> bool:
+    return health.check_tool(tool_id)
+
+
+@shared_task(name="tools.refresh_functions")
+def refresh_functions(tool_id: int) -> dict[str, Any]:
+    """Rediscover a tool's functions (after create or a config change) as the system."""
+    from tools_app.models import Tool
+    from tools_app.services.discovery import probe_tool, store_functions
+
+    tool = Tool.objects.filter(pk=tool_id).select_related("tenant").first()
+    if tool is None:
+        return {"ok": False, "error": "tool not found"}
+    probe = probe_tool(tool)
+    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    if not probe.ok:
+        return {"ok": False, "error": probe.error}
+    return {"ok": True, "changes": store_functions(tool=tool, offered=probe.functions)}
