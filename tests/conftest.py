@@ -21,6 +21,19 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
     return client
 
 
+@pytest.fixture(autouse=True)
+def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
+    """Each test gets its own workspace root, so files never leak between tests."""
+    settings.TOOLHUB_WORKSPACE_ROOT = tmp_path_factory.mktemp("workspace")
+
+
+@pytest.fixture(scope="session")
+def sql_demo_db() -> Any:
+    from tools_app.demo import ensure_sql_demo_database
+
+    return ensure_sql_demo_database()
+
+
 @pytest.fixture
 def tenant(db: Any) -> Any:
     return TenantFactory(slug="acme")

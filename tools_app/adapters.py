@@ -11,6 +11,7 @@ from django.conf import settings
 from tenants_app.models import Tenant
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
+from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
 from tools_app.runtime.outbound import OutboundPolicy
@@ -66,13 +67,19 @@ def workspace_for(tenant: Tenant) -> Path:
     return path.resolve()
 
 
+def sqlite_path(url: str) -> Path:
+    """The absolute file of a `sqlite:///...` URL (three or four slashes both mean an absolute path here)."""
+    return Path("/" + url.removeprefix("sqlite:").lstrip("/"))
+
+
 def sql_url() -> str:
     """The SQL built-ins' database: the TOOLHUB_AGENT_SQL_DB alias when configured, else TOOLHUB_AGENT_SQL_URL."""
     db = settings.DATABASES.get(settings.TOOLHUB_AGENT_SQL_DB)
     if not db:
-        return str(settings.TOOLHUB_AGENT_SQL_URL)
+        url = str(settings.TOOLHUB_AGENT_SQL_URL)
+        return demo_url(sqlite_path(url)) if url.startswith("sqlite:") else url
     if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{Path(db['NAME']).resolve()}"
+        return demo_url(Path(db["NAME"]))
     user = db.get("USER") or ""
     auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
     return f"postgresql://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"

@@ -17,3 +17,4 @@ REST_FRAMEWORK = {**REST_FRAMEWORK}  # noqa: F405
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "10000/min", "test": "10000/min"}
 # Tests discover explicitly (one test covers discovery-on-save), so counts are deterministic.
 TOOLHUB_DISCOVER_ON_SAVE = False
+TOOLHUB_AGENT_SQL_URL = f"sqlite:///{VAR_DIR / 'test-agent-demo.sqlite3'}"

@@ -23,6 +23,8 @@ ANY_PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
 EXCERPT_CHARS = 500
 MASK = "********"
 DEFAULT_TIMEOUT_S = 30.0
+# The origin and framing stay the client's: a templated Host could re-target a shared IP.
+RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 
 # -- config validation ---------------------------------------------------------------------------
@@ -34,7 +36,9 @@ def validate_http_config(config: Any) -> None:
         raise InvalidParams("HTTP tool config must be an object")
     unknown = sorted(set(config) - CONFIG_KEYS)
     if unknown:
-        raise InvalidParams(f"unknown config key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(CONFIG_KEYS))}")
+        raise InvalidParams(
+            f"unknown config key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(CONFIG_KEYS))}"
+        )
     method = config.get("method", "GET")
     if not isinstance(method, str) or method.upper() not in METHODS:
         raise InvalidParams(f"method must be one of {', '.join(METHODS)}")
@@ -46,13 +50,17 @@ def validate_http_config(config: Any) -> None:
         value = config.get(key, {})
         if value is None:
             continue
-        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
             raise InvalidParams(f"{key} must be a map of strings to strings")
     for name, value in (config.get("headers") or {}).items():
         if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
             raise InvalidParams(f"header name {name!r} is not a valid token")
         if "\r" in value or "\n" in value:
             raise InvalidParams(f"header {name!r} contains a line break")
+        if name.lower() in RESERVED_HEADERS:
+            raise InvalidParams(f"header {name!r} is set by the client and may not be configured")
     schema = config.get("input_schema")
     if schema is not None:
         if not isinstance(schema, dict):
@@ -65,7 +73,9 @@ def validate_http_config(config: Any) -> None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 300:
         raise InvalidParams("timeout_s must be a number between 0 and 300")
     secrets = config.get("secrets") or {}
-    for match in PLACEHOLDER.finditer(json.dumps({k: config.get(k) for k in ("url", "headers", "query", "body")})):
+    for match in PLACEHOLDER.finditer(
+        json.dumps({k: config.get(k) for k in ("url", "headers", "query", "body")})
+    ):
         if match.group(1) == "secret" and match.group(2) not in secrets:
             raise InvalidParams(f"placeholder ${{secret.{match.group(2)}}} names no configured secret")
 
@@ -129,7 +139,13 @@ def build_url(template: str, filler: _Filler) -> str:
     _check_url_template(template)
     parts = urlsplit(template)
     url = urlunsplit(
-        (parts.scheme, parts.netloc, filler.text(parts.path, encode=True), filler.text(parts.query, encode=True), "")
+        (
+            parts.scheme,
+            parts.netloc,
+            filler.text(parts.path, encode=True),
+            filler.text(parts.query, encode=True),
+            "",
+        )
     )
     after = urlsplit(url)
     if (after.scheme, after.hostname, after.port) != (parts.scheme, parts.hostname, parts.port):
@@ -143,8 +159,11 @@ def build_url(template: str, filler: _Filler) -> str:
 def run_http_tool(config: dict[str, Any], arguments: dict[str, Any], *, policy: OutboundPolicy) -> ToolResult:
     """Call the configured endpoint with `arguments`; never raises, never shows a secret."""
     started = time.monotonic()
-    secrets = {k: v for k, v in (config.get("secrets") or {}).items() if isinstance(v, str)} if isinstance(
-        config, dict) else {}
+    secrets = (
+        {k: v for k, v in (config.get("secrets") or {}).items() if isinstance(v, str)}
+        if isinstance(config, dict)
+        else {}
+    )
     try:
         result = _run(config, arguments, policy)
     except RuntimeToolError as exc:
@@ -187,12 +206,20 @@ def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy) -> Tool
             json_body = filled
     timeout = float(config.get("timeout_s", DEFAULT_TIMEOUT_S))
     call_policy = dataclasses.replace(policy, timeout_s=min(timeout, policy.timeout_s))
-    response = fetch(method, url, policy=call_policy, headers=headers, params=query or None,
-                     content=content, json=json_body)
+    response = fetch(
+        method,
+        url,
+        policy=call_policy,
+        headers=headers,
+        params=query or None,
+        content=content,
+        json=json_body,
+    )
     if not 200 <= response.status < 300:
         excerpt = response.text[:EXCERPT_CHARS]
         return ToolResult.fail(
-            BUSINESS_ERROR, f"HTTP {response.status} from {method} {safe_url(url)}: {excerpt}",
+            BUSINESS_ERROR,
+            f"HTTP {response.status} from {method} {safe_url(url)}: {excerpt}",
             status=response.status,
         )
     ctype = response.content_type
@@ -201,8 +228,9 @@ def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy) -> Tool
             data = json.loads(response.content or b"null")
         except ValueError:
             return ToolResult.ok(text=response.text, status=response.status)
-        return ToolResult.ok(data=data, text=json.dumps(data, ensure_ascii=False)[:EXCERPT_CHARS * 20],
-                             status=response.status)
+        return ToolResult.ok(
+            data=data, text=json.dumps(data, ensure_ascii=False)[: EXCERPT_CHARS * 20], status=response.status
+        )
     return ToolResult.ok(text=response.text, status=response.status)
 
 
@@ -216,7 +244,9 @@ def _validate_arguments(schema: Any, arguments: dict[str, Any]) -> None:
             raise InvalidParams(
                 f"unknown argument(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(sorted(props)) or '(none)'}"
             )
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path)
+    )
     if errors:
         err = errors[0]
         where = ".".join(str(p) for p in err.path) or "(arguments)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
@@ -36,6 +37,15 @@ def schema_hash(
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
+@functools.lru_cache(maxsize=1024)
+def _compiled(schema_json: str) -> Any:
+    """A checked, compiled validator per distinct schema: compiling costs far more than validating."""
+    schema = json.loads(schema_json)
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator_cls.check_schema(schema)
+    return validator_cls(schema)
+
+
 def validate_arguments(schema: dict[str, Any] | None, arguments: dict[str, Any]) -> None:
     """Raise InvalidParams unless `arguments` fit `schema`; unknown names always fail, naming the accepted ones."""
     schema = schema or {"type": "object"}
@@ -52,11 +62,10 @@ def validate_arguments(schema: dict[str, Any] | None, arguments: dict[str, Any])
             details={"unknown": unknown, "accepted": accepted},
         )
     try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
+        validator = _compiled(canonical_json(schema))
     except SchemaError as exc:
         raise InvalidParams(f"the tool's input schema is invalid: {exc.message}") from None
-    error = best_match(validator_cls(schema).iter_errors(arguments))
+    error = best_match(validator.iter_errors(arguments))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
         raise InvalidParams(

@@ -31,20 +31,29 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading at its size cap
 
     def _handle(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode() if length else ""
         parts = urlsplit(self.path)
-        record = {"method": self.command, "path": parts.path, "raw_path": self.path,
-                  "query": parse_qs(parts.query), "headers": dict(self.headers.items()), "body": body}
+        record = {
+            "method": self.command,
+            "path": parts.path,
+            "raw_path": self.path,
+            "query": parse_qs(parts.query),
+            "headers": dict(self.headers.items()),
+            "body": body,
+        }
         Handler.seen.append(record)
         if parts.path.startswith("/json"):
             self._send(200, json.dumps(record).encode(), "application/json; charset=utf-8")
         elif parts.path == "/text":
             self._send(200, b"plain text answer", "text/plain")
-        elif parts.path == "/missing":
+        elif parts.path.startswith("/missing"):
             self._send(404, ("not here; you sent " + json.dumps(record) + "x" * 2000).encode(), "text/plain")
         elif parts.path == "/big":
             self._send(200, b"a" * (POLICY.max_bytes * 4), "text/plain")
@@ -78,9 +87,16 @@ def cfg(server: str, path: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_json_response_becomes_data(server: str) -> None:
-    config = cfg(server, "/json/${input.item}", query={"q": "${input.q}", "fixed": "1"},
-                 input_schema={"type": "object", "properties": {"item": {"type": "string"}, "q": {"type": "string"}},
-                               "required": ["item"]})
+    config = cfg(
+        server,
+        "/json/${input.item}",
+        query={"q": "${input.q}", "fixed": "1"},
+        input_schema={
+            "type": "object",
+            "properties": {"item": {"type": "string"}, "q": {"type": "string"}},
+            "required": ["item"],
+        },
+    )
     result = run_http_tool(config, {"item": "a b", "q": "x&admin=true"}, policy=POLICY)
     assert result.success, result
     assert result.data["path"] == "/json/a%20b"
@@ -98,7 +114,11 @@ def test_text_response_becomes_text(server: str) -> None:
 
 
 def test_post_json_body_keeps_types(server: str) -> None:
-    config = {"method": "POST", "url": server + "/json", "body": {"n": "${input.n}", "label": "id-${input.n}"}}
+    config = {
+        "method": "POST",
+        "url": server + "/json",
+        "body": {"n": "${input.n}", "label": "id-${input.n}"},
+    }
     result = run_http_tool(config, {"n": 7}, policy=POLICY)
     assert result.success
     assert json.loads(result.data["body"]) == {"n": 7, "label": "id-7"}
@@ -128,7 +148,9 @@ def test_loopback_refused_without_the_allow_entry(server: str) -> None:
 
 
 def test_secret_header_reaches_the_server_but_never_the_result(server: str) -> None:
-    config = cfg(server, "/json", headers={"Authorization": "Bearer ${secret.token}"}, secrets={"token": SECRET})
+    config = cfg(
+        server, "/json", headers={"Authorization": "Bearer ${secret.token}"}, secrets={"token": SECRET}
+    )
     result = run_http_tool(config, {}, policy=POLICY)
     assert result.success
     assert Handler.seen[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
@@ -156,15 +178,37 @@ def test_secret_is_scrubbed_from_exception_messages(server: str) -> None:
 
 # (id, url template, arguments, rule fragment): placeholders may never move the request to another origin.
 HOST_INJECTION = [
-    ("host-placeholder", "http://${input.host}/x", {"host": "127.0.0.1"}, "no placeholder in scheme, host or port"),
-    ("host-suffix", "http://127.0.0.1${input.h}/x", {"h": ".evil.com"}, "no placeholder in scheme, host or port"),
-    ("port-placeholder", "http://127.0.0.1:${input.port}/x", {"port": "22"}, "no placeholder in scheme, host or port"),
-    ("userinfo", "http://${input.u}@127.0.0.1/x", {"u": "evil.com"}, "no placeholder in scheme, host or port"),
+    (
+        "host-placeholder",
+        "http://${input.host}/x",
+        {"host": "127.0.0.1"},
+        "no placeholder in scheme, host or port",
+    ),
+    (
+        "host-suffix",
+        "http://127.0.0.1${input.h}/x",
+        {"h": ".evil.com"},
+        "no placeholder in scheme, host or port",
+    ),
+    (
+        "port-placeholder",
+        "http://127.0.0.1:${input.port}/x",
+        {"port": "22"},
+        "no placeholder in scheme, host or port",
+    ),
+    (
+        "userinfo",
+        "http://${input.u}@127.0.0.1/x",
+        {"u": "evil.com"},
+        "no placeholder in scheme, host or port",
+    ),
     ("scheme", "${input.s}://127.0.0.1/x", {"s": "file"}, "http:// or https://"),
 ]
 
 
-@pytest.mark.parametrize(("url", "arguments", "rule"), [h[1:] for h in HOST_INJECTION], ids=[h[0] for h in HOST_INJECTION])
+@pytest.mark.parametrize(
+    ("url", "arguments", "rule"), [h[1:] for h in HOST_INJECTION], ids=[h[0] for h in HOST_INJECTION]
+)
 def test_host_injection_is_refused(url: str, arguments: dict[str, Any], rule: str) -> None:
     with pytest.raises(InvalidParams, match="host|http"):
         validate_http_config({"method": "GET", "url": url})
@@ -173,12 +217,14 @@ def test_host_injection_is_refused(url: str, arguments: dict[str, Any], rule: st
     assert Handler.seen == []
 
 
-@pytest.mark.parametrize("value", ["@evil.com/x", "//evil.com/x", "../../admin", "x?y=1#frag", "%2F..%2F", "\r\nHost: evil"])
+@pytest.mark.parametrize(
+    "value", ["@evil.com/x", "//evil.com/x", "../../admin", "x?y=1#frag", "%2F..%2F", "\r\nHost: evil"]
+)
 def test_path_values_are_encoded_and_stay_on_the_template_host(server: str, value: str) -> None:
     result = run_http_tool(cfg(server, "/json/${input.p}"), {"p": value}, policy=POLICY)
     assert result.success, result
     assert len(Handler.seen) == 1 and Handler.seen[0]["path"].startswith("/json/")
-    assert "/" not in Handler.seen[0]["path"][len("/json/"):]
+    assert "/" not in Handler.seen[0]["path"][len("/json/") :]
     assert Handler.seen[0]["headers"]["Host"].startswith("127.0.0.1")
 
 
@@ -197,7 +243,9 @@ def test_header_line_break_injection_is_refused(server: str) -> None:
         ({}, "'item' is a required property"),
     ],
 )
-def test_arguments_are_validated_against_input_schema(server: str, arguments: dict[str, Any], fragment: str) -> None:
+def test_arguments_are_validated_against_input_schema(
+    server: str, arguments: dict[str, Any], fragment: str
+) -> None:
     schema = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
     result = run_http_tool(cfg(server, "/json/${input.item}", input_schema=schema), arguments, policy=POLICY)
     assert result.error_code == "INVALID_PARAMS" and fragment in (result.error or ""), result.error
@@ -223,11 +271,14 @@ BAD_CONFIGS = [
     ("timeout-bool", {"url": "http://a.test/", "timeout_s": True}, "timeout_s"),
     ("unknown-key", {"url": "http://a.test/", "verb": "GET"}, "verb"),
     ("unknown-secret", {"url": "http://a.test/${secret.nope}"}, "secret.nope"),
+    ("host-header", {"url": "http://a.test/", "headers": {"Host": "${input.h}"}}, "may not be configured"),
     ("bad-schema", {"url": "http://a.test/", "input_schema": {"type": 5}}, "input_schema"),
 ]
 
 
-@pytest.mark.parametrize(("config", "fragment"), [b[1:] for b in BAD_CONFIGS], ids=[b[0] for b in BAD_CONFIGS])
+@pytest.mark.parametrize(
+    ("config", "fragment"), [b[1:] for b in BAD_CONFIGS], ids=[b[0] for b in BAD_CONFIGS]
+)
 def test_validate_http_config_refuses_malformed(config: Any, fragment: str) -> None:
     with pytest.raises(InvalidParams, match=fragment.replace(".", r"\.")):
         validate_http_config(config)

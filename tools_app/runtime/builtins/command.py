@@ -31,8 +31,12 @@ class ExecuteCommandArgs(BuiltinArgs):
     command: str = Field(description="One allowlisted program and its arguments; no shell syntax")
 
 
-@builtin(name="execute_command", description="Run one allowlisted program (no shell) in the workspace; "
-         "30 s timeout; returns the exit code and the last 8 KiB of output.", safety=Safety.DESTRUCTIVE)
+@builtin(
+    name="execute_command",
+    description="Run one allowlisted program (no shell) in the workspace; "
+    "30 s timeout; returns the exit code and the last 8 KiB of output.",
+    safety=Safety.DESTRUCTIVE,
+)
 def execute_command(args: ExecuteCommandArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     argv = check_command(args.command, ctx, ws)
@@ -127,11 +131,13 @@ def _check_rules(program: str, args: list[str], rules: ProgramRules) -> None:
             if previous not in rules.path_options:
                 subcommand = arg
                 if arg in rules.forbidden_subcommands:
-                    raise InvalidParams(f"{program}: subcommand {arg!r} is not allowed (rule: it can run "
-                                        "arbitrary commands or change configuration)")
+                    raise InvalidParams(
+                        f"{program}: subcommand {arg!r} is not allowed (rule: it can run "
+                        "arbitrary commands or change configuration)"
+                    )
                 read_rule = rules.read_only_subcommands.get(arg)
                 if read_rule is not None:
-                    _check_read_only(program, arg, args[index + 1:], read_rule)
+                    _check_read_only(program, arg, args[index + 1 :], read_rule)
 
 
 def _refusal(program: str, arg: str, rules: ProgramRules, subcommand: str | None) -> str | None:
@@ -143,7 +149,9 @@ def _refusal(program: str, arg: str, rules: ProgramRules, subcommand: str | None
     name = _option_name(arg)
     hit = _matches(name, rules.forbidden_options, rules.abbreviations)
     if hit:
-        return f"option {hit!r} is refused (rule: it can run code, write outside the workspace or change config)"
+        return (
+            f"option {hit!r} is refused (rule: it can run code, write outside the workspace or change config)"
+        )
     if subcommand is not None:
         hit = _matches(name, rules.subcommand_options.get(subcommand, frozenset()), rules.abbreviations)
         if hit:
@@ -219,7 +227,7 @@ class _Tail:
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
-        self.buf += chunk[-self.cap:]
+        self.buf += chunk[-self.cap :]
         if len(self.buf) > self.cap:
             del self.buf[: len(self.buf) - self.cap]
 

@@ -39,19 +39,69 @@ class ProgramRules:
 
 
 GIT = ProgramRules(
-    forbidden_options=frozenset({
-        "-c", "--config-env", "--exec-path", "--output", "--upload-pack", "--receive-pack", "--exec",
-        "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--template", "--config",
-        "--open-files-in-pager", "-O", "--ext-diff", "--textconv", "--extcmd",
-    }),
+    forbidden_options=frozenset(
+        {
+            "-c",
+            "--config-env",
+            "--exec-path",
+            "--output",
+            "--upload-pack",
+            "--receive-pack",
+            "--exec",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+            "--super-prefix",
+            "--template",
+            "--config",
+            "--open-files-in-pager",
+            "-O",
+            "--ext-diff",
+            "--textconv",
+            "--extcmd",
+        }
+    ),
     forbidden_prefixes=("ext::", "fd::", "file:", "-c", "-O"),
-    forbidden_subcommands=frozenset({
-        "filter-branch", "submodule", "bisect", "difftool", "mergetool", "daemon", "instaweb", "web--browse",
-        "credential", "credential-store", "credential-cache", "upload-pack", "receive-pack", "shell",
-        "upload-archive", "remote-ext", "remote-fd", "hook", "fsmonitor--daemon", "help", "var",
-        "update-ref", "replace", "notes", "alias", "send-email", "imap-send", "p4", "svn", "cvsimport",
-        "archimport", "quiltimport", "http-backend", "http-fetch", "fast-import", "run-command",
-    }),
+    forbidden_subcommands=frozenset(
+        {
+            "filter-branch",
+            "submodule",
+            "bisect",
+            "difftool",
+            "mergetool",
+            "daemon",
+            "instaweb",
+            "web--browse",
+            "credential",
+            "credential-store",
+            "credential-cache",
+            "upload-pack",
+            "receive-pack",
+            "shell",
+            "upload-archive",
+            "remote-ext",
+            "remote-fd",
+            "hook",
+            "fsmonitor--daemon",
+            "help",
+            "var",
+            "update-ref",
+            "replace",
+            "notes",
+            "alias",
+            "send-email",
+            "imap-send",
+            "p4",
+            "svn",
+            "cvsimport",
+            "archimport",
+            "quiltimport",
+            "http-backend",
+            "http-fetch",
+            "fast-import",
+            "run-command",
+        }
+    ),
     read_only_subcommands={
         "config": (
             frozenset({"--get", "--get-all", "--get-regexp", "--list", "-l", "get", "list"}),
@@ -80,26 +130,87 @@ PYTHON = ProgramRules(
 )
 
 NODE = ProgramRules(
-    forbidden_options=frozenset({
-        "-e", "--eval", "-p", "--print", "-", "-i", "--interactive", "--inspect", "--inspect-brk",
-        "--inspect-port", "--experimental-loader", "--loader", "--import", "-r", "--require",
-    }),
+    forbidden_options=frozenset(
+        {
+            "-e",
+            "--eval",
+            "-p",
+            "--print",
+            "-",
+            "-i",
+            "--interactive",
+            "--inspect",
+            "--inspect-brk",
+            "--inspect-port",
+            "--experimental-loader",
+            "--loader",
+            "--import",
+            "-r",
+            "--require",
+        }
+    ),
     forbidden_short_letters="epir",
     forbidden_prefixes=("--inspect",),
 )
 
 JAVA = ProgramRules(
-    forbidden_options=frozenset({"-javaagent", "-agentlib", "-agentpath", "--source", "-XX:OnError",
-                                 "-XX:OnOutOfMemoryError", "-Xrun", "-Xdebug", "-jshell"}),
-    forbidden_prefixes=("-javaagent", "-agentlib", "-agentpath", "-XX:OnError", "-XX:OnOutOfMemoryError",
-                        "-Xrun", "@"),
+    forbidden_options=frozenset(
+        {
+            "-javaagent",
+            "-agentlib",
+            "-agentpath",
+            "--source",
+            "-XX:OnError",
+            "-XX:OnOutOfMemoryError",
+            "-Xrun",
+            "-Xdebug",
+            "-jshell",
+        }
+    ),
+    forbidden_prefixes=(
+        "-javaagent",
+        "-agentlib",
+        "-agentpath",
+        "-XX:OnError",
+        "-XX:OnOutOfMemoryError",
+        "-Xrun",
+        "@",
+    ),
 )
 
 JS_PACKAGE_MANAGER = ProgramRules(
-    forbidden_options=frozenset({"--script-shell", "--node-options", "--shell", "-c", "--call", "--eval",
-                                 "-e", "--require", "-r", "--userconfig", "--globalconfig"}),
-    forbidden_subcommands=frozenset({"exec", "x", "dlx", "explore", "node", "create", "init", "edit",
-                                     "set-script", "config", "c", "set", "help"}),
+    forbidden_options=frozenset(
+        {
+            "--script-shell",
+            "--node-options",
+            "--shell",
+            "-c",
+            "--call",
+            "--eval",
+            "-e",
+            "--require",
+            "-r",
+            "--userconfig",
+            "--globalconfig",
+        }
+    ),
+    forbidden_subcommands=frozenset(
+        {
+            "exec",
+            "x",
+            "dlx",
+            "explore",
+            "node",
+            "create",
+            "init",
+            "edit",
+            "set-script",
+            "config",
+            "c",
+            "set",
+            "help",
+        }
+    ),
     abbreviations=False,
 )
 
@@ -108,8 +219,10 @@ JAVAC = ProgramRules(
     forbidden_prefixes=("-J", "-Xplugin", "@"),
 )
 
-GRADLE = ProgramRules(forbidden_options=frozenset({"-I", "--init-script", "-D", "--project-cache-dir"}),
-                      forbidden_prefixes=("-D", "-I"))
+GRADLE = ProgramRules(
+    forbidden_options=frozenset({"-I", "--init-script", "-D", "--project-cache-dir"}),
+    forbidden_prefixes=("-D", "-I"),
+)
 
 RULES: dict[str, ProgramRules] = {
     "git": GIT,

@@ -35,7 +35,11 @@ class ReadFileArgs(BuiltinArgs):
     path: str = Field(description="File path, relative to the workspace or absolute inside it")
 
 
-@builtin(name="read_file", description="Read a UTF-8 text file from the workspace (first 32 KiB).", safety=Safety.READ_ONLY)
+@builtin(
+    name="read_file",
+    description="Read a UTF-8 text file from the workspace (first 32 KiB).",
+    safety=Safety.READ_ONLY,
+)
 def read_file(args: ReadFileArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     real = ws.resolve(args.path)
@@ -52,7 +56,9 @@ def read_file(args: ReadFileArgs, ctx: BuiltinContext) -> ToolResult:
         raise BusinessError(f"{args.path!r} is not UTF-8 text") from None
     info = _info(real, ws)
     notice = f"[truncated: showing the first {READ_CAP_BYTES} of {info['size']} bytes]\n" if truncated else ""
-    text = f"{content}\n{notice}[file: {info['path']}, size {info['size']} bytes, modified {info['modified']}]"
+    text = (
+        f"{content}\n{notice}[file: {info['path']}, size {info['size']} bytes, modified {info['modified']}]"
+    )
     return ToolResult.ok(data={**info, "content": content, "truncated": truncated}, text=text)
 
 
@@ -62,13 +68,18 @@ class ListDirectoryArgs(BuiltinArgs):
     depth: int = Field(default=1, ge=1, le=10, description="Maximum depth when recursive (1-10)")
 
 
-@builtin(name="list_directory", description="List a workspace directory, optionally recursively (depth 1-10).",
-         safety=Safety.READ_ONLY)
+@builtin(
+    name="list_directory",
+    description="List a workspace directory, optionally recursively (depth 1-10).",
+    safety=Safety.READ_ONLY,
+)
 def list_directory(args: ListDirectoryArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     real = ws.resolve(args.path)
     if not real.is_dir():
-        raise BusinessError(f"{args.path!r} is not a directory" if real.exists() else f"{args.path!r} does not exist")
+        raise BusinessError(
+            f"{args.path!r} is not a directory" if real.exists() else f"{args.path!r} does not exist"
+        )
     max_depth = args.depth if args.recursive else 1
     entries: list[dict[str, object]] = []
     truncated = False
@@ -86,10 +97,20 @@ def list_directory(args: ListDirectoryArgs, ctx: BuiltinContext) -> ToolResult:
                 truncated = True
                 break
             st = entry.stat(follow_symlinks=False)
-            kind = "link" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else (
-                "file" if stat.S_ISREG(st.st_mode) else "other")
-            entries.append({"path": ws.relative(Path(entry.path)), "type": kind,
-                            "size": st.st_size if kind == "file" else None})
+            kind = (
+                "link"
+                if stat.S_ISLNK(st.st_mode)
+                else "dir"
+                if stat.S_ISDIR(st.st_mode)
+                else ("file" if stat.S_ISREG(st.st_mode) else "other")
+            )
+            entries.append(
+                {
+                    "path": ws.relative(Path(entry.path)),
+                    "type": kind,
+                    "size": st.st_size if kind == "file" else None,
+                }
+            )
             # Symlinks are listed, never followed: one could lead out of the workspace.
             if kind == "dir" and level < max_depth:
                 subdirs.append((Path(entry.path), level + 1))
@@ -97,8 +118,10 @@ def list_directory(args: ListDirectoryArgs, ctx: BuiltinContext) -> ToolResult:
     lines = [f"{e['path']}{'/' if e['type'] == 'dir' else ''}" for e in entries]
     if truncated:
         lines.append(f"[truncated: listing stopped at {LIST_ENTRY_CAP} entries]")
-    return ToolResult.ok(data={"path": ws.relative(real), "entries": entries, "truncated": truncated},
-                         text="\n".join(lines) or "(empty directory)")
+    return ToolResult.ok(
+        data={"path": ws.relative(real), "entries": entries, "truncated": truncated},
+        text="\n".join(lines) or "(empty directory)",
+    )
 
 
 class WriteFileArgs(BuiltinArgs):
@@ -106,8 +129,11 @@ class WriteFileArgs(BuiltinArgs):
     content: str = Field(description="Complete new file content (UTF-8)")
 
 
-@builtin(name="write_file", description="Create or overwrite a workspace file, creating parent directories.",
-         safety=Safety.WRITE)
+@builtin(
+    name="write_file",
+    description="Create or overwrite a workspace file, creating parent directories.",
+    safety=Safety.WRITE,
+)
 def write_file(args: WriteFileArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     real = ws.resolve(args.path, write=True)
@@ -117,8 +143,10 @@ def write_file(args: WriteFileArgs, ctx: BuiltinContext) -> ToolResult:
     existed = real.exists()
     ws.write_bytes(real, data, create_parents=True)
     verb = "overwrote" if existed else "created"
-    return ToolResult.ok(data={"path": ws.relative(real), "size": len(data), "created": not existed},
-                         text=f"{verb} {ws.relative(real)} ({len(data)} bytes)")
+    return ToolResult.ok(
+        data={"path": ws.relative(real), "size": len(data), "created": not existed},
+        text=f"{verb} {ws.relative(real)} ({len(data)} bytes)",
+    )
 
 
 def _encode(content: str) -> bytes:
@@ -145,8 +173,12 @@ class EditFileArgs(BuiltinArgs):
         return self
 
 
-@builtin(name="edit_file", description="Edit an existing workspace file: replace its content, or one exact "
-         "occurrence of old_text with new_text.", safety=Safety.WRITE)
+@builtin(
+    name="edit_file",
+    description="Edit an existing workspace file: replace its content, or one exact "
+    "occurrence of old_text with new_text.",
+    safety=Safety.WRITE,
+)
 def edit_file(args: EditFileArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     real = ws.resolve(args.path, write=True)
@@ -165,14 +197,20 @@ def edit_file(args: EditFileArgs, ctx: BuiltinContext) -> ToolResult:
             raise BusinessError(f"{args.path!r} is not UTF-8 text") from None
         count = old.count(args.old_text)
         if count == 0:
-            raise BusinessError(f"old_text not found in {args.path!r} (rule: old_text must occur exactly once)")
+            raise BusinessError(
+                f"old_text not found in {args.path!r} (rule: old_text must occur exactly once)"
+            )
         if count > 1:
-            raise BusinessError(f"old_text occurs {count} times in {args.path!r} (rule: old_text must be unique)")
+            raise BusinessError(
+                f"old_text occurs {count} times in {args.path!r} (rule: old_text must be unique)"
+            )
         new = old.replace(args.old_text, args.new_text, 1)
     data = _encode(new)
     ws.write_bytes(real, data, create_parents=False, must_exist=True)
-    return ToolResult.ok(data={"path": ws.relative(real), "size": len(data)},
-                         text=f"edited {ws.relative(real)} ({len(data)} bytes)")
+    return ToolResult.ok(
+        data={"path": ws.relative(real), "size": len(data)},
+        text=f"edited {ws.relative(real)} ({len(data)} bytes)",
+    )
 
 
 class DeleteFileArgs(BuiltinArgs):
@@ -180,8 +218,11 @@ class DeleteFileArgs(BuiltinArgs):
     recursive: bool = Field(default=False, description="Required to delete a non-empty directory")
 
 
-@builtin(name="delete_file", description="Delete a workspace file or directory (non-empty needs recursive).",
-         safety=Safety.DESTRUCTIVE)
+@builtin(
+    name="delete_file",
+    description="Delete a workspace file or directory (non-empty needs recursive).",
+    safety=Safety.DESTRUCTIVE,
+)
 def delete_file(args: DeleteFileArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     entry = ws.resolve_entry(args.path)
@@ -193,7 +234,9 @@ def delete_file(args: DeleteFileArgs, ctx: BuiltinContext) -> ToolResult:
     if stat.S_ISDIR(st.st_mode):
         if any(os.scandir(entry)):
             if not args.recursive:
-                raise BusinessError(f"directory {rel!r} is not empty (rule: pass recursive=true to delete it)")
+                raise BusinessError(
+                    f"directory {rel!r} is not empty (rule: pass recursive=true to delete it)"
+                )
             # rmtree never follows symlinks (fd-based on Linux), so links inside cannot lead out.
             shutil.rmtree(entry)
         else:

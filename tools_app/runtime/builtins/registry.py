@@ -93,7 +93,9 @@ def builtin(
             function_name=function_name or name,
             description=description,
             safety=safety.value,
-            requires_approval=(safety is Safety.DESTRUCTIVE) if requires_approval is None else requires_approval,
+            requires_approval=(safety is Safety.DESTRUCTIVE)
+            if requires_approval is None
+            else requires_approval,
             default_enabled=(safety is Safety.READ_ONLY) if default_enabled is None else default_enabled,
             input_schema=input_schema_of(model),
             func=func,
@@ -182,7 +184,9 @@ def invoke_builtin(name: str, function: str, arguments: dict[str, Any], ctx: Bui
         args = parse_arguments(spec, arguments if arguments is not None else {})
         result = spec.func(args, ctx)
     except RuntimeToolError as exc:
-        result = ToolResult.fail(exc.result_code, exc.message, **({"details": exc.details} if exc.details else {}))
+        result = ToolResult.fail(
+            exc.result_code, exc.message, **({"details": exc.details} if exc.details else {})
+        )
     except Exception as exc:  # a bug in a built-in must not escape as a 500
         result = ToolResult.fail(EXECUTION_ERROR, f"{name} failed: {type(exc).__name__}")
     if not result.success and result.error_code == INVALID_PARAMS:

@@ -32,6 +32,10 @@ TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 def _target(ctx: BuiltinContext) -> SqlTarget:
     if ctx.sql is None:
         raise BusinessError("no database is configured for this tenant's SQL tools")
+    try:
+        _ = ctx.sql.dialect
+    except ValueError as exc:
+        raise BusinessError(str(exc)) from None
     return ctx.sql
 
 
@@ -85,9 +89,13 @@ class ExecuteSqlArgs(BuiltinArgs):
     sql: str = Field(description="One SELECT over allowlisted tables; name columns and use LIMIT")
 
 
-@builtin(name="execute_sql_query", description="Run one read-only SELECT over the allowlisted tables "
-         "(30 s timeout, up to 1,000 rows kept, 10 rows x 8 columns shown).",
-         safety=Safety.READ_ONLY, default_enabled=False)
+@builtin(
+    name="execute_sql_query",
+    description="Run one read-only SELECT over the allowlisted tables "
+    "(30 s timeout, up to 1,000 rows kept, 10 rows x 8 columns shown).",
+    safety=Safety.READ_ONLY,
+    default_enabled=False,
+)
 def execute_sql_query(args: ExecuteSqlArgs, ctx: BuiltinContext) -> ToolResult:
     target = _target(ctx)
     checked = check_select(
@@ -140,7 +148,9 @@ def _sqlite_authorizer(target: SqlTarget) -> Any:
     allowed = {t.lower() for t in target.allowed_tables}
     ok_actions = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
 
-    def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+    def authorize(
+        action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
+    ) -> int:
         if action in ok_actions:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_READ:
@@ -201,12 +211,18 @@ class NoArgs(BuiltinArgs):
     pass
 
 
-@builtin(name="query_all_tables", description="List the allowlisted tables that exist, with their columns.",
-         safety=Safety.READ_ONLY)
+@builtin(
+    name="query_all_tables",
+    description="List the allowlisted tables that exist, with their columns.",
+    safety=Safety.READ_ONLY,
+)
 def query_all_tables(args: NoArgs, ctx: BuiltinContext) -> ToolResult:
     target = _target(ctx)
     tables = [{"name": name, "columns": cols} for name, cols in _existing_tables(target)]
-    text = "\n".join(f"{t['name']}({', '.join(t['columns'])})" for t in tables) or "(no allowlisted tables exist)"
+    text = (
+        "\n".join(f"{t['name']}({', '.join(t['columns'])})" for t in tables)
+        or "(no allowlisted tables exist)"
+    )
     return ToolResult.ok(data={"tables": tables}, text=text)
 
 
@@ -248,8 +264,11 @@ class TableSchemaArgs(BuiltinArgs):
     table: str = Field(description="An allowlisted table name")
 
 
-@builtin(name="query_table_schema", description="Show the CREATE TABLE DDL of one allowlisted table.",
-         safety=Safety.READ_ONLY)
+@builtin(
+    name="query_table_schema",
+    description="Show the CREATE TABLE DDL of one allowlisted table.",
+    safety=Safety.READ_ONLY,
+)
 def query_table_schema(args: TableSchemaArgs, ctx: BuiltinContext) -> ToolResult:
     target = _target(ctx)
     name = args.table.strip()
@@ -268,7 +287,8 @@ def query_table_schema(args: TableSchemaArgs, ctx: BuiltinContext) -> ToolResult
 def _sqlite_ddl(target: SqlTarget, name: str) -> str | None:
     with _sqlite(target) as conn:
         row = conn.execute(
-            "SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND lower(name) = lower(?)", (name,)
+            "SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND lower(name) = lower(?)",
+            (name,),
         ).fetchone()
     return str(row[0]) if row and row[0] else None
 

@@ -19,10 +19,41 @@ _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
     for t in (
         getattr(exp, name, None)
         for name in (
-            "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterTable", "TruncateTable",
-            "Command", "Into", "Lock", "Set", "SetItem", "Transaction", "Commit", "Rollback", "Pragma", "Copy",
-            "Use", "Grant", "Revoke", "Comment", "Analyze", "Attach", "Detach", "Cache", "Uncache",
-            "LoadData", "Refresh", "Kill", "Export", "Describe", "Show", "Summarize",
+            "Insert",
+            "Update",
+            "Delete",
+            "Merge",
+            "Create",
+            "Drop",
+            "Alter",
+            "AlterTable",
+            "TruncateTable",
+            "Command",
+            "Into",
+            "Lock",
+            "Set",
+            "SetItem",
+            "Transaction",
+            "Commit",
+            "Rollback",
+            "Pragma",
+            "Copy",
+            "Use",
+            "Grant",
+            "Revoke",
+            "Comment",
+            "Analyze",
+            "Attach",
+            "Detach",
+            "Cache",
+            "Uncache",
+            "LoadData",
+            "Refresh",
+            "Kill",
+            "Export",
+            "Describe",
+            "Show",
+            "Summarize",
         )
     )
     if isinstance(t, type)
@@ -97,7 +128,9 @@ def _check_function(node: exp.Func, functions: set[str]) -> None:
 
 def _check_table(node: exp.Table, dialect: str, allowed: set[str]) -> str | None:
     if not isinstance(node.this, exp.Identifier):
-        raise InvalidParams(f"table expression {node.sql(dialect=dialect)[:80]!r} is not allowed (rule: plain table names only)")
+        raise InvalidParams(
+            f"table expression {node.sql(dialect=dialect)[:80]!r} is not allowed (rule: plain table names only)"
+        )
     name = normalise_table(node.this, node.name, dialect)
     qualifier = [p for p in (node.catalog, node.db) if p]
     if not qualifier and _cte_in_scope(node, node.name.lower()):

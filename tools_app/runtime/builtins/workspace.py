@@ -57,7 +57,9 @@ class Workspace:
 
     def _candidate(self, path: str) -> Path:
         if not isinstance(path, str) or path == "":
-            raise InvalidParams("path must be a non-empty string (relative to the workspace or absolute inside it)")
+            raise InvalidParams(
+                "path must be a non-empty string (relative to the workspace or absolute inside it)"
+            )
         if "\x00" in path:
             raise InvalidParams("path contains a NUL byte (rule: no NUL in paths)")
         expanded = Path(path)
@@ -72,10 +74,14 @@ class Workspace:
 
     def _check_writable(self, real: Path, original: str) -> None:
         if real == self.root:
-            raise InvalidParams(f"path {original!r} is the workspace root itself (rule: the root may not be replaced or deleted)")
+            raise InvalidParams(
+                f"path {original!r} is the workspace root itself (rule: the root may not be replaced or deleted)"
+            )
         parts = real.relative_to(self.root).parts
         if any(part.lower() in PROTECTED_DIRS for part in parts):
-            raise InvalidParams(f"path {original!r} is inside .git (rule: .git/ may not be written or deleted)")
+            raise InvalidParams(
+                f"path {original!r} is inside .git (rule: .git/ may not be written or deleted)"
+            )
 
     @staticmethod
     def _check_file_type(real: Path, original: str) -> None:
@@ -86,7 +92,9 @@ class Workspace:
         except OSError as exc:
             raise BusinessError(f"cannot stat {original!r}: {exc.strerror}") from None
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise InvalidParams(f"path {original!r} is not a regular file or directory (rule: no devices, fifos, sockets)")
+            raise InvalidParams(
+                f"path {original!r} is not a regular file or directory (rule: no devices, fifos, sockets)"
+            )
 
     # -- race-safe opening ------------------------------------------------------------------------
 
@@ -137,7 +145,9 @@ class Workspace:
         if not real.is_dir():
             raise BusinessError(f"{self.relative(parent)!r} is not a directory")
 
-    def write_bytes(self, real: Path, data: bytes, *, create_parents: bool = True, must_exist: bool = False) -> None:
+    def write_bytes(
+        self, real: Path, data: bytes, *, create_parents: bool = True, must_exist: bool = False
+    ) -> None:
         """Write `data` to `real` via the parent fd with O_NOFOLLOW: a symlink swapped in is refused."""
         dir_fd = self.open_parent(real, create=create_parents)
         try:
@@ -173,12 +183,16 @@ class Workspace:
         try:
             try:
                 fd = os.open(
-                    real.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd
+                    real.name,
+                    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                    dir_fd=dir_fd,
                 )
             except FileNotFoundError:
                 raise BusinessError(f"file {self.relative(real)!r} does not exist") from None
             except OSError as exc:
-                raise InvalidParams(f"cannot open {self.relative(real)!r} (rule: no symlink race): {exc.strerror}") from None
+                raise InvalidParams(
+                    f"cannot open {self.relative(real)!r} (rule: no symlink race): {exc.strerror}"
+                ) from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise InvalidParams(f"{self.relative(real)!r} is not a regular file")

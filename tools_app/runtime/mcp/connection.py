@@ -171,6 +171,15 @@ class Connection:
 
     # ---- errors ----------------------------------------------------------------------------------
 
+    def redact(self, text: str) -> str:
+        """Mask configured env/header values (secrets) wherever a server echoed them into a message."""
+        target = self.spec.target
+        pairs = target.env if isinstance(target, LocalSpec) else target.headers
+        for _name, value in pairs:
+            if len(value) >= 4:
+                text = text.replace(value, "********")
+        return text
+
     def _where(self) -> str:
         target = self.spec.target
         if isinstance(target, LocalSpec):
@@ -185,7 +194,7 @@ class Connection:
             while channel.process.returncode is None:
                 await anyio.sleep(0.02)
         await anyio.sleep(0.05)
-        return channel.stderr.text()
+        return self.redact(channel.stderr.text())
 
     async def _translate(self, exc: BaseException, *, starting: bool) -> RuntimeToolError:
         leaves = _leaf_exceptions(exc)
@@ -205,7 +214,7 @@ class Connection:
             if isinstance(leaf, MCPError):
                 if leaf.code == types.CONNECTION_CLOSED and isinstance(channel, StdioChannel):
                     return await self._exited_error()
-                return ProtocolError(f"{where} failed: {leaf.message}")
+                return ProtocolError(self.redact(f"{where} failed: {leaf.message}"))
             if isinstance(leaf, httpx2.SSEError | httpx2.HTTPStatusError) and isinstance(self.spec.target, RemoteSpec):
                 return WrongTransport(
                     f"{where} did not answer as an {self.spec.target.transport} endpoint; check the transport"
@@ -287,7 +296,10 @@ class Connection:
         try:
             with anyio.fail_after(timeout_s):
                 result = await self._watched(session.call_tool(function, arguments))
-            return to_tool_result(result)
+            out = to_tool_result(result)
+            if out.error:
+                out.error = self.redact(out.error)
+            return out
         except TimeoutError:
             # The server may still be working on it; a fresh session is the only sure way to unwedge.
             self.retired = True
@@ -297,16 +309,20 @@ class Connection:
                 self.broken = await self._translate(exc, starting=False)
                 return ToolResult.fail(EXECUTION_ERROR, self.broken.message, error_type=self.broken.code)
             if exc.code == types.INVALID_PARAMS:
-                return ToolResult.fail(INVALID_PARAMS, exc.message)
+                return ToolResult.fail(INVALID_PARAMS, self.redact(exc.message))
             channel = self._channel
             if isinstance(channel, HttpChannel) and channel.failure is not None:
                 self.broken = self._refine_http(channel.failure)
                 return ToolResult.fail(EXECUTION_ERROR, self.broken.message, error_type=self.broken.code)
             return ToolResult.fail(
-                "BUSINESS_ERROR", f"{self._where()} returned error {exc.code}: {exc.message}", jsonrpc_code=exc.code
+                "BUSINESS_ERROR",
+                self.redact(f"{self._where()} returned error {exc.code}: {exc.message}"),
+                jsonrpc_code=exc.code,
             )
         except (RuntimeError, pydantic.ValidationError) as exc:
-            error = MalformedResult(f"{self._where()} returned a malformed result for {function!r}: {_brief(exc)}")
+            error = MalformedResult(
+                self.redact(f"{self._where()} returned a malformed result for {function!r}: {_brief(exc)}")
+            )
             return ToolResult.fail(EXECUTION_ERROR, error.message, error_type=error.code)
         except RuntimeToolError as exc:
             self.broken = exc

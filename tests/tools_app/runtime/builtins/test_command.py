@@ -69,6 +69,10 @@ REFUSED = [
     ("cat-option-value", "cat --foo=../outside/secret.txt", "outside the workspace"),
     ("leading-dash-glued-path", "ls -I../outside", "outside the workspace"),
     ("ls-symlink-out", "ls link_out", "outside the workspace"),
+    ("after-double-dash", "cat -- ../outside/secret.txt", "outside the workspace"),
+    ("dash-prefixed-path", "cat -/../../outside/secret.txt", "outside the workspace"),
+    ("git-double-dash-output", "git diff -- --output=x", "--output"),
+    ("git-upload-pack-abbrev", "git ls-remote --upload=x origin", "--upload-pack"),
     ("unbalanced-quote", "echo 'abc", "cannot be split"),
     ("empty", "   ", "empty"),
 ]
@@ -128,7 +132,9 @@ def test_echo_and_cat_run_in_the_workspace(ctx: BuiltinContext) -> None:
     result = invoke_builtin("execute_command", "execute_command", {"command": "echo 'hi there' x"}, ctx)
     assert result.success and result.data["exit_code"] == 0
     assert result.data["stdout"] == "hi there x\n"
-    result = invoke_builtin("execute_command", "execute_command", {"command": "cat hello.txt sub/inner.txt"}, ctx)
+    result = invoke_builtin(
+        "execute_command", "execute_command", {"command": "cat hello.txt sub/inner.txt"}, ctx
+    )
     assert result.data["stdout"] == "hello world\ninner\n"
 
 
@@ -141,7 +147,9 @@ def test_nonzero_exit_is_reported(ctx: BuiltinContext) -> None:
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_git_read_only_use_is_allowed(ctx: BuiltinContext, layout: dict[str, Path]) -> None:
     assert invoke_builtin("execute_command", "execute_command", {"command": "git init -q"}, ctx).success
-    result = invoke_builtin("execute_command", "execute_command", {"command": "git config --list --local"}, ctx)
+    result = invoke_builtin(
+        "execute_command", "execute_command", {"command": "git config --list --local"}, ctx
+    )
     assert result.success and result.data["exit_code"] == 0, result
     result = invoke_builtin("execute_command", "execute_command", {"command": "git status --short"}, ctx)
     assert result.success and "hello.txt" in result.data["stdout"], result
@@ -184,8 +192,11 @@ def _running(argv_tail: list[str]) -> bool:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        argv = [os.path.basename(a) if i == 0 else a for i, a in enumerate(raw.decode(errors="replace").split("\0")[:-1])]
-        if argv[-len(argv_tail):] == argv_tail and argv and argv[0] == argv_tail[0]:
+        argv = [
+            os.path.basename(a) if i == 0 else a
+            for i, a in enumerate(raw.decode(errors="replace").split("\0")[:-1])
+        ]
+        if argv[-len(argv_tail) :] == argv_tail and argv and argv[0] == argv_tail[0]:
             return True
     return False
 
@@ -201,7 +212,9 @@ def test_yes_is_cut_by_the_timeout_with_bounded_memory(ctx: BuiltinContext) -> N
 def test_timeout_kills_grandchildren_too(ctx: BuiltinContext, layout: dict[str, Path]) -> None:
     (layout["root"] / "args.txt").write_text("31.75\n")
     test_ctx = dataclasses.replace(ctx, command_allowlist=frozenset({"xargs"}), command_timeout_s=0.5)
-    result = invoke_builtin("execute_command", "execute_command", {"command": "xargs -a args.txt sleep"}, test_ctx)
+    result = invoke_builtin(
+        "execute_command", "execute_command", {"command": "xargs -a args.txt sleep"}, test_ctx
+    )
     assert result.error_code == "TIMEOUT"
     deadline = time.monotonic() + 2
     while _running(["sleep", "31.75"]) and time.monotonic() < deadline:

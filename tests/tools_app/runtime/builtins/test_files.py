@@ -25,7 +25,9 @@ def test_read_file_relative_and_absolute(ctx: BuiltinContext, layout: dict[str, 
         assert "size 12 bytes" in result.text
 
 
-def test_read_file_truncates_at_32_kib_without_splitting_a_character(ctx: BuiltinContext, layout: dict[str, Path]) -> None:
+def test_read_file_truncates_at_32_kib_without_splitting_a_character(
+    ctx: BuiltinContext, layout: dict[str, Path]
+) -> None:
     (layout["root"] / "big.txt").write_text("é" * READ_CAP_BYTES)  # 2 bytes each
     result = call(ctx, "read_file", path="big.txt")
     assert result.success and result.data["truncated"]
@@ -82,7 +84,11 @@ def test_write_file_creates_parents_and_overwrites(ctx: BuiltinContext, layout: 
         ({"path": "twice.txt", "old_text": "ab", "new_text": "x"}, "BUSINESS_ERROR", "unique"),
         ({"path": "missing.txt", "content": "x"}, "BUSINESS_ERROR", "existing file"),
         ({"path": "hello.txt"}, "INVALID_PARAMS", "either content"),
-        ({"path": "hello.txt", "content": "x", "old_text": "h", "new_text": "j"}, "INVALID_PARAMS", "either content"),
+        (
+            {"path": "hello.txt", "content": "x", "old_text": "h", "new_text": "j"},
+            "INVALID_PARAMS",
+            "either content",
+        ),
         ({"path": "hello.txt", "old_text": "", "new_text": "j"}, "INVALID_PARAMS", "non-empty"),
         ({"path": "hello.txt", "old_text": "hello"}, "INVALID_PARAMS", "both required"),
     ],

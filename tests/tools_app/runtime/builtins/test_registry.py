@@ -27,7 +27,9 @@ def test_the_nine_builtins_are_registered_with_their_flags() -> None:
     assert set(specs) == set(EXPECTED)
     for name, (safety, approval, enabled) in EXPECTED.items():
         spec = specs[name]
-        assert (spec.safety, spec.requires_approval, spec.default_enabled) == (safety, approval, enabled), name
+        assert (spec.safety, spec.requires_approval, spec.default_enabled) == (safety, approval, enabled), (
+            name
+        )
         assert spec.function_name == name
         assert spec.description
 
@@ -62,7 +64,9 @@ def test_duplicate_name_is_refused_at_registration() -> None:
         ([1, 2], ["JSON object"]),
     ],
 )
-def test_strict_validation_names_the_problem(ctx: BuiltinContext, arguments: object, fragments: list[str]) -> None:
+def test_strict_validation_names_the_problem(
+    ctx: BuiltinContext, arguments: object, fragments: list[str]
+) -> None:
     result = invoke_builtin("read_file", "read_file", arguments, ctx)  # type: ignore[arg-type]
     assert result.error_code == "INVALID_PARAMS"
     for fragment in fragments:

@@ -55,7 +55,9 @@ def sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db]:
     raw.execute("BEGIN")
     raw.executemany("INSERT INTO many VALUES (?)", [(i,) for i in range(ROW_CAP + 50)])
     raw.execute("COMMIT")
-    target = SqlTarget(url=demo_url(path), allowed_tables=DEFAULT_DEMO_TABLES | {"many"}, statement_timeout_s=5)
+    target = SqlTarget(
+        url=demo_url(path), allowed_tables=DEFAULT_DEMO_TABLES | {"many"}, statement_timeout_s=5
+    )
     yield Db("sqlite", target, raw)
     raw.close()
 
@@ -70,13 +72,19 @@ def postgres_db(sqlite_db: Db) -> Iterator[Db]:
     schema = f"th_builtin_{uuid.uuid4().hex[:12]}"
     raw.execute(f"CREATE SCHEMA {schema}")
     raw.execute(f"SET search_path = {schema}")
-    raw.execute("CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL, email text NOT NULL UNIQUE, "
-                "city text, created_at date NOT NULL)")
-    raw.execute("CREATE TABLE products (id integer PRIMARY KEY, sku text NOT NULL, name text NOT NULL, "
-                "price_cents integer NOT NULL DEFAULT 0, stock integer NOT NULL DEFAULT 0)")
-    raw.execute("CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer REFERENCES customers(id), "
-                "product_id integer REFERENCES products(id), quantity integer NOT NULL, status text NOT NULL, "
-                "ordered_at date NOT NULL)")
+    raw.execute(
+        "CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL, email text NOT NULL UNIQUE, "
+        "city text, created_at date NOT NULL)"
+    )
+    raw.execute(
+        "CREATE TABLE products (id integer PRIMARY KEY, sku text NOT NULL, name text NOT NULL, "
+        "price_cents integer NOT NULL DEFAULT 0, stock integer NOT NULL DEFAULT 0)"
+    )
+    raw.execute(
+        "CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer REFERENCES customers(id), "
+        "product_id integer REFERENCES products(id), quantity integer NOT NULL, status text NOT NULL, "
+        "ordered_at date NOT NULL)"
+    )
     raw.execute(SECRETS_DDL)
     raw.execute("CREATE TABLE many (n integer)")
     for table in ("customers", "products", "orders", "secrets", "many"):
@@ -110,24 +118,52 @@ CORPUS = [
     ("select-then-drop", "SELECT 1; DROP TABLE orders", "exactly one statement"),
     ("commit-then-drop", "COMMIT; DROP TABLE orders", "exactly one statement"),
     ("trailing-delete", "SELECT * FROM orders; DELETE FROM orders", "exactly one statement"),
-    ("comment-hides-statement", "SELECT 1 FROM orders -- harmless\n; DELETE FROM orders", "exactly one statement"),
+    (
+        "comment-hides-statement",
+        "SELECT 1 FROM orders -- harmless\n; DELETE FROM orders",
+        "exactly one statement",
+    ),
     ("block-comment-then-statement", "SELECT 1 /* x */; DELETE FROM orders /* y */", "exactly one statement"),
     ("drop", "DROP TABLE orders", "only SELECT"),
     ("delete", "DELETE FROM orders", "only SELECT"),
     ("update", "UPDATE orders SET quantity = 0", "only SELECT"),
     ("insert", "INSERT INTO orders (id) VALUES (99)", "only SELECT"),
-    ("writable-cte", "WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone", "DELETE is not allowed"),
-    ("writable-cte-update", "WITH u AS (UPDATE orders SET quantity = 9 RETURNING id) SELECT * FROM u", "UPDATE"),
+    (
+        "writable-cte",
+        "WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone",
+        "DELETE is not allowed",
+    ),
+    (
+        "writable-cte-update",
+        "WITH u AS (UPDATE orders SET quantity = 9 RETURNING id) SELECT * FROM u",
+        "UPDATE",
+    ),
     ("select-into", "SELECT * INTO stolen FROM orders", "INTO is not allowed"),
     ("for-update", "SELECT * FROM orders FOR UPDATE", "LOCK is not allowed"),
     ("forbidden-table", "SELECT * FROM secrets", "'secrets' is not in the table allowlist"),
     ("forbidden-in-subquery", "SELECT * FROM orders WHERE id IN (SELECT id FROM secrets)", "'secrets'"),
     ("forbidden-in-union", "SELECT name FROM customers UNION SELECT token FROM secrets", "'secrets'"),
     ("forbidden-in-join", "SELECT * FROM orders JOIN secrets ON true", "'secrets'"),
-    ("cte-named-like-allowed-hides-forbidden", "WITH orders AS (SELECT * FROM secrets) SELECT * FROM orders", "'secrets'"),
-    ("cte-self-reference-reads-real-table", "WITH secrets AS (SELECT * FROM secrets) SELECT * FROM secrets", "'secrets'"),
-    ("cte-out-of-scope", "SELECT * FROM (WITH secrets AS (SELECT 1 AS x) SELECT * FROM secrets) s, secrets", "'secrets'"),
-    ("cte-later-not-visible-earlier", "WITH a AS (SELECT * FROM b), b AS (SELECT 1 AS x) SELECT * FROM a", "'b'"),
+    (
+        "cte-named-like-allowed-hides-forbidden",
+        "WITH orders AS (SELECT * FROM secrets) SELECT * FROM orders",
+        "'secrets'",
+    ),
+    (
+        "cte-self-reference-reads-real-table",
+        "WITH secrets AS (SELECT * FROM secrets) SELECT * FROM secrets",
+        "'secrets'",
+    ),
+    (
+        "cte-out-of-scope",
+        "SELECT * FROM (WITH secrets AS (SELECT 1 AS x) SELECT * FROM secrets) s, secrets",
+        "'secrets'",
+    ),
+    (
+        "cte-later-not-visible-earlier",
+        "WITH a AS (SELECT * FROM b), b AS (SELECT 1 AS x) SELECT * FROM a",
+        "'b'",
+    ),
     ("quoted-forbidden", 'SELECT * FROM "secrets"', "'secrets'"),
     ("schema-qualified-catalog", "SELECT * FROM pg_catalog.pg_tables", "schema-qualified table"),
     ("schema-qualified-allowed-name", "SELECT * FROM main.orders", "schema-qualified table"),
@@ -207,7 +243,11 @@ def test_row_cap_and_display_truncation(sql_ctx: BuiltinContext) -> None:
     lines = result.text.splitlines()
     assert len(lines) == 1 + 10 + 1  # header, 10 rows, footer
     assert len(lines[0].split(" | ")) == 8
-    assert "showing 10 of 1000 rows" in lines[-1] and "8 of 10 columns" in lines[-1] and "cut at 1000" in lines[-1]
+    assert (
+        "showing 10 of 1000 rows" in lines[-1]
+        and "8 of 10 columns" in lines[-1]
+        and "cut at 1000" in lines[-1]
+    )
 
 
 def test_statement_timeout(sqldb: Db, sql_ctx: BuiltinContext) -> None:
@@ -218,8 +258,10 @@ def test_statement_timeout(sqldb: Db, sql_ctx: BuiltinContext) -> None:
 
 
 def test_query_all_tables_lists_only_allowlisted_existing_tables(sqldb: Db, sql_ctx: BuiltinContext) -> None:
-    ctx = dataclasses.replace(sql_ctx, sql=dataclasses.replace(sqldb.target, allowed_tables=frozenset(
-        {"customers", "orders", "ghost"})))
+    ctx = dataclasses.replace(
+        sql_ctx,
+        sql=dataclasses.replace(sqldb.target, allowed_tables=frozenset({"customers", "orders", "ghost"})),
+    )
     result = run(ctx, "query_all_tables")
     assert result.success
     assert [t["name"] for t in result.data["tables"]] == ["customers", "orders"]
@@ -237,7 +279,9 @@ def test_query_all_tables_lists_only_allowlisted_existing_tables(sqldb: Db, sql_
         ("many2", "INVALID_PARAMS", "not in the table allowlist"),
     ],
 )
-def test_query_table_schema_refusals(sqldb: Db, sql_ctx: BuiltinContext, table: str, code: str, fragment: str) -> None:
+def test_query_table_schema_refusals(
+    sqldb: Db, sql_ctx: BuiltinContext, table: str, code: str, fragment: str
+) -> None:
     before = sqldb.snapshot()
     result = run(sql_ctx, "query_table_schema", table=table)
     assert result.error_code == code and fragment in (result.error or ""), result

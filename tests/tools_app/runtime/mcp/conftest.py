@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.mcp_servers import MINI, PYTHON
-from tools_app.runtime.mcp import SessionPool, ServerSpec, spec_from_config
+from tools_app.runtime.mcp import ServerSpec, SessionPool, spec_from_config
 from tools_app.runtime.outbound import OutboundPolicy
 
 LOOPBACK = OutboundPolicy.build("127.0.0.0/8,::1")

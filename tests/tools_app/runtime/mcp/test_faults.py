@@ -38,8 +38,9 @@ def test_non_executable_file(pool: SessionPool, specs: Specs, tmp_path: Path) ->
 def test_server_exiting_at_once_reports_its_stderr(pool: SessionPool, specs: Specs) -> None:
     started = time.monotonic()
     with pytest.raises(ServerExited) as info:
-        pool.probe(specs.local(EXIT_AT_ONCE))
+        pool.probe(specs.local(EXIT_AT_ONCE, env={"INVENTORY_API_KEY": "sk-live-123456"}))
     assert "status 3" in info.value.message and "missing INVENTORY_DB" in info.value.message
+    assert "sk-live-123456" not in info.value.message and "********" in info.value.message
     assert time.monotonic() - started < 5
 
 
@@ -68,7 +69,7 @@ def test_sigterm_ignoring_server_and_its_grandchild_are_killed(pool: SessionPool
 
 
 def test_version_check(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
-    assert pool.probe(specs.local(version_check=True)).server_name == "inventory-demo"
+    assert pool.probe(specs.local(version_check=True)).server_name == "inventory-mini"
     broken = tmp_path / "broken-server"
     broken.write_text("#!/bin/sh\necho 'no such option' >&2\nexit 4\n")
     broken.chmod(0o755)

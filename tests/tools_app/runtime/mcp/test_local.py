@@ -154,3 +154,26 @@ def test_close_and_close_all_leave_no_process(pool: SessionPool, specs: Specs) -
     pool.close_all()
     assert wait_no_marked(specs.marker) == []
     assert pool.stats()["open_sessions"] == 0
+
+
+def test_singleton_and_async_variant(specs: Specs) -> None:
+    import asyncio
+
+    from tests.tools_app.runtime.mcp.conftest import LOOPBACK
+    from tools_app.runtime.mcp import configure_pool, get_pool
+
+    pool = configure_pool(policy=LOOPBACK, idle_ttl_s=60)
+    try:
+        assert get_pool() is pool
+        spec = specs.local()
+
+        async def agent_side() -> list:
+            return await asyncio.gather(*(pool.acall(spec, "get_inventory", {"sku": "DEMO-001"}) for _ in range(3)))
+
+        results = asyncio.run(agent_side())
+        assert [r.data["quantity"] for r in results] == [12, 12, 12]
+        assert (asyncio.run(pool.adiscover(spec))).server_name == "inventory-mini"
+        assert pool.stats()["sessions_opened"] == 1
+    finally:
+        pool.shutdown()
+    assert wait_no_marked(specs.marker) == []

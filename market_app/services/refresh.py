@@ -1,0 +1,200 @@
+"""Refresh a source: fetch outside any transaction under a DB lease, then upsert entries in one transaction."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from market_app import selectors
+from market_app.catalog import CatalogError, EntryData, FetchResult, fetch_catalog
+from market_app.errors import RefreshFailed, RefreshInProgress, SourceNotFound
+from market_app.models import EntryStatus, MarketEntry, MarketSource
+from market_app.services.sources import ensure_can_manage
+from tenants_app.models import Tenant
+from tools_app.adapters import outbound_policy
+from tools_app.runtime.errors import RuntimeToolError
+from tools_app.runtime.outbound import OutboundPolicy
+
+log = logging.getLogger(__name__)
+
+MAX_ERRORS_KEPT = 500
+BATCH = 500
+# Written on update; `source`, `name` and `created_at` never change for an entry.
+ENTRY_FIELDS = ["title", "description", "version", "kind", "install", "required_env", "required_headers",
+                "status", "is_shell_command", "content_hash", "updated_at"]
+
+
+@dataclass
+class RefreshCounts:
+    """What one refresh changed; errors are the catalog items that could not be mapped."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged,
+                "removed": self.removed, "errors": self.errors[:MAX_ERRORS_KEPT],
+                "errors_total": len(self.errors)}
+
+
+def market_policy() -> OutboundPolicy:
+    """The outbound guard for catalogs: loopback etc. per TOOLHUB_OUTBOUND_ALLOW, size and time capped."""
+    return outbound_policy(
+        max_bytes=getattr(settings, "TOOLHUB_MARKET_MAX_BYTES", 5 * 1024 * 1024),
+        timeout_s=getattr(settings, "TOOLHUB_MARKET_TIMEOUT_S", 30.0),
+    )
+
+
+def _lease_s() -> int:
+    return int(getattr(settings, "TOOLHUB_MARKET_REFRESH_LEASE_S", 600))
+
+
+def acquire_lease(source_id: int) -> bool:
+    """One atomic conditional UPDATE: True when this caller now holds the source's refresh lease."""
+    now = timezone.now()
+    return bool(
+        MarketSource.objects.filter(pk=source_id)
+        .filter(Q(refreshing_until__isnull=True) | Q(refreshing_until__lt=now))
+        .update(refreshing_until=now + timedelta(seconds=_lease_s()))
+    )
+
+
+def release_lease(source_id: int) -> None:
+    MarketSource.objects.filter(pk=source_id).update(refreshing_until=None)
+
+
+def _scrub(message: str, secrets: dict[str, str] | None) -> str:
+    """Defence in depth: the fetcher never echoes headers, and this makes sure of it."""
+    for value in (secrets or {}).values():
+        if isinstance(value, str) and len(value) >= 4:
+            message = message.replace(value, "********")
+    return message
+
+
+def source_refresh(*, source_id: Any, tenant: Tenant | None = None, actor: Any = None) -> dict[str, Any]:
+    """Fetch the source's catalog and upsert its entries; returns the counts.
+
+    Not atomic on purpose: the fetch (seconds, many pages) runs outside any transaction, holding a lease
+    on the source instead of a row lock; the upsert is one transaction. With an actor (the API and admin)
+    the source must be visible to `tenant` and manageable by the actor; without one (the scheduled task)
+    it is looked up by id. Raises RefreshInProgress, or RefreshFailed after recording status "error".
+    """
+    if actor is not None:
+        assert tenant is not None
+        source = selectors.source_get(tenant=tenant, source_id=source_id)
+        ensure_can_manage(tenant=tenant, actor=actor, source=source)
+    else:
+        found = MarketSource.objects.filter(pk=source_id).first()
+        if found is None:
+            raise SourceNotFound()
+        source = found
+    if not acquire_lease(source.pk):
+        raise RefreshInProgress()
+    try:
+        try:
+            fetched = fetch_catalog(
+                source.url, source.format, policy=market_policy(), headers=source.auth_headers or {},
+                updated_since=source.cursor or None,
+            )
+        except (CatalogError, RuntimeToolError) as exc:
+            message = _scrub(exc.message, source.auth_headers)
+            record_failure(source_id=source.pk, message=message)
+            raise RefreshFailed(f"refresh of {source.name!r} failed: {message}", code=exc.code) from None
+        except Exception as exc:
+            record_failure(source_id=source.pk, message=f"unexpected error ({type(exc).__name__})")
+            raise
+        return source_apply_catalog(source_id=source.pk, fetched=fetched)
+    finally:
+        release_lease(source.pk)
+
+
+def record_failure(*, source_id: int, message: str) -> None:
+    """Remember a failed refresh: status "error", its message; entries and cursor stay as they were."""
+    MarketSource.objects.filter(pk=source_id).update(
+        last_refresh_at=timezone.now(), last_status="error", last_error=message[:2000],
+        last_counts={"added": 0, "updated": 0, "unchanged": 0, "removed": 0, "errors": [], "errors_total": 0},
+    )
+
+
+def _vars(items: list[Any]) -> list[dict[str, Any]]:
+    return [dict(vars(v)) for v in items]
+
+
+def _assign(row: MarketEntry, data: EntryData, now: Any) -> None:
+    row.title, row.description, row.version, row.kind = data.title, data.description, data.version, data.kind
+    row.install = data.install
+    row.required_env, row.required_headers = _vars(data.required_env), _vars(data.required_headers)
+    row.status, row.is_shell_command, row.content_hash = data.status, data.is_shell_command, data.content_hash
+    row.updated_at = now
+
+
+@transaction.atomic
+def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, Any]:
+    """Upsert fetched entries by name and store the outcome on the source.
+
+    Updated means (content_hash, status) differ. Entries missing from a full listing become "removed"
+    (never deleted: tools keep pointing at them), except names the listing had but could not map.
+    A constant number of queries per batch of entries, not per entry.
+    """
+    source = MarketSource.objects.select_for_update().get(pk=source_id)
+    now = timezone.now()
+    existing = {
+        row.name: row
+        for row in MarketEntry.objects.filter(source_id=source_id).only("id", "name", "content_hash", "status")
+    }
+    counts = RefreshCounts(errors=[{"name": e.name, "reason": e.reason} for e in fetched.errors])
+    creates: list[MarketEntry] = []
+    updates: list[MarketEntry] = []
+    seen: set[str] = set()
+    for data in fetched.entries:
+        seen.add(data.name)
+        row = existing.get(data.name)
+        if row is None:
+            if data.status == EntryStatus.REMOVED:
+                continue  # never seen and already gone: nothing anyone could load
+            new = MarketEntry(source_id=source_id, name=data.name, created_at=now)
+            _assign(new, data, now)
+            creates.append(new)
+            counts.added += 1
+        elif (row.content_hash, row.status) != (data.content_hash, data.status):
+            if data.status == EntryStatus.REMOVED and row.status != EntryStatus.REMOVED:
+                counts.removed += 1
+            else:
+                counts.updated += 1
+            _assign(row, data, now)
+            updates.append(row)
+        else:
+            counts.unchanged += 1
+    gone: list[int] = []
+    if fetched.full:
+        unmapped = {e.name for e in fetched.errors if e.name}
+        gone = [row.pk for name, row in existing.items()
+                if name not in seen and name not in unmapped and row.status != EntryStatus.REMOVED]
+        counts.removed += len(gone)
+    MarketEntry.objects.bulk_create(creates, batch_size=BATCH)
+    if updates:
+        MarketEntry.objects.bulk_update(updates, ENTRY_FIELDS, batch_size=BATCH)
+    for start in range(0, len(gone), BATCH):
+        MarketEntry.objects.filter(pk__in=gone[start:start + BATCH]).update(
+            status=EntryStatus.REMOVED, updated_at=now
+        )
+    source.last_refresh_at = now
+    source.last_status = "partial" if counts.errors else "ok"
+    source.last_counts = counts.as_dict()
+    source.last_error = ""
+    if fetched.format == "official_registry" and fetched.next_updated_since:
+        source.cursor = fetched.next_updated_since[:200]
+    source.save(update_fields=["last_refresh_at", "last_status", "last_counts", "last_error", "cursor"])
+    log.info("market source %s refreshed: %s", source_id,
+             {k: v for k, v in counts.as_dict().items() if k != "errors"})
+    return counts.as_dict()

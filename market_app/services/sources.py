@@ -1,0 +1,150 @@
+"""Create, update and delete market sources; auth headers are encrypted, write-only and masked-merged."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import transaction
+
+from config.errors import PermissionDenied
+from market_app import selectors
+from market_app.errors import InvalidSource
+from market_app.models import CatalogFormat, MarketSource
+from tenants_app.models import Role, Tenant
+from tenants_app.permissions import ensure_role
+from tools_app.configs import MASK, merge_masked
+from tools_app.errors import InvalidConfig
+from tools_app.models import ToolType
+from tools_app.services import KEEP
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+INTERVAL_RANGE = (1, 7 * 24 * 60)
+
+
+@dataclass
+class SourceInput:
+    """Validated API/admin input; None (or KEEP for auth_headers) leaves a field as it is."""
+
+    name: str | None = None
+    url: str | None = None
+    format: str | None = None
+    auth_headers: Any = KEEP
+    enabled: bool | None = None
+    refresh_interval_min: int | None = None
+    is_global: bool | None = None
+
+
+def ensure_can_manage(*, tenant: Tenant | None, actor: Any, source: MarketSource) -> None:
+    """Global sources belong to superusers; a tenant's own sources to its owners and admins."""
+    if source.tenant_id is None:
+        if not getattr(actor, "is_superuser", False):
+            raise PermissionDenied(
+                "Global market sources are managed by superusers; add a source of your own tenant instead.",
+                details={"required": "superuser"},
+            )
+        return
+    assert tenant is not None
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+
+
+def merge_auth_headers(*, stored: dict[str, str] | None, incoming: Any) -> dict[str, str] | None:
+    """Omitted or "" keeps, null or {} clears, an object replaces with "********" keeping a stored value."""
+    if incoming is KEEP or incoming == "":
+        return stored
+    if incoming is None:
+        return None
+    if not isinstance(incoming, dict):
+        raise InvalidSource('auth_headers must be an object of header name: value, "" or null',
+                            details={"field": "auth_headers"})
+    for key, value in incoming.items():
+        if not isinstance(key, str) or not HEADER_NAME.match(key):
+            raise InvalidSource(f"auth_headers: {str(key)[:100]!r} is not a valid HTTP header name",
+                                details={"field": "auth_headers"})
+        # Name the key, never the value: it is a secret.
+        if not isinstance(value, str) or not value or "\r" in value or "\n" in value:
+            raise InvalidSource(f"auth_headers.{key} must be a non-empty single-line string",
+                                details={"field": f"auth_headers.{key}"})
+    try:
+        # The tool-config rule, reused: REMOTE's secret map is "headers".
+        merged = merge_masked(ToolType.REMOTE, stored={"headers": stored or {}}, incoming={"headers": incoming})
+    except InvalidConfig as exc:
+        key = str(exc.details.get("field", "")).removeprefix("config.headers.")
+        raise InvalidSource(
+            f"auth_headers.{key} is {MASK!r} but no value is stored under that key; send the real value",
+            details={"field": f"auth_headers.{key}"},
+        ) from None
+    return merged["headers"] or None
+
+
+def _check_url(url: str) -> str:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidSource("url must be an http:// or https:// URL", details={"field": "url"})
+    if len(url) > 500:
+        raise InvalidSource("url is longer than 500 characters", details={"field": "url"})
+    return url.strip()
+
+
+def _apply(source: MarketSource, data: SourceInput) -> None:
+    if data.name is not None:
+        name = data.name.strip()
+        if not name or len(name) > 100:
+            raise InvalidSource("name must be 1 to 100 characters", details={"field": "name"})
+        source.name = name
+    if data.url is not None:
+        url = _check_url(data.url)
+        if url != source.url:
+            source.url, source.cursor = url, ""  # an incremental cursor belongs to the old URL
+    if data.format is not None:
+        if data.format not in CatalogFormat.values:
+            raise InvalidSource(f"format {data.format!r} is invalid; accepted: {', '.join(CatalogFormat.values)}",
+                                details={"field": "format", "accepted": list(CatalogFormat.values)})
+        if data.format != source.format:
+            source.format, source.cursor = data.format, ""
+    if data.enabled is not None:
+        source.enabled = data.enabled
+    if data.refresh_interval_min is not None:
+        lo, hi = INTERVAL_RANGE
+        if not lo <= data.refresh_interval_min <= hi:
+            raise InvalidSource(f"refresh_interval_min must be from {lo} to {hi}",
+                                details={"field": "refresh_interval_min", "accepted": [lo, hi]})
+        source.refresh_interval_min = data.refresh_interval_min
+    source.auth_headers = merge_auth_headers(stored=source.auth_headers, incoming=data.auth_headers)
+
+
+@transaction.atomic
+def source_create(*, tenant: Tenant, actor: Any, data: SourceInput) -> MarketSource:
+    """A source of `tenant`, or a global one (`is_global`, superusers only)."""
+    source = MarketSource(tenant=None if data.is_global else tenant)
+    ensure_can_manage(tenant=tenant, actor=actor, source=source)
+    if not data.name or not data.url:
+        missing = [f for f in ("name", "url") if not getattr(data, f)]
+        raise InvalidSource(f"{' and '.join(missing)} required", details={"fields": missing})
+    _apply(source, data)
+    source.save()
+    return selectors.source_get(tenant=tenant, source_id=source.pk)
+
+
+@transaction.atomic
+def source_update(*, tenant: Tenant, actor: Any, source_id: Any, changes: SourceInput) -> MarketSource:
+    """Change a visible source the actor may manage; its scope (global or tenant) never changes."""
+    source = selectors.source_get(tenant=tenant, source_id=source_id)
+    ensure_can_manage(tenant=tenant, actor=actor, source=source)
+    if changes.is_global is not None and changes.is_global != (source.tenant_id is None):
+        raise InvalidSource("a source cannot move between global and tenant scope; create a new one",
+                            details={"field": "is_global"})
+    source = MarketSource.objects.select_for_update().get(pk=source.pk)
+    _apply(source, changes)
+    source.save()
+    return selectors.source_get(tenant=tenant, source_id=source.pk)
+
+
+@transaction.atomic
+def source_delete(*, tenant: Tenant, actor: Any, source_id: Any) -> None:
+    """Delete a source and its entries; tools loaded from them keep working, unlinked from the market."""
+    source = selectors.source_get(tenant=tenant, source_id=source_id)
+    ensure_can_manage(tenant=tenant, actor=actor, source=source)
+    MarketSource.objects.filter(pk=source.pk).delete()

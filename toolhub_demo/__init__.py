@@ -1,0 +1,1 @@
+"""Demo servers `make run` registers as tools (never used for anything but the demo)."""
