@@ -1,4 +1,4 @@
-"""Market app config."""
+"""Market app config: registers the demo seeder."""
 
 from django.apps import AppConfig
 
@@ -7,3 +7,10 @@ class MarketAppConfig(AppConfig):
     name = "market_app"
     default_auto_field = "django.db.models.BigAutoField"
     verbose_name = "Market"
+
+    def ready(self) -> None:
+        from market_app.demo import seed_market
+        from tenants_app.demo import demo_seeders
+
+        if seed_market not in demo_seeders:
+            demo_seeders.append(seed_market)

@@ -14,11 +14,12 @@ from market_app.models import EntryStatus, MarketEntry, MarketSource
 from tenants_app.models import Tenant
 
 
-def _visible(tenant: Tenant, prefix: str = "") -> Q:
+def _visible(tenant: Tenant | None, prefix: str = "") -> Q:
+    """Global rows plus the tenant's own (tenant None: global rows only, the superuser admin's view)."""
     return Q(**{f"{prefix}tenant": tenant}) | Q(**{f"{prefix}tenant__isnull": True})
 
 
-def source_list(*, tenant: Tenant) -> QuerySet[MarketSource]:
+def source_list(*, tenant: Tenant | None) -> QuerySet[MarketSource]:
     """Global sources plus the tenant's own, with their entry counts (counts are per visible source)."""
     return (
         MarketSource.objects.filter(_visible(tenant))
@@ -34,7 +35,7 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def source_get(*, tenant: Tenant, source_id: Any) -> MarketSource:
+def source_get(*, tenant: Tenant | None, source_id: Any) -> MarketSource:
     """A visible source; SourceNotFound for a missing or foreign one alike."""
     pk = _as_int(source_id)
     source = source_list(tenant=tenant).filter(pk=pk).first() if pk is not None else None

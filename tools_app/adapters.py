@@ -11,13 +11,11 @@ from django.conf import settings
 from tenants_app.models import Tenant
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
+from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
 from tools_app.runtime.outbound import OutboundPolicy
-
-# Interpreters run arbitrary code through flags: never in the default allowlist, per-tenant opt-in only.
-INTERPRETERS = frozenset({"python", "python3", "node", "java"})
 
 _pool_lock = threading.Lock()
 _pool: SessionPool | None = None
@@ -95,7 +93,8 @@ def builtin_context(tenant: Tenant) -> BuiltinContext:
     return BuiltinContext(
         tenant_slug=tenant.slug,
         workspace=workspace_for(tenant),
-        command_allowlist=frozenset(settings.TOOLHUB_COMMAND_ALLOWLIST) | interpreters,
+        # Interpreters run arbitrary code through flags: only with the tenant's explicit opt-in.
+        command_allowlist=frozenset(settings.TOOLHUB_COMMAND_ALLOWLIST or DEFAULT_ALLOWLIST) | interpreters,
         interpreters_allowed=interpreters,
         sql=SqlTarget(url=sql_url(), allowed_tables=sql_tables(tenant)),
     )

@@ -167,6 +167,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "tools.check_health",
         "schedule": float(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60")),
     },
+    "market-refresh-due": {
+        "task": "market.dispatch_due_refreshes",
+        "schedule": 60.0,
+    },
 }
 
 # Runtime limits and policies.
@@ -183,9 +187,8 @@ TOOLHUB_WORKSPACE_ROOT = Path(os.environ.get("TOOLHUB_WORKSPACE_ROOT", BASE_DIR 
 TOOLHUB_AGENT_SQL_DB = os.environ.get("TOOLHUB_AGENT_SQL_DB", "agent_sql")
 TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
 TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
-TOOLHUB_COMMAND_ALLOWLIST = env_list(
-    "TOOLHUB_COMMAND_ALLOWLIST", "npm,pnpm,yarn,git,mvn,gradle,javac,tsc,eslint,prettier,cat,ls,dir,echo,pip"
-)
+# Empty = RuoYi's list minus interpreters (tools_app.runtime.builtins.command_rules.DEFAULT_ALLOWLIST).
+TOOLHUB_COMMAND_ALLOWLIST = env_list("TOOLHUB_COMMAND_ALLOWLIST")
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.
 TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
 TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"))

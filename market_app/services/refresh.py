@@ -90,7 +90,6 @@ def source_refresh(*, source_id: Any, tenant: Tenant | None = None, actor: Any =
     it is looked up by id. Raises RefreshInProgress, or RefreshFailed after recording status "error".
     """
     if actor is not None:
-        assert tenant is not None
         source = selectors.source_get(tenant=tenant, source_id=source_id)
         ensure_can_manage(tenant=tenant, actor=actor, source=source)
     else:

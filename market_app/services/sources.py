@@ -39,14 +39,13 @@ class SourceInput:
 
 def ensure_can_manage(*, tenant: Tenant | None, actor: Any, source: MarketSource) -> None:
     """Global sources belong to superusers; a tenant's own sources to its owners and admins."""
-    if source.tenant_id is None:
+    if source.tenant_id is None or tenant is None:
         if not getattr(actor, "is_superuser", False):
             raise PermissionDenied(
                 "Global market sources are managed by superusers; add a source of your own tenant instead.",
                 details={"required": "superuser"},
             )
         return
-    assert tenant is not None
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
 
 
@@ -116,8 +115,10 @@ def _apply(source: MarketSource, data: SourceInput) -> None:
 
 
 @transaction.atomic
-def source_create(*, tenant: Tenant, actor: Any, data: SourceInput) -> MarketSource:
+def source_create(*, tenant: Tenant | None, actor: Any, data: SourceInput) -> MarketSource:
     """A source of `tenant`, or a global one (`is_global`, superusers only)."""
+    if tenant is None and not data.is_global:
+        raise InvalidSource("a tenant source needs a tenant", details={"field": "tenant"})
     source = MarketSource(tenant=None if data.is_global else tenant)
     ensure_can_manage(tenant=tenant, actor=actor, source=source)
     if not data.name or not data.url:
@@ -129,7 +130,7 @@ def source_create(*, tenant: Tenant, actor: Any, data: SourceInput) -> MarketSou
 
 
 @transaction.atomic
-def source_update(*, tenant: Tenant, actor: Any, source_id: Any, changes: SourceInput) -> MarketSource:
+def source_update(*, tenant: Tenant | None, actor: Any, source_id: Any, changes: SourceInput) -> MarketSource:
     """Change a visible source the actor may manage; its scope (global or tenant) never changes."""
     source = selectors.source_get(tenant=tenant, source_id=source_id)
     ensure_can_manage(tenant=tenant, actor=actor, source=source)
@@ -143,7 +144,7 @@ def source_update(*, tenant: Tenant, actor: Any, source_id: Any, changes: Source
 
 
 @transaction.atomic
-def source_delete(*, tenant: Tenant, actor: Any, source_id: Any) -> None:
+def source_delete(*, tenant: Tenant | None, actor: Any, source_id: Any) -> None:
     """Delete a source and its entries; tools loaded from them keep working, unlinked from the market."""
     source = selectors.source_get(tenant=tenant, source_id=source_id)
     ensure_can_manage(tenant=tenant, actor=actor, source=source)

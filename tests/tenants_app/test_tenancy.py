@@ -9,9 +9,9 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from tenants_app.models import Membership, Role
-from tools_app.models import Tool
 from tests.conftest import make_client
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
+from tools_app.models import Tool
 
 pytestmark = pytest.mark.django_db
 

@@ -186,3 +186,19 @@ def test_http_tool_non_2xx_is_business_error(api: Any, echo_server: str) -> None
         "method": "GET", "url": echo_server + "/missing"}}, format="json").json()["id"]
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "call", "arguments": {}}, format="json").json()
     assert body["error_code"] == "BUSINESS_ERROR" and "404" in body["error"] and "no such thing" in body["error"]
+
+
+def test_invoke_is_throttled_with_retry_after(tenant: Any, owner: Any, monkeypatch: Any) -> None:
+    from django.core.cache import cache
+    from rest_framework.throttling import ScopedRateThrottle
+
+    cache.clear()
+    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"invoke": "2/min", "test": "2/min", "chat": "2/min"})
+    tool = builtin(tenant, "list_directory")
+    for _ in range(2):
+        assert call(owner, tool, {})["success"]
+    resp = owner.post(f"/api/v1/tools/{tool.pk}/invoke/", {"function": tool.name, "arguments": {}}, format="json")
+    assert resp.status_code == 429
+    assert resp.json()["error"]["code"] == "throttled"
+    assert int(resp["Retry-After"]) > 0
+    cache.clear()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, http_server
 from tools_app import adapters
 from tools_app.models import CallStatus, FunctionState, Tool, ToolCall
-from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, http_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

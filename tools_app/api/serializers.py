@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from config.serializers import AnyJSONField, StrictInputSerializer
@@ -122,14 +122,19 @@ class InvokeIn(StrictInputSerializer):
     arguments = serializers.DictField(required=False, default=dict)
 
 
-class InvokeOut(serializers.Serializer):
-    success = serializers.BooleanField()
-    data = serializers.JSONField(allow_null=True)
-    text = serializers.CharField(allow_blank=True)
-    error_code = serializers.CharField(allow_null=True)
-    error = serializers.CharField(allow_null=True)
-    cost_ms = serializers.IntegerField()
-    call_id = serializers.IntegerField()
+# `data` would shadow Serializer.data, so the documented output shape is an inline serializer.
+InvokeOut = inline_serializer(
+    name="InvokeOut",
+    fields={
+        "success": serializers.BooleanField(),
+        "data": serializers.JSONField(allow_null=True),
+        "text": serializers.CharField(allow_blank=True),
+        "error_code": serializers.CharField(allow_null=True),
+        "error": serializers.CharField(allow_null=True),
+        "cost_ms": serializers.IntegerField(),
+        "call_id": serializers.IntegerField(),
+    },
+)
 
 
 class FunctionPatchIn(StrictInputSerializer):

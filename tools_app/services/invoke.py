@@ -12,7 +12,16 @@ from django.conf import settings
 from tenants_app.models import Tenant
 from tools_app import adapters, selectors
 from tools_app.configs import secret_values
-from tools_app.models import CallStatus, FunctionState, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.models import (
+    CallStatus,
+    FunctionState,
+    Safety,
+    Tool,
+    ToolCall,
+    ToolFunction,
+    ToolStatus,
+    ToolType,
+)
 from tools_app.runtime import result as codes
 from tools_app.runtime.builtins import invoke_builtin
 from tools_app.runtime.errors import RuntimeToolError

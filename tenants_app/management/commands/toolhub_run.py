@@ -45,6 +45,8 @@ class Command(BaseCommand):
             )
             banner.insert(-1, f"  Worker:    embedded Celery worker + beat (pid {worker.pid}, broker {settings.CELERY_BROKER_URL.split('@')[-1]})")
         self.stdout.write("\n".join(banner))
+        # SIGTERM (e.g. from a process manager) must unwind through `finally` so children stop too.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             call_command("runserver", f"{opts['host']}:{opts['port']}", use_reloader=False)
         finally:

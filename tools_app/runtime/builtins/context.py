@@ -6,86 +6,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Harmless aggregates and scalars, named as sqlglot canonicalises them (plus common raw spellings).
+# Nothing here sleeps, reads files, touches the network, changes settings or builds huge values.
+_SQL_FUNCTION_GROUPS = {
+    "aggregates": "count sum avg min max total group_concat string_agg array_agg median stddev stddev_pop "
+    "stddev_samp variance var_pop var_samp bool_and bool_or logical_and logical_or",
+    "window": "row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value nth_value",
+    "strings": "lower upper length char_length character_length substr substring trim ltrim rtrim replace "
+    "concat instr str_position strpos left right lpad rpad pad split_part reverse initcap printf format",
+    "conditionals": "coalesce ifnull nvl nullif if iif case greatest least",
+    "numbers": "round abs floor ceil ceiling sign mod sqrt power pow ln exp trunc to_number",
+    "casts": "cast try_cast array",
+    "dates": "date time datetime julianday strftime time_to_str ts_or_ds_to_timestamp str_to_time str_to_date "
+    "current_date current_time current_timestamp now extract date_trunc timestamp_trunc date_part age "
+    "to_char to_date date_add date_sub datetime_add datetime_sub timestamp_add timestamp_sub unix_to_time "
+    "time_to_unix day month year",
+}
 DEFAULT_SQL_FUNCTIONS: frozenset[str] = frozenset(
-    {
-        # aggregates
-        "count",
-        "sum",
-        "avg",
-        "min",
-        "max",
-        "group_concat",
-        "string_agg",
-        "total",
-        # strings
-        "lower",
-        "upper",
-        "length",
-        "substr",
-        "substring",
-        "trim",
-        "ltrim",
-        "rtrim",
-        "replace",
-        "concat",
-        "instr",
-        "str_position",
-        "left",
-        "right",
-        "lpad",
-        "rpad",
-        # null handling and conditionals
-        "coalesce",
-        "ifnull",
-        "nullif",
-        "if",
-        "iif",
-        "case",
-        "greatest",
-        "least",
-        # numbers
-        "round",
-        "abs",
-        "floor",
-        "ceil",
-        "ceiling",
-        "sign",
-        "mod",
-        # casts
-        "cast",
-        "try_cast",
-        # dates and times
-        "date",
-        "time",
-        "datetime",
-        "julianday",
-        "strftime",
-        "time_to_str",
-        "ts_or_ds_to_timestamp",
-        "str_to_time",
-        "current_date",
-        "current_time",
-        "current_timestamp",
-        "now",
-        "extract",
-        "date_trunc",
-        "timestamp_trunc",
-        "date_part",
-        "age",
-        "to_char",
-        "to_date",
-        "date_add",
-        "date_sub",
-        "datetime_add",
-        "datetime_sub",
-        "timestamp_add",
-        "timestamp_sub",
-        "unix_to_time",
-        "time_to_unix",
-        "day",
-        "month",
-        "year",
-    }
+    name for group in _SQL_FUNCTION_GROUPS.values() for name in group.split()
 )
 
 

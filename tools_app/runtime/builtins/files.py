@@ -96,7 +96,10 @@ def list_directory(args: ListDirectoryArgs, ctx: BuiltinContext) -> ToolResult:
             if len(entries) >= LIST_ENTRY_CAP:
                 truncated = True
                 break
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # vanished while listing
             kind = (
                 "link"
                 if stat.S_ISLNK(st.st_mode)
@@ -191,6 +194,8 @@ def edit_file(args: EditFileArgs, ctx: BuiltinContext) -> ToolResult:
         fd = ws.open_read(real)
         with os.fdopen(fd, "rb") as fh:
             raw = fh.read(WRITE_CAP_BYTES + 1)
+        if len(raw) > WRITE_CAP_BYTES:
+            raise BusinessError(f"{args.path!r} is larger than {WRITE_CAP_BYTES} bytes; edit_file refuses it")
         try:
             old = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -232,7 +237,9 @@ def delete_file(args: DeleteFileArgs, ctx: BuiltinContext) -> ToolResult:
         raise BusinessError(f"{args.path!r} does not exist") from None
     rel = ws.relative(entry)
     if stat.S_ISDIR(st.st_mode):
-        if any(os.scandir(entry)):
+        with os.scandir(entry) as it:
+            non_empty = any(True for _ in it)
+        if non_empty:
             if not args.recursive:
                 raise BusinessError(
                     f"directory {rel!r} is not empty (rule: pass recursive=true to delete it)"

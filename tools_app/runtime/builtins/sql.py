@@ -48,22 +48,35 @@ def _allowed(target: SqlTarget) -> list[str]:
 
 @contextmanager
 def _sqlite(target: SqlTarget, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
+    """A read-only connection; database errors inside the block become typed tool errors."""
     path = unquote(urlsplit(target.url).path)
     if not path.startswith("/"):
         raise BusinessError("sqlite URL must name an absolute path: sqlite:///abs/path.db")
-    # mode=ro: the file is opened read-only by SQLite itself, whatever the SQL says.
-    conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5, check_same_thread=False)
+    try:
+        # mode=ro: the file is opened read-only by SQLite itself, whatever the SQL says.
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise BusinessError(f"cannot open the SQL target: {exc}") from None
     try:
         conn.execute("PRAGMA query_only=1")
         if deadline is not None:
             conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
         yield conn
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise ToolTimeout(
+                f"query exceeded the statement timeout of {target.statement_timeout_s:g} s"
+            ) from None
+        raise BusinessError(f"query failed: {exc}") from None
+    except sqlite3.Error as exc:
+        raise BusinessError(f"query failed: {exc}") from None
     finally:
         conn.close()
 
 
 @contextmanager
 def _postgres(target: SqlTarget, timeout_s: float) -> Iterator[Any]:
+    """A READ ONLY transaction with a statement timeout; always rolled back and closed."""
     import psycopg
 
     try:
@@ -75,11 +88,17 @@ def _postgres(target: SqlTarget, timeout_s: float) -> Iterator[Any]:
             cur.execute("SET TRANSACTION READ ONLY")
             cur.execute(f"SET LOCAL statement_timeout = {max(int(timeout_s * 1000), 1)}")
         yield conn
+    except psycopg.errors.QueryCanceled:
+        raise ToolTimeout(f"query exceeded the statement timeout of {timeout_s:g} s") from None
+    except psycopg.Error as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BusinessError(f"query failed: {first}") from None
     finally:
         try:
             conn.rollback()
-        finally:
-            conn.close()
+        except psycopg.Error:
+            pass
+        conn.close()
 
 
 # -- execute_sql_query ---------------------------------------------------------------------------
@@ -113,32 +132,17 @@ def run_select(target: SqlTarget, sql: str) -> tuple[list[str], list[list[Any]],
     """Execute an already-checked SELECT read-only; keep at most ROW_CAP rows."""
     timeout = target.statement_timeout_s
     if target.dialect == "sqlite":
-        try:
-            with _sqlite(target, deadline=time.monotonic() + timeout) as conn:
-                conn.set_authorizer(_sqlite_authorizer(target))
-                cur = conn.execute(sql)
-                columns = [d[0] for d in cur.description or ()]
-                fetched = cur.fetchmany(ROW_CAP + 1)
-        except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc):
-                raise ToolTimeout(f"query exceeded the statement timeout of {timeout:g} s") from None
-            raise BusinessError(f"query failed: {exc}") from None
-        except sqlite3.DatabaseError as exc:
-            raise BusinessError(f"query failed: {exc}") from None
+        with _sqlite(target, deadline=time.monotonic() + timeout) as conn:
+            conn.set_authorizer(_sqlite_authorizer(target))
+            cur = conn.execute(sql)
+            columns = [d[0] for d in cur.description or ()]
+            fetched = cur.fetchmany(ROW_CAP + 1)
     else:
-        import psycopg
-
-        try:
-            with _postgres(target, timeout) as conn, conn.cursor() as cur:
-                # prepare=True: the extended protocol refuses a second statement (defence in depth).
-                cur.execute(sql, prepare=True)
-                columns = [d.name for d in cur.description or ()]
-                fetched = cur.fetchmany(ROW_CAP + 1)
-        except psycopg.errors.QueryCanceled:
-            raise ToolTimeout(f"query exceeded the statement timeout of {timeout:g} s") from None
-        except psycopg.Error as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise BusinessError(f"query failed: {first}") from None
+        with _postgres(target, timeout) as conn, conn.cursor() as cur:
+            # prepare=True: the extended protocol refuses a second statement (defence in depth).
+            cur.execute(sql, prepare=True)
+            columns = [d.name for d in cur.description or ()]
+            fetched = cur.fetchmany(ROW_CAP + 1)
     truncated = len(fetched) > ROW_CAP
     rows = [[_jsonable(v) for v in row] for row in fetched[:ROW_CAP]]
     return columns, rows, truncated

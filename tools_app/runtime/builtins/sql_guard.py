@@ -116,6 +116,8 @@ def check_select(
 
 
 def _check_function(node: exp.Func, functions: set[str]) -> None:
+    if isinstance(node, exp.Binary | exp.Unary):
+        return  # an operator sqlglot models as a function (AND, OR, ~, ->, @>, ^): no side effects
     name = function_name(node)
     if isinstance(node.parent, exp.Dot) and node.parent.expression is node:
         raise InvalidParams(f"schema-qualified function {node.parent.sql()!r} is not allowed")

@@ -38,9 +38,11 @@ class HttpChannel:
 class RecordingTransport(GuardedAsyncTransport):
     """The outbound guard, plus: redirects re-checked up front, HTTP error statuses recorded (never headers)."""
 
-    def __init__(self, policy: OutboundPolicy, channel: HttpChannel, **kwargs: Any) -> None:
+    def __init__(self, policy: OutboundPolicy, channel: HttpChannel, *, optional_get: bool = False, **kwargs: Any) -> None:
         super().__init__(policy, **kwargs)
         self.channel = channel
+        # Streamable HTTP's GET stream is optional (a server may answer 405): its status is no failure.
+        self.optional_get = optional_get
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -69,7 +71,7 @@ class RecordingTransport(GuardedAsyncTransport):
                 )
                 self.channel.record(blocked)
                 raise blocked from None
-        elif status >= 400 and request.method != "DELETE":
+        elif status >= 400 and request.method != "DELETE" and not (self.optional_get and request.method == "GET"):
             self.channel.record(
                 RemoteHTTPError(
                     f"{request.method} {safe_url(str(request.url))} answered HTTP {status}",
@@ -79,7 +81,7 @@ class RecordingTransport(GuardedAsyncTransport):
         return response
 
 
-def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: float) -> Any:
+def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: float, *, optional_get: bool) -> Any:
     def factory(
         headers: dict[str, str] | None = None,
         timeout: httpx2.Timeout | None = None,
@@ -89,7 +91,7 @@ def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: flo
             headers=headers,
             auth=auth,
             timeout=timeout or httpx2.Timeout(timeout_s, read=SSE_READ_TIMEOUT_S),
-            transport=RecordingTransport(policy, channel),
+            transport=RecordingTransport(policy, channel, optional_get=optional_get),
             follow_redirects=False,
             trust_env=False,
         )
@@ -104,7 +106,7 @@ async def http_transport(
     """Open the configured transport; the URL is guard-checked before any connection is made."""
     check_url(spec.url, policy)
     headers = dict(spec.headers)
-    factory = _client_factory(policy, channel, spec.timeout_s)
+    factory = _client_factory(policy, channel, spec.timeout_s, optional_get=spec.transport == "streamable_http")
     if spec.transport == "sse":
         async with sse_client(
             spec.url,

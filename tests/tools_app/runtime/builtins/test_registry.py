@@ -84,3 +84,21 @@ def test_wrong_type_for_bool_and_int_is_refused(ctx: BuiltinContext) -> None:
 def test_unknown_builtin_and_function(ctx: BuiltinContext) -> None:
     assert invoke_builtin("nope", "nope", {}, ctx).error_code == "NOT_FOUND"
     assert invoke_builtin("read_file", "readFile", {"path": "x"}, ctx).error_code == "NOT_FOUND"
+
+
+class _Inner(BuiltinArgs):
+    key: str
+
+
+class _Outer(BuiltinArgs):
+    items: list[_Inner]
+    mode: str = "a"
+
+
+def test_nested_models_are_closed_in_defs() -> None:
+    from tools_app.runtime.builtins.registry import input_schema_of
+
+    schema = input_schema_of(_Outer)
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["_Inner"]["additionalProperties"] is False
+    assert schema["properties"]["items"]["items"] == {"$ref": "#/$defs/_Inner"}

@@ -307,3 +307,38 @@ def test_demo_database(tmp_path: Path) -> None:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert names == set(DEFAULT_DEMO_TABLES)
         assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] > 0
+
+
+REALISTIC = {
+    "sqlite": (
+        "SELECT c.name, lag(o.id) OVER (ORDER BY o.id) AS prev, printf('%05d', o.id) AS ref, "
+        "date(o.ordered_at, '+1 day') AS next_day, ifnull(c.city, '-') AS city, round(p.price_cents / 100.0, 2) "
+        "FROM orders o JOIN customers c ON c.id = o.customer_id JOIN products p ON p.id = o.product_id "
+        "WHERE c.name LIKE 'A%' AND o.id IN (1, 2, 4) ORDER BY o.id LIMIT 10"
+    ),
+    "postgres": (
+        "SELECT c.name, lag(o.id) OVER (ORDER BY o.id) AS prev, to_char(o.ordered_at, 'YYYY-MM') AS month, "
+        "split_part(c.email, '@', 2) AS domain, coalesce(c.city, '-') AS city, round(p.price_cents / 100.0, 2) "
+        "FROM orders o JOIN customers c ON c.id = o.customer_id JOIN products p ON p.id = o.product_id "
+        "WHERE c.name ILIKE 'a%' AND o.id = ANY(ARRAY[1, 2, 4]) ORDER BY o.id LIMIT 10"
+    ),
+}
+
+
+def test_realistic_queries_pass_both_layers(sqldb: Db, sql_ctx: BuiltinContext) -> None:
+    result = run(sql_ctx, "execute_sql_query", sql=REALISTIC[sqldb.dialect])
+    assert result.success, result
+    assert result.data["row_count"] == 3
+    assert result.data["columns"][:3] == ["name", "prev", result.data["columns"][2]]
+    assert all(row[0] in ("Ada Lovelace", "Alan Turing") for row in result.data["rows"])
+
+
+def test_missing_sqlite_file_is_a_business_error(tmp_path: Path) -> None:
+    ctx = BuiltinContext(
+        tenant_slug="demo",
+        workspace=tmp_path,
+        sql=SqlTarget(url=f"sqlite:///{tmp_path}/nope.db", allowed_tables=frozenset({"orders"})),
+    )
+    for tool, args in (("query_all_tables", {}), ("query_table_schema", {"table": "orders"})):
+        assert run(ctx, tool, **args).error_code == "BUSINESS_ERROR"
+    assert not (tmp_path / "nope.db").exists()

@@ -89,3 +89,11 @@ def test_metadata_address_and_loopback_blocked_without_allow(make_pool, streamab
         strict.probe(Specs.remote(streamable_url))
     result = strict.call(Specs.remote(streamable_url), "whoami", {})
     assert not result.success and "127.0.0.1" in (result.error or "")
+
+
+def test_stateless_json_streamable_server_without_get_stream(pool: SessionPool) -> None:
+    with http_server(extra_args=("--stateless",)) as url:  # answers the optional GET stream with 405
+        spec = Specs.remote(url)
+        assert pool.probe(spec).server_name == "inventory-demo"
+        for _ in range(2):
+            assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).data["quantity"] == 12

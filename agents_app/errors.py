@@ -1,0 +1,60 @@
+"""Typed errors of the agents domain (mapped to HTTP by config.exceptions.exception_handler)."""
+
+from __future__ import annotations
+
+from config.errors import Conflict, DomainError, NotFound, PermissionDenied
+
+
+class AgentError(DomainError):
+    code = "agent_error"
+
+
+class AgentNotFound(NotFound):
+    pass
+
+
+class ModelNotConfigured(AgentError):
+    code = "model_not_configured"
+
+    def default_message(self) -> str:
+        return "This agent has no chat model; an admin must pick one (or configure TOOLHUB_DEMO_MODEL_URL)."
+
+
+class AgentDisabled(Conflict):
+    code = "agent_disabled"
+
+
+class AgentNotUsable(PermissionDenied):
+    code = "permission_denied"
+
+
+class NameTaken(Conflict):
+    code = "name_taken"
+
+
+class ModelInUse(Conflict):
+    code = "model_in_use"
+
+
+class ConversationBusy(Conflict):
+    code = "conversation_busy"
+
+
+class NothingToResume(Conflict):
+    code = "nothing_to_resume"
+
+
+class ApprovalsPending(Conflict):
+    code = "approvals_pending"
+
+
+class ApprovalExpired(Conflict):
+    code = "approval_expired"
+
+
+class ApprovalDecided(Conflict):
+    code = "approval_already_decided"
+
+
+class NotApprover(PermissionDenied):
+    code = "permission_denied"

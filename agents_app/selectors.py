@@ -1,0 +1,165 @@
+"""Agent, model, conversation and approval reads: the tenant comes first, always."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import Prefetch, QuerySet
+from guardian.models import UserObjectPermission
+from guardian.shortcuts import get_objects_for_user
+
+from agents_app.errors import AgentNotFound
+from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
+from agents_app.runtime.toolset import FunctionCandidate
+from config.errors import NotFound
+from tenants_app.models import ROLE_RANK, Role, Tenant
+from tenants_app.selectors import membership_role
+from tools_app.models import Approval, ApprovalStatus, ToolFunction
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise NotFound() from None
+
+
+def is_admin(*, tenant: Tenant, user: Any) -> bool:
+    if getattr(user, "is_superuser", False):
+        return True
+    role = membership_role(tenant=tenant, user=user)
+    return role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]
+
+
+# --- chat models ----------------------------------------------------------------------------------
+
+
+def chat_model_list(*, tenant: Tenant) -> QuerySet[ChatModel]:
+    return ChatModel.objects.filter(tenant=tenant).order_by("name", "id")
+
+
+def chat_model_get(*, tenant: Tenant, model_id: Any, for_update: bool = False) -> ChatModel:
+    qs = ChatModel.objects.filter(tenant=tenant)
+    if for_update:
+        qs = qs.select_for_update()
+    try:
+        return qs.get(pk=_int(model_id))
+    except ChatModel.DoesNotExist:
+        raise NotFound() from None
+
+
+# --- agents ---------------------------------------------------------------------------------------
+
+
+def _with_links(qs: QuerySet[Agent]) -> QuerySet[Agent]:
+    links = AgentTool.objects.select_related("tool").order_by("tool__name", "id")
+    return qs.select_related("model").prefetch_related(Prefetch("agent_tools", queryset=links))
+
+
+def agent_list(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
+    """Admins see every agent; others the enabled ones they may use."""
+    if is_admin(tenant=tenant, user=user):
+        qs = Agent.objects.filter(tenant=tenant)
+    else:
+        qs = usable_agents(tenant=tenant, user=user)
+    return _with_links(qs).order_by("name", "id")
+
+
+def agent_get(*, tenant: Tenant, agent_id: Any, for_update: bool = False) -> Agent:
+    qs = Agent.objects.filter(tenant=tenant)
+    qs = qs.select_for_update(of=("self",)) if for_update else _with_links(qs)
+    try:
+        return qs.get(pk=_int(agent_id))
+    except Agent.DoesNotExist:
+        raise AgentNotFound() from None
+
+
+def usable_agents(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
+    """Enabled agents this user may chat with: admins all; others all unless narrowed by `use_agent` grants.
+
+    An agent on which any user holds an explicit `use_agent` grant is restricted to its grantees
+    (the same semantics as tools_app.selectors.usable_tools).
+    """
+    qs = Agent.objects.filter(tenant=tenant, status=AgentStatus.ENABLED)
+    if is_admin(tenant=tenant, user=user):
+        return qs
+    if membership_role(tenant=tenant, user=user) is None:
+        return qs.none()
+    granted = get_objects_for_user(user, "agents_app.use_agent", klass=qs, accept_global_perms=False)
+    pks = UserObjectPermission.objects.filter(
+        permission__codename="use_agent", content_type=ContentType.objects.get_for_model(Agent)
+    ).values_list("object_pk", flat=True)
+    restricted = Agent.objects.filter(tenant=tenant, pk__in={int(pk) for pk in pks}).values_list("pk", flat=True)
+    return qs.exclude(pk__in=list(restricted)) | granted
+
+
+def agent_may_use(*, tenant: Tenant, user: Any, agent: Agent) -> bool:
+    return usable_agents(tenant=tenant, user=user).filter(pk=agent.pk).exists()
+
+
+def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[FunctionCandidate]:
+    """Every function of the given tools of this tenant, as the Django-free toolset assembly takes them."""
+    rows = ToolFunction.objects.filter(tool__tenant=tenant, tool_id__in=tool_ids).select_related("tool")
+    return [
+        FunctionCandidate(
+            tool_id=fn.tool_id,
+            tool_name=fn.tool.name,
+            tool_type=fn.tool.type,
+            tool_status=fn.tool.status,
+            tool_disabled_until=fn.tool.disabled_until,
+            function=fn.name,
+            description=fn.description,
+            input_schema=fn.input_schema or {},
+            state=fn.state,  # type: ignore[arg-type]
+            enabled=fn.enabled,
+            safety=fn.tool.safety,  # type: ignore[arg-type]
+            tool_requires_approval=fn.tool.requires_approval,
+            function_requires_approval=fn.requires_approval,
+            tenant_id=fn.tool.tenant_id,
+        )
+        for fn in rows
+    ]
+
+
+# --- conversations and approvals ------------------------------------------------------------------
+
+
+def conversation_list(*, tenant: Tenant, user: Any) -> QuerySet[Conversation]:
+    return Conversation.objects.filter(tenant=tenant, user=user).select_related("agent").order_by("-updated_at", "-id")
+
+
+def conversation_get(*, tenant: Tenant, user: Any, conversation_id: Any, for_update: bool = False,
+                     admins_too: bool = False) -> Conversation:
+    """The user's own conversation (tenant admins may read any with `admins_too`); foreign ones are missing."""
+    qs = Conversation.objects.filter(tenant=tenant).select_related("agent", "user")
+    if not (admins_too and is_admin(tenant=tenant, user=user)):
+        qs = qs.filter(user=user)
+    if for_update:
+        qs = qs.select_for_update(of=("self",))
+    try:
+        return qs.get(pk=_int(conversation_id))
+    except Conversation.DoesNotExist:
+        raise NotFound() from None
+
+
+def conversation_messages(*, conversation: Conversation) -> QuerySet[Message]:
+    return conversation.messages.order_by("id")
+
+
+def conversation_approvals(*, conversation: Conversation, pending_only: bool = False) -> QuerySet[Approval]:
+    ids = [int(v) for v in (conversation.run_state or {}).get("approvals", {}).values()]
+    qs = Approval.objects.filter(tenant=conversation.tenant, pk__in=ids).select_related("tool_call")
+    if pending_only:
+        qs = qs.filter(status=ApprovalStatus.PENDING)
+    return qs.order_by("id")
+
+
+def approval_get(*, tenant: Tenant, approval_id: Any, for_update: bool = False) -> Approval:
+    qs = Approval.objects.filter(tenant=tenant).select_related("tool_call", "tool_call__conversation")
+    if for_update:
+        qs = Approval.objects.filter(tenant=tenant).select_for_update()
+    try:
+        return qs.get(pk=_int(approval_id))
+    except Approval.DoesNotExist:
+        raise NotFound() from None

@@ -1,0 +1,264 @@
+"""Chat model and agent writes: API keys encrypted and write-only, tool links checked against the tenant."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+
+from agents_app import selectors
+from agents_app.errors import AgentError, ModelInUse, NameTaken
+from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel
+from agents_app.runtime.model_client import RESERVED_PARAMS
+from tenants_app.models import Role, Tenant
+from tenants_app.permissions import ensure_role
+from tools_app.errors import ToolNotFound
+from tools_app.models import Tool
+
+MASK = "********"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+NAME_RE = re.compile(NAME_PATTERN)
+MAX_STEPS_RANGE = (1, 50)
+
+
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
+@dataclass
+class ChatModelInput:
+    name: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key: Any = KEEP  # KEEP (omitted or "********"), None/"" clears, a string sets
+    params: dict[str, Any] | None = None
+
+
+@dataclass
+class ToolLink:
+    tool: int
+    allowed_functions: list[str] | None = None
+    requires_approval: bool | None = None
+
+
+@dataclass
+class AgentInput:
+    name: str | None = None
+    description: str | None = None
+    system_prompt: str | None = None
+    model: Any = KEEP  # KEEP, None (no model) or a ChatModel id
+    max_steps: int | None = None
+    status: str | None = None
+    tools: list[ToolLink] | None = None  # None keeps the links; a list replaces them
+
+
+def _check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise AgentError(
+            f"{what} name {name!r} is invalid; it must match {NAME_PATTERN} "
+            "(lowercase letters, digits, '_' and '-', 1-64 characters)",
+            details={"field": "name", "pattern": NAME_PATTERN},
+        )
+    return name
+
+
+def _save(obj: ChatModel | Agent, what: str) -> None:
+    try:
+        with transaction.atomic():
+            obj.save()
+    except IntegrityError:
+        raise NameTaken(f"a {what} named {obj.name!r} already exists in this tenant", details={"name": obj.name}) from None
+
+
+# --- chat models ----------------------------------------------------------------------------------
+
+
+def _check_base_url(url: Any) -> str:
+    parts = urlsplit(url if isinstance(url, str) else "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AgentError("base_url must be an http:// or https:// URL", details={"field": "base_url"})
+    return str(url)
+
+
+def _check_params(params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise AgentError("params must be a JSON object", details={"field": "params"})
+    reserved = sorted(set(params) & RESERVED_PARAMS)
+    if reserved:
+        raise AgentError(
+            f"params may not set {', '.join(reserved)}: the agent loop owns them",
+            details={"field": "params", "reserved": sorted(RESERVED_PARAMS)},
+        )
+    return params
+
+
+def _apply_key(model: ChatModel, api_key: Any) -> None:
+    if api_key is KEEP or api_key == MASK:
+        return
+    if api_key in (None, ""):
+        model.api_key = None
+    elif isinstance(api_key, str):
+        model.api_key = api_key
+    else:
+        raise AgentError("api_key must be a string", details={"field": "api_key"})
+
+
+@transaction.atomic
+def chat_model_create(*, tenant: Tenant, actor: Any, data: ChatModelInput) -> ChatModel:
+    """Register an OpenAI-compatible endpoint; the key is stored encrypted and never shown again."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    if data.api_key == MASK:
+        raise AgentError(f"api_key is {MASK!r} but a new model has no stored key to keep", details={"field": "api_key"})
+    if not data.model:
+        raise AgentError("model is required (the model name the endpoint serves)", details={"field": "model"})
+    model = ChatModel(
+        tenant=tenant,
+        name=_check_name(data.name, "model"),
+        base_url=_check_base_url(data.base_url),
+        model=data.model,
+        params=_check_params(data.params if data.params is not None else {}),
+    )
+    _apply_key(model, data.api_key)
+    _save(model, "model")
+    return model
+
+
+@transaction.atomic
+def chat_model_update(*, tenant: Tenant, actor: Any, model_id: Any, changes: ChatModelInput) -> ChatModel:
+    """Change fields; an omitted or masked api_key keeps the stored one."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    model = selectors.chat_model_get(tenant=tenant, model_id=model_id, for_update=True)
+    if changes.name is not None:
+        model.name = _check_name(changes.name, "model")
+    if changes.base_url is not None:
+        model.base_url = _check_base_url(changes.base_url)
+    if changes.model is not None:
+        if not changes.model:
+            raise AgentError("model must not be empty", details={"field": "model"})
+        model.model = changes.model
+    if changes.params is not None:
+        model.params = _check_params(changes.params)
+    _apply_key(model, changes.api_key)
+    _save(model, "model")
+    return model
+
+
+@transaction.atomic
+def chat_model_delete(*, tenant: Tenant, actor: Any, model_id: Any) -> None:
+    """Delete a model no agent uses."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    model = selectors.chat_model_get(tenant=tenant, model_id=model_id, for_update=True)
+    users = list(Agent.objects.filter(tenant=tenant, model=model).values_list("name", flat=True))
+    if users:
+        raise ModelInUse(
+            f"model {model.name!r} is used by agent(s) {', '.join(sorted(users))}; point them elsewhere first",
+            details={"agents": sorted(users)},
+        )
+    model.delete()
+
+
+# --- agents ---------------------------------------------------------------------------------------
+
+
+def _check_links(tenant: Tenant, links: list[ToolLink]) -> list[ToolLink]:
+    """Every tool must be this tenant's: one foreign or missing id fails the whole write as not found."""
+    ids = [link.tool for link in links]
+    if len(set(ids)) != len(ids):
+        raise AgentError("each tool may be linked once", details={"field": "tools"})
+    found = set(Tool.objects.filter(tenant=tenant, pk__in=ids).values_list("pk", flat=True))
+    if found != set(ids):
+        raise ToolNotFound()
+    for link in links:
+        if link.allowed_functions is not None:
+            names = link.allowed_functions
+            if not all(isinstance(n, str) and 0 < len(n) <= 128 for n in names):
+                raise AgentError("allowed_functions must be function names (or null for all)",
+                                 details={"field": "tools.allowed_functions"})
+            link.allowed_functions = sorted(set(names))
+    return links
+
+
+def _check_model(tenant: Tenant, model: Any) -> ChatModel | None:
+    if model is None:
+        return None
+    return selectors.chat_model_get(tenant=tenant, model_id=model)
+
+
+def _check_steps(value: int) -> int:
+    lo, hi = MAX_STEPS_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise AgentError(f"max_steps must be an integer from {lo} to {hi}", details={"field": "max_steps"})
+    return value
+
+
+def _set_links(agent: Agent, links: list[ToolLink]) -> None:
+    AgentTool.objects.filter(agent=agent).delete()
+    AgentTool.objects.bulk_create(
+        AgentTool(agent=agent, tool_id=link.tool, allowed_functions=link.allowed_functions,
+                  requires_approval=link.requires_approval)
+        for link in links
+    )
+
+
+@transaction.atomic
+def agent_create(*, tenant: Tenant, actor: Any, data: AgentInput) -> Agent:
+    """Create an agent with its tool links; a tool or model of another tenant fails it as not found."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    links = _check_links(tenant, data.tools or [])
+    status = data.status or AgentStatus.ENABLED
+    if status not in AgentStatus.values:
+        raise AgentError(f"status {status!r} is invalid; accepted: ENABLED, DISABLED", details={"field": "status"})
+    agent = Agent(
+        tenant=tenant,
+        name=_check_name(data.name, "agent"),
+        description=data.description or "",
+        system_prompt=data.system_prompt or "",
+        model=None if data.model is KEEP else _check_model(tenant, data.model),
+        max_steps=_check_steps(data.max_steps if data.max_steps is not None else 8),
+        status=status,
+    )
+    _save(agent, "agent")
+    _set_links(agent, links)
+    return selectors.agent_get(tenant=tenant, agent_id=agent.pk)
+
+
+@transaction.atomic
+def agent_update(*, tenant: Tenant, actor: Any, agent_id: Any, changes: AgentInput) -> Agent:
+    """Change fields; `tools`, when given, replaces every link (nothing is written if one is foreign)."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    agent = selectors.agent_get(tenant=tenant, agent_id=agent_id, for_update=True)
+    links = _check_links(tenant, changes.tools) if changes.tools is not None else None
+    if changes.name is not None:
+        agent.name = _check_name(changes.name, "agent")
+    for attr in ("description", "system_prompt"):
+        value = getattr(changes, attr)
+        if value is not None:
+            setattr(agent, attr, value)
+    if changes.model is not KEEP:
+        agent.model = _check_model(tenant, changes.model)
+    if changes.max_steps is not None:
+        agent.max_steps = _check_steps(changes.max_steps)
+    if changes.status is not None:
+        if changes.status not in AgentStatus.values:
+            raise AgentError(f"status {changes.status!r} is invalid; accepted: ENABLED, DISABLED",
+                             details={"field": "status"})
+        agent.status = changes.status
+    _save(agent, "agent")
+    if links is not None:
+        _set_links(agent, links)
+    return selectors.agent_get(tenant=tenant, agent_id=agent.pk)
+
+
+@transaction.atomic
+def agent_delete(*, tenant: Tenant, actor: Any, agent_id: Any) -> None:
+    """Delete an agent with its conversations (audit rows keep their data, unlinked)."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    agent = selectors.agent_get(tenant=tenant, agent_id=agent_id, for_update=True)
+    agent.delete()

@@ -1,0 +1,458 @@
+"""Chat runs: assemble the toolset in-process, run the agent loop outside any transaction, audit and persist.
+
+A run is a generator of (event, data) tuples. Its state is the OpenAI-format transcript kept in
+`Conversation.run_state["messages"]` plus the map of approval keys to Approval rows; closing the
+generator early (a client that hangs up) still persists a consistent transcript.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.utils import timezone
+
+from agents_app import selectors
+from agents_app.errors import (
+    AgentDisabled,
+    AgentNotUsable,
+    ApprovalsPending,
+    ConversationBusy,
+    ModelNotConfigured,
+    NothingToResume,
+)
+from agents_app.models import Agent, AgentStatus, Conversation, ConversationStatus, Message
+from agents_app.runtime import loop
+from agents_app.runtime.loop import Event, pending_calls, render_result
+from agents_app.runtime.model_client import ModelConfig
+from agents_app.runtime.toolset import AgentLink, Toolset, assemble
+from config.errors import NotFound
+from tenants_app.models import Tenant
+from tools_app import adapters
+from tools_app.configs import secret_values
+from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool
+from tools_app.runtime import result as codes
+from tools_app.runtime.errors import OutboundBlocked
+from tools_app.runtime.redact import redact, scrub_text
+from tools_app.runtime.result import ToolResult
+from tools_app.selectors import usable_tools
+from tools_app.services.invoke import audit, needs_approval, tool_invoke
+
+DEMO_MODEL_NAME = "toolhub-demo"
+DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant on Toolhub. Use the offered tools when they help."
+# A run whose process died leaves its conversation "running"; after this long it may be taken over.
+STALE_RUN_S = 15 * 60
+INTERRUPTED = "the run was interrupted before this call finished"
+
+
+@dataclass
+class _Run:
+    """Everything one run needs, loaded inside a short transaction before any model or tool call."""
+
+    tenant: Tenant
+    actor: Any
+    agent: Agent
+    conversation: Conversation
+    model: ModelConfig
+    guard_model_url: bool
+    toolset: Toolset
+    secrets: dict[int, list[str]]
+    messages: list[dict[str, Any]]
+    persisted: int  # messages[:persisted] already have Message rows (or are the system prompt)
+    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> {"id", "call_ids"}
+    approved_call_ids: frozenset[str] = frozenset()
+    decisions: dict[str, str] = field(default_factory=dict)
+    results: dict[str, ToolResult] = field(default_factory=dict)
+
+
+class ChatRun:
+    """An iterator of events; `close()` (also on a client disconnect) persists what happened."""
+
+    def __init__(self, run: _Run) -> None:
+        self.conversation_id: int = run.conversation.pk
+        self._run = run
+        self._entered = False
+        self._finished = False
+        self._events = self._generate()
+
+    def __iter__(self) -> ChatRun:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def close(self) -> None:
+        self._events.close()
+        if not self._entered and not self._finished:
+            self._finish(None)  # never started: release the conversation
+
+    def _generate(self) -> Iterator[Event]:
+        self._entered = True
+        run = self._run
+        outcome: Event | None = None
+        events: Iterator[Event] | None = None
+        try:
+            blocked = _model_blocked(run)
+            if blocked is not None:
+                outcome = "error", {"code": "model_blocked", "message": blocked, "steps": 0,
+                                    "conversation_id": self.conversation_id}
+                yield outcome
+                return
+            events = loop.run(
+                model=run.model,
+                messages=run.messages,
+                toolset=run.toolset,
+                execute=_executor(run),
+                max_steps=run.agent.max_steps,
+                result_char_cap=settings.TOOLHUB_TOOL_RESULT_CHARS,
+                decisions=run.decisions,
+            )
+            for name, data in events:
+                if name == "tool.call":
+                    data = _redacted_call(run, data)
+                elif name == "tool.result":
+                    data = {**data, "content": scrub_text(data.get("content") or "", _secrets_of(run, data))}
+                elif name == "approval.required":
+                    data = _request_approval(run, data)
+                elif name == "done" and data.get("status") == "paused":
+                    data = {**data, "pending": [_pending_out(run, p) for p in data.get("pending", [])]}
+                if name in ("done", "error"):
+                    data = {**data, "conversation_id": self.conversation_id}
+                    outcome = name, data
+                yield name, data
+        finally:
+            if events is not None:
+                events.close()  # type: ignore[attr-defined]
+            self._finish(outcome)
+
+    def _finish(self, outcome: Event | None) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        _persist(self._run, outcome)
+
+
+# --- entry points ---------------------------------------------------------------------------------
+
+
+def chat_start(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, conversation_id: Any = None) -> ChatRun:
+    """Add the user's message to a new or existing conversation and return the run's event stream."""
+    return ChatRun(_prepare_chat(tenant=tenant, actor=actor, agent_id=agent_id, message=message,
+                                 conversation_id=conversation_id))
+
+
+def conversation_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> ChatRun:
+    """Continue a paused run with the decisions of its Approval rows (denied calls are reported refused)."""
+    _expire_due(tenant=tenant, actor=actor, conversation_id=conversation_id)
+    return ChatRun(_prepare_resume(tenant=tenant, actor=actor, conversation_id=conversation_id))
+
+
+# --- preparation (short transactions, no outside calls) -------------------------------------------
+
+
+def model_config(agent: Agent) -> tuple[ModelConfig, bool]:
+    """The agent's endpoint (key decrypted), else the demo model; (config, whether to guard its URL)."""
+    timeout = float(settings.TOOLHUB_MODEL_TIMEOUT_S)
+    if agent.model is not None:
+        m = agent.model
+        key = m.api_key if isinstance(m.api_key, str) else ""
+        return ModelConfig(base_url=m.base_url, model=m.model, api_key=key, params=dict(m.params or {}),
+                           timeout_s=timeout), True
+    if settings.TOOLHUB_DEMO_MODEL_URL:
+        return ModelConfig(base_url=settings.TOOLHUB_DEMO_MODEL_URL, model=DEMO_MODEL_NAME, timeout_s=timeout), False
+    raise ModelNotConfigured()
+
+
+def _usable_agent(*, tenant: Tenant, actor: Any, agent_id: Any) -> Agent:
+    agent = selectors.agent_get(tenant=tenant, agent_id=agent_id)
+    if agent.status != AgentStatus.ENABLED:
+        raise AgentDisabled(f"agent {agent.name!r} is disabled")
+    if not selectors.agent_may_use(tenant=tenant, user=actor, agent=agent):
+        raise AgentNotUsable(f"you may not chat with agent {agent.name!r} (no use_agent permission)")
+    return agent
+
+
+def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset, dict[int, list[str]]]:
+    """The agent's linked functions this user may use, with approval flags from the tools' own policy."""
+    links = list(agent.agent_tools.all())
+    tool_ids = [link.tool_id for link in links]
+    tools = {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)}
+    usable = set(usable_tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
+    candidates = selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
+    toolset = assemble(
+        tenant_id=tenant.pk,
+        candidates=candidates,
+        links=[AgentLink(link.tool_id, None if link.allowed_functions is None else frozenset(link.allowed_functions),
+                         link.requires_approval) for link in links],
+        usable_tool_ids=usable,
+        now=timezone.now(),
+    )
+    # One approval policy for API invocations and chats: tools_app decides, incl. the link's flag.
+    link_flags = {link.tool_id: link.requires_approval for link in links}
+    fns = {(c.tool_id, c.function): c for c in candidates}
+    functions = []
+    for f in toolset:
+        tool = tools[f.tool_id]
+        row = fns[(f.tool_id, f.function)]
+        fn_flag = _FnFlag(row.function_requires_approval)
+        functions.append(dataclasses.replace(f, needs_approval=needs_approval(tool, fn_flag, link_flags.get(f.tool_id))))  # type: ignore[arg-type]
+    secrets = {t.pk: secret_values(t.type, t.config) for t in tools.values()}
+    return Toolset(tuple(functions)), secrets
+
+
+@dataclass(frozen=True)
+class _FnFlag:
+    """The one attribute of a ToolFunction that needs_approval reads."""
+
+    requires_approval: bool | None
+
+
+def _system_message(agent: Agent) -> dict[str, Any]:
+    return {"role": "system", "content": agent.system_prompt or DEFAULT_SYSTEM_PROMPT.format(name=agent.name)}
+
+
+def _claim(conversation: Conversation) -> None:
+    if conversation.status == ConversationStatus.RUNNING:
+        if conversation.updated_at > timezone.now() - timedelta(seconds=STALE_RUN_S):
+            raise ConversationBusy("this conversation is running; wait for it to finish")
+        loop.close_pending(conversation.run_state.setdefault("messages", []), INTERRUPTED)
+
+
+@transaction.atomic
+def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, conversation_id: Any) -> _Run:
+    agent = _usable_agent(tenant=tenant, actor=actor, agent_id=agent_id)
+    model, guard = model_config(agent)
+    if conversation_id is not None:
+        conversation = selectors.conversation_get(tenant=tenant, user=actor, conversation_id=conversation_id,
+                                                  for_update=True)
+        if conversation.agent_id != agent.pk:
+            raise NotFound()
+        _claim(conversation)
+        if conversation.status == ConversationStatus.AWAITING_APPROVAL:
+            # A new message abandons the paused calls: their approvals can no longer run anything.
+            _expire(selectors.conversation_approvals(conversation=conversation, pending_only=True), reason="moved on")
+    else:
+        conversation = Conversation.objects.create(tenant=tenant, agent=agent, user=actor, title=message[:200])
+    messages: list[dict[str, Any]] = list((conversation.run_state or {}).get("messages") or [])
+    if messages and messages[0].get("role") == "system":
+        messages[0] = _system_message(agent)
+    else:
+        messages.insert(0, _system_message(agent))
+    persisted = len(messages)
+    messages.append({"role": "user", "content": message})
+    toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
+    conversation.run_state = {"messages": messages, "approvals": {}}
+    conversation.status = ConversationStatus.RUNNING
+    conversation.save()
+    return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
+                toolset=toolset, secrets=secrets, messages=messages, persisted=persisted)
+
+
+def _expire(approvals: Any, *, reason: str) -> None:
+    now = timezone.now()
+    for approval in approvals:
+        if approval.status == ApprovalStatus.PENDING:
+            approval.status = ApprovalStatus.EXPIRED
+            approval.decided_at = now
+            approval.save(update_fields=["status", "decided_at"])
+            approval.tool_call.status = CallStatus.DENIED
+            approval.tool_call.error = f"not executed: the approval {reason}"
+            approval.tool_call.save(update_fields=["status", "error"])
+
+
+@transaction.atomic
+def _expire_due(*, tenant: Tenant, actor: Any, conversation_id: Any) -> None:
+    conversation = selectors.conversation_get(tenant=tenant, user=actor, conversation_id=conversation_id)
+    due = selectors.conversation_approvals(conversation=conversation, pending_only=True).filter(
+        expires_at__lte=timezone.now()
+    )
+    _expire(list(due), reason="expired")
+
+
+@transaction.atomic
+def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run:
+    conversation = selectors.conversation_get(tenant=tenant, user=actor, conversation_id=conversation_id,
+                                              for_update=True)
+    _claim(conversation)
+    if conversation.status != ConversationStatus.AWAITING_APPROVAL:
+        raise NothingToResume("this conversation has no paused run to resume")
+    agent = _usable_agent(tenant=tenant, actor=actor, agent_id=conversation.agent_id)
+    model, guard = model_config(agent)
+    state = conversation.run_state or {}
+    batches: dict[str, dict[str, Any]] = dict(state.get("approvals") or {})
+    rows = {a.pk: a for a in selectors.conversation_approvals(conversation=conversation)}
+    undecided = sorted(a.pk for a in rows.values() if a.status == ApprovalStatus.PENDING)
+    if undecided:
+        raise ApprovalsPending(
+            f"approval(s) {', '.join(map(str, undecided))} are still pending: approve or deny them first",
+            details={"pending": undecided},
+        )
+    messages: list[dict[str, Any]] = list(state.get("messages") or [])
+    persisted = len(messages)
+    decisions: dict[str, str] = {}
+    approved: set[str] = set()
+    open_ids = {p.call_id for p in pending_calls(messages)}
+    for key, batch in batches.items():
+        row = rows.get(int(batch["id"]))
+        status = row.status if row is not None else ApprovalStatus.EXPIRED
+        if status == ApprovalStatus.APPROVED:
+            decisions[key] = "approved"
+            approved.update(batch["call_ids"])
+        elif status == ApprovalStatus.DENIED:
+            decisions[key] = "denied"
+        else:  # expired: never run, and say so in the transcript
+            for call_id in batch["call_ids"]:
+                if call_id in open_ids:
+                    messages.append({"role": "tool", "tool_call_id": call_id,
+                                     "content": "Error: not executed: the approval expired"})
+    toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
+    conversation.status = ConversationStatus.RUNNING
+    conversation.save(update_fields=["status", "updated_at"])
+    return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
+                toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, approvals=batches,
+                approved_call_ids=frozenset(approved), decisions=decisions)
+
+
+# --- during the run -------------------------------------------------------------------------------
+
+
+def _model_blocked(run: _Run) -> str | None:
+    if not run.guard_model_url:
+        return None
+    try:
+        from tools_app.runtime.outbound import check_url
+
+        check_url(run.model.base_url, adapters.outbound_policy())
+    except OutboundBlocked as exc:
+        return f"the model endpoint is not reachable from Toolhub: {exc.message}"
+    except OSError:
+        return None  # resolution failures surface as model_unreachable from the client
+    return None
+
+
+def _executor(run: _Run) -> loop.Execute:
+    owner = threading.get_ident()
+
+    def execute(fn: Any, arguments: dict[str, Any], call_id: str) -> ToolResult:
+        try:
+            done = tool_invoke(
+                tenant=run.tenant,
+                actor=run.actor,
+                tool_id=fn.tool_id,
+                function=fn.function,
+                arguments=arguments,
+                # Only calls the loop held for a person and a person approved; never from model or tool text.
+                approved=call_id in run.approved_call_ids,
+                agent=run.agent,
+                conversation=run.conversation,
+            )
+            result = done.result
+            if result.text:
+                result.text = scrub_text(result.text, run.secrets.get(fn.tool_id, []))
+            run.results[call_id] = result
+            return result
+        finally:
+            if threading.get_ident() != owner:
+                connections.close_all()  # the loop's worker threads must not leak connections
+
+    return execute
+
+
+def _secrets_of(run: _Run, data: dict[str, Any]) -> list[str]:
+    fn = run.toolset.get(str(data.get("name") or ""))
+    return run.secrets.get(fn.tool_id, []) if fn is not None else []
+
+
+def _redacted_call(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
+    arguments = data.get("arguments")
+    if isinstance(arguments, dict):
+        return {**data, "arguments": redact(arguments, _secrets_of(run, data))}
+    return data
+
+
+def _request_approval(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
+    """Record the held batch as an awaiting ToolCall plus an Approval; the event carries its id."""
+    fn = run.toolset.get(data["name"])
+    assert fn is not None
+    secrets = run.secrets.get(fn.tool_id, [])
+    with transaction.atomic():
+        tool = Tool.objects.get(tenant=run.tenant, pk=fn.tool_id)
+        refused = ToolResult.fail(codes.APPROVAL_REQUIRED, f"calls to {fn.tool_name}.{fn.function} need a person's approval")
+        call = audit(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function, arguments=data["arguments"],
+                     result=refused, status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=run.agent,
+                     conversation=run.conversation)
+        approval = Approval.objects.create(
+            tenant=run.tenant, tool_call=call, requested_by=run.actor, count=int(data.get("count") or 1),
+            warning=data.get("warning") or "",
+            expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
+        )
+    run.approvals[data["key"]] = {"id": approval.pk, "call_ids": list(data.get("call_ids") or [])}
+    return _pending_out(run, data)
+
+
+def _pending_out(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
+    fn = run.toolset.get(str(data.get("name") or ""))
+    secrets = run.secrets.get(fn.tool_id, []) if fn is not None else []
+    batch = run.approvals.get(str(data.get("key")), {})
+    return {
+        "approval_id": batch.get("id"),
+        "tool": data.get("tool"),
+        "function": data.get("function"),
+        "name": data.get("name"),
+        "arguments": redact(data.get("arguments") or {}, secrets),
+        "safety": data.get("safety"),
+        "warning": data.get("warning"),
+        "count": data.get("count"),
+        "call_ids": data.get("call_ids"),
+    }
+
+
+# --- after the run --------------------------------------------------------------------------------
+
+
+def _persist(run: _Run, outcome: Event | None) -> None:
+    """Make the transcript valid and store it, whether the run ended, paused or was cut off."""
+    messages = run.messages
+    held = {cid for batch in run.approvals.values() for cid in batch["call_ids"]}
+    awaiting = False
+    paused = outcome is not None and outcome[0] == "done" and outcome[1].get("status") == "paused"
+    for call in pending_calls(messages):
+        if call.call_id in held and (paused or outcome is None):
+            awaiting = True
+            continue
+        done = run.results.get(call.call_id)
+        content = render_result(done, settings.TOOLHUB_TOOL_RESULT_CHARS) if done else f"Error: not executed: {INTERRUPTED}"
+        messages.append({"role": "tool", "tool_call_id": call.call_id, "content": content})
+    rows = [
+        Message(
+            conversation=run.conversation,
+            role=str(m.get("role") or ""),
+            content=_text(m.get("content")),
+            tool_calls=m.get("tool_calls"),
+            tool_call_id=str(m.get("tool_call_id") or ""),
+        )
+        for m in messages[run.persisted:]
+        if m.get("role") != "system"
+    ]
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=run.conversation.pk)
+        Message.objects.bulk_create(rows)
+        live = {k: v for k, v in run.approvals.items() if awaiting and any(c in held for c in v["call_ids"])}
+        conversation.run_state = {"messages": messages, "approvals": live}
+        conversation.status = ConversationStatus.AWAITING_APPROVAL if awaiting else ConversationStatus.IDLE
+        conversation.save(update_fields=["run_state", "status", "updated_at"])
+    run.persisted = len(messages)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""

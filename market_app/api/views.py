@@ -1,0 +1,118 @@
+"""Market API: thin views over market_app.services and market_app.selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework import status as http
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.api import TenantViewSet
+from market_app import selectors, services
+from market_app.api import serializers as s
+from tools_app.api.serializers import ToolOut
+
+LoadOut = inline_serializer("MarketLoadOut", {"tool": ToolOut(), "message": serializers.CharField()})
+
+
+class SourceViewSet(TenantViewSet):
+    """Catalog sources: the global ones and the tenant's own; auth headers are write-only."""
+
+    serializer_class = s.SourceOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.source_list(tenant=tenant)
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.SourceOut(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(s.SourceOut(selectors.source_get(tenant=request.tenant, source_id=pk)).data)  # type: ignore[attr-defined]
+
+    @extend_schema(request=s.SourceIn, responses={201: s.SourceOut})
+    def create(self, request: Request) -> Response:
+        body = s.SourceIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        source = services.source_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
+        return Response(s.SourceOut(source).data, status=http.HTTP_201_CREATED)
+
+    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
+        body = s.SourceIn(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        source = services.source_update(
+            tenant=request.tenant, actor=request.user, source_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
+        )
+        return Response(s.SourceOut(source).data)
+
+    @extend_schema(request=s.SourceIn, responses=s.SourceOut)
+    def update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=False)
+
+    @extend_schema(request=s.SourceIn, responses=s.SourceOut)
+    def partial_update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=True)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, pk: Any = None) -> Response:
+        services.source_delete(tenant=request.tenant, actor=request.user, source_id=pk)  # type: ignore[attr-defined]
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses=s.RefreshOut)
+    @action(detail=True, methods=["post"], url_path="refresh")
+    def refresh(self, request: Request, pk: Any = None) -> Response:
+        """Refresh now, in this request (the schedule uses the Celery task)."""
+        counts = services.source_refresh(source_id=pk, tenant=request.tenant, actor=request.user)  # type: ignore[attr-defined]
+        return Response(counts)
+
+
+ENTRY_FILTERS = [
+    OpenApiParameter("source", int, description="source id"),
+    OpenApiParameter("q", str, description="substring of name, title or description"),
+    OpenApiParameter("kind", str, enum=["LOCAL", "REMOTE"]),
+    OpenApiParameter("status", str, enum=["active", "deprecated", "removed", "all"],
+                     description="default: every status but removed"),
+]
+
+
+class EntryViewSet(TenantViewSet):
+    """Entries of the visible sources; members read, admins load."""
+
+    serializer_class = s.EntryOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.entry_list(tenant=tenant, filters=selectors.EntryFilters.from_query(self.request.query_params))
+
+    @extend_schema(parameters=ENTRY_FILTERS, responses=s.EntryOut(many=True))
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.EntryOut(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(s.EntryOut(selectors.entry_get(tenant=request.tenant, entry_id=pk)).data)  # type: ignore[attr-defined]
+
+    @extend_schema(request=s.LoadIn, responses={201: LoadOut})
+    @action(detail=True, methods=["post"], url_path="load")
+    def load(self, request: Request, pk: Any = None) -> Response:
+        body = s.LoadIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        loaded = services.entry_load(
+            tenant=request.tenant, actor=request.user, entry_id=pk, **body.validated_data  # type: ignore[attr-defined]
+        )
+        return Response({"tool": ToolOut(loaded.tool).data, "message": loaded.message}, status=http.HTTP_201_CREATED)
+
+    @extend_schema(request=s.BatchLoadIn, responses=inline_serializer(
+        "MarketBatchLoadOut", {"results": s.BatchResultOut(many=True)}))
+    @action(detail=False, methods=["post"], url_path="batch-load")
+    def batch_load(self, request: Request) -> Response:
+        body = s.BatchLoadIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        results = services.entries_batch_load(
+            tenant=request.tenant, actor=request.user, ids=body.validated_data["ids"]  # type: ignore[attr-defined]
+        )
+        return Response({"results": results})

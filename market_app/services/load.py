@@ -1,0 +1,206 @@
+"""Load market entries into a tenant as tools, and bring loaded tools up to a newer entry."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from config.errors import DomainError
+from market_app import selectors
+from market_app.catalog import suggest_tool_name
+from market_app.errors import (
+    EntryRemoved,
+    MissingVariables,
+    NoUpdateAvailable,
+    SecretInArguments,
+    UnknownVariables,
+)
+from market_app.models import EntryKind, EntryStatus, MarketEntry
+from tenants_app.models import Role, Tenant
+from tenants_app.permissions import ensure_role
+from tools_app import selectors as tool_selectors
+from tools_app.errors import NameTaken
+from tools_app.models import Tool, ToolStatus
+from tools_app.services import ToolInput, tool_create, tool_update
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
+SHELL_MESSAGE = (
+    "This entry runs a shell command line, which can do anything on the worker: the tool was created "
+    "DISABLED. Review its command and arguments, then enable it."
+)
+# Operational settings a user may have tuned; a market update keeps them.
+KEPT_ON_UPDATE = {EntryKind.LOCAL: ("cwd", "startup_timeout_s", "call_timeout_s", "version_check"),
+                  EntryKind.REMOTE: ("timeout_s",)}
+MAX_BATCH = 100
+
+
+@dataclass
+class Loaded:
+    tool: Tool
+    message: str = ""
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def _resolve(declared: list[dict[str, Any]], given: dict[str, str], defaults: dict[str, str],
+             what: str) -> tuple[dict[str, str], list[str]]:
+    """Values for the declared variables (given, else default) and the names still missing."""
+    names = [v["name"] for v in declared]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        accepted = ", ".join(names) or "(none)"
+        raise UnknownVariables(
+            f"{what} {', '.join(unknown)} not declared by this entry; accepted {what}: {accepted}",
+            details={"field": what, "unknown": unknown, "accepted": names},
+        )
+    values: dict[str, str] = {}
+    missing: list[str] = []
+    for var in declared:
+        name = var["name"]
+        if given.get(name):
+            values[name] = given[name]
+        elif var.get("default") is not None:
+            values[name] = str(var["default"])
+        elif name in defaults:
+            values[name] = defaults[name]
+        elif var.get("is_required"):
+            missing.append(name)
+    return values, missing
+
+
+def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, str]) -> dict[str, Any]:
+    """The Tool config an entry installs with these values; MissingVariables/UnknownVariables name names."""
+    install = entry.install or {}
+    base_env = dict(install.get("env") or {})
+    base_headers = dict(install.get("headers") or {})
+    env_values, env_missing = _resolve(entry.required_env, env, base_env, "env")
+    header_values, header_missing = _resolve(entry.required_headers, headers, base_headers, "headers")
+    if env_missing or header_missing:
+        parts = [f"{what} {', '.join(names)}" for what, names in (("env", env_missing), ("headers", header_missing))
+                 if names]
+        raise MissingVariables(
+            f"values required for {'; '.join(parts)} (send them in \"env\" / \"headers\")",
+            details={"env": env_missing, "headers": header_missing},
+        )
+    secrets = {v["name"] for v in [*entry.required_env, *entry.required_headers] if v.get("is_secret")}
+    if entry.kind == EntryKind.LOCAL:
+        args = [str(a) for a in install.get("args") or []]
+        in_args = {name for a in args for name in PLACEHOLDER.findall(a)}
+        _refuse_visible_secrets(in_args & secrets & set(env_values), "command-line arguments")
+        config: dict[str, Any] = {
+            "command": install.get("command", ""),
+            "args": [_substitute(a, env_values) for a in args],
+            # Argument values are kept in env too, so a market update can carry them over.
+            "env": {**base_env, **env_values},
+        }
+        if install.get("cwd"):
+            config["cwd"] = install["cwd"]
+        return config
+    url = str(install.get("url", ""))
+    _refuse_visible_secrets(set(PLACEHOLDER.findall(url)) & secrets & set(env_values), "the URL")
+    pool = {**env_values, **header_values}
+    template_only = _template_vars(base_headers) - set(base_headers)
+    names = [*base_headers, *(k for k in header_values if k not in base_headers and k not in template_only)]
+    return {
+        "url": _substitute(url, env_values),
+        "transport": install.get("transport", "streamable_http"),
+        "headers": {k: _substitute(str(header_values.get(k, base_headers.get(k, ""))), pool) for k in names},
+    }
+
+
+def _template_vars(headers: dict[str, str]) -> set[str]:
+    """Variables used inside header templates ("Bearer {token}")."""
+    return {name for v in headers.values() for name in PLACEHOLDER.findall(v)}
+
+
+def _refuse_visible_secrets(names: set[str], where: str) -> None:
+    if names:
+        raise SecretInArguments(
+            f"this entry puts secret {', '.join(sorted(names))} into {where}, which Toolhub does not mask; "
+            "create the tool by hand with the secret in env or headers instead",
+            details={"variables": sorted(names)},
+        )
+
+
+@transaction.atomic
+def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = None,
+               env: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Loaded:
+    """Create a LOCAL/REMOTE tool from a visible entry; shell one-liners are created DISABLED."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    entry = selectors.entry_get(tenant=tenant, entry_id=entry_id)
+    if entry.status == EntryStatus.REMOVED:
+        raise EntryRemoved(f"{entry.name!r} was removed from its catalog and cannot be loaded",
+                           details={"entry_id": entry.pk})
+    config = build_config(entry, env=env or {}, headers=headers or {})
+    tool_name = name or suggest_tool_name(entry.name)
+    data = ToolInput(
+        name=tool_name,
+        description=(entry.description or entry.title)[:2000],
+        type=entry.kind,
+        status=ToolStatus.DISABLED if entry.is_shell_command else ToolStatus.ENABLED,
+        config=config,
+    )
+    try:
+        tool = tool_create(tenant=tenant, actor=actor, data=data, market_entry=entry)
+    except NameTaken as exc:
+        raise NameTaken(f'{exc.message}; send "name" to load it under another name',
+                        details={"name": tool_name}) from None
+    return Loaded(tool, SHELL_MESSAGE if entry.is_shell_command else "")
+
+
+@transaction.atomic
+def entries_batch_load(*, tenant: Tenant, actor: Any, ids: list[Any]) -> list[dict[str, Any]]:
+    """Load each entry under its default name, each all-or-nothing (one savepoint per entry)."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    results: list[dict[str, Any]] = []
+    for entry_id in list(dict.fromkeys(ids))[:MAX_BATCH]:
+        try:
+            with transaction.atomic():
+                loaded = entry_load(tenant=tenant, actor=actor, entry_id=entry_id)
+        except DomainError as exc:
+            results.append({"id": entry_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+            continue
+        results.append({"id": entry_id, "ok": True, "tool_id": loaded.tool.pk, "name": loaded.tool.name,
+                        "status": loaded.tool.status, "message": loaded.message})
+    return results
+
+
+@transaction.atomic
+def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[str, str] | None = None,
+                       headers: dict[str, str] | None = None) -> Loaded:
+    """Apply the newer entry's install, keeping the user's values for variables still declared."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tool = tool_selectors.tool_get_for_update(tenant=tenant, tool_id=tool_id)
+    entry = tool.market_entry
+    if entry is None:
+        raise NoUpdateAvailable("this tool was not loaded from the market")
+    if entry.status == EntryStatus.REMOVED:
+        raise EntryRemoved(f"{entry.name!r} was removed from its catalog; there is nothing to update to",
+                           details={"entry_id": entry.pk})
+    if entry.content_hash == tool.market_hash:
+        raise NoUpdateAvailable(f"the tool already has the current version of {entry.name!r}")
+    old = tool.config or {}
+    secret_map = "env" if tool.type == EntryKind.LOCAL else "headers"
+    stored: dict[str, str] = dict(old.get(secret_map) or {})
+    env_names = {v["name"] for v in entry.required_env}
+    header_names = {v["name"] for v in entry.required_headers}
+    kept_env = {k: v for k, v in stored.items() if k in env_names} if secret_map == "env" else {}
+    kept_headers = {k: v for k, v in stored.items() if k in header_names} if secret_map == "headers" else {}
+    config = build_config(entry, env={**kept_env, **(env or {})}, headers={**kept_headers, **(headers or {})})
+    if secret_map == "env":
+        # Values of undeclared keys the install itself lists (and the user may have changed) stay the user's.
+        config["env"].update({k: v for k, v in stored.items() if k in config["env"] and k not in env_names})
+    for key in KEPT_ON_UPDATE.get(EntryKind(entry.kind), ()):
+        if old.get(key) is not None:
+            config.setdefault(key, old[key])
+    disable = entry.is_shell_command and tool.status == ToolStatus.ENABLED
+    tool = tool_update(tenant=tenant, actor=actor, tool_id=tool.pk,
+                       changes=ToolInput(config=config, status=ToolStatus.DISABLED if disable else None))
+    Tool.objects.filter(pk=tool.pk, tenant=tenant).update(market_hash=entry.content_hash)
+    tool.refresh_from_db()
+    return Loaded(tool, SHELL_MESSAGE if disable else "")

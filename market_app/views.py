@@ -1,0 +1,14 @@
+"""Non-API views of the market: the demo catalog the demo source refreshes from."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from market_app.demo import demo_document
+
+
+@require_GET
+def demo_catalog(request: HttpRequest) -> JsonResponse:
+    """The demo catalog (public: it holds no secret and only points at a server on this machine)."""
+    return JsonResponse(demo_document())
