@@ -15,7 +15,8 @@ from config.errors import DomainError
 from tenants_app.selectors import tenants_for_admin
 from tools_app import services
 from tools_app.configs import mask_config
-from tools_app.models import Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.models import FunctionState, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.services import discovery
 
 
 class ToolAdminForm(forms.ModelForm):
@@ -65,7 +66,7 @@ class ToolAdmin(admin.ModelAdmin):
     readonly_fields = ["config_summary", "config_version", "consecutive_failures", "disabled_until", "last_ok_at",
                        "last_error", "last_checked_at", "builtin_name"]
     inlines = [ToolFunctionInline]
-    actions = ["enable_tools", "disable_tools"]
+    actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
@@ -157,6 +158,58 @@ class ToolAdmin(admin.ModelAdmin):
     @admin.action(description="Disable selected tools")
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         self._set_status(request, queryset, ToolStatus.DISABLED)
+
+
+    @admin.action(description="Test (connect for real: initialize + tools/list)")
+    def test_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
+        for tool in queryset:
+            body = discovery.tool_test(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            if body["ok"]:
+                names = ", ".join(f["name"] for f in body["functions"][:10])
+                self.message_user(request, f"{tool.name}: OK in {body['latency_ms']} ms, "
+                                           f"{body['tool_count']} function(s): {names}; changes {body['changes']}")
+            else:
+                self.message_user(request, f"{tool.name}: {body['error']['code']}: {body['error']['message']}",
+                                  messages.ERROR)
+
+    @admin.action(description="Refresh functions (store what the server offers now)")
+    def refresh_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
+        for tool in queryset:
+            body = discovery.tool_refresh(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            if body["ok"]:
+                self.message_user(request, f"{tool.name}: {body['tool_count']} function(s); changes {body['changes']}")
+            else:
+                self.message_user(request, f"{tool.name}: {body['error']['message']}", messages.ERROR)
+
+    @admin.action(description="Approve changed functions")
+    def approve_changed_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
+        for fn in ToolFunction.objects.filter(tool__in=queryset, state=FunctionState.CHANGED).select_related("tool"):
+            discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
+            self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
+
+
+@admin.register(ToolFunction)
+class ToolFunctionAdmin(admin.ModelAdmin):
+    list_display = ["name", "tool", "state", "enabled", "requires_approval", "updated_at"]
+    list_filter = ["state", "enabled", "tool__tenant"]
+    search_fields = ["name", "tool__name"]
+    readonly_fields = ["tool", "name", "description", "input_schema", "output_schema", "annotations", "schema_hash",
+                       "approved_hash", "state", "enabled", "requires_approval"]
+    actions = ["approve"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolFunction]:
+        return super().get_queryset(request).filter(tool__tenant__in=tenants_for_admin(user=request.user))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Approve the current definition")
+    def approve(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
+        for fn in queryset.select_related("tool"):
+            try:
+                discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
+            except DomainError as exc:
+                self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
 
 
 class _AdminAbort(Exception):

@@ -443,7 +443,8 @@ def _persist(run: _Run, outcome: Event | None) -> None:
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=run.conversation.pk)
         Message.objects.bulk_create(rows)
-        live = {k: v for k, v in run.approvals.items() if awaiting and any(c in held for c in v["call_ids"])}
+        still_open = {p.call_id for p in pending_calls(messages)}
+        live = {k: v for k, v in run.approvals.items() if any(c in still_open for c in v["call_ids"])}
         conversation.run_state = {"messages": messages, "approvals": live}
         conversation.status = ConversationStatus.AWAITING_APPROVAL if awaiting else ConversationStatus.IDLE
         conversation.save(update_fields=["run_state", "status", "updated_at"])

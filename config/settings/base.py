@@ -195,6 +195,9 @@ TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"
 TOOLHUB_HEALTH_CONCURRENCY = int(os.environ.get("TOOLHUB_HEALTH_CONCURRENCY", "16"))
 TOOLHUB_APPROVAL_TTL_S = int(os.environ.get("TOOLHUB_APPROVAL_TTL_S", "3600"))
 TOOLHUB_TOOL_RESULT_CHARS = int(os.environ.get("TOOLHUB_TOOL_RESULT_CHARS", "8000"))
+# Chat: the model call timeout; the demo model (`make run` starts it when set empty) is fixed rules, not an AI.
+TOOLHUB_MODEL_TIMEOUT_S = float(os.environ.get("TOOLHUB_MODEL_TIMEOUT_S", "60"))
+TOOLHUB_DEMO_MODEL_URL = os.environ.get("TOOLHUB_DEMO_MODEL_URL", "")
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,150 @@
+"""Input and output serializers of the agents API; outputs never carry an API key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
+from agents_app.services import KEEP, AgentInput, ChatModelInput, ToolLink
+from config.serializers import StrictInputSerializer
+from tools_app.models import Approval
+
+MAX_MESSAGE_CHARS = 32_000
+
+
+class ChatModelIn(StrictInputSerializer):
+    name = serializers.CharField(max_length=64)
+    base_url = serializers.CharField(max_length=500)
+    model = serializers.CharField(max_length=200)
+    api_key = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, write_only=True, trim_whitespace=False,
+        help_text='Write-only. Omitted or "********" keeps the stored key; "" or null clears it.',
+    )
+    params = serializers.DictField(required=False, help_text="Extra body fields (temperature, max_tokens, ...)")
+
+    def to_input(self) -> ChatModelInput:
+        data: dict[str, Any] = dict(self.validated_data)
+        return ChatModelInput(api_key=data.pop("api_key", KEEP), **data)
+
+
+class ChatModelOut(serializers.ModelSerializer):
+    api_key_set = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ChatModel
+        fields = ["id", "name", "base_url", "model", "params", "api_key_set", "created_at"]
+
+    def get_api_key_set(self, obj: ChatModel) -> bool:
+        return bool(obj.api_key)
+
+
+class ToolLinkIn(StrictInputSerializer):
+    tool = serializers.IntegerField()
+    allowed_functions = serializers.ListField(
+        child=serializers.CharField(max_length=128), required=False, allow_null=True, default=None, max_length=500
+    )
+    requires_approval = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+
+class AgentIn(StrictInputSerializer):
+    name = serializers.CharField(max_length=64)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=32_000)
+    model = serializers.IntegerField(required=False, allow_null=True, help_text="ChatModel id; null = demo model")
+    max_steps = serializers.IntegerField(required=False)
+    status = serializers.ChoiceField(choices=AgentStatus.choices, required=False)
+    tools = ToolLinkIn(many=True, required=False)
+
+    def to_input(self) -> AgentInput:
+        data: dict[str, Any] = dict(self.validated_data)
+        tools = data.pop("tools", None)
+        links = None if tools is None else [ToolLink(**dict(t)) for t in tools]
+        return AgentInput(model=data.pop("model", KEEP), tools=links, **data)
+
+
+class AgentToolOut(serializers.ModelSerializer):
+    tool_name = serializers.CharField(source="tool.name")
+
+    class Meta:
+        model = AgentTool
+        fields = ["tool", "tool_name", "allowed_functions", "requires_approval"]
+
+
+class AgentOut(serializers.ModelSerializer):
+    model_name = serializers.CharField(source="model.name", default=None)
+    tools = AgentToolOut(source="agent_tools", many=True, read_only=True)
+
+    class Meta:
+        model = Agent
+        fields = ["id", "name", "description", "system_prompt", "model", "model_name", "max_steps", "status", "tools",
+                  "created_at", "updated_at"]
+
+
+class ChatIn(StrictInputSerializer):
+    message = serializers.CharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
+    conversation_id = serializers.IntegerField(required=False, allow_null=True)
+    stream = serializers.BooleanField(required=False, default=False)
+
+
+class ResumeIn(StrictInputSerializer):
+    stream = serializers.BooleanField(required=False, default=False)
+
+
+class EventOut(serializers.Serializer):
+    event = serializers.CharField()
+    data = serializers.JSONField()
+
+
+class ChatOut(serializers.Serializer):
+    conversation_id = serializers.IntegerField()
+    status = serializers.CharField(help_text="completed | paused | error")
+    message = serializers.CharField(allow_blank=True)
+    events = EventOut(many=True)
+
+
+class MessageOut(serializers.ModelSerializer):
+    class Meta:
+        model = Message
+        fields = ["id", "role", "content", "tool_calls", "tool_call_id", "created_at"]
+
+
+class ApprovalOut(serializers.ModelSerializer):
+    approval_id = serializers.IntegerField(source="pk")
+    tool = serializers.CharField(source="tool_call.tool_name")
+    function = serializers.CharField(source="tool_call.function")
+    arguments = serializers.JSONField(source="tool_call.arguments")
+    conversation_id = serializers.IntegerField(source="tool_call.conversation_id", allow_null=True)
+    requested_by = serializers.CharField(source="requested_by.username")
+    decided_by = serializers.CharField(source="decided_by.username", default=None)
+
+    class Meta:
+        model = Approval
+        fields = ["approval_id", "status", "tool", "function", "arguments", "count", "warning", "conversation_id",
+                  "requested_by", "decided_by", "decided_at", "expires_at", "created_at"]
+
+
+class ConversationListOut(serializers.ModelSerializer):
+    agent_name = serializers.CharField(source="agent.name")
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "agent", "agent_name", "title", "status", "created_at", "updated_at"]
+
+
+class ConversationOut(ConversationListOut):
+    messages = serializers.SerializerMethodField()
+    approvals = serializers.SerializerMethodField()
+
+    class Meta(ConversationListOut.Meta):
+        fields = ConversationListOut.Meta.fields + ["messages", "approvals"]
+
+    @extend_schema_field(MessageOut(many=True))
+    def get_messages(self, obj: Conversation) -> list[dict[str, Any]]:
+        return list(MessageOut(self.context["messages"], many=True).data)
+
+    @extend_schema_field(ApprovalOut(many=True))
+    def get_approvals(self, obj: Conversation) -> list[dict[str, Any]]:
+        return list(ApprovalOut(self.context["approvals"], many=True).data)

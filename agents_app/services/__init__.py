@@ -1,0 +1,33 @@
+"""Agents writes. Each module holds one family of services; import them from here."""
+
+from agents_app.services.approvals import approval_decide
+from agents_app.services.catalog import (
+    KEEP,
+    AgentInput,
+    ChatModelInput,
+    ToolLink,
+    agent_create,
+    agent_delete,
+    agent_update,
+    chat_model_create,
+    chat_model_delete,
+    chat_model_update,
+)
+from agents_app.services.chat import ChatRun, chat_start, conversation_resume
+
+__all__ = [
+    "KEEP",
+    "AgentInput",
+    "ChatModelInput",
+    "ChatRun",
+    "ToolLink",
+    "agent_create",
+    "agent_delete",
+    "agent_update",
+    "approval_decide",
+    "chat_model_create",
+    "chat_model_delete",
+    "chat_model_update",
+    "chat_start",
+    "conversation_resume",
+]

@@ -1,0 +1,95 @@
+"""Market admin: tenant-scoped sources, write-only auth headers, Refresh and Load actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from market_app.models import MarketSource
+from tenants_app.models import Role
+from tests.factories import MembershipFactory, UserFactory
+from tests.fixtures.catalog_server import CatalogServer
+from tests.market_app.factories import EntryFactory, SourceFactory
+from tools_app.models import Tool
+
+pytestmark = pytest.mark.django_db
+
+CANARY = "canary-admin-5d2e"
+
+
+@pytest.fixture
+def root(tenant: Any) -> Client:
+    user = UserFactory(username="root", is_staff=True, is_superuser=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_source_pages_never_show_auth_headers(root: Client, tenant: Any) -> None:
+    source = SourceFactory(tenant=tenant, auth_headers={"Authorization": f"Bearer {CANARY}"},
+                           last_status="error", last_error="authentication failed (HTTP 401)")
+    for url in ("/admin/market_app/marketsource/", f"/admin/market_app/marketsource/{source.pk}/change/"):
+        resp = root.get(url)
+        assert resp.status_code == 200
+        assert CANARY not in resp.content.decode()
+    assert "Authorization: ********" in root.get(f"/admin/market_app/marketsource/{source.pk}/change/").content.decode()
+
+
+def form(source: MarketSource, **extra: Any) -> dict[str, Any]:
+    return {"name": source.name, "url": source.url, "format": source.format, "enabled": "on",
+            "refresh_interval_min": source.refresh_interval_min, "auth_headers_input": "", **extra}
+
+
+def test_blank_auth_headers_keep_and_json_replaces(root: Client, tenant: Any) -> None:
+    source = SourceFactory(tenant=tenant, auth_headers={"X-Key": CANARY})
+    url = f"/admin/market_app/marketsource/{source.pk}/change/"
+    assert root.post(url, form(source, name="Renamed")).status_code == 302
+    source.refresh_from_db()
+    assert source.name == "Renamed" and source.auth_headers == {"X-Key": CANARY}
+    root.post(url, form(source, auth_headers_input='{"X-Key": "********", "X-Two": "two-2"}'))
+    source.refresh_from_db()
+    assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-2"}
+
+
+def test_tenant_admin_sees_own_and_global_sources_only(tenant: Any, other_tenant: Any) -> None:
+    user = UserFactory(is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="market_app"))
+    client = Client()
+    client.force_login(user)
+    SourceFactory(tenant=tenant, name="mine-src")
+    SourceFactory(tenant=other_tenant, name="theirs-src")
+    SourceFactory(tenant=None, name="global-src")
+    page = client.get("/admin/market_app/marketsource/").content.decode()
+    assert "mine-src" in page and "global-src" in page and "theirs-src" not in page
+
+
+def test_refresh_action_shows_the_result(root: Client, tenant: Any) -> None:
+    with CatalogServer() as server:
+        server.json("/c.json", [{"name": "alpha", "url": "https://a.example.test/mcp"}])
+        source = SourceFactory(tenant=tenant, url=server.url("/c.json"))
+        resp = root.post("/admin/market_app/marketsource/",
+                         {"action": "refresh_sources", "_selected_action": [source.pk]}, follow=True)
+    assert "added 1, updated 0, unchanged 0, removed 0, errors 0" in resp.content.decode()
+    source.refresh_from_db()
+    assert source.last_status == "ok"
+
+
+def test_load_action_loads_into_the_admins_tenant(root: Client, tenant: Any) -> None:
+    entry = EntryFactory(source=SourceFactory(tenant=None), name="io.example/thing")
+    resp = root.post("/admin/market_app/marketentry/",
+                     {"action": "load_into_tenant", "_selected_action": [entry.pk]}, follow=True)
+    assert "loaded into acme as tool &#x27;thing&#x27;" in resp.content.decode()
+    assert Tool.objects.get(tenant=tenant, name="thing").market_entry_id == entry.pk
+
+
+def test_entry_admin_is_searchable(root: Client, tenant: Any) -> None:
+    EntryFactory(source=SourceFactory(tenant=tenant), name="weather-srv")
+    EntryFactory(source=SourceFactory(tenant=tenant), name="files-srv")
+    page = root.get("/admin/market_app/marketentry/?q=weather").content.decode()
+    assert "weather-srv" in page and "files-srv" not in page
