@@ -1,4 +1,4 @@
-"""Agents app config."""
+"""Agents app config: registers the demo seeder."""
 
 from django.apps import AppConfig
 
@@ -7,3 +7,10 @@ class AgentsAppConfig(AppConfig):
     name = "agents_app"
     default_auto_field = "django.db.models.BigAutoField"
     verbose_name = "Agents"
+
+    def ready(self) -> None:
+        from agents_app.demo import seed_agents
+        from tenants_app.demo import demo_seeders
+
+        if seed_agents not in demo_seeders:
+            demo_seeders.append(seed_agents)

@@ -148,7 +148,8 @@ def conversation_messages(*, conversation: Conversation) -> QuerySet[Message]:
 
 
 def conversation_approvals(*, conversation: Conversation, pending_only: bool = False) -> QuerySet[Approval]:
-    ids = [int(v) for v in (conversation.run_state or {}).get("approvals", {}).values()]
+    batches = (conversation.run_state or {}).get("approvals") or {}
+    ids = [int(batch["id"]) for batch in batches.values()]
     qs = Approval.objects.filter(tenant=conversation.tenant, pk__in=ids).select_related("tool_call")
     if pending_only:
         qs = qs.filter(status=ApprovalStatus.PENDING)

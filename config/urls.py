@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include("tools_app.api.urls")),
+    path("", include("agents_app.api.urls")),
     path("market/", include("market_app.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
@@ -14,5 +15,6 @@ api_v1: list[URLPattern | URLResolver] = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    path("playground/", include("agents_app.urls")),
     path("market/", include("market_app.urls")),
 ]

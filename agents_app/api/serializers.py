@@ -93,16 +93,11 @@ class ResumeIn(StrictInputSerializer):
     stream = serializers.BooleanField(required=False, default=False)
 
 
-class EventOut(serializers.Serializer):
-    event = serializers.CharField()
-    data = serializers.JSONField()
-
-
 class ChatOut(serializers.Serializer):
     conversation_id = serializers.IntegerField()
     status = serializers.CharField(help_text="completed | paused | error")
     message = serializers.CharField(allow_blank=True)
-    events = EventOut(many=True)
+    events = serializers.ListField(child=serializers.JSONField(), help_text='[{"event": <name>, "data": {...}}]')
 
 
 class MessageOut(serializers.ModelSerializer):

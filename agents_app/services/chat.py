@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -79,7 +79,7 @@ class ChatRun:
         self._run = run
         self._entered = False
         self._finished = False
-        self._events = self._generate()
+        self._events: Generator[Event, None, None] = self._generate()
 
     def __iter__(self) -> ChatRun:
         return self
@@ -92,7 +92,7 @@ class ChatRun:
         if not self._entered and not self._finished:
             self._finish(None)  # never started: release the conversation
 
-    def _generate(self) -> Iterator[Event]:
+    def _generate(self) -> Generator[Event, None, None]:
         self._entered = True
         run = self._run
         outcome: Event | None = None
@@ -128,7 +128,7 @@ class ChatRun:
                 yield name, data
         finally:
             if events is not None:
-                events.close()  # type: ignore[attr-defined]
+                events.close()  # type: ignore[attr-defined]  # loop.run is a generator
             self._finish(outcome)
 
     def _finish(self, outcome: Event | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -25,6 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        demo_model = self._start_demo_model()
         login = seed_demo()
         url = f"http://{opts['host']}:{opts['port']}"
         banner = [
@@ -44,15 +46,39 @@ class Command(BaseCommand):
                 start_new_session=True,
             )
             banner.insert(-1, f"  Worker:    embedded Celery worker + beat (pid {worker.pid}, broker {settings.CELERY_BROKER_URL.split('@')[-1]})")
+        if demo_model is not None:
+            banner.insert(-1, f"  Chat:      {url}/playground/   demo model at {settings.TOOLHUB_DEMO_MODEL_URL} "
+                              f"(pid {demo_model.pid}): a few fixed rules, NOT an AI; add a ChatModel for real answers")
         self.stdout.write("\n".join(banner))
         # SIGTERM (e.g. from a process manager) must unwind through `finally` so children stop too.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             call_command("runserver", f"{opts['host']}:{opts['port']}", use_reloader=False)
         finally:
+            if demo_model is not None:
+                demo_model.terminate()
+                try:
+                    demo_model.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    demo_model.kill()
             if worker is not None:
                 try:
                     os.killpg(worker.pid, signal.SIGTERM)
                     worker.wait(timeout=10)
                 except (ProcessLookupError, subprocess.TimeoutExpired):
                     os.killpg(worker.pid, signal.SIGKILL)
+
+    def _start_demo_model(self) -> subprocess.Popen[bytes] | None:
+        """Without TOOLHUB_DEMO_MODEL_URL, run the rule-based demo model so agents without a model can chat."""
+        if settings.TOOLHUB_DEMO_MODEL_URL:
+            return None
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        script = settings.BASE_DIR / "tests" / "fixtures" / "fake_llm.py"
+        proc = subprocess.Popen([sys.executable, str(script), "--port", str(port)], stdout=subprocess.DEVNULL,
+                                start_new_session=True)
+        url = f"http://127.0.0.1:{port}/v1"
+        settings.TOOLHUB_DEMO_MODEL_URL = url
+        os.environ["TOOLHUB_DEMO_MODEL_URL"] = url  # the worker child inherits it
+        return proc

@@ -1,0 +1,270 @@
+"""Agents API: thin views over agents_app.services and agents_app.selectors."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework import status as http
+from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from agents_app import selectors, services
+from agents_app.api import serializers as s
+from agents_app.services import ChatRun
+from config.api import TenantViewSet
+from tenants_app.models import Role
+
+
+def sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets `Accept: text/event-stream` through negotiation; errors before the stream are one `error` event."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = None
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if data is None:
+            return b""
+        error = data.get("error", data) if isinstance(data, dict) else data
+        return sse("error", error)
+
+
+CHAT_RENDERERS = [JSONRenderer, BrowsableAPIRenderer, EventStreamRenderer]
+
+
+def _wants_stream(request: Request, body: dict[str, Any]) -> bool:
+    return bool(body.get("stream")) or "text/event-stream" in request.headers.get("Accept", "")
+
+
+def _stream(run: ChatRun) -> StreamingHttpResponse:
+    def frames() -> Iterator[bytes]:
+        try:
+            for name, data in run:
+                yield sse(name, data)
+        finally:
+            run.close()  # a client that hangs up closes this generator: the run persists what happened
+
+    response = StreamingHttpResponse(frames(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    response["X-Conversation-Id"] = str(run.conversation_id)
+    return response
+
+
+def _collect(run: ChatRun) -> dict[str, Any]:
+    events: list[dict[str, Any]] = []
+    status, message = "error", ""
+    try:
+        for name, data in run:
+            events.append({"event": name, "data": data})
+            if name == "done":
+                status, message = str(data.get("status") or "completed"), str(data.get("message") or "")
+    finally:
+        run.close()
+    return {"conversation_id": run.conversation_id, "status": status, "message": message, "events": events}
+
+
+def _respond(request: Request, run: ChatRun, stream: bool) -> StreamingHttpResponse | Response:
+    if stream:
+        return _stream(run)
+    return Response(s.ChatOut(_collect(run)).data)
+
+
+class ChatModelViewSet(TenantViewSet):
+    """OpenAI-compatible endpoints (admins); api_key is write-only."""
+
+    read_role = Role.ADMIN
+    serializer_class = s.ChatModelOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.chat_model_list(tenant=tenant)
+
+    @extend_schema(responses=s.ChatModelOut(many=True))
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.ChatModelOut(page, many=True).data)
+
+    @extend_schema(responses=s.ChatModelOut)
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(s.ChatModelOut(selectors.chat_model_get(tenant=request.tenant, model_id=pk)).data)  # type: ignore[attr-defined]
+
+    @extend_schema(request=s.ChatModelIn, responses={201: s.ChatModelOut})
+    def create(self, request: Request) -> Response:
+        body = s.ChatModelIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        model = services.chat_model_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
+        return Response(s.ChatModelOut(model).data, status=http.HTTP_201_CREATED)
+
+    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
+        body = s.ChatModelIn(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        model = services.chat_model_update(
+            tenant=request.tenant, actor=request.user, model_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
+        )
+        return Response(s.ChatModelOut(model).data)
+
+    @extend_schema(request=s.ChatModelIn, responses=s.ChatModelOut)
+    def update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=False)
+
+    @extend_schema(request=s.ChatModelIn, responses=s.ChatModelOut)
+    def partial_update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=True)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, pk: Any = None) -> Response:
+        services.chat_model_delete(tenant=request.tenant, actor=request.user, model_id=pk)  # type: ignore[attr-defined]
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+
+class AgentViewSet(TenantViewSet):
+    """Agents (admins manage; members see the agents they may use) and the chat endpoint."""
+
+    serializer_class = s.AgentOut
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # Members chat; only the management methods need an admin.
+        self.write_role = Role.MEMBER if self.action == "chat" else Role.ADMIN  # type: ignore[misc]
+        super().initial(request, *args, **kwargs)
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.agent_list(tenant=tenant, user=user)
+
+    @extend_schema(responses=s.AgentOut(many=True))
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.AgentOut(page, many=True).data)
+
+    @extend_schema(responses=s.AgentOut)
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(s.AgentOut(self.get_object()).data)
+
+    @extend_schema(request=s.AgentIn, responses={201: s.AgentOut})
+    def create(self, request: Request) -> Response:
+        body = s.AgentIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        agent = services.agent_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
+        return Response(s.AgentOut(agent).data, status=http.HTTP_201_CREATED)
+
+    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
+        body = s.AgentIn(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        agent = services.agent_update(
+            tenant=request.tenant, actor=request.user, agent_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
+        )
+        return Response(s.AgentOut(agent).data)
+
+    @extend_schema(request=s.AgentIn, responses=s.AgentOut)
+    def update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=False)
+
+    @extend_schema(request=s.AgentIn, responses=s.AgentOut)
+    def partial_update(self, request: Request, pk: Any = None) -> Response:
+        return self._update(request, pk, partial=True)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, pk: Any = None) -> Response:
+        services.agent_delete(tenant=request.tenant, actor=request.user, agent_id=pk)  # type: ignore[attr-defined]
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=s.ChatIn, responses={200: s.ChatOut})
+    @action(detail=True, methods=["post"], url_path="chat", throttle_classes=[ScopedRateThrottle],
+            renderer_classes=CHAT_RENDERERS)
+    def chat(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
+        body = s.ChatIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.chat_start(
+            tenant=request.tenant,  # type: ignore[attr-defined]
+            actor=request.user,
+            agent_id=pk,
+            message=body.validated_data["message"],
+            conversation_id=body.validated_data.get("conversation_id"),
+        )
+        return _respond(request, run, _wants_stream(request, body.validated_data))
+
+    def get_throttles(self) -> builtins.list[Any]:
+        self.throttle_scope = "chat" if self.action == "chat" else ""
+        return super().get_throttles()
+
+
+class ConversationViewSet(TenantViewSet):
+    """The user's conversations; resuming a paused run."""
+
+    write_role = Role.MEMBER
+    serializer_class = s.ConversationListOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.conversation_list(tenant=tenant, user=user)
+
+    @extend_schema(responses=s.ConversationListOut(many=True))
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.ConversationListOut(page, many=True).data)
+
+    @extend_schema(responses=s.ConversationOut)
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        conversation = selectors.conversation_get(
+            tenant=request.tenant, user=request.user, conversation_id=pk, admins_too=True  # type: ignore[attr-defined]
+        )
+        context = {
+            "messages": selectors.conversation_messages(conversation=conversation),
+            "approvals": selectors.conversation_approvals(conversation=conversation),
+        }
+        return Response(s.ConversationOut(conversation, context=context).data)
+
+    @extend_schema(request=s.ResumeIn, responses={200: s.ChatOut})
+    @action(detail=True, methods=["post"], url_path="resume", throttle_classes=[ScopedRateThrottle],
+            renderer_classes=CHAT_RENDERERS)
+    def resume(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
+        body = s.ResumeIn(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        run = services.conversation_resume(tenant=request.tenant, actor=request.user, conversation_id=pk)  # type: ignore[attr-defined]
+        return _respond(request, run, _wants_stream(request, body.validated_data))
+
+    def get_throttles(self) -> builtins.list[Any]:
+        self.throttle_scope = "chat" if self.action == "resume" else ""
+        return super().get_throttles()
+
+
+class ApprovalViewSet(TenantViewSet):
+    """Decisions on held tool calls."""
+
+    read_role = Role.MEMBER
+    write_role = Role.MEMBER
+    serializer_class = s.ApprovalOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        raise NotImplementedError  # no list: approvals are reached through their conversation
+
+    @extend_schema(responses=s.ApprovalOut)
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(s.ApprovalOut(selectors.approval_get(tenant=request.tenant, approval_id=pk)).data)  # type: ignore[attr-defined]
+
+    def _decide(self, request: Request, pk: Any, decision: str) -> Response:
+        approval = services.approval_decide(
+            tenant=request.tenant, actor=request.user, approval_id=pk, decision=decision  # type: ignore[attr-defined]
+        )
+        return Response(s.ApprovalOut(selectors.approval_get(tenant=request.tenant, approval_id=approval.pk)).data)  # type: ignore[attr-defined]
+
+    @extend_schema(request=None, responses=s.ApprovalOut)
+    @action(detail=True, methods=["post"], url_path="approve")
+    def approve(self, request: Request, pk: Any = None) -> Response:
+        return self._decide(request, pk, "approve")
+
+    @extend_schema(request=None, responses=s.ApprovalOut)
+    @action(detail=True, methods=["post"], url_path="deny")
+    def deny(self, request: Request, pk: Any = None) -> Response:
+        return self._decide(request, pk, "deny")

@@ -1,0 +1,39 @@
+"""Demo data of the agents app for `make run`: an inventory assistant on the demo inventory tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from agents_app.models import Agent, ChatModel
+from tenants_app.models import Tenant
+from tools_app.models import Tool
+
+AGENT_NAME = "inventory-assistant"
+
+
+def seed_agents(tenant: Tenant, user: Any) -> list[str]:
+    """Create the demo agent when the demo inventory tool exists; keep it when it already does."""
+    from agents_app.services import AgentInput, ToolLink, agent_create
+
+    tool = Tool.objects.filter(tenant=tenant, name="inventory").first()
+    if tool is None:
+        return []
+    agent = Agent.objects.filter(tenant=tenant, name=AGENT_NAME).first()
+    if agent is None:
+        model = ChatModel.objects.filter(tenant=tenant).order_by("pk").first()
+        agent = agent_create(
+            tenant=tenant,
+            actor=user,
+            data=AgentInput(
+                name=AGENT_NAME,
+                description="Answers stock questions with the inventory demo tool.",
+                system_prompt="You answer questions about stock levels. Use the inventory tool; never guess.",
+                model=model.pk if model is not None else None,
+                tools=[ToolLink(tool=tool.pk)],
+            ),
+        )
+    using = agent.model.name if agent.model is not None else (
+        "the demo model" if settings.TOOLHUB_DEMO_MODEL_URL else "no model yet (set one in the admin)")
+    return [f"  Demo agent: '{AGENT_NAME}' (id {agent.pk}) using {using} — open /playground/ and ask about DEMO-001"]
