@@ -159,6 +159,10 @@ class AgentAdmin(_ServiceAdmin):
         self._call(request, services.agent_update, tenant=agent.tenant, agent_id=agent.pk,
                    changes=services.AgentInput(tools=links))
 
+    def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool = False) -> Any:
+        # The inline's rows were written by agent_update, not by the formsets, which hold no saved objects.
+        return super().construct_change_message(request, form, [], add)
+
     def _delete(self, request: HttpRequest, obj: Any) -> None:
         self._call(request, services.agent_delete, tenant=obj.tenant, agent_id=obj.pk)
 

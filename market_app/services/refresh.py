@@ -137,6 +137,17 @@ def _assign(row: MarketEntry, data: EntryData, now: Any) -> None:
     row.updated_at = now
 
 
+def _existing(source_id: int, names: list[str] | None) -> dict[str, MarketEntry]:
+    """The source's entries by name: all of them for a full listing, else only the names fetched."""
+    rows = MarketEntry.objects.filter(source_id=source_id).only("id", "name", "content_hash", "status")
+    if names is None:
+        return {row.name: row for row in rows}
+    found: dict[str, MarketEntry] = {}
+    for start in range(0, len(names), BATCH):
+        found.update((row.name, row) for row in rows.filter(name__in=names[start:start + BATCH]))
+    return found
+
+
 @transaction.atomic
 def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, Any]:
     """Upsert fetched entries by name and store the outcome on the source.
@@ -147,10 +158,7 @@ def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, A
     """
     source = MarketSource.objects.select_for_update().get(pk=source_id)
     now = timezone.now()
-    existing = {
-        row.name: row
-        for row in MarketEntry.objects.filter(source_id=source_id).only("id", "name", "content_hash", "status")
-    }
+    existing = _existing(source_id, None if fetched.full else [e.name for e in fetched.entries])
     counts = RefreshCounts(errors=[{"name": e.name, "reason": e.reason} for e in fetched.errors])
     creates: list[MarketEntry] = []
     updates: list[MarketEntry] = []

@@ -1,0 +1,164 @@
+"""Models and agents CRUD: write-only keys, tenant-checked tool links, roles, the admin and the playground page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from agents_app.models import Agent, AgentTool, ChatModel
+from tenants_app.models import Role
+from tests.agents_app.support import MODEL_KEY, make_agent, make_model
+from tests.factories import ToolFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_api_key_is_write_only_and_kept(api: Any) -> None:
+    model_id = make_model(api, base_url="http://127.0.0.1:9/v1")
+    stored = ChatModel.objects.get(pk=model_id)
+    assert stored.api_key == MODEL_KEY
+    # The column holds ciphertext only.
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT api_key FROM agents_app_chatmodel WHERE id = %s", [model_id])
+        assert MODEL_KEY not in cur.fetchone()[0]
+    for resp in (api.get("/api/v1/models/"), api.get(f"/api/v1/models/{model_id}/")):
+        assert resp.status_code == 200 and MODEL_KEY not in resp.content.decode()
+    assert api.get(f"/api/v1/models/{model_id}/").json()["api_key_set"] is True
+    api.patch(f"/api/v1/models/{model_id}/", {"api_key": "********", "model": "m2"}, format="json")
+    api.patch(f"/api/v1/models/{model_id}/", {"params": {"temperature": 0.1}}, format="json")
+    stored.refresh_from_db()
+    assert (stored.api_key, stored.model, stored.params) == (MODEL_KEY, "m2", {"temperature": 0.1})
+    api.patch(f"/api/v1/models/{model_id}/", {"api_key": ""}, format="json")
+    stored.refresh_from_db()
+    assert stored.api_key is None
+
+
+def test_model_validation(api: Any) -> None:
+    bad_url = api.post("/api/v1/models/", {"name": "x", "base_url": "file:///etc", "model": "m"}, format="json")
+    assert bad_url.status_code == 400 and "base_url" in bad_url.json()["error"]["message"]
+    reserved = api.post("/api/v1/models/", {"name": "x", "base_url": "http://h/v1", "model": "m",
+                                            "params": {"tools": []}}, format="json")
+    assert reserved.status_code == 400 and "tools" in reserved.json()["error"]["message"]
+    masked = api.post("/api/v1/models/", {"name": "x", "base_url": "http://h/v1", "model": "m",
+                                          "api_key": "********"}, format="json")
+    assert masked.status_code == 400
+    unknown = api.post("/api/v1/models/", {"name": "x", "base_url": "http://h/v1", "model": "m", "key": "k"},
+                       format="json")
+    assert unknown.status_code == 400 and "accepted" in unknown.json()["error"]["message"]
+
+
+def test_model_in_use_cannot_be_deleted(api: Any) -> None:
+    model_id = make_model(api, base_url="http://127.0.0.1:9/v1")
+    make_agent(api, model=model_id)
+    resp = api.delete(f"/api/v1/models/{model_id}/")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "model_in_use"
+
+
+def test_agent_crud_with_tool_links(tenant: Any, api: Any) -> None:
+    tool = ToolFactory(tenant=tenant, name="inv")
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool.pk, "allowed_functions": ["b", "a"],
+                                                   "requires_approval": True}], system_prompt="be brief")
+    body = api.get(f"/api/v1/agents/{agent_id}/").json()
+    assert body["tools"] == [{"tool": tool.pk, "tool_name": "inv", "allowed_functions": ["a", "b"],
+                              "requires_approval": True}]
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"tools": []}, format="json").json()["tools"] == []
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"max_steps": 0}, format="json").status_code == 400
+    dup = api.post("/api/v1/agents/", {"name": "helper"}, format="json")
+    assert dup.status_code == 409 and dup.json()["error"]["code"] == "name_taken"
+    assert api.delete(f"/api/v1/agents/{agent_id}/").status_code == 204
+    assert not Agent.objects.exists()
+
+
+def test_foreign_tool_or_model_fails_the_whole_write(tenant: Any, other_tenant: Any, api: Any, other_api: Any) -> None:
+    mine = ToolFactory(tenant=tenant, name="mine")
+    foreign = ToolFactory(tenant=other_tenant, name="theirs")
+    resp = api.post("/api/v1/agents/", {"name": "a1", "tools": [{"tool": mine.pk}, {"tool": foreign.pk}]},
+                    format="json")
+    missing = api.post("/api/v1/agents/", {"name": "a1", "tools": [{"tool": 999999}]}, format="json")
+    assert resp.status_code == missing.status_code == 404 and resp.json() == missing.json()
+    assert not Agent.objects.exists() and not AgentTool.objects.exists()
+    agent_id = make_agent(api, model=None, tools=[{"tool": mine.pk}])
+    patch = api.patch(f"/api/v1/agents/{agent_id}/", {"name": "renamed", "tools": [{"tool": foreign.pk}]},
+                      format="json")
+    assert patch.status_code == 404
+    agent = Agent.objects.get(pk=agent_id)
+    assert agent.name == "helper" and list(agent.agent_tools.values_list("tool_id", flat=True)) == [mine.pk]
+    their_model = make_model(other_api, base_url="http://127.0.0.1:9/v1")
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"model": their_model}, format="json").status_code == 404
+    assert other_api.get(f"/api/v1/agents/{agent_id}/").status_code == 404
+    assert other_api.get("/api/v1/agents/").json()["count"] == 0
+
+
+def test_roles(tenant: Any, api: Any, member_client: Any) -> None:
+    member = member_client(tenant, Role.MEMBER)
+    assert member.post("/api/v1/agents/", {"name": "x"}, format="json").status_code == 403
+    assert member.get("/api/v1/models/").status_code == 403
+    agent_id = make_agent(api, model=None)
+    assert [a["id"] for a in member.get("/api/v1/agents/").json()["results"]] == [agent_id]
+    viewer = member_client(tenant, Role.VIEWER)
+    assert viewer.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "hi"}, format="json").status_code == 403
+    api.patch(f"/api/v1/agents/{agent_id}/", {"status": "DISABLED"}, format="json")
+    assert member.get("/api/v1/agents/").json()["count"] == 0
+    resp = member.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "hi"}, format="json")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "agent_disabled"
+
+
+def _admin_browser(tenant: Any) -> Client:
+    user = UserFactory(is_staff=True, is_superuser=True)
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_admin_pages_never_show_the_key(tenant: Any, api: Any) -> None:
+    model_id = make_model(api, base_url="http://127.0.0.1:9/v1")
+    agent_id = make_agent(api, model=model_id)
+    browser = _admin_browser(tenant)
+    pages = ["/admin/", "/admin/agents_app/chatmodel/", f"/admin/agents_app/chatmodel/{model_id}/change/",
+             "/admin/agents_app/agent/", f"/admin/agents_app/agent/{agent_id}/change/",
+             "/admin/agents_app/conversation/", "/playground/"]
+    for page in pages:
+        resp = browser.get(page)
+        assert resp.status_code == 200, page
+        assert MODEL_KEY not in resp.content.decode(), page
+    assert b"Chat playground" in browser.get("/admin/").content
+
+
+def test_admin_saves_through_services(tenant: Any, api: Any) -> None:
+    model_id = make_model(api, base_url="http://127.0.0.1:9/v1")
+    browser = _admin_browser(tenant)
+    resp = browser.post(f"/admin/agents_app/chatmodel/{model_id}/change/", {
+        "name": "fake", "base_url": "http://127.0.0.1:9/v1", "model": "other", "params": "{}", "api_key_input": "",
+    })
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    stored = ChatModel.objects.get(pk=model_id)
+    assert (stored.model, stored.api_key) == ("other", MODEL_KEY)
+    tool = ToolFactory(tenant=tenant, name="inv")
+    resp = browser.post("/admin/agents_app/agent/add/", {
+        "tenant": tenant.pk, "name": "admin-made", "description": "", "system_prompt": "", "model": model_id,
+        "max_steps": 4, "status": "ENABLED",
+        "agent_tools-TOTAL_FORMS": 1, "agent_tools-INITIAL_FORMS": 0, "agent_tools-MIN_NUM_FORMS": 0,
+        "agent_tools-MAX_NUM_FORMS": 1000, "agent_tools-0-tool": tool.pk, "agent_tools-0-allowed_functions": "null",
+        "agent_tools-0-requires_approval": "unknown",
+    })
+    assert resp.status_code == 302, resp.content.decode()[:3000]
+    agent = Agent.objects.get(name="admin-made")
+    assert list(agent.agent_tools.values_list("tool_id", flat=True)) == [tool.pk]
+
+
+def test_playground_requires_login_and_lists_usable_agents(tenant: Any, api: Any, member_client: Any) -> None:
+    assert Client().get("/playground/").status_code == 302
+    agent_id = make_agent(api, model=None, name="visible")
+    member = member_client(tenant, Role.MEMBER)
+    page = Client()
+    page.force_login(member.user)
+    html = page.get("/playground/").content.decode()
+    assert "visible" in html and f'value="{agent_id}"' in html and "csrf-token" in html
+    assert page.get("/playground/?tenant=globex").status_code == 404
