@@ -9,17 +9,18 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tenants_app.models import Membership, Tenant
+from tenants_app.admin_scoping import TenantRoleAdminMixin
 from tenants_app.selectors import tenants_for_admin
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(TenantRoleAdminMixin, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     list_display = ["slug", "name", "is_active", "created_at"]
     search_fields = ["slug", "name"]
     list_filter = ["is_active"]
@@ -36,7 +37,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", "tenant"]
     search_fields = ["user__username", "tenant__slug"]

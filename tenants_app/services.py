@@ -44,6 +44,10 @@ def membership_add(
         user.set_unusable_password()
         user.save(update_fields=["password"])
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    if role in (Role.OWNER, Role.ADMIN) and not user.is_staff:
+        # Tenant owners and admins manage their tenant in the admin site (scoped to it).
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
     return membership
 
 

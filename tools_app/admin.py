@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from config.errors import DomainError
+from tenants_app.admin_scoping import TenantRoleAdminMixin
 from tenants_app.selectors import tenants_for_admin
 from tools_app import services
 from tools_app.configs import mask_config
@@ -46,7 +47,7 @@ class ToolAdminForm(forms.ModelForm):
         return value
 
 
-class ToolFunctionInline(admin.TabularInline):
+class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
     model = ToolFunction
     extra = 0
     can_delete = False
@@ -58,7 +59,7 @@ class ToolFunctionInline(admin.TabularInline):
 
 
 @admin.register(Tool)
-class ToolAdmin(admin.ModelAdmin):
+class ToolAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     form = ToolAdminForm
     list_display = ["name", "tenant", "type", "status", "safety", "health", "last_ok_at", "disabled_until"]
     list_filter = ["tenant", "type", "status", "safety"]
@@ -189,7 +190,7 @@ class ToolAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolFunction)
-class ToolFunctionAdmin(admin.ModelAdmin):
+class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     list_display = ["name", "tool", "state", "enabled", "requires_approval", "updated_at"]
     list_filter = ["state", "enabled", "tool__tenant"]
     search_fields = ["name", "tool__name"]
@@ -217,7 +218,7 @@ class _AdminAbort(Exception):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "tenant", "tool_name", "function", "status", "error_code", "cost_ms", "actor"]
     list_filter = ["tenant", "status"]
     search_fields = ["tool_name", "function"]
