@@ -8,8 +8,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tenants_app.models import Membership, Tenant
 from tenants_app.admin_scoping import TenantRoleAdminMixin
+from tenants_app.models import Membership, Tenant
 from tenants_app.selectors import tenants_for_admin
 
 
