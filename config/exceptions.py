@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -34,6 +36,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """Map every error to `{"error": {"code", "message", "details"}}`."""
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            error_body("request_too_large", f"request body exceeds the limit of {limit} bytes", {"max_bytes": limit}),
+            status=413,
+        )
     if isinstance(exc, Http404):
         exc = drf_exceptions.NotFound()
     response = drf_exception_handler(exc, context)
