@@ -202,3 +202,9 @@ def test_invoke_is_throttled_with_retry_after(tenant: Any, owner: Any, monkeypat
     assert resp.json()["error"]["code"] == "throttled"
     assert int(resp["Retry-After"]) > 0
     cache.clear()
+
+
+def test_nul_in_arguments_is_audited_safely(tenant: Any, owner: Any) -> None:
+    result = call(owner, builtin(tenant, "read_file"), {"path": "a\x00b"})
+    row = ToolCall.objects.get(pk=result["call_id"])
+    assert row.arguments == {"path": "a\\x00b"}
