@@ -99,26 +99,22 @@ def agent_may_use(*, tenant: Tenant, user: Any, agent: Agent) -> bool:
 
 
 def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[FunctionCandidate]:
-    """Every function of the given tools of this tenant, as the Django-free toolset assembly takes them."""
-    rows = ToolFunction.objects.filter(tool__tenant=tenant, tool_id__in=tool_ids).select_related("tool")
+    """Every function of the given tools of this tenant, as the Django-free toolset assembly takes them.
+
+    Plain values, not Tool instances: loading a Tool decrypts its config, which assembly never needs.
+    """
+    rows = ToolFunction.objects.filter(tool__tenant=tenant, tool_id__in=tool_ids).values_list(
+        "tool_id", "tool__name", "tool__type", "tool__status", "tool__disabled_until", "name", "description",
+        "input_schema", "state", "enabled", "tool__safety", "tool__requires_approval", "requires_approval",
+        "tool__tenant_id",
+    )
     return [
         FunctionCandidate(
-            tool_id=fn.tool_id,
-            tool_name=fn.tool.name,
-            tool_type=fn.tool.type,
-            tool_status=fn.tool.status,
-            tool_disabled_until=fn.tool.disabled_until,
-            function=fn.name,
-            description=fn.description,
-            input_schema=fn.input_schema or {},
-            state=fn.state,  # type: ignore[arg-type]
-            enabled=fn.enabled,
-            safety=fn.tool.safety,  # type: ignore[arg-type]
-            tool_requires_approval=fn.tool.requires_approval,
-            function_requires_approval=fn.requires_approval,
-            tenant_id=fn.tool.tenant_id,
+            tool_id=r[0], tool_name=r[1], tool_type=r[2], tool_status=r[3], tool_disabled_until=r[4], function=r[5],
+            description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9], safety=r[10],  # type: ignore[arg-type]
+            tool_requires_approval=r[11], function_requires_approval=r[12], tenant_id=r[13],
         )
-        for fn in rows
+        for r in rows
     ]
 
 
@@ -154,6 +150,14 @@ def conversation_approvals(*, conversation: Conversation, pending_only: bool = F
     if pending_only:
         qs = qs.filter(status=ApprovalStatus.PENDING)
     return qs.order_by("id")
+
+
+def approval_get_visible(*, tenant: Tenant, user: Any, approval_id: Any) -> Approval:
+    """An approval its requester or a tenant admin may read; to anyone else it is missing."""
+    approval = approval_get(tenant=tenant, approval_id=approval_id)
+    if approval.requested_by_id != getattr(user, "pk", None) and not is_admin(tenant=tenant, user=user):
+        raise NotFound()
+    return approval
 
 
 def approval_get(*, tenant: Tenant, approval_id: Any, for_update: bool = False) -> Approval:

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from config.errors import DomainError
 from market_app import services
 from market_app.models import MarketEntry, MarketSource
+from tenants_app.admin_scoping import TenantRoleAdminMixin
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import memberships_for_user, tenants_for_admin
 from tools_app.configs import MASK
@@ -62,7 +63,7 @@ class SourceAdminForm(forms.ModelForm):
 
 
 @admin.register(MarketSource)
-class MarketSourceAdmin(admin.ModelAdmin):
+class MarketSourceAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     form = SourceAdminForm
     list_display = ["name", "scope", "url", "format", "enabled", "last_refresh_at", "last_status", "last_result"]
     list_filter = ["enabled", "format", "last_status"]
@@ -161,7 +162,7 @@ def target_tenant(user: Any, entry: MarketEntry) -> Tenant | None:
 
 
 @admin.register(MarketEntry)
-class MarketEntryAdmin(admin.ModelAdmin):
+class MarketEntryAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     list_display = ["name", "source", "kind", "status", "version", "is_shell_command", "updated_at"]
     list_filter = ["source", "kind", "status", "is_shell_command"]
     search_fields = ["name", "title", "description"]

@@ -251,7 +251,8 @@ class ApprovalViewSet(TenantViewSet):
 
     @extend_schema(responses=s.ApprovalOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.ApprovalOut(selectors.approval_get(tenant=request.tenant, approval_id=pk)).data)  # type: ignore[attr-defined]
+        approval = selectors.approval_get_visible(tenant=request.tenant, user=request.user, approval_id=pk)  # type: ignore[attr-defined]
+        return Response(s.ApprovalOut(approval).data)
 
     def _decide(self, request: Request, pk: Any, decision: str) -> Response:
         approval = services.approval_decide(

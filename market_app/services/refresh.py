@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -137,6 +137,27 @@ def _assign(row: MarketEntry, data: EntryData, now: Any) -> None:
     row.updated_at = now
 
 
+def _write_updates(rows: list[MarketEntry]) -> None:
+    """All changed rows in one parameterised executemany UPDATE.
+
+    bulk_update() builds a CASE/WHEN expression per field per row; resolving those cost ~10 ms per
+    updated row in bench/market_refresh_db.py (13 s for 1,000 rows) against ~0.1 ms here.
+    """
+    if not rows:
+        return
+    meta = MarketEntry._meta
+    fields = [meta.get_field(name) for name in ENTRY_FIELDS]
+    quote = connection.ops.quote_name
+    sets = ", ".join(f"{quote(str(f.column))} = %s" for f in fields)  # type: ignore[union-attr]
+    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(str(meta.pk.column))} = %s"  # type: ignore[union-attr]
+    params = [
+        [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]  # type: ignore[union-attr]
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
 def _existing(source_id: int, names: list[str] | None) -> dict[str, MarketEntry]:
     """The source's entries by name: all of them for a full listing, else only the names fetched."""
     rows = MarketEntry.objects.filter(source_id=source_id).only("id", "name", "content_hash", "status")
@@ -189,8 +210,7 @@ def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, A
                 if name not in seen and name not in unmapped and row.status != EntryStatus.REMOVED]
         counts.removed += len(gone)
     MarketEntry.objects.bulk_create(creates, batch_size=BATCH)
-    if updates:
-        MarketEntry.objects.bulk_update(updates, ENTRY_FIELDS, batch_size=BATCH)
+    _write_updates(updates)
     for start in range(0, len(gone), BATCH):
         MarketEntry.objects.filter(pk__in=gone[start:start + BATCH]).update(
             status=EntryStatus.REMOVED, updated_at=now

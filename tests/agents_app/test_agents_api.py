@@ -10,7 +10,7 @@ from django.test import Client
 from agents_app.models import Agent, AgentTool, ChatModel
 from tenants_app.models import Role
 from tests.agents_app.support import MODEL_KEY, make_agent, make_model
-from tests.factories import ToolFactory, UserFactory
+from tests.factories import MembershipFactory, ToolFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -109,8 +109,6 @@ def test_roles(tenant: Any, api: Any, member_client: Any) -> None:
 
 def _admin_browser(tenant: Any) -> Client:
     user = UserFactory(is_staff=True, is_superuser=True)
-    from tests.factories import MembershipFactory
-
     MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
     client = Client()
     client.force_login(user)
@@ -162,3 +160,21 @@ def test_playground_requires_login_and_lists_usable_agents(tenant: Any, api: Any
     html = page.get("/playground/").content.decode()
     assert "visible" in html and f'value="{agent_id}"' in html and "csrf-token" in html
     assert page.get("/playground/?tenant=globex").status_code == 404
+
+
+def test_demo_seeder_links_the_inventory_tool(tenant: Any, settings: Any) -> None:
+    from agents_app.demo import AGENT_NAME, seed_agents
+    from tenants_app.demo import demo_seeders
+
+    assert seed_agents in demo_seeders
+    user = UserFactory()
+    MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
+    assert seed_agents(tenant, user) == []
+    tool = ToolFactory(tenant=tenant, name="inventory")
+    settings.TOOLHUB_DEMO_MODEL_URL = "http://127.0.0.1:9/v1"
+    lines = seed_agents(tenant, user)
+    assert AGENT_NAME in lines[0] and "demo model" in lines[0]
+    agent = Agent.objects.get(tenant=tenant, name=AGENT_NAME)
+    assert agent.model is None and [link.tool_id for link in agent.agent_tools.all()] == [tool.pk]
+    seed_agents(tenant, user)
+    assert Agent.objects.filter(tenant=tenant).count() == 1

@@ -244,6 +244,13 @@ def _paused(tenant: Any, api: Any, client: Any, start_llm: Any) -> dict[str, Any
 def test_only_the_asker_decides(tenant: Any, api: Any, member: Any, member_client: Any, start_llm: Any) -> None:
     required = _paused(tenant, api, member, start_llm)
     other = member_client(tenant, Role.MEMBER)
+    assert member.get(f"/api/v1/approvals/{required['approval_id']}/").json()["status"] == "pending"
+    assert other.get(f"/api/v1/approvals/{required['approval_id']}/").status_code == 404
+    conversation_id = ToolCall.objects.get(approval__pk=required["approval_id"]).conversation_id
+    assert other.get(f"/api/v1/conversations/{conversation_id}/").status_code == 404
+    assert other.post(f"/api/v1/conversations/{conversation_id}/resume/").status_code == 404
+    shown = api.get(f"/api/v1/conversations/{conversation_id}/").json()  # admins may read
+    assert shown["status"] == "awaiting_approval" and shown["approvals"][0]["approval_id"] == required["approval_id"]
     resp = other.post(f"/api/v1/approvals/{required['approval_id']}/approve/")
     assert resp.status_code == 403 and resp.json()["error"]["code"] == "permission_denied"
     assert api.post(f"/api/v1/approvals/{required['approval_id']}/approve/").status_code == 403  # admin, policy off
@@ -347,3 +354,37 @@ def test_member_without_use_agent_grant_is_refused(tenant: Any, api: Any, member
     assert [a["id"] for a in member.get("/api/v1/agents/").json()["results"]] == []
     assert chat(granted, agent_id, "hi")["message"] == "hi"
     assert MODEL_KEY not in resp.content.decode()
+
+
+def test_model_on_a_private_address_is_refused_without_allowlist(api: Any, start_llm: Any, settings: Any) -> None:
+    llm = start_llm([text("never")])
+    agent_id = make_agent(api, model=make_model(api, llm))
+    settings.TOOLHUB_OUTBOUND_ALLOW = ""
+    body = chat(api, agent_id, "hi")
+    assert events(body, "error")[0]["code"] == "model_blocked" and not llm.requests
+
+
+def test_chat_is_throttled_with_retry_after(api: Any, start_llm: Any, monkeypatch: Any) -> None:
+    from django.core.cache import cache
+    from rest_framework.throttling import ScopedRateThrottle
+
+    llm = start_llm([text("one")])
+    agent_id = make_agent(api, model=make_model(api, llm))
+    cache.clear()
+    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"chat": "1/min"})
+    assert chat(api, agent_id, "first")["message"] == "one"
+    resp = api.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "second"}, format="json")
+    assert resp.status_code == 429 and resp.json()["error"]["code"] == "throttled" and resp["Retry-After"]
+    cache.clear()
+
+
+def test_running_conversation_is_busy_until_stale(api: Any, start_llm: Any) -> None:
+    llm = start_llm([text("first"), text("after takeover")])
+    agent_id = make_agent(api, model=make_model(api, llm))
+    body = chat(api, agent_id, "hi")
+    Conversation.objects.filter(pk=body["conversation_id"]).update(status=ConversationStatus.RUNNING)
+    busy = api.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "again", "conversation_id": body["conversation_id"]},
+                    format="json")
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "conversation_busy"
+    Conversation.objects.filter(pk=body["conversation_id"]).update(updated_at=timezone.now() - timedelta(hours=1))
+    assert chat(api, agent_id, "again", conversation_id=body["conversation_id"])["message"] == "after takeover"

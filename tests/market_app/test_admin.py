@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from market_app.models import MarketSource
@@ -55,18 +56,30 @@ def test_blank_auth_headers_keep_and_json_replaces(root: Client, tenant: Any) ->
 
 
 def test_tenant_admin_sees_own_and_global_sources_only(tenant: Any, other_tenant: Any) -> None:
-    user = UserFactory(is_staff=True)
-    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    from django.contrib.auth.models import Permission
-
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="market_app"))
+    call_command("add_member", "acme", "tina", "--role", "admin", "--password", "pw")
     client = Client()
-    client.force_login(user)
-    SourceFactory(tenant=tenant, name="mine-src")
-    SourceFactory(tenant=other_tenant, name="theirs-src")
-    SourceFactory(tenant=None, name="global-src")
+    assert client.login(username="tina", password="pw")
+    mine = SourceFactory(tenant=tenant, name="mine-src")
+    theirs = SourceFactory(tenant=other_tenant, name="theirs-src")
+    shared = SourceFactory(tenant=None, name="global-src")
+    EntryFactory(source=theirs, name="theirs-entry")
+    EntryFactory(source=mine, name="mine-entry")
     page = client.get("/admin/market_app/marketsource/").content.decode()
     assert "mine-src" in page and "global-src" in page and "theirs-src" not in page
+    assert client.get(f"/admin/market_app/marketsource/{theirs.pk}/change/").status_code in (302, 404)
+    entries = client.get("/admin/market_app/marketentry/").content.decode()
+    assert "mine-entry" in entries and "theirs-entry" not in entries
+    # A global source is read-only for a tenant admin; refreshing it is refused with a message.
+    resp = client.post("/admin/market_app/marketsource/",
+                       {"action": "refresh_sources", "_selected_action": [shared.pk]}, follow=True)
+    assert "superusers" in resp.content.decode()
+
+
+def test_member_role_gets_no_market_admin(tenant: Any) -> None:
+    call_command("add_member", "acme", "mo", "--role", "member", "--password", "pw")
+    client = Client()
+    client.login(username="mo", password="pw")
+    assert client.get("/admin/market_app/marketsource/").status_code == 302
 
 
 def test_refresh_action_shows_the_result(root: Client, tenant: Any) -> None:
