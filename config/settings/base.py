@@ -128,6 +128,15 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ToolStatusEnum": "tools_app.models.ToolStatus",
+        "CallStatusEnum": "tools_app.models.CallStatus",
+        "ApprovalStatusEnum": "tools_app.models.ApprovalStatus",
+        "EntryStatusEnum": "market_app.models.EntryStatus",
+        "ConversationStatusEnum": "agents_app.models.ConversationStatus",
+        "CatalogFormatEnum": "market_app.models.CatalogFormat",
+        "ExportFormatEnum": [("json", "json"), ("yaml", "yaml")],
+    },
 }
 
 # Secrets: newest key first; a dev key file is generated when the variable is unset.

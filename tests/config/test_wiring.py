@@ -32,3 +32,10 @@ def test_ping_round_trip() -> None:
     if settings.TOOLHUB_TEST_CELERY_WORKER:
         assert not settings.CELERY_TASK_ALWAYS_EAGER
         assert result.backend.__class__.__name__ == "RedisBackend"
+
+
+def test_schema_generates_without_warnings(db: Any, tmp_path: Any) -> None:
+    from django.core.management import call_command
+
+    call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(tmp_path / "schema.yaml"))
+    assert (tmp_path / "schema.yaml").stat().st_size > 10_000
