@@ -213,4 +213,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # HTTP client libraries log full request URLs at INFO; an HTTP tool's URL may carry a secret.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp")},
 }

@@ -208,3 +208,20 @@ def test_nul_in_arguments_is_audited_safely(tenant: Any, owner: Any) -> None:
     result = call(owner, builtin(tenant, "read_file"), {"path": "a\x00b"})
     row = ToolCall.objects.get(pk=result["call_id"])
     assert row.arguments == {"path": "a\\x00b"}
+
+
+def test_secret_in_http_tool_url_never_reaches_logs(api: Any, echo_server: str, caplog: Any) -> None:
+    import logging
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+    caplog.set_level(logging.INFO)
+    tool_id = api.post("/api/v1/tools/", {"name": "q", "type": "HTTP", "config": {
+        "method": "GET", "url": echo_server + "/q?token=${secret.t}", "secrets": {"t": "url-canary-77"}}},
+        format="json").json()["id"]
+    body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "call", "arguments": {}}, format="json").json()
+    assert body["success"], body
+    assert "url-canary-77" not in caplog.text
+    assert "url-canary-77" not in json.dumps(body)
