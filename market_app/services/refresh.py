@@ -50,13 +50,13 @@ class RefreshCounts:
 def market_policy() -> OutboundPolicy:
     """The outbound guard for catalogs: loopback etc. per TOOLHUB_OUTBOUND_ALLOW, size and time capped."""
     return outbound_policy(
-        max_bytes=getattr(settings, "TOOLHUB_MARKET_MAX_BYTES", 5 * 1024 * 1024),
-        timeout_s=getattr(settings, "TOOLHUB_MARKET_TIMEOUT_S", 30.0),
+        max_bytes=settings.TOOLHUB_MARKET_MAX_BYTES,
+        timeout_s=settings.TOOLHUB_MARKET_TIMEOUT_S,
     )
 
 
 def _lease_s() -> int:
-    return int(getattr(settings, "TOOLHUB_MARKET_REFRESH_LEASE_S", 600))
+    return int(settings.TOOLHUB_MARKET_REFRESH_LEASE_S)
 
 
 def acquire_lease(source_id: int) -> bool:
