@@ -45,6 +45,10 @@ def seed_market(tenant: Tenant, user: Any) -> list[str]:
         source = services.source_create(tenant=tenant, actor=user, data=services.SourceInput(
             name=DEMO_SOURCE_NAME, url=demo_url(), format=CatalogFormat.LIST, refresh_interval_min=60,
         ))
+    elif source.url != demo_url():
+        # `PORT` changed since the last run: follow the web server.
+        source = services.source_update(tenant=tenant, actor=user, source_id=source.pk,
+                                        changes=services.SourceInput(url=demo_url()))
     if source.last_refresh_at is None:
         parsed = parse_document(demo_document(), CatalogFormat.LIST)
         services.source_apply_catalog(source_id=source.pk, fetched=FetchResult(

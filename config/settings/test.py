@@ -18,3 +18,7 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "1000
 # Tests discover explicitly (one test covers discovery-on-save), so counts are deterministic.
 TOOLHUB_DISCOVER_ON_SAVE = False
 TOOLHUB_AGENT_SQL_URL = f"sqlite:///{VAR_DIR / 'test-agent-demo.sqlite3'}"
+# A file, not shared-cache memory: threads (health sweeps, parallel tool calls) then wait on the
+# busy timeout instead of failing with "database table is locked".
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from tenants_app.demo import seed_demo
+from tools_app.runtime.procenv import kill_process_group
 
 
 class Command(BaseCommand):
@@ -55,18 +56,14 @@ class Command(BaseCommand):
         try:
             call_command("runserver", f"{opts['host']}:{opts['port']}", use_reloader=False)
         finally:
-            if demo_model is not None:
-                demo_model.terminate()
-                try:
-                    demo_model.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    demo_model.kill()
-            if worker is not None:
-                try:
-                    os.killpg(worker.pid, signal.SIGTERM)
-                    worker.wait(timeout=10)
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    os.killpg(worker.pid, signal.SIGKILL)
+            # A second Ctrl-C or SIGTERM must not cut the cleanup short and orphan the children.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            for child in (demo_model, worker):
+                if child is not None:
+                    # Each child leads its own process group: SIGTERM, wait, then SIGKILL whatever is left.
+                    kill_process_group(child.pid, term_wait_s=10)
+                    child.wait(timeout=5)
 
     def _start_demo_model(self) -> subprocess.Popen[bytes] | None:
         """Without TOOLHUB_DEMO_MODEL_URL, run the rule-based demo model so agents without a model can chat."""
