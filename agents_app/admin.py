@@ -5,22 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 
 from agents_app import services
 from agents_app.models import Agent, AgentTool, ChatModel, Conversation, Message
-from config.errors import DomainError
+from tenants_app.admin_scoping import AdminAbort, ReadOnlyAdminMixin, ServiceAdminMixin, TenantRoleAdminMixin
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
 
 
-class _AdminAbort(Exception):
-    pass
-
-
-class _ServiceAdmin(admin.ModelAdmin):
+class _ServiceAdmin(ServiceAdminMixin, admin.ModelAdmin):
     """Scoped to the tenants the user administers; a service error becomes a message, not a 500."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
@@ -36,19 +32,6 @@ class _ServiceAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*self.readonly_fields, "tenant"] if obj is not None else list(self.readonly_fields)
 
-    def _call(self, request: HttpRequest, fn: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(actor=request.user, **kwargs)
-        except DomainError as exc:
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
-            raise _AdminAbort() from None
-
-    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return super().changeform_view(request, *args, **kwargs)
-        except _AdminAbort:
-            return HttpResponseRedirect(request.get_full_path())
-
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         self._delete(request, obj)
 
@@ -56,7 +39,7 @@ class _ServiceAdmin(admin.ModelAdmin):
         for obj in queryset:
             try:
                 self._delete(request, obj)
-            except _AdminAbort:
+            except AdminAbort:
                 continue
 
     def _delete(self, request: HttpRequest, obj: Any) -> None:
@@ -100,17 +83,17 @@ class ChatModelAdmin(_ServiceAdmin):
         changes = services.ChatModelInput(name=data["name"], base_url=data["base_url"], model=data["model"],
                                           api_key=key, params=data.get("params") or {})
         if change:
-            saved = self._call(request, services.chat_model_update, tenant=obj.tenant, model_id=obj.pk, changes=changes)
+            saved = self.call_service(request, services.chat_model_update, tenant=obj.tenant, model_id=obj.pk, changes=changes)
         else:
-            saved = self._call(request, services.chat_model_create, tenant=data["tenant"], data=changes)
+            saved = self.call_service(request, services.chat_model_create, tenant=data["tenant"], data=changes)
         obj.pk = saved.pk
         obj.refresh_from_db()
 
     def _delete(self, request: HttpRequest, obj: Any) -> None:
-        self._call(request, services.chat_model_delete, tenant=obj.tenant, model_id=obj.pk)
+        self.call_service(request, services.chat_model_delete, tenant=obj.tenant, model_id=obj.pk)
 
 
-class AgentToolInline(admin.TabularInline):
+class AgentToolInline(TenantRoleAdminMixin, admin.TabularInline):
     model = AgentTool
     extra = 1
     fields = ["tool", "allowed_functions", "requires_approval"]
@@ -137,9 +120,9 @@ class AgentAdmin(_ServiceAdmin):
             model=model.pk if model is not None else None, max_steps=data.get("max_steps"), status=data.get("status"),
         )
         if change:
-            saved = self._call(request, services.agent_update, tenant=obj.tenant, agent_id=obj.pk, changes=changes)
+            saved = self.call_service(request, services.agent_update, tenant=obj.tenant, agent_id=obj.pk, changes=changes)
         else:
-            saved = self._call(request, services.agent_create, tenant=data["tenant"], data=changes)
+            saved = self.call_service(request, services.agent_create, tenant=data["tenant"], data=changes)
         obj.pk = saved.pk
         obj.refresh_from_db()
 
@@ -156,7 +139,7 @@ class AgentAdmin(_ServiceAdmin):
                                                allowed_functions=list(allowed) if isinstance(allowed, list) else None,
                                                requires_approval=data.get("requires_approval")))
         agent = form.instance
-        self._call(request, services.agent_update, tenant=agent.tenant, agent_id=agent.pk,
+        self.call_service(request, services.agent_update, tenant=agent.tenant, agent_id=agent.pk,
                    changes=services.AgentInput(tools=links))
 
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool = False) -> Any:
@@ -164,25 +147,19 @@ class AgentAdmin(_ServiceAdmin):
         return super().construct_change_message(request, form, [], add)
 
     def _delete(self, request: HttpRequest, obj: Any) -> None:
-        self._call(request, services.agent_delete, tenant=obj.tenant, agent_id=obj.pk)
+        self.call_service(request, services.agent_delete, tenant=obj.tenant, agent_id=obj.pk)
 
 
-class MessageInline(admin.TabularInline):
+class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Message
     extra = 0
     can_delete = False
     fields = ["created_at", "role", "content", "tool_calls", "tool_call_id"]
     readonly_fields = ["created_at", "role", "content", "tool_calls", "tool_call_id"]
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "tenant", "agent", "user", "status", "title", "updated_at"]
     list_filter = ["tenant", "status"]
     search_fields = ["title"]
@@ -192,12 +169,3 @@ class ConversationAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

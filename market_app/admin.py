@@ -8,20 +8,16 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest
 
 from config.errors import DomainError
 from market_app import services
 from market_app.models import MarketEntry, MarketSource
-from tenants_app.admin_scoping import TenantRoleAdminMixin
+from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import memberships_for_user, tenants_for_admin
 from tools_app.configs import MASK
 from tools_app.services import KEEP
-
-
-class _AdminAbort(Exception):
-    pass
 
 
 def _visible(request: HttpRequest, prefix: str = "") -> Q:
@@ -63,7 +59,7 @@ class SourceAdminForm(forms.ModelForm):
 
 
 @admin.register(MarketSource)
-class MarketSourceAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
     form = SourceAdminForm
     list_display = ["name", "scope", "url", "format", "enabled", "last_refresh_at", "last_status", "last_result"]
     list_filter = ["enabled", "format", "last_status"]
@@ -114,24 +110,15 @@ class MarketSourceAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
             enabled=form.cleaned_data["enabled"], refresh_interval_min=form.cleaned_data["refresh_interval_min"],
             auth_headers=form.cleaned_data["auth_headers_input"],
         )
-        try:
-            if change:
-                saved = services.source_update(tenant=obj.tenant, actor=request.user, source_id=obj.pk, changes=data)
-            else:
-                tenant: Tenant | None = form.cleaned_data.get("tenant")
-                data.is_global = tenant is None
-                saved = services.source_create(tenant=tenant, actor=request.user, data=data)
-        except DomainError as exc:
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
-            raise _AdminAbort() from None
+        if change:
+            saved = self.call_service(request, services.source_update, tenant=obj.tenant, source_id=obj.pk,
+                                      changes=data)
+        else:
+            tenant: Tenant | None = form.cleaned_data.get("tenant")
+            data.is_global = tenant is None
+            saved = self.call_service(request, services.source_create, tenant=tenant, data=data)
         obj.pk = saved.pk
         obj.refresh_from_db()
-
-    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().changeform_view(request, *args, **kwargs)
-        except _AdminAbort:
-            return HttpResponseRedirect(request.get_full_path())
 
     def delete_model(self, request: HttpRequest, obj: MarketSource) -> None:
         services.source_delete(tenant=obj.tenant, actor=request.user, source_id=obj.pk)
@@ -162,7 +149,7 @@ def target_tenant(user: Any, entry: MarketEntry) -> Tenant | None:
 
 
 @admin.register(MarketEntry)
-class MarketEntryAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["name", "source", "kind", "status", "version", "is_shell_command", "updated_at"]
     list_filter = ["source", "kind", "status", "is_shell_command"]
     search_fields = ["name", "title", "description"]
@@ -171,15 +158,6 @@ class MarketEntryAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MarketEntry]:
         return super().get_queryset(request).filter(_visible(request, "source__")).select_related("source")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.action(description="Load into my tenant")
     def load_into_tenant(self, request: HttpRequest, queryset: QuerySet[MarketEntry]) -> None:

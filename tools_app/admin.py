@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from config.errors import DomainError
-from tenants_app.admin_scoping import TenantRoleAdminMixin
+from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, TenantRoleAdminMixin
 from tenants_app.selectors import tenants_for_admin
 from tools_app import services
 from tools_app.configs import mask_config
@@ -59,7 +59,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
 
 
 @admin.register(Tool)
-class ToolAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
     form = ToolAdminForm
     list_display = ["name", "tenant", "type", "status", "safety", "health", "last_ok_at", "disabled_until"]
     list_filter = ["tenant", "type", "status", "safety"]
@@ -115,15 +115,10 @@ class ToolAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
             safety=form.cleaned_data.get("safety"),
             requires_approval=form.cleaned_data.get("requires_approval"),
         )
-        try:
-            if change:
-                saved = services.tool_update(tenant=obj.tenant, actor=request.user, tool_id=obj.pk, changes=data)
-            else:
-                saved = services.tool_create(tenant=form.cleaned_data["tenant"], actor=request.user, data=data)
-        except DomainError as exc:
-            # ModelAdmin has no clean hook for service errors; surface them without a 500.
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
-            raise _AdminAbort() from None
+        if change:
+            saved = self.call_service(request, services.tool_update, tenant=obj.tenant, tool_id=obj.pk, changes=data)
+        else:
+            saved = self.call_service(request, services.tool_create, tenant=form.cleaned_data["tenant"], data=data)
         obj.pk = saved.pk
         obj.refresh_from_db()
 
@@ -131,14 +126,6 @@ class ToolAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
         # The functions inline is read-only, so saving its formsets writes nothing; form has no m2m.
         for formset in formsets:
             formset.save()
-
-    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().changeform_view(request, *args, **kwargs)
-        except _AdminAbort:
-            from django.http import HttpResponseRedirect
-
-            return HttpResponseRedirect(request.get_full_path())
 
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Tool], status: str) -> None:
         done, failed = 0, []
@@ -213,21 +200,11 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
                 self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
 
 
-class _AdminAbort(Exception):
-    pass
-
-
 @admin.register(ToolCall)
-class ToolCallAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "tenant", "tool_name", "function", "status", "error_code", "cost_ms", "actor"]
     list_filter = ["tenant", "status"]
     search_fields = ["tool_name", "function"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

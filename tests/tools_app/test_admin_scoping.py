@@ -33,3 +33,14 @@ def test_member_role_gets_no_admin(tenant: Any) -> None:
     client = Client()
     client.login(username="mo", password="pw")
     assert client.get("/admin/tools_app/tool/").status_code == 302
+
+
+def test_tenant_admin_reaches_every_admin_page_of_own_tenant(api: Any) -> None:
+    call_command("add_member", "acme", "tina", "--role", "admin", "--password", "pw")
+    client = Client()
+    assert client.login(username="tina", password="pw")
+    for url in ("/admin/", "/admin/tools_app/tool/", "/admin/tools_app/toolcall/", "/admin/tools_app/toolfunction/",
+                "/admin/agents_app/agent/", "/admin/agents_app/chatmodel/", "/admin/agents_app/conversation/",
+                "/admin/market_app/marketsource/", "/admin/market_app/marketentry/",
+                "/admin/tenants_app/membership/"):
+        assert client.get(url).status_code == 200, url
