@@ -55,8 +55,11 @@ def resolve(host: str, port: int) -> list[IPAddress]:
     return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
-def check_url(url: str, policy: OutboundPolicy) -> None:
-    """Raise OutboundBlocked unless `url` is http(s) and every address it resolves to is allowed."""
+def pinned_address(url: str, policy: OutboundPolicy) -> IPAddress:
+    """Check `url` and return the one address to connect to (so a second DNS answer cannot differ).
+
+    Raises OutboundBlocked unless the scheme is http(s) and every resolved address is allowed.
+    """
     parts = urlsplit(url)
     if parts.scheme not in ALLOWED_SCHEMES:
         raise OutboundBlocked(
@@ -67,13 +70,44 @@ def check_url(url: str, policy: OutboundPolicy) -> None:
     if not host:
         raise OutboundBlocked("URL has no host")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    for ip in resolve(host, port):
+    addresses = resolve(host, port)
+    for ip in addresses:
         if not policy.address_allowed(ip):
             raise OutboundBlocked(
                 f"address {ip} of host {host!r} is private, loopback, link-local or reserved "
                 "and not in TOOLHUB_OUTBOUND_ALLOW",
                 details={"host": host, "address": str(ip)},
             )
+    if not addresses:
+        raise OutboundBlocked(f"host {host!r} resolves to no address")
+    return next((ip for ip in addresses if ip.version == 4), addresses[0])
+
+
+def check_url(url: str, policy: OutboundPolicy) -> None:
+    """Raise OutboundBlocked unless `url` is http(s) and every address it resolves to is allowed."""
+    pinned_address(url, policy)
+
+
+def pin_request(request: httpx2.Request, policy: OutboundPolicy) -> httpx2.Request:
+    """The request aimed at the checked address: Host header and TLS SNI keep the original name.
+
+    Connecting by name would resolve again, and a rebinding DNS server could then answer with a
+    private address that was never checked.
+    """
+    ip = pinned_address(str(request.url), policy)
+    host = request.url.host
+    if host == str(ip):
+        return request
+    extensions = dict(request.extensions)
+    if request.url.scheme == "https":
+        extensions["sni_hostname"] = host
+    return httpx2.Request(
+        request.method,
+        request.url.copy_with(host=str(ip)),
+        headers=request.headers,
+        stream=request.stream,
+        extensions=extensions,
+    )
 
 
 @dataclass
@@ -116,9 +150,9 @@ def fetch(
     """Send one request through the guard, following redirects only after re-checking each target."""
     timeout = httpx2.Timeout(policy.timeout_s)
     first_origin = _origin(url)
-    with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, verify=_ssl_context()) as client:
+    transport = GuardedTransport(policy, verify=_ssl_context())
+    with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
         for _hop in range(policy.max_redirects + 1):
-            check_url(url, policy)
             request = client.build_request(
                 method, url, headers=dict(headers or {}), params=params, content=content, json=json
             )
@@ -130,7 +164,7 @@ def fetch(
                 raise OutboundBlocked(f"{method} {_safe(url)} failed: {type(exc).__name__}") from None
             try:
                 if response.is_redirect and "location" in response.headers:
-                    url = urljoin(str(response.url), response.headers["location"])
+                    url = urljoin(url, response.headers["location"])
                     params = None
                     if _origin(url) != first_origin:
                         # Caller headers may carry credentials under any name: never to another origin.
@@ -178,16 +212,23 @@ def _safe(url: str) -> str:
 safe_url = _safe
 
 
-class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
-    """An httpx2 transport that checks every request (redirect hops included) against the policy.
+class GuardedTransport(httpx2.HTTPTransport):
+    """Checks every request (redirect hops included) and connects to the checked address only."""
 
-    Used for the MCP SDK's HTTP clients, which build their own requests.
-    """
+    def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.policy = policy
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        return super().handle_request(pin_request(request, self.policy))
+
+
+class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
+    """The async twin of GuardedTransport, for the MCP SDK's HTTP clients (they build their own requests)."""
 
     def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy = policy
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        check_url(str(request.url), self.policy)
-        return await super().handle_async_request(request)
+        return await super().handle_async_request(pin_request(request, self.policy))
