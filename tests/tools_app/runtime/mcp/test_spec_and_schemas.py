@@ -46,7 +46,7 @@ def test_bad_config_is_invalid_params(tool_type: str, config: dict) -> None:
 
 
 def test_validate_arguments_accepts_valid() -> None:
-    validate_arguments(SCHEMA, {"sku": "DEMO-001", "n": 2})
+    assert validate_arguments(SCHEMA, {"sku": "DEMO-001", "n": 2}) is None  # raises when invalid
 
 
 def test_unknown_argument_names_the_accepted_ones_even_without_additional_properties_false() -> None:
@@ -63,7 +63,7 @@ def test_type_and_required_errors() -> None:
 
 
 def test_free_form_schema_accepts_any_names() -> None:
-    validate_arguments({"type": "object", "additionalProperties": True}, {"anything": 1})
+    assert validate_arguments({"type": "object", "additionalProperties": True}, {"anything": 1}) is None
 
 
 def test_schema_hash_is_canonical_and_sensitive() -> None:
