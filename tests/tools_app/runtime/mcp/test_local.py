@@ -52,9 +52,7 @@ def test_warm_session_is_reused(pool: SessionPool, specs: Specs) -> None:
     spec = specs.local()
     assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
     before = pool.stats()
-    started = time.monotonic()
     assert pool.call(spec, "get_inventory", {"sku": "DEMO-002"}).success
-    assert time.monotonic() - started < 1.0
     after = pool.stats()
     assert after["sessions_opened"] == before["sessions_opened"] == 1
     assert after["processes_spawned"] == 1 and after["open_sessions"] == 1
@@ -105,7 +103,8 @@ def test_capacity_caps_fail_fast(make_pool, specs: Specs) -> None:
         pool.discover(specs.local(tool_id=2, tenant="acme"))
     result = pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {})
     assert not result.success and "capacity_exceeded" in (result.error or "")
-    assert time.monotonic() - started < 1.0
+    # Refused at once, not after waiting for a free slot (a wait would take the full startup timeout).
+    assert time.monotonic() - started < 5.0
     assert pool.call(specs.local(tool_id=3, tenant="globex"), "whoami", {}).success
     with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
         pool.discover(specs.local(tool_id=4, tenant="initech"))
