@@ -12,6 +12,10 @@ api_v1: list[URLPattern | URLResolver] = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
 
+admin.site.site_header = "Toolhub administration"
+admin.site.site_title = "Toolhub"
+admin.site.index_title = "Tools, agents and the market"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

@@ -71,6 +71,7 @@ class MarketEntry(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["source", "name"], name="uniq_entry_per_source")]
+        verbose_name_plural = "market entries"
 
     def __str__(self) -> str:
         return self.name
