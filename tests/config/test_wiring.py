@@ -39,3 +39,9 @@ def test_schema_generates_without_warnings(db: Any, tmp_path: Any) -> None:
 
     call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(tmp_path / "schema.yaml"))
     assert (tmp_path / "schema.yaml").stat().st_size > 10_000
+
+
+def test_migrations_match_the_models(db: Any) -> None:
+    from django.core.management import call_command
+
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits non-zero when a model drifted
