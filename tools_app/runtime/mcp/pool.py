@@ -54,7 +54,7 @@ class SessionPool:
         self._probing: dict[int, str] = {}
         self._bg: set[asyncio.Task[Any]] = set()
         self._reaper_task: asyncio.Task[None] | None = None
-        self._counters = {"processes_spawned": 0, "sessions_opened": 0, "probes": 0, "recycled": 0, "reaped": 0}
+        self._counters = {"processes_spawned": 0, "sessions_opened": 0, "probes": 0, "recycled": 0, "reaped": 0, "evicted": 0}
 
     # ---- loop thread -----------------------------------------------------------------------------
 
@@ -158,7 +158,22 @@ class SessionPool:
         tenants = [s.tenant_key for s in specs] + list(self._probing.values())
         return len(tenants) if tenant_key is None else sum(1 for t in tenants if t == tenant_key)
 
+    def _evict_idle(self, tenant_key: str | None = None) -> bool:
+        """Close the least recently used session with no call in flight (of `tenant_key` when given)."""
+        idle = [c for c in self._conns.values()
+                if c.inflight == 0 and (tenant_key is None or c.spec.tenant_key == tenant_key)]
+        if not idle:
+            return False
+        self._counters["evicted"] += 1
+        self._retire(min(idle, key=lambda c: c.last_used))
+        return True
+
     def _check_capacity(self, spec: ServerSpec) -> None:
+        # At a cap, an idle warm session gives way before anyone is refused; busy ones never do.
+        while self._count() >= self.max_total and self._evict_idle():
+            pass
+        while self._count(spec.tenant_key) >= self.max_per_tenant and self._evict_idle(spec.tenant_key):
+            pass
         if self._count() >= self.max_total:
             raise CapacityExceeded(
                 f"capacity_exceeded: {self.max_total} MCP sessions are open in this process",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -95,21 +96,42 @@ def test_idle_sessions_close_after_ttl(make_pool, specs: Specs) -> None:
     assert pool.stats()["open_sessions"] == 0 and pool.stats()["reaped"] == 1
 
 
-def test_capacity_caps_fail_fast(make_pool, specs: Specs) -> None:
+def test_capacity_caps_fail_fast_when_every_session_is_busy(make_pool, specs: Specs) -> None:
     pool = make_pool(max_per_tenant=1, max_total=2)
-    assert pool.call(specs.local(tool_id=1, tenant="acme"), "whoami", {}).success
-    started = time.monotonic()
-    with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
-        pool.discover(specs.local(tool_id=2, tenant="acme"))
-    result = pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {})
-    assert not result.success and "capacity_exceeded" in (result.error or "")
-    # Refused at once, not after waiting for a free slot (a wait would take the full startup timeout).
-    assert time.monotonic() - started < 5.0
-    assert pool.call(specs.local(tool_id=3, tenant="globex"), "whoami", {}).success
-    with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
-        pool.discover(specs.local(tool_id=4, tenant="initech"))
-    pool.close(1)
+    busy = specs.local(tool_id=1, tenant="acme")
+    assert pool.call(busy, "whoami", {}).success
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        slow = executor.submit(pool.call, busy, "slow", {"seconds": 6})
+        deadline = time.monotonic() + 5
+        while not _inflight(pool) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        started = time.monotonic()
+        with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
+            pool.discover(specs.local(tool_id=2, tenant="acme"))
+        result = pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {})
+        assert not result.success and "capacity_exceeded" in (result.error or "")
+        # Refused at once, not after waiting for a free slot (a wait would last until the slow call ends).
+        assert time.monotonic() - started < 4
+        assert slow.result().success
+    # Now idle: the warm session gives way to the next tool instead of refusing it.
     assert pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {}).success
+    assert pool.stats()["evicted"] == 1
+
+
+def test_idle_sessions_are_evicted_least_recently_used_first(make_pool, specs: Specs) -> None:
+    pool = make_pool(max_per_tenant=5, max_total=2)
+    assert pool.call(specs.local(tool_id=1, tenant="acme"), "whoami", {}).success
+    assert pool.call(specs.local(tool_id=2, tenant="globex"), "whoami", {}).success
+    assert pool.call(specs.local(tool_id=1, tenant="acme"), "whoami", {}).success  # tool 2 is now the oldest
+    assert pool.call(specs.local(tool_id=3, tenant="initech"), "whoami", {}).success
+    opened = pool.stats()["sessions_opened"]
+    assert pool.call(specs.local(tool_id=1, tenant="acme"), "whoami", {}).success  # still warm
+    assert pool.stats()["sessions_opened"] == opened
+    assert pool.stats()["evicted"] == 1
+
+
+def _inflight(pool: SessionPool) -> bool:
+    return any(c.inflight for c in pool._conns.values())
 
 
 def test_call_errors_are_typed(pool: SessionPool, specs: Specs) -> None:
