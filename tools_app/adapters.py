@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from django.conf import settings
 
 from tenants_app.models import Tenant
@@ -15,7 +17,7 @@ from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRE
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
-from tools_app.runtime.outbound import OutboundPolicy
+from tools_app.runtime.outbound import GuardedTransport, OutboundPolicy, ssl_context
 
 _pool_lock = threading.Lock()
 _pool: SessionPool | None = None
@@ -41,6 +43,28 @@ def pool() -> SessionPool:
                 max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
             )
         return _pool
+
+
+_http_clients: dict[tuple[int, str], httpx2.Client] = {}
+
+
+def guarded_http_client() -> httpx2.Client:
+    """A pooled HTTP client whose every request (model endpoints) goes through the outbound guard, pinned.
+
+    One per process and allowlist: building a client loads the CA bundle, so it is reused.
+    """
+    key = (os.getpid(), str(settings.TOOLHUB_OUTBOUND_ALLOW))
+    with _pool_lock:
+        client = _http_clients.get(key)
+        if client is None:
+            client = httpx2.Client(
+                transport=GuardedTransport(outbound_policy(), verify=ssl_context(),
+                                           limits=httpx2.Limits(max_connections=200, max_keepalive_connections=40)),
+                follow_redirects=False,
+                trust_env=False,
+            )
+            _http_clients[key] = client
+        return client
 
 
 def release_tool(tool_id: int) -> None:

@@ -112,6 +112,8 @@ class ChatRun:
                 max_steps=run.agent.max_steps,
                 result_char_cap=settings.TOOLHUB_TOOL_RESULT_CHARS,
                 decisions=run.decisions,
+                # A tenant's endpoint goes through the outbound guard on every request; the demo model doesn't.
+                http_client=adapters.guarded_http_client() if run.guard_model_url else None,
             )
             for name, data in events:
                 if name == "tool.call":

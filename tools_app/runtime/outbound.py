@@ -127,7 +127,7 @@ class FetchedResponse:
 
 
 @functools.cache
-def _ssl_context() -> ssl.SSLContext:
+def ssl_context() -> ssl.SSLContext:
     """One CA bundle load per process (a new context per request costs ~50 ms)."""
     return ssl.create_default_context()
 
@@ -150,7 +150,7 @@ def fetch(
     """Send one request through the guard, following redirects only after re-checking each target."""
     timeout = httpx2.Timeout(policy.timeout_s)
     first_origin = _origin(url)
-    transport = GuardedTransport(policy, verify=_ssl_context())
+    transport = GuardedTransport(policy, verify=ssl_context())
     with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
         for _hop in range(policy.max_redirects + 1):
             request = client.build_request(
