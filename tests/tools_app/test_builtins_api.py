@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tenants_app.models import Role
+from tests.fixtures import echo_http
 from tools_app.models import CallStatus, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
 
 pytestmark = pytest.mark.django_db
@@ -135,31 +134,10 @@ def test_tenant_table_allowlist_override(tenant: Any, owner: Any, sql_demo_db: A
     assert call(owner, run, {"sql": "SELECT * FROM customers"})["success"] is False
 
 
-class _Echo(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        if self.path.startswith("/missing"):
-            self.send_response(404)
-            self.end_headers()
-            self.wfile.write(b"no such thing")
-            return
-        body = json.dumps({"path": self.path, "key": self.headers.get("X-Key")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def echo_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with echo_http.echo_server() as url:
+        yield url
 
 
 def test_http_tool_invoke(api: Any, echo_server: str) -> None:

@@ -4,38 +4,22 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from tests.fixtures import echo_http
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.outbound import OutboundPolicy, check_url, fetch
 
 LOOPBACK = OutboundPolicy.build("127.0.0.0/8,::1", timeout_s=3)
 
 
-class _Host(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        body = json.dumps({"host": self.headers.get("Host")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def server_port() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Host)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+    with echo_http.echo_server() as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 @pytest.mark.parametrize(
