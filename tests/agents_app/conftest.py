@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.agents_app.support import MODEL_KEY
-from tests.fixtures.fake_llm import FakeLLM, ScriptItem
+from tests.fixtures.fake_llm import FakeLLM, llm_servers
 from tools_app import adapters
 
 
@@ -21,17 +21,8 @@ def _chat_settings(settings: Any) -> None:
 @pytest.fixture
 def start_llm() -> Iterator[Callable[..., FakeLLM]]:
     """start_llm(script, **kw) -> a running FakeLLM expecting MODEL_KEY; all are stopped at teardown."""
-    servers: list[FakeLLM] = []
-
-    def start(script: Sequence[ScriptItem] | None, **kwargs: Any) -> FakeLLM:
-        kwargs.setdefault("api_key", MODEL_KEY)
-        server = FakeLLM(script, **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    with llm_servers(MODEL_KEY) as start:
+        yield start
 
 
 @pytest.fixture

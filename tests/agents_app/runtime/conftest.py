@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from agents_app.runtime.toolset import Toolset
 from tests.agents_app.runtime.support import API_KEY, demo_toolset
-from tests.fixtures.fake_llm import FakeLLM, ScriptItem
+from tests.fixtures.fake_llm import FakeLLM, llm_servers
 
 
 @pytest.fixture
@@ -20,15 +19,5 @@ def toolset() -> Toolset:
 @pytest.fixture
 def fake_llm() -> Iterator[Callable[..., FakeLLM]]:
     """Start a FakeLLM per call (scripted turns); all are stopped at teardown."""
-    servers: list[FakeLLM] = []
-
-    def start(script: Sequence[ScriptItem], **kwargs: Any) -> FakeLLM:
-        kwargs.setdefault("api_key", API_KEY)
-        server = FakeLLM(script, **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
+    with llm_servers(API_KEY) as start:
+        yield start
