@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from config.errors import Conflict, DomainError, NotFound, PermissionDenied
+from config.errors import Conflict, DomainError, NameTaken, NotFound, PermissionDenied
+
+__all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 
 
 class AgentError(DomainError):
@@ -26,10 +28,6 @@ class AgentDisabled(Conflict):
 
 class AgentNotUsable(PermissionDenied):
     code = "permission_denied"
-
-
-class NameTaken(Conflict):
-    code = "name_taken"
 
 
 class ModelInUse(Conflict):

@@ -49,3 +49,7 @@ class ValidationFailed(DomainError):
 class Conflict(DomainError):
     code = "conflict"
     status = 409
+
+
+class NameTaken(Conflict):
+    code = "name_taken"

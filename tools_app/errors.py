@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from config.errors import Conflict, DomainError, NotFound
+from config.errors import DomainError, NameTaken, NotFound
+
+__all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 
 
 class ToolError(DomainError):
@@ -15,10 +17,6 @@ class ToolNotFound(NotFound):
 
 class InvalidConfig(ToolError):
     code = "invalid_config"
-
-
-class NameTaken(Conflict):
-    code = "name_taken"
 
 
 class BuiltinReadOnly(ToolError):

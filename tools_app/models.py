@@ -9,8 +9,6 @@ from django.utils import timezone
 from config.fields import EncryptedJSONField
 from tenants_app.models import Tenant
 
-NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
-
 
 class ToolType(models.TextChoices):
     BUILTIN = "BUILTIN", "Built-in"

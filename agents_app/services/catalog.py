@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from agents_app import selectors
-from agents_app.errors import AgentError, ModelInUse, NameTaken
+from agents_app.errors import AgentError, ModelInUse
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
+from config import names
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app.errors import ToolNotFound
 from tools_app.models import Tool
 
 MASK = "********"
-NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
-NAME_RE = re.compile(NAME_PATTERN)
 MAX_STEPS_RANGE = (1, 50)
 
 
@@ -60,21 +58,7 @@ class AgentInput:
 
 
 def _check_name(name: Any, what: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise AgentError(
-            f"{what} name {name!r} is invalid; it must match {NAME_PATTERN} "
-            "(lowercase letters, digits, '_' and '-', 1-64 characters)",
-            details={"field": "name", "pattern": NAME_PATTERN},
-        )
-    return name
-
-
-def _save(obj: ChatModel | Agent, what: str) -> None:
-    try:
-        with transaction.atomic():
-            obj.save()
-    except IntegrityError:
-        raise NameTaken(f"a {what} named {obj.name!r} already exists in this tenant", details={"name": obj.name}) from None
+    return names.check_name(name, what=what, error=AgentError)
 
 
 # --- chat models ----------------------------------------------------------------------------------
@@ -126,7 +110,7 @@ def chat_model_create(*, tenant: Tenant, actor: Any, data: ChatModelInput) -> Ch
         params=_check_params(data.params if data.params is not None else {}),
     )
     _apply_key(model, data.api_key)
-    _save(model, "model")
+    names.save_unique_name(model, what="model")
     return model
 
 
@@ -146,7 +130,7 @@ def chat_model_update(*, tenant: Tenant, actor: Any, model_id: Any, changes: Cha
     if changes.params is not None:
         model.params = _check_params(changes.params)
     _apply_key(model, changes.api_key)
-    _save(model, "model")
+    names.save_unique_name(model, what="model")
     return model
 
 
@@ -224,7 +208,7 @@ def agent_create(*, tenant: Tenant, actor: Any, data: AgentInput) -> Agent:
         max_steps=_check_steps(data.max_steps if data.max_steps is not None else 8),
         status=status,
     )
-    _save(agent, "agent")
+    names.save_unique_name(agent, what="agent")
     _set_links(agent, links)
     return selectors.agent_get(tenant=tenant, agent_id=agent.pk)
 
@@ -250,7 +234,7 @@ def agent_update(*, tenant: Tenant, actor: Any, agent_id: Any, changes: AgentInp
             raise AgentError(f"status {changes.status!r} is invalid; accepted: ENABLED, DISABLED",
                              details={"field": "status"})
         agent.status = changes.status
-    _save(agent, "agent")
+    names.save_unique_name(agent, what="agent")
     if links is not None:
         _set_links(agent, links)
     return selectors.agent_get(tenant=tenant, agent_id=agent.pk)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
+from config import names
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors
@@ -18,14 +18,11 @@ from tools_app.configs import MASK, contains_mask, merge_masked, validate_config
 from tools_app.errors import (
     BuiltinReadOnly,
     InvalidConfig,
-    NameTaken,
     ToolError,
     ToolNotFound,
     TypeChangeRefused,
 )
-from tools_app.models import NAME_PATTERN, Safety, Tool, ToolStatus, ToolType
-
-NAME_RE = re.compile(NAME_PATTERN)
+from tools_app.models import Safety, Tool, ToolStatus, ToolType
 
 
 class _Keep:
@@ -50,33 +47,10 @@ class ToolInput:
     config: Any = KEEP
     safety: str | None = None
     requires_approval: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ToolError(
-            f"name {name!r} is invalid; it must match {NAME_PATTERN} "
-            "(lowercase letters, digits, '_' and '-', 1-64 characters, starting with a letter or digit)",
-            details={"field": "name", "pattern": NAME_PATTERN},
-        )
-    return name
-
-
-def _ensure_name_free(*, tenant: Tenant, name: str, exclude_id: int | None = None) -> None:
-    qs = Tool.objects.filter(tenant=tenant, name=name)
-    if exclude_id is not None:
-        qs = qs.exclude(pk=exclude_id)
-    if qs.exists():
-        raise NameTaken(f"a tool named {name!r} already exists in this tenant", details={"name": name})
-
-
-def _save(tool: Tool) -> None:
-    try:
-        with transaction.atomic():
-            tool.save()
-    except IntegrityError:
-        raise NameTaken(f"a tool named {tool.name!r} already exists in this tenant", details={"name": tool.name}) from None
+def check_name(name: Any) -> str:
+    return names.check_name(name, what="tool", error=ToolError)
 
 
 @transaction.atomic
@@ -98,7 +72,6 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
             details={"fields": masked},
         )
     config = validate_config(data.type, data.config)
-    _ensure_name_free(tenant=tenant, name=name)
     tool = Tool(
         tenant=tenant,
         name=name,
@@ -112,7 +85,7 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
         market_entry=market_entry,
         market_hash=getattr(market_entry, "content_hash", "") or "",
     )
-    _save(tool)
+    names.save_unique_name(tool, what="tool")
     _functions_follow_config(tool)
     return tool
 
@@ -143,7 +116,6 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
         )
     if changes.name is not None and changes.name != tool.name:
         tool.name = check_name(changes.name)
-        _ensure_name_free(tenant=tenant, name=tool.name, exclude_id=tool.pk)
     for attr in ("description", "safety", "requires_approval"):
         value = getattr(changes, attr)
         if value is not None:
@@ -158,10 +130,10 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
         if config != tool.config:
             tool.config = config
             _config_changed(tool)
-            _save(tool)
+            names.save_unique_name(tool, what="tool")
             _functions_follow_config(tool)
             return tool
-    _save(tool)
+    names.save_unique_name(tool, what="tool")
     return tool
 
 
