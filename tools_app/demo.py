@@ -31,7 +31,7 @@ def ensure_sql_demo_database() -> Path | None:
 def seed_tools(tenant: Tenant, user: Any) -> list[str]:
     """Demo SQL database plus a LOCAL inventory tool with its functions discovered."""
     from tools_app.services import ToolInput, tool_create
-    from tools_app.services.discovery import probe_tool, store_functions
+    from tools_app.services.discovery import rediscover
 
     ensure_sql_demo_database()
     tool = Tool.objects.filter(tenant=tenant, name="inventory").first()
@@ -48,7 +48,5 @@ def seed_tools(tenant: Tenant, user: Any) -> list[str]:
             ),
         )
     if not tool.functions.exists():
-        probe = probe_tool(tool)
-        if probe.ok:
-            store_functions(tool=tool, offered=probe.functions)
+        rediscover(tool)
     return [f"  Demo tool: 'inventory' (LOCAL stdio MCP server, id {tool.pk}) — try get_inventory DEMO-001"]

@@ -24,13 +24,9 @@ def check_tool(tool_id: int) -> bool:
 def refresh_functions(tool_id: int) -> dict[str, Any]:
     """Rediscover a tool's functions (after create or a config change) as the system."""
     from tools_app.models import Tool
-    from tools_app.services.discovery import probe_tool, store_functions
+    from tools_app.services.discovery import rediscover
 
     tool = Tool.objects.filter(pk=tool_id).select_related("tenant").first()
     if tool is None:
-        return {"ok": False, "error": "tool not found"}
-    probe = probe_tool(tool)
-    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
-    if not probe.ok:
-        return {"ok": False, "error": probe.error}
-    return {"ok": True, "changes": store_functions(tool=tool, offered=probe.functions)}
+        return {"ok": False, "error": {"code": "not_found", "message": "tool not found"}}
+    return rediscover(tool)

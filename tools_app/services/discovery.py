@@ -105,12 +105,24 @@ def _body(probe: Probe, changes: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
+def probe_and_record(tool: Tool) -> Probe:
+    """Probe, and feed the outcome to the breaker (the Test button, refreshes and health checks alike)."""
+    probe = probe_tool(tool)
+    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    return probe
+
+
+def rediscover(tool: Tool) -> dict[str, Any]:
+    """Probe (outside any transaction: it may take seconds), then store what is offered now."""
+    probe = probe_and_record(tool)
+    return _body(probe, store_functions(tool=tool, offered=probe.functions) if probe.ok else {})
+
+
 def tool_test(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
     """Connect for real and report; stores nothing but the health outcome."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
-    probe = probe_tool(tool)
-    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    probe = probe_and_record(tool)
     stored = {f.name: f for f in tool.functions.all()}
     return _body(probe, diff(stored, probe.functions) if probe.ok else {})
 
@@ -118,12 +130,7 @@ def tool_test(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
 def tool_refresh(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
     """Rediscover and store: the first discovery is trusted, later drift is held as CHANGED."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
-    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
-    probe = probe_tool(tool)  # outside any transaction: it may take seconds
-    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
-    if not probe.ok:
-        return _body(probe, {})
-    return _body(probe, store_functions(tool=tool, offered=probe.functions))
+    return rediscover(selectors.tool_get(tenant=tenant, tool_id=tool_id))
 
 
 @transaction.atomic

@@ -37,15 +37,13 @@ def record_outcome(*, tool_id: int, ok: bool, error: str = "") -> None:
 
 def check_tool(tool_id: int) -> bool:
     """Probe one tool (a fresh connection) and record the outcome."""
-    from tools_app.services.discovery import probe_tool
+    from tools_app.services.discovery import probe_and_record
 
     close_old_connections()
     tool = Tool.objects.filter(pk=tool_id).select_related("tenant").first()
     if tool is None:
         return False
-    probe = probe_tool(tool)
-    record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
-    return probe.ok
+    return probe_and_record(tool).ok
 
 
 def check_all_tools(*, concurrency: int | None = None) -> dict[str, Any]:
