@@ -1,8 +1,8 @@
-"""Typed errors of the agents domain (mapped to HTTP by config.exceptions.exception_handler)."""
+"""Typed errors of the agents domain (mapped to HTTP by core.exceptions.exception_handler)."""
 
 from __future__ import annotations
 
-from config.errors import Conflict, DomainError, NameTaken, NotFound, PermissionDenied
+from core.errors import Conflict, DomainError, NameTaken, NotFound, PermissionDenied
 
 __all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 

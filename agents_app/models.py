@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from config.fields import EncryptedJSONField
+from core.fields import EncryptedJSONField
 from tenants_app.models import Tenant
 
 

@@ -12,7 +12,7 @@ from guardian.shortcuts import get_objects_for_user
 from agents_app.errors import AgentNotFound
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
 from agents_app.runtime.toolset import FunctionCandidate
-from config.errors import NotFound
+from core.errors import NotFound
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_role
 from tools_app.models import Approval, ApprovalStatus, ToolFunction

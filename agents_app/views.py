@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from agents_app import selectors
-from config.errors import NotFound
+from core.errors import NotFound
 from tenants_app.selectors import membership_get, memberships_for_user
 
 

@@ -11,9 +11,9 @@ from _common import summary  # type: ignore[import-not-found]
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import INVENTORY, PYTHON
 from tools_app.runtime.mcp import SessionPool, spec_from_config
-from tools_app.runtime.outbound import OutboundPolicy
 
 ARGS = {"sku": "DEMO-001"}
 

@@ -8,9 +8,9 @@ import uuid
 
 from _common import child_processes, marked_processes, open_fds, summary  # type: ignore[import-not-found]
 
+from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import IGNORE_SIGTERM, INVENTORY, MINI, PYTHON
 from tools_app.runtime.mcp import SessionPool, spec_from_config
-from tools_app.runtime.outbound import OutboundPolicy
 
 
 def cycles(pool: SessionPool, script: str, n: int, label: str) -> None:

@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from config.errors import DomainError
+from core.errors import DomainError
 from market_app import services
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin

@@ -1,10 +1,10 @@
-"""Typed errors of the market domain (mapped to HTTP by config.exceptions.exception_handler)."""
+"""Typed errors of the market domain (mapped to HTTP by core.exceptions.exception_handler)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from config.errors import Conflict, DomainError, NotFound
+from core.errors import Conflict, DomainError, NotFound
 
 
 class MarketError(DomainError):

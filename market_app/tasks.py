@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
-from config.errors import DomainError
+from core.errors import DomainError
 from market_app import selectors, services
 
 

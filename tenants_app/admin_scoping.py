@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from config.errors import DomainError
+from core.errors import DomainError
 from tenants_app.selectors import tenants_for_admin
 
 

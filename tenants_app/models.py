@@ -5,17 +5,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from config.errors import PermissionDenied
+from core.errors import PermissionDenied
+from core.roles import ROLE_RANK, Role
 
-
-class Role(models.TextChoices):
-    OWNER = "owner", "Owner"
-    ADMIN = "admin", "Admin"
-    MEMBER = "member", "Member"
-    VIEWER = "viewer", "Viewer"
-
-
-ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+__all__ = ["ROLE_RANK", "Membership", "Role", "Tenant"]
 
 
 class Tenant(models.Model):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.errors import NotFound, PermissionDenied
+from core.errors import NotFound, PermissionDenied
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_role
 

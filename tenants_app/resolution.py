@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.errors import NotFound, TenantRequired
+from core.errors import NotFound, TenantRequired
 from tenants_app.models import Membership, Tenant
 from tenants_app.selectors import membership_get, memberships_for_user
 

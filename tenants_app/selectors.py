@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from config.errors import NotFound
+from core.errors import NotFound
 from tenants_app.models import Membership, Role, Tenant
 
 

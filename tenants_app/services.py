@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
-from config.errors import Conflict, ValidationFailed
+from core.errors import Conflict, ValidationFailed
 from tenants_app.models import Membership, Role, Tenant
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")

@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 from django.conf import settings
 
+from core.outbound import GuardedTransport, OutboundPolicy, ssl_context
 from tenants_app.models import Tenant
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
@@ -17,7 +18,6 @@ from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRE
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
-from tools_app.runtime.outbound import GuardedTransport, OutboundPolicy, ssl_context
 
 _pool_lock = threading.Lock()
 _pool: SessionPool | None = None

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from config.errors import DomainError
+from core.errors import DomainError
 from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, TenantRoleAdminMixin
 from tenants_app.selectors import tenants_for_admin
 from tools_app import services

@@ -1,8 +1,8 @@
-"""Typed errors of the tools domain (mapped to HTTP by config.api.exception_handler)."""
+"""Typed errors of the tools domain (mapped to HTTP by core.api.exception_handler)."""
 
 from __future__ import annotations
 
-from config.errors import DomainError, NameTaken, NotFound
+from core.errors import DomainError, NameTaken, NotFound
 
 __all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 

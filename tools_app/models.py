@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from config.fields import EncryptedJSONField
+from core.fields import EncryptedJSONField
 from tenants_app.models import Tenant
 
 

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
 from agents_app.services import KEEP, AgentInput, ChatModelInput, ToolLink
-from config.serializers import StrictInputSerializer
+from core.serializers import StrictInputSerializer
 from tools_app.models import Approval
 
 MAX_MESSAGE_CHARS = 32_000

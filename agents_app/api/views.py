@@ -20,7 +20,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from agents_app import selectors, services
 from agents_app.api import serializers as s
 from agents_app.services import ChatRun
-from config.api import TenantViewSet
+from core.api import TenantViewSet
 from tenants_app.models import Role
 
 

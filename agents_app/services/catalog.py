@@ -12,7 +12,7 @@ from agents_app import selectors
 from agents_app.errors import AgentError, ModelInUse
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
-from config import names
+from core import names
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app.errors import ToolNotFound

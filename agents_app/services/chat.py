@@ -32,14 +32,14 @@ from agents_app.runtime import loop
 from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import AgentLink, Toolset, assemble
-from config.errors import NotFound
+from core.errors import NotFound
+from core.secrets import redact, scrub_text
 from tenants_app.models import Tenant
 from tools_app import adapters
 from tools_app.configs import secret_values
 from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool
 from tools_app.runtime import result as codes
 from tools_app.runtime.errors import OutboundBlocked
-from tools_app.runtime.redact import redact, scrub_text
 from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
 from tools_app.services.invoke import audit, needs_approval, tool_invoke
@@ -328,7 +328,7 @@ def _model_blocked(run: _Run) -> str | None:
     if not run.guard_model_url:
         return None
     try:
-        from tools_app.runtime.outbound import check_url
+        from core.outbound import check_url
 
         check_url(run.model.base_url, adapters.outbound_policy())
     except OutboundBlocked as exc:

@@ -104,15 +104,18 @@ STATIC_ROOT = VAR_DIR / "static"
 # Request bodies are capped (DESIGN §7).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))
 
+# core.api resolves the request tenant through this (core imports no app).
+TOOLHUB_TENANT_RESOLVER = "tenants_app.resolution.resolve_tenant"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "config.pagination.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.Pagination",
     "PAGE_SIZE": 20,
-    "EXCEPTION_HANDLER": "config.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "core.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [],
     "DEFAULT_THROTTLE_RATES": {

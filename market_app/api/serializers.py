@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.serializers import AnyJSONField, StrictInputSerializer
+from core.serializers import AnyJSONField, StrictInputSerializer
 from market_app.catalog import suggest_tool_name
 from market_app.models import CatalogFormat, MarketEntry, MarketSource
 from market_app.services import SourceInput

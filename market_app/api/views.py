@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.api import TenantViewSet
+from core.api import TenantViewSet
 from market_app import selectors, services
 from market_app.api import serializers as s
 from tools_app.api.serializers import ToolOut

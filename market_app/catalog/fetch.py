@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from core.outbound import FetchedResponse, OutboundPolicy, fetch, safe_url
 from market_app.catalog.common import Collector
 from market_app.catalog.parsers import describe, detect, parse_document, parse_official_registry
 from market_app.catalog.registry import Prefer
 from market_app.catalog.types import FORMATS, CatalogError, EntryData, EntryError
-from tools_app.runtime.outbound import FetchedResponse, OutboundPolicy, fetch, safe_url
 
 REGISTRY_PATH = "/v0.1/servers"
 EXCERPT_CHARS = 120

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
-from config.errors import DomainError
+from core.errors import DomainError
 from market_app import selectors
 from market_app.catalog import suggest_tool_name
 from market_app.errors import (

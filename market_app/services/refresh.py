@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.outbound import OutboundPolicy
 from market_app import selectors
 from market_app.catalog import CatalogError, EntryData, FetchResult, fetch_catalog
 from market_app.errors import RefreshFailed, RefreshInProgress, SourceNotFound
@@ -20,7 +21,6 @@ from market_app.services.sources import ensure_can_manage
 from tenants_app.models import Tenant
 from tools_app.adapters import outbound_policy
 from tools_app.runtime.errors import RuntimeToolError
-from tools_app.runtime.outbound import OutboundPolicy
 
 log = logging.getLogger(__name__)
 

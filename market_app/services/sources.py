@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
-from config.errors import PermissionDenied
+from core.errors import PermissionDenied
 from market_app import selectors
 from market_app.errors import InvalidSource
 from market_app.models import CatalogFormat, MarketSource

@@ -84,7 +84,7 @@ def test_inactive_tenant_is_404(tenant: Any, member_client: Any) -> None:
 
 
 def test_viewset_base_refuses_get_queryset_override() -> None:
-    from config.api import TenantViewSet
+    from core.api import TenantViewSet
 
     with pytest.raises(TypeError, match="scoped_queryset"):
         type("Sneaky", (TenantViewSet,), {"get_queryset": lambda self: None})

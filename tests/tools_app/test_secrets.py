@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from config import crypto
+from core import crypto
 from tools_app.models import Tool
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from config.api import TenantViewSet
-from config.parsers import TextYAMLParser, YAMLParser
+from core.api import TenantViewSet
+from core.parsers import TextYAMLParser, YAMLParser
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s

@@ -2,46 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from core.errors import (
+    BusinessError,
+    InvalidParams,
+    OutboundBlocked,
+    ResponseTooLarge,
+    RuntimeToolError,
+    ToolTimeout,
+)
 
-
-class RuntimeToolError(Exception):
-    """Base of every runtime failure; `code` is a stable snake_case identifier."""
-
-    code = "runtime_error"
-    result_code = "EXECUTION_ERROR"  # the ToolResult error_code this maps to
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
-
-
-class InvalidParams(RuntimeToolError):
-    code = "invalid_params"
-    result_code = "INVALID_PARAMS"
-
-
-class BusinessError(RuntimeToolError):
-    code = "business_error"
-    result_code = "BUSINESS_ERROR"
-
-
-class ToolTimeout(RuntimeToolError):
-    code = "timeout"
-    result_code = "TIMEOUT"
-
-
-class OutboundBlocked(RuntimeToolError):
-    """A URL or resolved address the outbound guard refuses."""
-
-    code = "outbound_blocked"
-    result_code = "BUSINESS_ERROR"
-
-
-class ResponseTooLarge(RuntimeToolError):
-    code = "response_too_large"
-    result_code = "BUSINESS_ERROR"
+__all__ = ["BusinessError", "InvalidParams", "OutboundBlocked", "ResponseTooLarge", "RuntimeToolError", "ToolTimeout"]
 
 
 class CapacityExceeded(RuntimeToolError):

@@ -12,8 +12,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import jsonschema
 
+from core.outbound import OutboundPolicy, fetch, safe_url
 from tools_app.runtime.errors import InvalidParams, RuntimeToolError
-from tools_app.runtime.outbound import OutboundPolicy, fetch, safe_url
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, ToolResult
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.secrets import redact, scrub_text
 from tenants_app.models import Tenant
 from tools_app import adapters, selectors
 from tools_app.configs import secret_values
@@ -26,7 +27,6 @@ from tools_app.runtime import result as codes
 from tools_app.runtime.builtins import invoke_builtin
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
-from tools_app.runtime.redact import redact, scrub_text
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.services import health

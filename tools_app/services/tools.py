@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from config import names
+from core import names
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
-from config.errors import DomainError
+from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from config.errors import DomainError
+from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.services import membership_add
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from core.outbound import OutboundPolicy
 from tests.fixtures.catalog_server import CatalogServer
-from tools_app.runtime.outbound import OutboundPolicy
 
 CATALOGS = Path(__file__).resolve().parents[2] / "fixtures" / "catalogs"
 

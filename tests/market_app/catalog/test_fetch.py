@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from core.outbound import OutboundPolicy
 from market_app.catalog import CatalogError, fetch_catalog, registry_endpoint
 from tests.fixtures.catalog_server import CatalogServer, Registry
 from tests.market_app.catalog.conftest import load
 from tools_app.runtime.errors import OutboundBlocked, ResponseTooLarge, ToolTimeout
-from tools_app.runtime.outbound import OutboundPolicy
 
 
 @pytest.mark.parametrize(

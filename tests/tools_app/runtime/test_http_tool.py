@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from core.outbound import OutboundPolicy
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.http_tool import run_http_tool, scrub, validate_http_config
-from tools_app.runtime.outbound import OutboundPolicy
 
 SECRET = "s3cr3t-Value/with+chars"
 POLICY = OutboundPolicy.build(allow="127.0.0.1/32", max_bytes=64 * 1024, timeout_s=5)

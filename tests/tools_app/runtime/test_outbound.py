@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from core.outbound import OutboundPolicy, check_url, fetch
 from tests.fixtures import echo_http
 from tools_app.runtime.errors import OutboundBlocked
-from tools_app.runtime.outbound import OutboundPolicy, check_url, fetch
 
 LOOPBACK = OutboundPolicy.build("127.0.0.0/8,::1", timeout_s=3)
 

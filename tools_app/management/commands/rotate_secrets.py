@@ -8,8 +8,8 @@ from django.apps import apps
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from config import crypto
-from config.fields import EncryptedJSONField
+from core import crypto
+from core.fields import EncryptedJSONField
 
 
 class Command(BaseCommand):

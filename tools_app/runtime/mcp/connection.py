@@ -15,6 +15,7 @@ import pydantic
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
+from core.outbound import OutboundPolicy, safe_url
 from tools_app.runtime.errors import (
     ConnectionFailed,
     MalformedResult,
@@ -31,7 +32,6 @@ from tools_app.runtime.mcp.http import HttpChannel, http_transport
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
 from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
-from tools_app.runtime.outbound import OutboundPolicy, safe_url
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
 
 T = TypeVar("T")

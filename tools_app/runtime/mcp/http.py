@@ -13,9 +13,9 @@ import httpx2
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from core.outbound import GuardedAsyncTransport, OutboundPolicy, check_url, safe_url
 from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, ToolTimeout
 from tools_app.runtime.mcp.spec import RemoteSpec
-from tools_app.runtime.outbound import GuardedAsyncTransport, OutboundPolicy, check_url, safe_url
 
 # An SSE stream may stay quiet for long; the session's own request timeouts bound each call.
 SSE_READ_TIMEOUT_S = 300.0

@@ -11,11 +11,11 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from core.outbound import OutboundPolicy
 from tools_app.runtime.errors import CapacityExceeded, InvalidParams, RuntimeToolError, ToolTimeout
 from tools_app.runtime.mcp.connection import Connection, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import ServerSpec
-from tools_app.runtime.outbound import OutboundPolicy
 from tools_app.runtime.result import EXECUTION_ERROR, NOT_FOUND, TIMEOUT, ToolResult
 from tools_app.runtime.schemas import validate_arguments
 

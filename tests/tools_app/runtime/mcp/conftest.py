@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import MINI, PYTHON
 from tools_app.runtime.mcp import ServerSpec, SessionPool, spec_from_config
-from tools_app.runtime.outbound import OutboundPolicy
 
 LOOPBACK = OutboundPolicy.build("127.0.0.0/8,::1")
 MARKER_ENV = "TOOLHUB_TEST_MARKER"

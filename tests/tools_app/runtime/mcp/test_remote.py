@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import HTTP_FAULTS, http_server
 from tests.tools_app.runtime.mcp.conftest import Specs
 from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, WrongTransport
 from tools_app.runtime.mcp import SessionPool
-from tools_app.runtime.outbound import OutboundPolicy
 
 SECRET = "k3y-that-must-never-leak"
 

@@ -13,7 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx2
 
-from tools_app.runtime.errors import OutboundBlocked, ResponseTooLarge, ToolTimeout
+from core.errors import OutboundBlocked, ResponseTooLarge, ToolTimeout
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

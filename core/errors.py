@@ -1,4 +1,4 @@
-"""Typed domain errors shared by every app; config.api.exception_handler maps them to HTTP once."""
+"""One error-code vocabulary: domain errors (mapped to HTTP by core.exceptions) and Django-free runtime errors."""
 
 from __future__ import annotations
 
@@ -53,3 +53,45 @@ class Conflict(DomainError):
 
 class NameTaken(Conflict):
     code = "name_taken"
+
+
+# --- Runtime errors: raised by Django-free runtime code (tools, models, outbound), mapped by the services. ---
+
+
+class RuntimeToolError(Exception):
+    """Base of every runtime failure; `code` is a stable snake_case identifier."""
+
+    code = "runtime_error"
+    result_code = "EXECUTION_ERROR"  # the ToolResult error_code this maps to
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class InvalidParams(RuntimeToolError):
+    code = "invalid_params"
+    result_code = "INVALID_PARAMS"
+
+
+class BusinessError(RuntimeToolError):
+    code = "business_error"
+    result_code = "BUSINESS_ERROR"
+
+
+class ToolTimeout(RuntimeToolError):
+    code = "timeout"
+    result_code = "TIMEOUT"
+
+
+class OutboundBlocked(RuntimeToolError):
+    """A URL or resolved address the outbound guard refuses."""
+
+    code = "outbound_blocked"
+    result_code = "BUSINESS_ERROR"
+
+
+class ResponseTooLarge(RuntimeToolError):
+    code = "response_too_large"
+    result_code = "BUSINESS_ERROR"

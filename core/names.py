@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
-from config.errors import DomainError, NameTaken
+from core.errors import DomainError, NameTaken
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 NAME_RE = re.compile(NAME_PATTERN)

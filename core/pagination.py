@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
-from config.errors import DomainError
+from core.errors import DomainError
 
 
 class InvalidPageSize(DomainError):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import models
 
-from config import crypto
+from core import crypto
 
 
 class EncryptedJSONField(models.TextField):
