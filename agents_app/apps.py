@@ -9,6 +9,9 @@ class AgentsAppConfig(AppConfig):
     verbose_name = "Agents"
 
     def ready(self) -> None:
+        from agents_app import metrics
+
+        metrics.connect()
         from agents_app.demo import seed_agents
         from tenants_app.demo import demo_seeders
 

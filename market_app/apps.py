@@ -9,6 +9,9 @@ class MarketAppConfig(AppConfig):
     verbose_name = "Market"
 
     def ready(self) -> None:
+        from market_app import metrics
+
+        metrics.connect()
         from market_app.demo import seed_market
         from tenants_app.demo import demo_seeders
 

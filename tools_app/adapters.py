@@ -122,3 +122,10 @@ def builtin_context(tenant: Tenant) -> BuiltinContext:
         interpreters_allowed=interpreters,
         sql=SqlTarget(url=sql_url(), allowed_tables=sql_tables(tenant)),
     )
+
+
+def pool_stats() -> dict[str, Any]:
+    """The pool's counters for metrics; zeros while this process has not opened the pool (scraping never starts it)."""
+    with _pool_lock:
+        current = _pool
+    return current.stats() if current is not None else {}

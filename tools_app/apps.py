@@ -9,6 +9,9 @@ class ToolsAppConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self) -> None:
+        from tools_app import metrics
+
+        metrics.connect()
         from tools_app import adapters, signals  # noqa: F401
         from tools_app.services.tools import config_change_listeners
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("TOOLHUB_VAR_DIR", BASE_DIR / "var"))
@@ -44,6 +46,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.logging.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -214,10 +217,34 @@ TOOLHUB_TOOL_RESULT_CHARS = int(os.environ.get("TOOLHUB_TOOL_RESULT_CHARS", "800
 TOOLHUB_MODEL_TIMEOUT_S = float(os.environ.get("TOOLHUB_MODEL_TIMEOUT_S", "60"))
 TOOLHUB_DEMO_MODEL_URL = os.environ.get("TOOLHUB_DEMO_MODEL_URL", "")
 
+def _networks(name: str, default: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    try:
+        return [ipaddress.ip_network(item, strict=False) for item in env_list(name, default)]
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}; expected comma-separated CIDRs such as 10.0.0.0/8,::1") from None
+
+
+# GET /metrics: a Bearer token, or a client address in the allowlist (default: this machine only).
+TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "")
+TOOLHUB_METRICS_ALLOW = _networks("TOOLHUB_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+
+# Logs: one JSON object per line with request_id and call_id (TOOLHUB_LOG_FORMAT=text for a terminal).
+TOOLHUB_LOG_FORMAT = os.environ.get("TOOLHUB_LOG_FORMAT", "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "core.logging.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "core.logging.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(call_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            "formatter": "text" if TOOLHUB_LOG_FORMAT == "text" else "json",
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     # HTTP client libraries log full request URLs at INFO; an HTTP tool's URL may carry a secret.
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp")},

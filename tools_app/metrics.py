@@ -1,0 +1,55 @@
+"""Tool metrics: every finished call feeds the counters; breaker, approvals and pool are read at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Count
+from django.db.models.signals import post_save
+from django.utils import timezone
+from prometheus_client.core import Metric
+
+from core import metrics
+from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool, ToolCall
+
+_FINAL = {CallStatus.OK, CallStatus.ERROR, CallStatus.DENIED}
+
+
+def _observe_call(sender: Any, instance: ToolCall, **kwargs: Any) -> None:
+    # A call saved as awaiting approval is counted when it settles (its row is saved again then).
+    if instance.status not in _FINAL:
+        return
+    tenant = str(instance.tenant_id)
+    metrics.TOOL_CALLS.labels(tenant, instance.tool_name, instance.function, instance.status).inc()
+    if instance.status == CallStatus.OK or instance.cost_ms:
+        metrics.TOOL_CALL_SECONDS.labels(tenant, instance.tool_name).observe(instance.cost_ms / 1000)
+
+
+def _gauges() -> Iterable[Metric]:
+    pending = (
+        Approval.objects.filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .values("tenant_id")
+        .annotate(n=Count("id"))
+    )
+    yield metrics.gauge(
+        "toolhub_approvals_pending", "Pending approvals", ["tenant"], ((([str(r["tenant_id"])]), r["n"]) for r in pending)
+    )
+    paused = Tool.objects.filter(disabled_until__gt=timezone.now()).values_list("tenant_id", "name")
+    yield metrics.gauge(
+        "toolhub_breaker_open", "Tools paused by the failure breaker (1 = open)", ["tenant", "tool"],
+        (([str(t), name], 1) for t, name in paused),
+    )
+    from tools_app.adapters import pool_stats
+
+    stats = pool_stats()
+    yield metrics.gauge("toolhub_pool_sessions", "Open pooled MCP sessions", [], [([], stats.get("open_sessions", 0))])
+    yield metrics.gauge(
+        "toolhub_pool_processes_spawned", "MCP server processes this process started", [],
+        [([], stats.get("processes_spawned", 0))],
+    )
+
+
+def connect() -> None:
+    post_save.connect(_observe_call, sender=ToolCall, dispatch_uid="toolhub-metrics-toolcall")
+    metrics.register_gauges(_gauges)
