@@ -83,8 +83,17 @@ def server_spec(tool: Tool) -> ServerSpec:
     )
 
 
+def workspace_dirname(tenant_id: int) -> str:
+    """The workspace folder of a tenant: keyed by its id, never its slug.
+
+    A slug can be renamed and then reused by a new tenant, which would inherit the old files. The dot
+    cannot occur in a slug, so no folder of the old `<slug>` layout is ever mistaken for an id folder.
+    """
+    return f"tenant.{int(tenant_id)}"
+
+
 def workspace_for(tenant: Tenant) -> Path:
-    path = Path(settings.TOOLHUB_WORKSPACE_ROOT) / tenant.slug
+    path = Path(settings.TOOLHUB_WORKSPACE_ROOT) / workspace_dirname(tenant.pk)
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
 
