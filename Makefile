@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: install run test lint lock ci clean
+.PHONY: install run test lint lock ci clean prod-local
 
 install: $(STAMP)
 
@@ -17,6 +17,10 @@ $(STAMP): requirements.lock pyproject.toml
 
 run: install
 	PORT=$(PORT) $(BIN)/python manage.py toolhub_run
+
+# The production topology on this machine: two web processes, a worker and beat on PostgreSQL + Redis.
+prod-local: install
+	$(BIN)/python deploy/prod_local.py
 
 test: install
 	$(BIN)/python -m pytest

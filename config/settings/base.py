@@ -48,6 +48,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "core.logging.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin, API docs) straight from the web process; no separate file server needed.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

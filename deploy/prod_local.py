@@ -1,0 +1,178 @@
+"""`make prod-local`: the production topology on this machine — two web processes, one worker, one beat.
+
+PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) must already run. State lives in var/prod-local/ and the
+database `toolhub_prod_local`. `--check` starts everything, proves both web processes answer, and stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / ".venv" / "bin"
+STATE = REPO / "var" / "prod-local"
+DB_NAME = os.environ.get("TOOLHUB_PROD_LOCAL_DB", "toolhub_prod_local")
+PG = os.environ.get("TOOLHUB_PROD_LOCAL_PG", "postgres://postgres@127.0.0.1:5432")
+REDIS_DB = int(os.environ.get("TOOLHUB_PROD_LOCAL_REDIS_DB", "5"))
+
+
+def _persistent(name: str, make: callable) -> str:  # type: ignore[valid-type]
+    path = STATE / name
+    if not path.exists():
+        path.write_text(make())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def environment(ports: tuple[int, int]) -> dict[str, str]:
+    from cryptography.fernet import Fernet
+
+    STATE.mkdir(parents=True, exist_ok=True)
+    prom = STATE / "prometheus"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "DJANGO_SECRET_KEY": _persistent("django-secret-key", lambda: secrets.token_urlsafe(50)),
+        "TOOLHUB_SECRET_KEYS": _persistent("fernet-keys", lambda: Fernet.generate_key().decode()),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DATABASE_URL": f"{PG}/{DB_NAME}",
+        "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB + 1}",
+        "CELERY_RESULT_BACKEND": f"redis://127.0.0.1:6379/{REDIS_DB + 2}",
+        "TOOLHUB_VAR_DIR": str(STATE),
+        "TOOLHUB_WORKSPACE_ROOT": str(STATE / "workspace"),
+        "PROMETHEUS_MULTIPROC_DIR": str(prom),
+        # Local MCP test servers listen on loopback; a real deployment leaves this empty.
+        "TOOLHUB_OUTBOUND_ALLOW": os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "127.0.0.0/8,::1"),
+        "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "1"),
+        "TOOLHUB_PROD_LOCAL_PORTS": f"{ports[0]},{ports[1]}",
+    }
+    return env
+
+
+def ensure_database() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    out = subprocess.run([str(VENV / "python"), "manage.py", *args], cwd=REPO, env=env, check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def seed(env: dict[str, str]) -> tuple[str, str]:
+    """A tenant `prod` and an owner `operator`; returns (username, API token)."""
+    password = _persistent("operator-password", lambda: secrets.token_urlsafe(12))
+    subprocess.run([str(VENV / "python"), "manage.py", "create_tenant", "prod", "--name", "Production"], cwd=REPO,
+                   env=env, capture_output=True)  # exists after the first run: that is fine
+    subprocess.run([str(VENV / "python"), "manage.py", "add_member", "prod", "operator", "--role", "owner",
+                    "--password", password], cwd=REPO, env=env, capture_output=True)
+    return "operator", manage(env, "create_token", "operator")
+
+
+def wait_http(url: str, deadline_s: float = 60) -> None:
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 (loopback only)
+                if resp.status < 500:
+                    return
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "code", 500) < 500:
+                return
+            if time.monotonic() > end:
+                raise SystemExit(f"{url} did not answer within {deadline_s:.0f}s: {exc}") from None
+        time.sleep(0.3)
+
+
+def start(env: dict[str, str], ports: tuple[int, int]) -> list[subprocess.Popen[bytes]]:
+    prom = Path(env["PROMETHEUS_MULTIPROC_DIR"])
+    for stale in prom.glob("*.db"):
+        stale.unlink()
+    prom.mkdir(parents=True, exist_ok=True)
+    logs = STATE / "logs"
+    logs.mkdir(exist_ok=True)
+    commands = {
+        f"web-{ports[0]}": [str(VENV / "gunicorn"), "-c", "deploy/gunicorn.conf.py", "--bind", f"127.0.0.1:{ports[0]}"],
+        f"web-{ports[1]}": [str(VENV / "gunicorn"), "-c", "deploy/gunicorn.conf.py", "--bind", f"127.0.0.1:{ports[1]}"],
+        "worker": [str(VENV / "celery"), "-A", "config", "worker", "--loglevel=INFO", "--concurrency=2",
+                   "--hostname", "prod-local@%h"],
+        "beat": [str(VENV / "celery"), "-A", "config", "beat", "--loglevel=INFO",
+                 f"--schedule={STATE / 'celery-beat-schedule'}"],
+    }
+    procs = []
+    for name, cmd in commands.items():
+        log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+    return procs
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    end = time.monotonic() + 30
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ports", default="8001,8002", help="the two web ports")
+    parser.add_argument("--check", action="store_true", help="start, check both web processes answer, stop")
+    args = parser.parse_args()
+    a, b = (int(p) for p in args.ports.split(","))
+    env = environment((a, b))
+    ensure_database()
+    manage(env, "migrate", "--noinput")
+    manage(env, "collectstatic", "--noinput")
+    user, token = seed(env)
+    procs = start(env, (a, b))
+    stopping = False
+
+    def _stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        for port in (a, b):
+            wait_http(f"http://127.0.0.1:{port}/admin/login/")
+        print("Toolhub production topology is running (gunicorn+uvicorn workers, Celery worker + beat, PG, Redis).")
+        print(f"  Web A:  http://127.0.0.1:{a}/   Web B: http://127.0.0.1:{b}/")
+        print(f"  API:    Authorization: Token {token}   (X-Tenant: prod; user {user}, owner)")
+        print(f"  Logs:   {STATE / 'logs'}   Metrics: http://127.0.0.1:{a}/metrics")
+        sys.stdout.flush()
+        if args.check:
+            return 0
+        while not stopping:
+            for proc in procs:
+                if proc.poll() is not None:
+                    print(f"process {proc.args[0]} exited with {proc.returncode}; stopping", file=sys.stderr)
+                    return 1
+            time.sleep(0.5)
+        return 0
+    finally:
+        stop(procs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

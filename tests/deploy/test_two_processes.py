@@ -1,0 +1,123 @@
+"""The production topology (deploy/prod_local.py): two gunicorn web processes, a worker and beat on PG + Redis.
+
+A change made through one web process holds for the next call through the other. Runs where PostgreSQL and
+Redis are up and TOOLHUB_TEST_PROD_LOCAL=1 (CI's second pass sets it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.echo_http import echo_server
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("TOOLHUB_TEST_PROD_LOCAL"), reason="needs PostgreSQL + Redis; set TOOLHUB_TEST_PROD_LOCAL=1"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Api:
+    def __init__(self, base: str, token: str) -> None:
+        self.base, self.token = base, token
+
+    def __call__(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers={
+            "Authorization": f"Token {self.token}", "X-Tenant": "prod", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 (loopback)
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+
+@pytest.fixture(scope="module")
+def topology() -> Iterator[tuple[Api, Api, str]]:
+    a, b = _free_port(), _free_port()
+    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_prod_local_test", "TOOLHUB_PROD_LOCAL_REDIS_DB": "9"}
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--ports", f"{a},{b}"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    token = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "Authorization: Token" in line:
+            token = line.split("Token", 1)[1].split()[0]
+            break
+    if not token:
+        proc.kill()
+        pytest.fail(f"prod_local did not start: {proc.stderr.read() if proc.stderr else ''}")
+    try:
+        yield Api(f"http://127.0.0.1:{a}", token), Api(f"http://127.0.0.1:{b}", token), f"http://127.0.0.1:{a}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_config_change_and_disable_through_a_hold_for_the_next_call_through_b(topology: Any) -> None:
+    api_a, api_b, _ = topology
+    with echo_server() as upstream:
+        name = f"coherence-{os.getpid()}"
+        status, tool = api_a("POST", "/api/v1/tools/", {"name": name, "type": "HTTP", "config": {
+            "method": "GET", "url": upstream + "/v1/${input.x}",
+            "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}})
+        assert status == 201, tool
+        call = {"function": "call", "arguments": {"x": "one"}}
+        status, body = api_b("POST", f"/api/v1/tools/{tool['id']}/invoke/", call)
+        assert status == 200 and body["data"]["path"] == "/v1/one", body
+
+        status, _ = api_a("PATCH", f"/api/v1/tools/{tool['id']}/", {"config": {
+            "method": "GET", "url": upstream + "/v2/${input.x}",
+            "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}})
+        assert status == 200
+        status, body = api_b("POST", f"/api/v1/tools/{tool['id']}/invoke/", call)
+        assert status == 200 and body["data"]["path"] == "/v2/one", body
+
+        status, _ = api_a("PUT", f"/api/v1/tools/{tool['id']}/status/", {"status": "DISABLED"})
+        assert status == 200
+        status, body = api_b("POST", f"/api/v1/tools/{tool['id']}/invoke/", call)
+        assert status == 200 and not body["success"] and body["error_code"] == "DISABLED", body
+
+        status, _ = api_a("DELETE", f"/api/v1/tools/{tool['id']}/")
+        assert status == 204
+        status, body = api_b("GET", f"/api/v1/tools/{tool['id']}/")
+        assert status == 404
+
+
+def test_metrics_sum_the_calls_of_both_web_processes(topology: Any) -> None:
+    api_a, api_b, base_a = topology
+    status, page = api_a("GET", "/api/v1/tools/?page_size=100")
+    assert status == 200
+    listing = next(t for t in page["results"] if t["name"] == "list_directory")
+
+    def ok_calls() -> float:
+        with urllib.request.urlopen(base_a + "/metrics", timeout=10) as resp:  # noqa: S310
+            text = resp.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("toolhub_tool_calls_total{") and 'tool="list_directory"' in line
+                   and 'status="ok"' in line)
+
+    before = ok_calls()
+    for api in (api_a, api_b, api_b):
+        status, body = api("POST", f"/api/v1/tools/{listing['id']}/invoke/",
+                           {"function": "list_directory", "arguments": {"path": "."}})
+        assert status == 200 and body["success"], body
+    assert ok_calls() == before + 3
