@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ PG = os.environ.get("TOOLHUB_PROD_LOCAL_PG", "postgres://postgres@127.0.0.1:5432
 REDIS_DB = int(os.environ.get("TOOLHUB_PROD_LOCAL_REDIS_DB", "5"))
 
 
-def _persistent(name: str, make: callable) -> str:  # type: ignore[valid-type]
+def _persistent(name: str, make: Callable[[], str]) -> str:
     path = STATE / name
     if not path.exists():
         path.write_text(make())
@@ -166,7 +167,7 @@ def main() -> int:
         while not stopping:
             for proc in procs:
                 if proc.poll() is not None:
-                    print(f"process {proc.args[0]} exited with {proc.returncode}; stopping", file=sys.stderr)
+                    print(f"process {proc.pid} exited with {proc.returncode}; stopping", file=sys.stderr)
                     return 1
             time.sleep(0.5)
         return 0
