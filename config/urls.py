@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from core.health import healthz
 from core.metrics import metrics_view
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -21,6 +22,7 @@ admin.site.index_title = "Tools, agents and the market"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
+    path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
     path("playground/", include("agents_app.urls")),
     path("market/", include("market_app.urls")),

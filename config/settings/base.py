@@ -105,6 +105,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from here after collectstatic
 
 # Request bodies are capped (DESIGN §7).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))

@@ -110,3 +110,9 @@ def test_a_bad_metrics_allowlist_fails_at_startup_with_its_name(monkeypatch: Any
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode != 0 and "TOOLHUB_METRICS_ALLOW" in out.stderr
+
+
+def test_healthz_answers_without_auth_or_database(django_assert_num_queries: Any) -> None:
+    with django_assert_num_queries(0):
+        resp = Client().get("/healthz")
+    assert resp.status_code == 200 and resp.content == b"ok"

@@ -1,0 +1,180 @@
+"""What the API adds on top of the tool: warm invoke through POST /tools/{id}/invoke/ vs a direct warm SDK call,
+and GET /tools/{id}/ vs a bare Django view (/healthz), on the dev server and on the production server.
+
+    .venv/bin/python bench/api_overhead.py [-n 300] [--targets runserver,prod]
+
+`prod` needs PostgreSQL and Redis (it runs deploy/prod_local.py). Goals (issue 16): invoke p50 within 5 ms of
+the direct SDK call; GET /tools/{id}/ p50 within 2x the bare view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import httpx2
+from _common import ROOT, pct, summary  # type: ignore[import-not-found]
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+SERVER = ROOT / "toolhub_demo" / "inventory_server.py"
+ARGS = {"sku": "DEMO-001"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def direct(n: int) -> list[float]:
+    params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for _ in range(20):
+            await session.call_tool("get_inventory", ARGS)
+        samples = []
+        for _ in range(n):
+            t = time.perf_counter()
+            result = await session.call_tool("get_inventory", ARGS)
+            samples.append((time.perf_counter() - t) * 1000)
+            assert not result.is_error
+        return samples
+
+
+def timed(n: int, fn: Callable[[], None]) -> list[float]:
+    for _ in range(20):
+        fn()
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1000)
+    return samples
+
+
+def wait_up(url: str) -> None:
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        try:
+            if httpx2.get(url, timeout=2).status_code < 500:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{url} did not come up")
+
+
+@contextmanager
+def runserver() -> Iterator[tuple[str, str, str]]:
+    """The dev server (manage.py runserver, SQLite) in a scratch var dir; yields (base, token, tenant)."""
+    var = ROOT / "var" / "bench-api"
+    shutil.rmtree(var, ignore_errors=True)
+    env = {**os.environ, "TOOLHUB_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "config.settings.dev",
+           "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}", "TOOLHUB_DISCOVER_ON_SAVE": "0",
+           "TOOLHUB_THROTTLE_INVOKE": "1000000/min", "LOG_LEVEL": "WARNING"}
+    env.pop("CELERY_BROKER_URL", None)
+    manage = [sys.executable, "manage.py"]
+    for args in (["migrate", "-v0"], ["create_tenant", "bench"], ["add_member", "bench", "bench", "--role", "owner"]):
+        subprocess.run(manage + args, cwd=ROOT, env=env, check=True, capture_output=True)
+    token = subprocess.run(manage + ["create_token", "bench"], cwd=ROOT, env=env, check=True, capture_output=True,
+                           text=True).stdout.strip()
+    port = free_port()
+    proc = subprocess.Popen(manage + ["runserver", "--noreload", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_up(f"http://127.0.0.1:{port}/healthz")
+        yield f"http://127.0.0.1:{port}", token, "bench"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+@contextmanager
+def production() -> Iterator[tuple[str, str, str]]:
+    """deploy/prod_local.py (gunicorn + uvicorn workers, PostgreSQL, Redis); yields (base of web A, token, tenant)."""
+    a, b = free_port(), free_port()
+    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_bench", "TOOLHUB_PROD_LOCAL_REDIS_DB": "11"}
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    token = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "Authorization: Token" in line:
+            token = line.split("Token", 1)[1].split()[0]
+            break
+    try:
+        if not token:
+            raise SystemExit("prod_local did not start (is PostgreSQL/Redis up?)")
+        yield f"http://127.0.0.1:{a}", token, "prod"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def measure(base: str, token: str, tenant: str, n: int) -> dict[str, list[float]]:
+    client = httpx2.Client(base_url=base, headers={"Authorization": f"Token {token}", "X-Tenant": tenant},
+                           timeout=60)
+    name = f"bench-inventory-{os.getpid()}"
+    created = client.post("/api/v1/tools/", json={"name": name, "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(SERVER)], "startup_timeout_s": 60}})
+    assert created.status_code == 201, created.text
+    tool_id = created.json()["id"]
+    refreshed = client.post(f"/api/v1/tools/{tool_id}/refresh/")
+    assert refreshed.status_code == 200, refreshed.text
+    body = {"function": "get_inventory", "arguments": ARGS}
+
+    def invoke() -> None:
+        r = client.post(f"/api/v1/tools/{tool_id}/invoke/", json=body)
+        assert r.status_code == 200 and r.json()["success"], r.text
+
+    def detail() -> None:
+        assert client.get(f"/api/v1/tools/{tool_id}/").status_code == 200
+
+    def bare() -> None:
+        assert client.get("/healthz").status_code == 200
+
+    try:
+        return {"invoke": timed(n, invoke), "detail": timed(n, detail), "bare": timed(n, bare)}
+    finally:
+        client.delete(f"/api/v1/tools/{tool_id}/")
+        client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=300)
+    parser.add_argument("--targets", default="runserver,prod")
+    args = parser.parse_args()
+    direct_ms = asyncio.run(direct(args.n))
+    print(f"direct SDK call (stdio, warm):          {summary(direct_ms)}")
+    targets = {"runserver": runserver, "prod": production}
+    for name in args.targets.split(","):
+        with targets[name]() as (base, token, tenant):
+            got = measure(base, token, tenant, args.n)
+        d50 = pct(direct_ms, 50)
+        print(f"[{name}] invoke via API:               {summary(got['invoke'])}")
+        print(f"[{name}] GET /tools/{{id}}/:              {summary(got['detail'])}")
+        print(f"[{name}] bare view /healthz:            {summary(got['bare'])}")
+        i50, g50, b50 = pct(got["invoke"], 50), pct(got["detail"], 50), pct(got["bare"], 50)
+        print(json.dumps({
+            "target": name,
+            "invoke_minus_direct_p50_ms": round(i50 - d50, 2), "goal_invoke_minus_direct_ms": 5,
+            "invoke_over_direct_p50": round(i50 / d50, 2),
+            "detail_over_bare_p50": round(g50 / b50, 2), "goal_detail_over_bare": 2,
+        }))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
