@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: install run test lint lock ci clean prod-local
+.PHONY: install run test test-servers lint lock ci clean prod-local
 
 install: $(STAMP)
 
@@ -22,8 +22,13 @@ run: install
 prod-local: install
 	$(BIN)/python deploy/prod_local.py
 
-test: install
+test: install test-servers
 	$(BIN)/python -m pytest
+
+# The real third-party MCP servers the suite runs (pinned in tests/fixtures/real_servers/), installed into
+# var/test-servers/ from PyPI and npm; without the registries the tests that need them skip, saying why.
+test-servers: install
+	$(BIN)/python -m tests.fixtures.real_servers
 
 lint: install
 	$(BIN)/ruff check .

@@ -87,6 +87,10 @@ class ToolFunction(models.Model):
     state = models.CharField(max_length=16, choices=FunctionState.choices, default=FunctionState.ACTIVE)
     enabled = models.BooleanField(default=True)
     requires_approval = models.BooleanField(null=True, blank=True)
+    # An admin's choice beats what the server's annotations claim (blank: follow the annotations).
+    safety_override = models.CharField(max_length=16, choices=Safety.choices, blank=True, default="")
+    # Why Toolhub cannot call this function (e.g. it requires MCP tasks); blank when it can.
+    unsupported_reason = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -96,6 +100,29 @@ class ToolFunction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool.name}.{self.name}"
+
+    @property
+    def annotated_safety(self) -> str | None:
+        """What the MCP annotations say: readOnlyHint -> READ_ONLY, destructiveHint -> DESTRUCTIVE, else None."""
+        return safety_from_annotations(self.annotations)
+
+    @property
+    def safety(self) -> str:
+        """Effective safety: the admin's override, else the annotations, else the tool's own safety."""
+        return self.safety_override or self.annotated_safety or self.tool.safety
+
+
+def safety_from_annotations(annotations: dict | None) -> str | None:  # type: ignore[type-arg]
+    """MCP tool annotations to a safety class; unannotated functions follow their tool."""
+    if not isinstance(annotations, dict):
+        return None
+    if annotations.get("readOnlyHint") is True:
+        return Safety.READ_ONLY
+    if annotations.get("destructiveHint") is True:
+        return Safety.DESTRUCTIVE
+    if annotations.get("readOnlyHint") is False and annotations.get("destructiveHint") is False:
+        return Safety.WRITE
+    return None
 
 
 class CallStatus(models.TextChoices):
@@ -120,6 +147,9 @@ class ToolCall(models.Model):
     cost_ms = models.PositiveIntegerField(default=0)
     result_excerpt = models.TextField(blank=True, default="")
     result_size = models.PositiveIntegerField(default=0)
+    # The MCP content list with long strings cut (image data, blobs), and the server's log messages.
+    result_content = models.JSONField(null=True, blank=True)
+    server_logs = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:

@@ -84,8 +84,36 @@ class _Call:
             "error_code": DENIED if self.status == "denied" else (r.error_code if r else None),
             "error": "refused by a human reviewer" if self.status == "denied" else (r.error if r else None),
             "content": self.content,
+            "parts": display_parts(r.content) if r and self.status in ("ok", "error") else [],
             "cost_ms": r.cost_ms if r else 0,
         }
+
+
+# Images larger than this (base64 characters) are shown as a placeholder, not streamed to the page.
+MAX_DISPLAY_IMAGE_CHARS = 1_500_000
+DISPLAY_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def display_parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The non-text blocks a page can show: raster images (inline data) and links (uri, name)."""
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "image":
+            mime = str(block.get("mimeType") or "")
+            data = block.get("data")
+            if mime in DISPLAY_IMAGE_TYPES and isinstance(data, str) and len(data) <= MAX_DISPLAY_IMAGE_CHARS:
+                parts.append({"type": "image", "mimeType": mime, "data": data})
+            else:
+                parts.append({"type": "note", "text": f"[image: {mime or 'unknown type'} not shown]"})
+        elif kind == "resource_link":
+            parts.append({"type": "link", "uri": str(block.get("uri") or ""),
+                          "name": str(block.get("title") or block.get("name") or block.get("uri") or "")})
+        elif kind == "resource":
+            resource = block.get("resource") or {}
+            parts.append({"type": "link", "uri": str(resource.get("uri") or ""),
+                          "name": str(resource.get("uri") or "")})
+    return parts
 
 
 def render_result(result: ToolResult, cap: int) -> str:

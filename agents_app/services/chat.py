@@ -119,7 +119,9 @@ class ChatRun:
                 if name == "tool.call":
                     data = _redacted_call(run, data)
                 elif name == "tool.result":
-                    data = {**data, "content": scrub_text(data.get("content") or "", _secrets_of(run, data))}
+                    secrets = _secrets_of(run, data)
+                    data = {**data, "content": scrub_text(data.get("content") or "", secrets),
+                            "parts": redact(data.get("parts") or [], secrets)}
                 elif name == "approval.required":
                     data = _request_approval(run, data)
                 elif name == "done" and data.get("status") == "paused":

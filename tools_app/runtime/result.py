@@ -27,7 +27,11 @@ ERROR_CODES = (
 
 @dataclass
 class ToolResult:
-    """Outcome of one call: structured `data`, joined `text`, or a typed error."""
+    """Outcome of one call: structured `data`, joined `text`, the whole MCP `content` list, or a typed error.
+
+    `content` holds plain JSON dicts (the MCP wire shape: type, mimeType, data/uri/text, annotations)
+    so the secret scrubber and the gateway can treat it as data.
+    """
 
     success: bool
     data: Any = None
@@ -35,11 +39,13 @@ class ToolResult:
     error_code: str | None = None
     error: str | None = None
     cost_ms: int = 0
+    content: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def ok(cls, *, data: Any = None, text: str = "", **meta: Any) -> ToolResult:
-        return cls(success=True, data=data, text=text, meta=dict(meta))
+    def ok(cls, *, data: Any = None, text: str = "", content: list[dict[str, Any]] | None = None,
+           **meta: Any) -> ToolResult:
+        return cls(success=True, data=data, text=text, content=list(content or []), meta=dict(meta))
 
     @classmethod
     def fail(cls, code: str, message: str, **meta: Any) -> ToolResult:
@@ -49,4 +55,7 @@ class ToolResult:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("meta", None)
+        if not out["content"] and self.text:
+            # Built-in and HTTP tools answer text only: the same list shape for every caller.
+            out["content"] = [{"type": "text", "text": self.text}]
         return out

@@ -25,6 +25,7 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.builtins import invoke_builtin
+from tools_app.runtime.content import excerpt
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
 from tools_app.runtime.result import ToolResult
@@ -156,6 +157,38 @@ def tool_invoke(
     return Invocation(result, call)
 
 
+def content_excerpt(content: list[dict[str, Any]], cap: int, secrets: list[str]) -> list[dict[str, Any]] | None:
+    """The content list for the audit row: long strings cut, then blocks dropped until it fits `cap` chars."""
+    if not content:
+        return None
+    blocks = redact(excerpt(content), secrets)
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for block in blocks:
+        size = len(json.dumps(block, default=str))
+        if used + size > cap:
+            kept.append({"type": "omitted", "blocks": len(blocks) - len(kept)})
+            break
+        kept.append(block)
+        used += size
+    return kept
+
+
+def logs_excerpt(logs: Any, cap: int, secrets: list[str]) -> list[dict[str, Any]] | None:
+    """The server's log messages sent during the call, newest kept when over `cap` chars."""
+    if not logs:
+        return None
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for entry in reversed(redact(list(logs), secrets)):
+        size = len(json.dumps(entry, default=str))
+        if used + size > cap:
+            break
+        kept.append(entry)
+        used += size
+    return list(reversed(kept))
+
+
 def audit(
     *, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any, result: ToolResult, status: str,
     secrets: list[str], agent: Any = None, conversation: Any = None,
@@ -166,6 +199,8 @@ def audit(
         full = result.error or ""
     cap = settings.TOOLHUB_AUDIT_RESULT_CHARS
     return ToolCall.objects.create(
+        result_content=content_excerpt(result.content, cap, secrets),
+        server_logs=logs_excerpt(result.meta.get("logs"), cap, secrets),
         tenant=tenant,
         tool=tool,
         tool_name=tool.name,

@@ -8,6 +8,7 @@ from typing import Any
 import mcp_types as types
 from mcp.client.session import ClientSession
 
+from tools_app.runtime.content import content_dicts, joined_text
 from tools_app.runtime.errors import ProtocolError
 from tools_app.runtime.result import BUSINESS_ERROR, ToolResult
 from tools_app.runtime.schemas import schema_hash
@@ -86,20 +87,14 @@ def build_discovery(init: types.InitializeResult | None, functions: list[Functio
     )
 
 
-def _content_text(item: Any) -> str:
-    if isinstance(item, types.TextContent):
-        return item.text
-    kind = getattr(item, "type", "content")
-    mime = getattr(item, "mime_type", None)
-    return f"[{kind}{': ' + mime if mime else ''}]"
-
-
 def to_tool_result(result: types.CallToolResult) -> ToolResult:
-    """Structured content becomes `data`, text contents joined become `text`; isError is a business error."""
-    text = "\n".join(_content_text(item) for item in result.content or [])
+    """The content list kept whole, its readable text joined, structuredContent as `data`; isError a business error."""
+    content = content_dicts(list(result.content or []))
+    text = joined_text(content)
     if result.is_error:
         out = ToolResult.fail(BUSINESS_ERROR, text or "the tool reported an error")
         out.text = text
         out.data = result.structured_content
+        out.content = content
         return out
-    return ToolResult.ok(data=result.structured_content, text=text)
+    return ToolResult.ok(data=result.structured_content, text=text, content=content)

@@ -1,0 +1,55 @@
+"""Chat with a real third-party MCP server (server-everything over stdio): what the model and the page get."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tenants_app.models import Role
+from tests.agents_app.support import chat, events, make_agent, make_model
+from tests.fixtures import real_servers as rs
+from tests.fixtures.fake_llm import call, text
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
+
+
+@pytest.fixture
+def member(tenant: Any, member_client: Any) -> Any:
+    return member_client(tenant, Role.MEMBER)
+
+
+@pytest.fixture
+def everything(api: Any) -> int:
+    rs.require("npm")
+    resp = api.post("/api/v1/tools/", {"name": "everything", "type": "LOCAL", "config": {
+        "command": rs.node(), "args": [rs.npm_entry(rs.EVERYTHING), "stdio"], "startup_timeout_s": 30}},
+        format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    return tool_id
+
+
+def tool_messages(llm: Any) -> list[str]:
+    last = llm.requests[-1]["messages"]
+    return [str(m["content"]) for m in last if m.get("role") == "tool"]
+
+
+def test_model_reads_resource_text_and_an_image_placeholder(api: Any, member: Any, start_llm: Any,
+                                                            everything: int) -> None:
+    llm = start_llm([
+        call("everything__get-tiny-image", {}),
+        call("everything__get-resource-reference", {"resourceType": "Text", "resourceId": 2}),
+        text("done"),
+    ])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": everything}])
+    body = chat(member, agent_id, "show me")
+    assert body["status"] == "completed", body
+    image_text, resource_text = tool_messages(llm)
+    assert "[image: image/png, " in image_text and "The image above is the MCP logo." in image_text
+    assert "demo://resource/" in resource_text and "Resource 2" in resource_text
+    image_result, resource_result = events(body, "tool.result")
+    image_part = next(p for p in image_result["parts"] if p["type"] == "image")
+    assert image_part["mimeType"] == "image/png" and image_part["data"].startswith("iVBOR")
+    assert any(p["type"] == "link" and p["uri"].startswith("demo://resource/") for p in resource_result["parts"])

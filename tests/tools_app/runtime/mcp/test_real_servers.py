@@ -1,0 +1,69 @@
+"""The real third-party MCP servers (npm and PyPI, pinned in tests/fixtures/real_servers) through the pool."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fixtures import real_servers as rs
+from tests.tools_app.runtime.mcp.conftest import Specs
+from tools_app.runtime.mcp import ServerSpec, SessionPool
+
+TRANSPORTS = ["stdio", "streamable_http", "sse"]
+
+
+@pytest.fixture(scope="module")
+def npm_servers() -> None:
+    rs.require("npm")
+
+
+@pytest.fixture(params=TRANSPORTS)
+def everything(request: Any, npm_servers: None, specs: Specs) -> Iterator[ServerSpec]:
+    """server-everything as a LOCAL (stdio) or REMOTE (streamable HTTP, SSE) tool spec."""
+    if request.param == "stdio":
+        yield specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"],
+                          startup_timeout_s=30)
+        return
+    served = "streamableHttp" if request.param == "streamable_http" else "sse"
+    with rs.everything_http(served) as (url, _proc):
+        yield specs.remote(url, request.param, timeout_s=20)
+
+
+def test_image_content_is_kept_whole(pool: SessionPool, everything: ServerSpec) -> None:
+    result = pool.call(everything, "get-tiny-image", {})
+    assert result.success, result.error
+    kinds = [block["type"] for block in result.content]
+    assert kinds == ["text", "image", "text"]
+    image = result.content[1]
+    assert image["mimeType"] == "image/png"
+    assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+    assert "[image: image/png, " in result.text and "bytes]" in result.text
+    assert result.as_dict()["content"] == result.content
+
+
+def test_embedded_resource_keeps_text_and_uri(pool: SessionPool, everything: ServerSpec) -> None:
+    result = pool.call(everything, "get-resource-reference", {"resourceType": "Text", "resourceId": 1})
+    assert result.success, result.error
+    resource = next(b for b in result.content if b["type"] == "resource")["resource"]
+    assert resource["uri"].startswith("demo://resource/")
+    assert resource["text"]
+    assert resource["uri"] in result.text and resource["text"] in result.text
+
+
+def test_resource_links_keep_name_and_uri(pool: SessionPool, everything: ServerSpec) -> None:
+    result = pool.call(everything, "get-resource-links", {"count": 2})
+    assert result.success, result.error
+    links = [b for b in result.content if b["type"] == "resource_link"]
+    assert len(links) == 2
+    for link in links:
+        assert link["uri"] and link["name"]
+        assert link["uri"] in result.text and link["name"] in result.text
+
+
+def test_structured_content_is_data(pool: SessionPool, everything: ServerSpec) -> None:
+    result = pool.call(everything, "get-structured-content", {"location": "New York"})
+    assert result.success, result.error
+    assert isinstance(result.data, dict) and "temperature" in result.data

@@ -1,0 +1,68 @@
+"""Real third-party MCP servers through the API: content kept whole, audit excerpts, annotations to safety."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from tests.fixtures import real_servers as rs
+from tools_app import adapters
+from tools_app.models import ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _close_pool() -> Any:
+    yield
+    adapters.pool().close_all()
+
+
+@pytest.fixture
+def npm_servers() -> None:
+    rs.require("npm")
+
+
+def make(api: Any, name: str, config: dict[str, Any], tool_type: str = "LOCAL") -> int:
+    resp = api.post("/api/v1/tools/", {"name": name, "type": tool_type, "config": config}, format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = int(resp.json()["id"])
+    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
+    assert refreshed["ok"], refreshed
+    return tool_id
+
+
+def everything(api: Any) -> int:
+    return make(api, "everything", {"command": rs.node(), "args": [rs.npm_entry(rs.EVERYTHING), "stdio"],
+                                    "startup_timeout_s": 30})
+
+
+def invoke(api: Any, tool_id: int, function: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    resp = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": function, "arguments": arguments}, format="json")
+    assert resp.status_code == 200, resp.content
+    return dict(resp.json())
+
+
+def test_invoke_body_keeps_the_content_list_and_audit_keeps_an_excerpt(api: Any, npm_servers: None,
+                                                                       settings: Any) -> None:
+    settings.TOOLHUB_AUDIT_RESULT_CHARS = 2000
+    tool_id = everything(api)
+    body = invoke(api, tool_id, "get-tiny-image", {})
+    assert body["success"] is True, body
+    image = body["content"][1]
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+    assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+    assert "[image: image/png" in body["text"]
+    row = ToolCall.objects.get(pk=body["call_id"])
+    assert [b["type"] for b in row.result_content] == ["text", "image", "text"]
+    stored = row.result_content[1]["data"]
+    assert len(stored) < len(image["data"]) and stored.endswith(f"[{len(image['data'])} chars]")
+    assert "[image: image/png" in row.result_excerpt
+
+
+def test_text_only_tools_answer_a_content_list_too(api: Any, npm_servers: None) -> None:
+    tool_id = everything(api)
+    body = invoke(api, tool_id, "echo", {"message": "hello"})
+    assert body["content"] == [{"type": "text", "text": "Echo: hello"}]
