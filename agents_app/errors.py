@@ -44,15 +44,3 @@ class NothingToResume(Conflict):
 
 class ApprovalsPending(Conflict):
     code = "approvals_pending"
-
-
-class ApprovalExpired(Conflict):
-    code = "approval_expired"
-
-
-class ApprovalDecided(Conflict):
-    code = "approval_already_decided"
-
-
-class NotApprover(PermissionDenied):
-    code = "permission_denied"

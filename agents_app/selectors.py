@@ -106,13 +106,14 @@ def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[Function
     rows = ToolFunction.objects.filter(tool__tenant=tenant, tool_id__in=tool_ids).values_list(
         "tool_id", "tool__name", "tool__type", "tool__status", "tool__disabled_until", "name", "description",
         "input_schema", "state", "enabled", "tool__safety", "tool__requires_approval", "requires_approval",
-        "tool__tenant_id",
+        "tool__tenant_id", "annotations",
     )
     return [
         FunctionCandidate(
             tool_id=r[0], tool_name=r[1], tool_type=r[2], tool_status=r[3], tool_disabled_until=r[4], function=r[5],
             description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9], safety=r[10],  # type: ignore[arg-type]
             tool_requires_approval=r[11], function_requires_approval=r[12], tenant_id=r[13],
+            annotations=r[14] if isinstance(r[14], dict) else None,
         )
         for r in rows
     ]
@@ -150,21 +151,3 @@ def conversation_approvals(*, conversation: Conversation, pending_only: bool = F
     if pending_only:
         qs = qs.filter(status=ApprovalStatus.PENDING)
     return qs.order_by("id")
-
-
-def approval_get_visible(*, tenant: Tenant, user: Any, approval_id: Any) -> Approval:
-    """An approval its requester or a tenant admin may read; to anyone else it is missing."""
-    approval = approval_get(tenant=tenant, approval_id=approval_id)
-    if approval.requested_by_id != getattr(user, "pk", None) and not is_admin(tenant=tenant, user=user):
-        raise NotFound()
-    return approval
-
-
-def approval_get(*, tenant: Tenant, approval_id: Any, for_update: bool = False) -> Approval:
-    qs = Approval.objects.filter(tenant=tenant).select_related("tool_call", "tool_call__conversation")
-    if for_update:
-        qs = Approval.objects.filter(tenant=tenant).select_for_update()
-    try:
-        return qs.get(pk=_int(approval_id))
-    except Approval.DoesNotExist:
-        raise NotFound() from None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -25,24 +26,38 @@ class TenantViewSet(viewsets.GenericViewSet):
     """Every API view's base: the tenant comes from X-Tenant and the queryset from a tenant-first selector.
 
     Subclasses define `scoped_queryset(*, tenant, user)`; defining `get_queryset` is refused at import.
-    `read_role` / `write_role` set the minimum membership role for safe and unsafe methods.
+    Roles are declared, never computed per request: `read_role` / `write_role` set the minimum membership
+    role for safe and unsafe methods, and `action_roles` overrides them for named actions
+    (`{"invoke": Role.MEMBER}`). Overriding `initial`, `check_permissions` or `get_permissions` is refused
+    at import, so no view can bypass or mutate the check.
     """
 
     read_role: ClassVar[Role] = Role.VIEWER
     write_role: ClassVar[Role] = Role.ADMIN
+    action_roles: ClassVar[Mapping[str, Role]] = MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "get_queryset" in cls.__dict__ or "queryset" in cls.__dict__:
             raise TypeError(f"{cls.__name__}: define scoped_queryset(*, tenant, user), not get_queryset")
+        for name in ("initial", "check_permissions", "get_permissions", "permission_classes", "get_object"):
+            if name in cls.__dict__:
+                raise TypeError(f"{cls.__name__}: declare read_role/write_role/action_roles instead of {name}")
+        cls.action_roles = MappingProxyType(dict(cls.action_roles))  # read-only: no view mutates its roles
+
+    def required_role(self, request: Request) -> Role:
+        """The declared role for this action, else the read or write role of the method."""
+        role = self.action_roles.get(self.action or "")
+        if role is not None:
+            return role
+        return self.read_role if request.method in ("GET", "HEAD", "OPTIONS") else self.write_role
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"))
         request.tenant = tenant  # type: ignore[attr-defined]
         request.membership = membership  # type: ignore[attr-defined]
-        needed = self.read_role if request.method in ("GET", "HEAD", "OPTIONS") else self.write_role
-        membership.require(needed)
+        membership.require(self.required_role(request))
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         raise NotImplementedError
@@ -56,6 +71,7 @@ class TenantViewSet(viewsets.GenericViewSet):
         return self.scoped_queryset(tenant=self.request.tenant, user=self.request.user)  # type: ignore[attr-defined]
 
     def get_object(self) -> Model:
+        """Detail objects come through the scoped queryset too: another tenant's object is NotFound."""
         try:
             return super().get_object()
         except (Http404, ValueError, TypeError):

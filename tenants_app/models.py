@@ -23,6 +23,10 @@ class Tenant(models.Model):
     admins_can_approve = models.BooleanField(
         default=False, help_text="Tenant admins may decide approvals requested by other members"
     )
+    approval_second_person = models.BooleanField(
+        default=False,
+        help_text="Every approval needs an owner/admin other than the requester (four-eyes rule)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

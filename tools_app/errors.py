@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.errors import DomainError, NameTaken, NotFound
+from core.errors import Conflict, DomainError, NameTaken, NotFound, PermissionDenied
 
 __all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 
@@ -44,3 +44,15 @@ class ApprovalRequired(ToolError):
 
 class ImportFailed(ToolError):
     code = "import_failed"
+
+
+class ApprovalExpired(Conflict):
+    code = "approval_expired"
+
+
+class ApprovalDecided(Conflict):
+    code = "approval_already_decided"
+
+
+class NotApprover(PermissionDenied):
+    code = "permission_denied"

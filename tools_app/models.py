@@ -164,11 +164,21 @@ class ApprovalStatus(models.TextChoices):
     EXPIRED = "expired", "Expired"
 
 
+class ApprovalVia(models.TextChoices):
+    CHAT = "chat", "Chat"
+    INVOKE = "invoke", "Direct invoke"
+    GATEWAY = "gateway", "MCP gateway"
+
+
 class Approval(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approvals")
     tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    via = models.CharField(max_length=16, choices=ApprovalVia.choices, default=ApprovalVia.CHAT)
+    # The held call's arguments, unredacted and encrypted, for the call an approval runs itself (direct
+    # invoke, gateway); cleared once decided. Chat runs keep theirs in the conversation transcript.
+    held_arguments = EncryptedJSONField(null=True, blank=True)
     count = models.PositiveIntegerField(default=1)
     warning = models.TextField(blank=True, default="")
     decided_by = models.ForeignKey(

@@ -6,12 +6,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
 from guardian.shortcuts import get_objects_for_user
 
+from core.errors import NotFound
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import membership_role
 from tools_app.errors import ToolNotFound
-from tools_app.models import FunctionState, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.models import (
+    Approval,
+    ApprovalStatus,
+    FunctionState,
+    Tool,
+    ToolCall,
+    ToolFunction,
+    ToolStatus,
+    ToolType,
+)
 
 
 @dataclass(frozen=True)
@@ -111,3 +122,67 @@ def tool_call_list(*, tenant: Tenant, tool: str = "", status: str = "") -> Query
     if status:
         qs = qs.filter(status=status)
     return qs
+
+
+# --- approvals ------------------------------------------------------------------------------------
+
+
+def is_tenant_admin(*, tenant: Tenant, user: Any) -> bool:
+    """Owner or admin of the tenant (superusers count as admins)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    return membership_role(tenant=tenant, user=user) in (Role.OWNER, Role.ADMIN)
+
+
+def _approvals(tenant: Tenant) -> QuerySet[Approval]:
+    return Approval.objects.filter(tenant=tenant).select_related(
+        "tool_call", "tool_call__tool", "requested_by", "decided_by"
+    )
+
+
+def approvals_visible(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
+    """Approvals a user may read: their own requests; all of the tenant's for its owners/admins."""
+    qs = _approvals(tenant)
+    if is_tenant_admin(tenant=tenant, user=user):
+        return qs
+    return qs.filter(requested_by_id=getattr(user, "pk", None))
+
+
+def approvals_decidable(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
+    """Approvals a user may decide, under the tenant's policy (see services.approvals.may_decide)."""
+    qs = _approvals(tenant)
+    user_id = getattr(user, "pk", None)
+    admin = is_tenant_admin(tenant=tenant, user=user)
+    if tenant.approval_second_person:
+        return qs.exclude(requested_by_id=user_id) if admin else qs.none()
+    if admin and tenant.admins_can_approve:
+        return qs
+    return qs.filter(requested_by_id=user_id)
+
+
+def approval_list(*, tenant: Tenant, user: Any, status: str = "") -> QuerySet[Approval]:
+    """What the user may decide, newest first; `pending` leaves out requests already past their expiry."""
+    qs = approvals_decidable(tenant=tenant, user=user)
+    if status:
+        qs = qs.filter(status=status)
+        if status == ApprovalStatus.PENDING:
+            qs = qs.filter(expires_at__gt=timezone.now())
+    return qs.order_by("-created_at", "-id")
+
+
+def approval_get_visible(*, tenant: Tenant, user: Any, approval_id: Any, for_update: bool = False) -> Approval:
+    """An approval the user may read; a foreign, hidden or missing one is the same NotFound."""
+    qs = approvals_visible(tenant=tenant, user=user)
+    if for_update:
+        qs = qs.select_for_update(of=("self",))
+    try:
+        return qs.get(pk=int(approval_id))
+    except (Approval.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound() from None
+
+
+def approvals_of(*, tenant: Tenant, ids: list[int], pending_only: bool = False) -> QuerySet[Approval]:
+    qs = _approvals(tenant).filter(pk__in=ids)
+    if pending_only:
+        qs = qs.filter(status=ApprovalStatus.PENDING)
+    return qs.order_by("id")

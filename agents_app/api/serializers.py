@@ -10,7 +10,7 @@ from rest_framework import serializers
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
 from agents_app.services import KEEP, AgentInput, ChatModelInput, ToolLink
 from core.serializers import StrictInputSerializer
-from tools_app.models import Approval
+from tools_app.api.serializers import ApprovalOut
 
 MAX_MESSAGE_CHARS = 32_000
 
@@ -104,21 +104,6 @@ class MessageOut(serializers.ModelSerializer):
     class Meta:
         model = Message
         fields = ["id", "role", "content", "tool_calls", "tool_call_id", "created_at"]
-
-
-class ApprovalOut(serializers.ModelSerializer):
-    approval_id = serializers.IntegerField(source="pk")
-    tool = serializers.CharField(source="tool_call.tool_name")
-    function = serializers.CharField(source="tool_call.function")
-    arguments = serializers.JSONField(source="tool_call.arguments")
-    conversation_id = serializers.IntegerField(source="tool_call.conversation_id", allow_null=True)
-    requested_by = serializers.CharField(source="requested_by.username")
-    decided_by = serializers.CharField(source="decided_by.username", default=None)
-
-    class Meta:
-        model = Approval
-        fields = ["approval_id", "status", "tool", "function", "arguments", "count", "warning", "conversation_id",
-                  "requested_by", "decided_by", "decided_at", "expires_at", "created_at"]
 
 
 class ConversationListOut(serializers.ModelSerializer):

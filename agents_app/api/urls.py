@@ -2,11 +2,10 @@
 
 from rest_framework.routers import SimpleRouter
 
-from agents_app.api.views import AgentViewSet, ApprovalViewSet, ChatModelViewSet, ConversationViewSet
+from agents_app.api.views import AgentViewSet, ChatModelViewSet, ConversationViewSet
 
 router = SimpleRouter()
 router.register("models", ChatModelViewSet, basename="chat-model")
 router.register("agents", AgentViewSet, basename="agent")
 router.register("conversations", ConversationViewSet, basename="conversation")
-router.register("approvals", ApprovalViewSet, basename="approval")
 urlpatterns = router.urls

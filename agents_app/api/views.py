@@ -134,11 +134,8 @@ class AgentViewSet(TenantViewSet):
     """Agents (admins manage; members see the agents they may use) and the chat endpoint."""
 
     serializer_class = s.AgentOut
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        # Members chat; only the management methods need an admin.
-        self.write_role = Role.MEMBER if self.action == "chat" else Role.ADMIN  # type: ignore[misc]
-        super().initial(request, *args, **kwargs)
+    # Members chat; only the management methods need an admin.
+    action_roles = {"chat": Role.MEMBER}
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.agent_list(tenant=tenant, user=user)
@@ -237,35 +234,3 @@ class ConversationViewSet(TenantViewSet):
     def get_throttles(self) -> builtins.list[Any]:
         self.throttle_scope = "chat" if self.action == "resume" else ""
         return super().get_throttles()
-
-
-class ApprovalViewSet(TenantViewSet):
-    """Decisions on held tool calls."""
-
-    read_role = Role.MEMBER
-    write_role = Role.MEMBER
-    serializer_class = s.ApprovalOut
-
-    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
-        raise NotImplementedError  # no list: approvals are reached through their conversation
-
-    @extend_schema(responses=s.ApprovalOut)
-    def retrieve(self, request: Request, pk: Any = None) -> Response:
-        approval = selectors.approval_get_visible(tenant=request.tenant, user=request.user, approval_id=pk)  # type: ignore[attr-defined]
-        return Response(s.ApprovalOut(approval).data)
-
-    def _decide(self, request: Request, pk: Any, decision: str) -> Response:
-        approval = services.approval_decide(
-            tenant=request.tenant, actor=request.user, approval_id=pk, decision=decision  # type: ignore[attr-defined]
-        )
-        return Response(s.ApprovalOut(selectors.approval_get(tenant=request.tenant, approval_id=approval.pk)).data)  # type: ignore[attr-defined]
-
-    @extend_schema(request=None, responses=s.ApprovalOut)
-    @action(detail=True, methods=["post"], url_path="approve")
-    def approve(self, request: Request, pk: Any = None) -> Response:
-        return self._decide(request, pk, "approve")
-
-    @extend_schema(request=None, responses=s.ApprovalOut)
-    @action(detail=True, methods=["post"], url_path="deny")
-    def deny(self, request: Request, pk: Any = None) -> Response:
-        return self._decide(request, pk, "deny")

@@ -1,4 +1,7 @@
-"""Approval batches: identical guarded calls of one turn share one decision, keyed so it cannot be replayed."""
+"""Approval batches: identical guarded calls of one turn share one decision, keyed so it cannot be replayed.
+
+Which calls need approval and what warning they carry is decided by tools_app.runtime.approval_policy.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools_app.runtime.schemas import canonical_json
-
-DESTRUCTIVE_WARNING = "This call is marked DESTRUCTIVE: it may delete or irreversibly change data."
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import httpx2
 
-from agents_app.runtime.approvals import DESTRUCTIVE_WARNING, ApprovalRequest, approval_key
+from agents_app.runtime.approvals import ApprovalRequest, approval_key
 from agents_app.runtime.model_client import ModelClient, ModelConfig, ModelError, ModelTurn
 from agents_app.runtime.toolset import Toolset, ToolsetFunction
 from agents_app.runtime.transcript import (
@@ -22,6 +22,7 @@ from agents_app.runtime.transcript import (
     pending_calls,
     steps_taken,
 )
+from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
@@ -361,7 +362,7 @@ def _process_calls(
                     function=fn.function,
                     arguments=members[0].arguments,
                     safety=fn.safety,
-                    warning=DESTRUCTIVE_WARNING if fn.safety == "DESTRUCTIVE" else None,
+                    warning=approval_warning(fn.safety),
                     call_ids=ids,
                 )
             )

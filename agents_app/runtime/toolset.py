@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from tools_app.runtime import approval_policy
+
 FunctionState = Literal["ACTIVE", "CHANGED", "REMOVED"]
 Safety = Literal["READ_ONLY", "WRITE", "DESTRUCTIVE"]
 
@@ -38,6 +40,7 @@ class FunctionCandidate:
     tool_requires_approval: bool
     function_requires_approval: bool | None
     tenant_id: int
+    annotations: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -186,11 +189,12 @@ def assemble(
                 attempt += 1
                 name = _with_suffix(name, f"{c.tool_id}/{c.function}/{attempt}")
         taken.add(name)
-        needs_approval = bool(
-            c.function_requires_approval
-            or (c_link is not None and c_link.requires_approval)
-            or c.tool_requires_approval
-            or c.safety == "DESTRUCTIVE"
+        needs_approval = approval_policy.needs_approval(
+            function_flag=c.function_requires_approval,
+            link_flag=c_link.requires_approval if c_link is not None else None,
+            tool_flag=c.tool_requires_approval,
+            safety=c.safety,
+            annotations=c.annotations,
         )
         functions.append(
             ToolsetFunction(

@@ -1,6 +1,5 @@
 """Agents writes. Each module holds one family of services; import them from here."""
 
-from agents_app.services.approvals import approval_decide
 from agents_app.services.catalog import (
     KEEP,
     AgentInput,
@@ -24,7 +23,6 @@ __all__ = [
     "agent_create",
     "agent_delete",
     "agent_update",
-    "approval_decide",
     "chat_model_create",
     "chat_model_delete",
     "chat_model_update",

@@ -7,7 +7,6 @@ generator early (a client that hangs up) still persists a consistent transcript.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
@@ -37,12 +36,12 @@ from core.secrets import redact, scrub_text
 from tenants_app.models import Tenant
 from tools_app import adapters
 from tools_app.configs import secret_values
-from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool
-from tools_app.runtime import result as codes
+from tools_app.models import ApprovalStatus, ApprovalVia, Tool
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
-from tools_app.services.invoke import audit, needs_approval, tool_invoke
+from tools_app.services.approvals import approval_request, approvals_expire
+from tools_app.services.invoke import tool_invoke
 
 DEMO_MODEL_NAME = "toolhub-demo"
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant on Toolhub. Use the offered tools when they help."
@@ -189,6 +188,7 @@ def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset,
     tools = {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)}
     usable = set(usable_tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
     candidates = selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
+    # Each function's needs_approval comes from tools_app's one approval rule, applied inside assembly.
     toolset = assemble(
         tenant_id=tenant.pk,
         candidates=candidates,
@@ -197,24 +197,8 @@ def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset,
         usable_tool_ids=usable,
         now=timezone.now(),
     )
-    # One approval policy for API invocations and chats: tools_app decides, incl. the link's flag.
-    link_flags = {link.tool_id: link.requires_approval for link in links}
-    fns = {(c.tool_id, c.function): c for c in candidates}
-    functions = []
-    for f in toolset:
-        tool = tools[f.tool_id]
-        row = fns[(f.tool_id, f.function)]
-        fn_flag = _FnFlag(row.function_requires_approval)
-        functions.append(dataclasses.replace(f, needs_approval=needs_approval(tool, fn_flag, link_flags.get(f.tool_id))))  # type: ignore[arg-type]
     secrets = {t.pk: secret_values(t.type, t.config) for t in tools.values()}
-    return Toolset(tuple(functions)), secrets
-
-
-@dataclass(frozen=True)
-class _FnFlag:
-    """The one attribute of a ToolFunction that needs_approval reads."""
-
-    requires_approval: bool | None
+    return toolset, secrets
 
 
 def _system_message(agent: Agent) -> dict[str, Any]:
@@ -240,7 +224,8 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
         _claim(conversation)
         if conversation.status == ConversationStatus.AWAITING_APPROVAL:
             # A new message abandons the paused calls: their approvals can no longer run anything.
-            _expire(selectors.conversation_approvals(conversation=conversation, pending_only=True), reason="moved on")
+            approvals_expire(tenant=tenant, reason="moved on",
+                             approvals=selectors.conversation_approvals(conversation=conversation, pending_only=True))
     else:
         conversation = Conversation.objects.create(tenant=tenant, agent=agent, user=actor, title=message[:200])
     messages: list[dict[str, Any]] = list((conversation.run_state or {}).get("messages") or [])
@@ -258,25 +243,11 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
                 toolset=toolset, secrets=secrets, messages=messages, persisted=persisted)
 
 
-def _expire(approvals: Any, *, reason: str) -> None:
-    now = timezone.now()
-    for approval in approvals:
-        if approval.status == ApprovalStatus.PENDING:
-            approval.status = ApprovalStatus.EXPIRED
-            approval.decided_at = now
-            approval.save(update_fields=["status", "decided_at"])
-            approval.tool_call.status = CallStatus.DENIED
-            approval.tool_call.error = f"not executed: the approval {reason}"
-            approval.tool_call.save(update_fields=["status", "error"])
-
-
 @transaction.atomic
 def _expire_due(*, tenant: Tenant, actor: Any, conversation_id: Any) -> None:
     conversation = selectors.conversation_get(tenant=tenant, user=actor, conversation_id=conversation_id)
-    due = selectors.conversation_approvals(conversation=conversation, pending_only=True).filter(
-        expires_at__lte=timezone.now()
-    )
-    _expire(list(due), reason="expired")
+    pending = selectors.conversation_approvals(conversation=conversation, pending_only=True)
+    approvals_expire(tenant=tenant, approvals=pending, due_only=True)
 
 
 @transaction.atomic
@@ -355,6 +326,7 @@ def _executor(run: _Run) -> loop.Execute:
                 approved=call_id in run.approved_call_ids,
                 agent=run.agent,
                 conversation=run.conversation,
+                via=ApprovalVia.CHAT,
             )
             result = done.result
             if result.text:
@@ -384,18 +356,10 @@ def _request_approval(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
     """Record the held batch as an awaiting ToolCall plus an Approval; the event carries its id."""
     fn = run.toolset.get(data["name"])
     assert fn is not None
-    secrets = run.secrets.get(fn.tool_id, [])
-    with transaction.atomic():
-        tool = Tool.objects.get(tenant=run.tenant, pk=fn.tool_id)
-        refused = ToolResult.fail(codes.APPROVAL_REQUIRED, f"calls to {fn.tool_name}.{fn.function} need a person's approval")
-        call = audit(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function, arguments=data["arguments"],
-                     result=refused, status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=run.agent,
-                     conversation=run.conversation)
-        approval = Approval.objects.create(
-            tenant=run.tenant, tool_call=call, requested_by=run.actor, count=int(data.get("count") or 1),
-            warning=data.get("warning") or "",
-            expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
-        )
+    approval = approval_request(
+        tenant=run.tenant, actor=run.actor, tool=fn.tool_id, function=fn.function, arguments=data["arguments"],
+        agent=run.agent, conversation=run.conversation, via=ApprovalVia.CHAT, count=int(data.get("count") or 1),
+    )
     run.approvals[data["key"]] = {"id": approval.pk, "call_ids": list(data.get("call_ids") or [])}
     return _pending_out(run, data)
 

@@ -245,14 +245,20 @@ def test_only_the_asker_decides(tenant: Any, api: Any, member: Any, member_clien
     required = _paused(tenant, api, member, start_llm)
     other = member_client(tenant, Role.MEMBER)
     assert member.get(f"/api/v1/approvals/{required['approval_id']}/").json()["status"] == "pending"
+    listed = member.get("/api/v1/approvals/?status=pending").json()["results"]  # chat approvals are listed too
+    assert [(a["approval_id"], a["via"]) for a in listed] == [(required["approval_id"], "chat")]
+    assert other.get("/api/v1/approvals/?status=pending").json()["results"] == []
     assert other.get(f"/api/v1/approvals/{required['approval_id']}/").status_code == 404
     conversation_id = ToolCall.objects.get(approval__pk=required["approval_id"]).conversation_id
     assert other.get(f"/api/v1/conversations/{conversation_id}/").status_code == 404
     assert other.post(f"/api/v1/conversations/{conversation_id}/resume/").status_code == 404
     shown = api.get(f"/api/v1/conversations/{conversation_id}/").json()  # admins may read
     assert shown["status"] == "awaiting_approval" and shown["approvals"][0]["approval_id"] == required["approval_id"]
+    # Another member may not see it, so deciding it answers exactly like a missing approval (hole 11).
     resp = other.post(f"/api/v1/approvals/{required['approval_id']}/approve/")
-    assert resp.status_code == 403 and resp.json()["error"]["code"] == "permission_denied"
+    missing = other.post("/api/v1/approvals/999999/approve/")
+    assert resp.status_code == missing.status_code == 404 and resp.json() == missing.json()
+    assert other.post(f"/api/v1/approvals/{required['approval_id']}/deny/").json() == missing.json()
     assert api.post(f"/api/v1/approvals/{required['approval_id']}/approve/").status_code == 403  # admin, policy off
     tenant.admins_can_approve = True
     tenant.save()

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from core.serializers import AnyJSONField, StrictInputSerializer
 from tools_app.configs import mask_config
-from tools_app.models import Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.models import Approval, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
 from tools_app.services import KEEP, ToolInput
 
 
@@ -133,8 +133,48 @@ InvokeOut = inline_serializer(
         "error": serializers.CharField(allow_null=True),
         "cost_ms": serializers.IntegerField(),
         "call_id": serializers.IntegerField(),
+        "approval_id": serializers.IntegerField(required=False, help_text="Set when the call awaits approval"),
+        "warning": serializers.CharField(required=False, allow_null=True),
+        "expires_at": serializers.DateTimeField(required=False),
     },
 )
+
+
+class ApprovalOut(serializers.ModelSerializer):
+    approval_id = serializers.IntegerField(source="pk")
+    tool = serializers.CharField(source="tool_call.tool_name")
+    tool_id = serializers.IntegerField(source="tool_call.tool_id", allow_null=True)
+    function = serializers.CharField(source="tool_call.function")
+    arguments = serializers.JSONField(source="tool_call.arguments", help_text="As audited: secrets redacted")
+    safety = serializers.SerializerMethodField()
+    conversation_id = serializers.IntegerField(source="tool_call.conversation_id", allow_null=True)
+    requested_by = serializers.CharField(source="requested_by.username")
+    decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
+
+    class Meta:
+        model = Approval
+        fields = ["approval_id", "status", "via", "tool", "tool_id", "function", "arguments", "safety", "count",
+                  "warning", "conversation_id", "requested_by", "decided_by", "decided_at", "expires_at",
+                  "created_at"]
+
+    def get_safety(self, obj: Approval) -> str | None:
+        tool = obj.tool_call.tool
+        return tool.safety if tool is not None else None
+
+
+class ApprovalDecisionOut(ApprovalOut):
+    """Schema of a decision: the approval; approving a direct invoke adds the invoke body's fields."""
+
+    success = serializers.BooleanField(required=False)
+    data = serializers.JSONField(required=False, allow_null=True)  # type: ignore[assignment]
+    text = serializers.CharField(required=False, allow_blank=True)
+    error_code = serializers.CharField(required=False, allow_null=True)
+    error = serializers.CharField(required=False, allow_null=True)
+    cost_ms = serializers.IntegerField(required=False)
+    call_id = serializers.IntegerField(required=False)
+
+    class Meta(ApprovalOut.Meta):
+        fields = [*ApprovalOut.Meta.fields, "success", "data", "text", "error_code", "error", "cost_ms", "call_id"]
 
 
 class FunctionPatchIn(StrictInputSerializer):

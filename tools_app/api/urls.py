@@ -2,9 +2,10 @@
 
 from rest_framework.routers import SimpleRouter
 
-from tools_app.api.views import ToolCallViewSet, ToolViewSet
+from tools_app.api.views import ApprovalViewSet, ToolCallViewSet, ToolViewSet
 
 router = SimpleRouter()
 router.register("tools", ToolViewSet, basename="tool")
 router.register("tool-calls", ToolCallViewSet, basename="tool-call")
+router.register("approvals", ApprovalViewSet, basename="approval")
 urlpatterns = router.urls

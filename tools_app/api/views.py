@@ -20,7 +20,7 @@ from core.parsers import TextYAMLParser, YAMLParser
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
-from tools_app.services import discovery, invoke
+from tools_app.services import approvals, discovery, invoke
 from tools_app.services.tools import parse_ids
 
 LIST_FILTERS = [
@@ -32,6 +32,8 @@ LIST_FILTERS = [
 
 class ToolViewSet(TenantViewSet):
     lookup_value_regex = r"[^/]+"
+    # Members call tools (their use_tool grants and the approval policy apply); managing them needs an admin.
+    action_roles = {"invoke": Role.MEMBER}
     serializer_class = s.ToolOut
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
@@ -203,3 +205,48 @@ class ToolCallViewSet(TenantViewSet):
     def list(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(s.ToolCallOut(page, many=True).data)
+
+
+class ApprovalViewSet(TenantViewSet):
+    """Held tool calls (chat, direct invoke, gateway): list what you may decide, read, approve, deny."""
+
+    read_role = Role.MEMBER
+    write_role = Role.MEMBER
+    serializer_class = s.ApprovalOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return selectors.approval_list(tenant=tenant, user=user, status=self.request.query_params.get("status", ""))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("status", str, enum=["pending", "approved", "denied", "expired"],
+                                     description="pending: still decidable (not past its expiry)")],
+        responses=s.ApprovalOut(many=True),
+    )
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.ApprovalOut(page, many=True).data)
+
+    @extend_schema(responses=s.ApprovalOut)
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        approval = selectors.approval_get_visible(tenant=request.tenant, user=request.user, approval_id=pk)  # type: ignore[attr-defined]
+        return Response(s.ApprovalOut(approval).data)
+
+    def _decide(self, request: Request, pk: Any, approve: bool) -> Response:
+        decision = approvals.approval_decide(
+            tenant=request.tenant, actor=request.user, approval_id=pk, approve=approve  # type: ignore[attr-defined]
+        )
+        approval = selectors.approval_get_visible(
+            tenant=request.tenant, user=request.user, approval_id=decision.approval.pk  # type: ignore[attr-defined]
+        )
+        return Response({**s.ApprovalOut(approval).data, **decision.body()})
+
+    @extend_schema(request=None, responses=s.ApprovalDecisionOut)
+    @action(detail=True, methods=["post"], url_path="approve")
+    def approve(self, request: Request, pk: Any = None) -> Response:
+        """Approve; a direct-invoke request runs now and the answer carries the invoke body."""
+        return self._decide(request, pk, approve=True)
+
+    @extend_schema(request=None, responses=s.ApprovalDecisionOut)
+    @action(detail=True, methods=["post"], url_path="deny")
+    def deny(self, request: Request, pk: Any = None) -> Response:
+        return self._decide(request, pk, approve=False)

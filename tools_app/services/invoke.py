@@ -14,9 +14,10 @@ from tenants_app.models import Tenant
 from tools_app import adapters, selectors
 from tools_app.configs import secret_values
 from tools_app.models import (
+    Approval,
+    ApprovalVia,
     CallStatus,
     FunctionState,
-    Safety,
     Tool,
     ToolCall,
     ToolFunction,
@@ -31,6 +32,7 @@ from tools_app.runtime.http_tool import run_http_tool
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.services import health
+from tools_app.services.approvals import approval_message, approval_request, needs_approval
 
 # Failures that say the server is unwell (they feed the breaker); business errors do not.
 BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
@@ -40,19 +42,14 @@ BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
 class Invocation:
     result: ToolResult
     call: ToolCall
+    approval: Approval | None = None  # set when the call was held for a person
 
     def body(self) -> dict[str, Any]:
-        return {**self.result.as_dict(), "call_id": self.call.pk}
-
-
-def needs_approval(tool: Tool, fn: ToolFunction | None, link_flag: bool | None = None) -> bool:
-    """The function, the agent's link or the tool says so, or the tool is DESTRUCTIVE."""
-    return bool(
-        (fn is not None and fn.requires_approval)
-        or link_flag
-        or tool.requires_approval
-        or tool.safety == Safety.DESTRUCTIVE
-    )
+        out = {**self.result.as_dict(), "call_id": self.call.pk}
+        if self.approval is not None:
+            out.update(approval_id=self.approval.pk, warning=self.approval.warning or None,
+                       expires_at=self.approval.expires_at.isoformat())
+        return out
 
 
 def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any) -> ToolFunction:
@@ -123,24 +120,30 @@ def tool_invoke(
     approved: bool = False,
     agent: Any = None,
     conversation: Any = None,
+    via: str = ApprovalVia.INVOKE,
 ) -> Invocation:
-    """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input."""
+    """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input.
+
+    A call that needs approval is held: for direct invoke and the gateway (`via`) an Approval is created
+    that runs the call once approved; a chat holds its calls before they get here, so one arriving here
+    unapproved (its policy changed mid-run) is refused.
+    """
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
     secrets = secret_values(tool.type, tool.config)
     fn: ToolFunction | None = None
     try:
         fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
         if not approved and needs_approval(tool, fn):
-            raise _Refused(
-                codes.APPROVAL_REQUIRED,
-                f"calls to {tool.name}.{function} need a person's approval"
-                + (" (DESTRUCTIVE tool)" if tool.safety == Safety.DESTRUCTIVE else ""),
-            )
+            if via != ApprovalVia.CHAT:
+                approval = approval_request(tenant=tenant, actor=actor, tool=tool, function=function,
+                                            arguments=arguments, agent=agent, conversation=conversation, via=via)
+                held = ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error)
+                return Invocation(held, approval.tool_call, approval)
+            raise _Refused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
     except _Refused as refused:
         result = ToolResult.fail(refused.code, scrub_text(refused.message, secrets))
-        status = CallStatus.AWAITING_APPROVAL if refused.code == codes.APPROVAL_REQUIRED else CallStatus.DENIED
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
-                                        result=result, status=status, secrets=secrets, agent=agent,
+                                        result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
                                         conversation=conversation))
     result = run(tool, function, arguments)
     if result.error:

@@ -103,6 +103,10 @@ def test_usable_tool_ids_apply_the_users_permission() -> None:
         ({"safety": "WRITE"}, None, False),
         ({}, AgentLink(tool_id=1, requires_approval=True), True),
         ({}, AgentLink(tool_id=1, requires_approval=False), False),
+        ({"function_requires_approval": False, "safety": "DESTRUCTIVE"}, None, True),  # flags never loosen
+        ({"annotations": {"destructiveHint": True}}, None, True),  # the server's own hint makes it stricter
+        ({"annotations": {"destructiveHint": True, "readOnlyHint": True}}, None, False),
+        ({"annotations": {"readOnlyHint": False}}, None, False),  # only an explicit hint counts
     ],
 )
 def test_needs_approval(overrides: dict[str, Any], link: AgentLink | None, expected: bool) -> None:

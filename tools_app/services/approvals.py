@@ -1,0 +1,205 @@
+"""Approvals: the one place that decides which calls need a person, records requests, decisions and expiry.
+
+Used alike by the chat (agents_app), direct invoke (`POST /tools/{id}/invoke/`) and the MCP gateway.
+Who may decide:
+- by default, only the member who asked; tenant owners/admins too when the tenant sets `admins_can_approve`;
+- with the tenant's `approval_second_person`, only an owner/admin other than the requester (four eyes).
+Who may see: the requester and the tenant's owners/admins; to anyone else an approval is missing (404).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.secrets import scrub_text
+from tenants_app.models import Tenant
+from tools_app import selectors
+from tools_app.configs import secret_values
+from tools_app.errors import ApprovalDecided, ApprovalExpired, NotApprover
+from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, Tool, ToolFunction
+from tools_app.runtime import approval_policy
+from tools_app.runtime import result as codes
+from tools_app.runtime.result import ToolResult
+
+if TYPE_CHECKING:
+    from tools_app.services.invoke import Invocation
+
+
+def needs_approval(tool: Tool, fn: ToolFunction | None, link_flag: bool | None = None) -> bool:
+    """The approval rule (tools_app.runtime.approval_policy) applied to a tool and one of its functions."""
+    return approval_policy.needs_approval(
+        function_flag=fn.requires_approval if fn is not None else None,
+        link_flag=link_flag,
+        tool_flag=tool.requires_approval,
+        safety=tool.safety,
+        annotations=fn.annotations if fn is not None else None,
+    )
+
+
+def approval_message(tool: Tool, function: str) -> str:
+    """What a held call answers in place of a result."""
+    return f"calls to {tool.name}.{function} need a person's approval" + (
+        " (DESTRUCTIVE tool)" if approval_policy.approval_warning(tool.safety) else ""
+    )
+
+
+@transaction.atomic
+def approval_request(
+    *,
+    tenant: Tenant,
+    actor: Any,
+    tool: Tool | int,
+    function: str,
+    arguments: dict[str, Any],
+    agent: Any = None,
+    conversation: Any = None,
+    via: str = ApprovalVia.INVOKE,
+    count: int = 1,
+) -> Approval:
+    """Hold a call for a person: an audit row awaiting approval plus a pending Approval.
+
+    The caller has already checked that the call is allowed and needs approval. `count` is the size of
+    a batch of identical calls (chat) that one decision covers. For direct invoke and the gateway the
+    approval keeps the arguments (encrypted) so that approving it runs the call; a chat's run keeps its own.
+    """
+    from tools_app.services.invoke import audit  # invoke imports this module for the approval branch
+
+    if not isinstance(tool, Tool):
+        tool = selectors.tool_get(tenant=tenant, tool_id=tool)
+    secrets = secret_values(tool.type, tool.config)
+    held = ToolResult.fail(codes.APPROVAL_REQUIRED, scrub_text(approval_message(tool, function), secrets))
+    call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=held,
+                 status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=agent, conversation=conversation)
+    return Approval.objects.create(
+        tenant=tenant,
+        tool_call=call,
+        requested_by=actor,
+        via=ApprovalVia(via),
+        count=max(1, int(count)),
+        warning=approval_policy.approval_warning(tool.safety) or "",
+        held_arguments=None if via == ApprovalVia.CHAT else dict(arguments),
+        expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
+    )
+
+
+@dataclass
+class ApprovalDecision:
+    """A recorded decision; `invocation` is the call's outcome when approving ran it (invoke, gateway)."""
+
+    approval: Approval
+    invocation: Invocation | None = None
+
+    def body(self) -> dict[str, Any]:
+        return self.invocation.body() if self.invocation is not None else {}
+
+
+def may_decide(*, tenant: Tenant, actor: Any, approval: Approval) -> tuple[bool, str]:
+    """(allowed, why not) under the tenant's policy; the same rule as selectors.approvals_decidable."""
+    asker = approval.requested_by_id == getattr(actor, "pk", None)
+    admin = selectors.is_tenant_admin(tenant=tenant, user=actor)
+    if tenant.approval_second_person:
+        if asker:
+            return False, "this tenant requires an owner or admin other than the requester to decide"
+        return admin, "only a tenant owner or admin may decide (this tenant requires a second person)"
+    if asker or (admin and tenant.admins_can_approve):
+        return True, ""
+    return False, "only the member who made the request may decide it" + (
+        "" if tenant.admins_can_approve else " (this tenant does not let admins decide)"
+    )
+
+
+def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool) -> ApprovalDecision:
+    """Approve or deny a pending request; approving a direct-invoke or gateway request runs the call.
+
+    An approval the actor may not see is NotFound (exactly like a missing one); one they may see but
+    not decide is NotApprover (403); an expired one is marked expired and refused (409); a decided one
+    is refused (409), so two concurrent approvals run the call once.
+    """
+    approval, expired = _decide(tenant=tenant, actor=actor, approval_id=approval_id, approve=approve)
+    if expired:
+        raise ApprovalExpired(
+            "this approval request expired; send the request again",
+            details={"approval_id": approval.pk, "expired_at": approval.expires_at.isoformat()},
+        )
+    decision = ApprovalDecision(approval)
+    if approve and approval.via != ApprovalVia.CHAT:
+        decision.invocation = _run_held(tenant=tenant, approval=approval)
+    return decision
+
+
+@transaction.atomic
+def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool) -> tuple[Approval, bool]:
+    approval = selectors.approval_get_visible(tenant=tenant, user=actor, approval_id=approval_id, for_update=True)
+    allowed, why = may_decide(tenant=tenant, actor=actor, approval=approval)
+    if not allowed:
+        raise NotApprover(why)
+    if approval.status == ApprovalStatus.EXPIRED:
+        return approval, True
+    if approval.status != ApprovalStatus.PENDING:
+        raise ApprovalDecided(f"this approval was already {approval.status}", details={"status": approval.status})
+    now = timezone.now()
+    if approval.expires_at <= now:
+        _expire_one(approval, reason="expired", now=now)
+        return approval, True
+    approval.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+    approval.decided_by, approval.decided_at = actor, now
+    held = approval.held_arguments
+    approval.held_arguments = None
+    approval.save(update_fields=["status", "decided_by", "decided_at", "held_arguments"])
+    approval.held_arguments = held  # kept in memory for the run that follows the commit
+    if not approve:
+        call = approval.tool_call
+        call.status, call.error = CallStatus.DENIED, "denied by a person"
+        call.save(update_fields=["status", "error"])
+    return approval, False
+
+
+def _run_held(*, tenant: Tenant, approval: Approval) -> Invocation:
+    """Run an approved call as the member who asked (their access is checked again), outside any transaction."""
+    from tools_app.services.invoke import tool_invoke
+
+    call = approval.tool_call
+    return tool_invoke(
+        tenant=tenant,
+        actor=approval.requested_by,
+        tool_id=call.tool_id,
+        function=call.function,
+        arguments=approval.held_arguments or {},
+        approved=True,
+        agent=call.agent,
+    )
+
+
+def _expire_one(approval: Approval, *, reason: str, now: Any) -> None:
+    approval.status, approval.decided_at, approval.held_arguments = ApprovalStatus.EXPIRED, now, None
+    approval.save(update_fields=["status", "decided_at", "held_arguments"])
+    call = approval.tool_call
+    call.status, call.error = CallStatus.DENIED, f"not executed: the approval {reason}"
+    call.save(update_fields=["status", "error"])
+
+
+@transaction.atomic
+def approvals_expire(*, tenant: Tenant, approvals: Iterable[Approval] | None = None, reason: str = "expired",
+                     due_only: bool = False) -> int:
+    """Close pending approvals without running anything: the given ones (a chat that moved on), or with
+    `due_only` those past their expiry. Returns how many were closed."""
+    now = timezone.now()
+    if approvals is None:
+        rows = list(Approval.objects.filter(tenant=tenant, status=ApprovalStatus.PENDING, expires_at__lte=now)
+                    .select_related("tool_call").select_for_update(of=("self",)))
+    else:
+        rows = [a for a in approvals if a.tenant_id == tenant.pk]
+    closed = 0
+    for approval in rows:
+        if approval.status != ApprovalStatus.PENDING or (due_only and approval.expires_at > now):
+            continue
+        _expire_one(approval, reason=reason, now=now)
+        closed += 1
+    return closed
