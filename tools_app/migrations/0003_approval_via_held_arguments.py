@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0001_initial'),
+        ('tools_app', '0002_mcp_fidelity'),
     ]
 
     operations = [
