@@ -6,9 +6,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.health import healthz
 from core.metrics import metrics_view
+from market_app.api import urls as market_api_urls
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include("tools_app.api.urls")),
+    path("", include(market_api_urls.tool_urlpatterns)),
     path("", include("agents_app.api.urls")),
     path("market/", include("market_app.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

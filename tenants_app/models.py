@@ -27,6 +27,10 @@ class Tenant(models.Model):
         default=False,
         help_text="Every approval needs an owner/admin other than the requester (four-eyes rule)",
     )
+    allow_imported_auto_approve = models.BooleanField(
+        default=False,
+        help_text="Client configs imported into this tenant may mark functions (autoApprove) that skip approval",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -38,6 +38,9 @@ class Tool(models.Model):
     config_version = models.PositiveIntegerField(default=1)
     safety = models.CharField(max_length=16, choices=Safety.choices, default=Safety.WRITE)
     requires_approval = models.BooleanField(default=False)
+    # Function names an imported client config marked autoApprove (kept only where the tenant allows it):
+    # discovery then flags every other function of the tool as requiring approval (see discovery).
+    auto_approve_functions = models.JSONField(default=list, blank=True)
     builtin_name = models.CharField(max_length=64, blank=True, default="")
     market_entry = models.ForeignKey(
         "market_app.MarketEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="tools"

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from core.api import TenantViewSet
 from market_app import selectors, services
 from market_app.api import serializers as s
+from tools_app import selectors as tool_selectors
 from tools_app.api.serializers import ToolOut
 
 LoadOut = inline_serializer("MarketLoadOut", {"tool": ToolOut(), "message": serializers.CharField()})
@@ -116,3 +117,22 @@ class EntryViewSet(TenantViewSet):
             tenant=request.tenant, actor=request.user, ids=body.validated_data["ids"]  # type: ignore[attr-defined]
         )
         return Response({"results": results})
+
+
+class ToolMarketUpdateViewSet(TenantViewSet):
+    """`POST /tools/{id}/market-update/`: the market's own route on a tool (tools import nothing of the market)."""
+
+    serializer_class = ToolOut
+
+    def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
+        return tool_selectors.tool_list(tenant=tenant)
+
+    @extend_schema(request=s.MarketUpdateIn, responses=ToolOut)
+    @action(detail=True, methods=["post"], url_path="market-update")
+    def market_update(self, request: Request, pk: Any = None) -> Response:
+        """Apply the newer market entry, keeping the stored values of variables it still declares."""
+        body = s.MarketUpdateIn(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        done = services.tool_market_update(tenant=request.tenant, actor=request.user, tool_id=pk,  # type: ignore[attr-defined]
+                                           **body.validated_data)
+        return Response({**ToolOut(done.tool).data, "message": done.message})

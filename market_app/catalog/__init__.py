@@ -6,7 +6,6 @@ from market_app.catalog.common import looks_secret, suggest_tool_name
 from market_app.catalog.fetch import FetchResult, fetch_catalog, registry_endpoint
 from market_app.catalog.parsers import (
     detect,
-    mcp_servers_to_tools,
     parse_document,
     parse_list,
     parse_mcp_servers,
@@ -39,7 +38,6 @@ __all__ = [
     "fetch_catalog",
     "is_shell_command",
     "looks_secret",
-    "mcp_servers_to_tools",
     "parse_document",
     "parse_list",
     "parse_mcp_servers",

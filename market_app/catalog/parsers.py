@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any
 
 from market_app.catalog.common import (
     Collector,
+    looks_secret,
     name_of,
     split_command,
     status_of,
@@ -16,14 +18,13 @@ from market_app.catalog.common import (
     vars_from_values,
 )
 from market_app.catalog.registry import Prefer, parse_registry_server, registry_next_cursor
-from market_app.catalog.types import FORMATS, CatalogError, EntryData, EntryError, Kind, ParseResult
+from market_app.catalog.types import FORMATS, CatalogError, EntryData, ParseResult, RequiredVar
+from tools_app.client_config import REFERENCE, ClientConfigError, ClientServer, parse_client_config
 
 EXPECTED = (
     'expected a JSON array, {"data": [...]}, {"mcpServers": {...}} '
     'or an MCP registry page {"servers": [...]}'
 )
-
-ToolSpec = tuple[str, Literal["LOCAL", "REMOTE"], dict[str, Any]]
 
 
 def describe(doc: Any) -> str:
@@ -135,90 +136,73 @@ def _local(common: dict[str, Any], command: str, args_raw: Any, env_raw: Any) ->
 
 # --- mcpServers client configuration -----------------------------------------------------------------
 
-def _servers_map(doc: Any) -> dict[str, Any]:
-    servers = doc.get("mcpServers", doc.get("servers")) if isinstance(doc, dict) else None
-    if not isinstance(servers, dict):
-        raise CatalogError(f'format "mcp_servers" expects {{"mcpServers": {{...}}}}; got {describe(doc)}')
-    return servers
-
-
-def _server_config(spec: Any) -> tuple[Kind, dict[str, Any]]:
-    """The Tool config of one mcpServers item, values kept verbatim; ValueError names what is wrong."""
-    if not isinstance(spec, dict):
-        raise ValueError("server definition is not a JSON object")
-    kind_raw = text(spec.get("type") or spec.get("transport")).lower()
-    url = text(spec.get("url")) or text(spec.get("serverUrl"))
-    command = text(spec.get("command"))
-    if kind_raw == "stdio" or (command and not url):
-        if not command:
-            raise ValueError('type "stdio" without a command')
-        cmd, args = split_command(command, str_list(spec.get("args"), "args"))
-        config: dict[str, Any] = {"command": cmd, "args": args, "env": str_dict(spec.get("env"), "env")}
-        if text(spec.get("cwd")):
-            config["cwd"] = text(spec.get("cwd"))
-        return "LOCAL", config
-    if url:
-        transport = transport_of(kind_raw)
-        if transport is None:
-            raise ValueError(f"unsupported type {kind_raw!r}; accepted: stdio, http, streamable-http, sse")
-        return "REMOTE", {"url": url, "transport": transport,
-                          "headers": str_dict(spec.get("headers"), "headers")}
-    raise ValueError("neither a command nor a url/serverUrl")
-
-
 def parse_mcp_servers(doc: Any) -> ParseResult:
-    """`{"mcpServers": {name: {command, args, env} | {url|serverUrl, headers, type}}}` as catalog entries."""
+    """A client config (`mcpServers`, or VS Code `servers` + `inputs`) as catalog entries.
+
+    The reading rules are the tools import's own (tools_app.client_config); `${env:X}` / `${input:x}`
+    references become variables to supply. Values a catalog wrote under secret-looking names are not kept.
+    """
+    try:
+        servers, problems = parse_client_config(doc)
+    except ClientConfigError:
+        raise CatalogError(f'format "mcp_servers" expects {{"mcpServers": {{...}}}}; got {describe(doc)}') from None
     out = Collector()
-    for index, (key, spec) in enumerate(_servers_map(doc).items()):
-        name = str(key).strip()
-        if not name:
-            out.error(None, f"server #{index} has an empty name", index)
-            continue
+    for problem in problems:
+        out.error(problem.name, problem.reason, problem.index)
+    for index, server in enumerate(servers):
+        common = {"name": server.name, "title": server.title or server.name, "description": server.description}
         try:
-            kind, config = _server_config(spec)
+            out.add(_client_entry(server, common), index)
         except ValueError as exc:
-            out.error(name, str(exc), index)
-            continue
-        common = {
-            "name": name,
-            "title": text(spec.get("title")) or name,
-            "description": text(spec.get("description")),
-            "version": text(spec.get("version")),
-            "status": status_of(spec.get("status")),
-        }
-        try:
-            if kind == "LOCAL":
-                entry = _local(common, config["command"], config["args"], config["env"])
-            else:
-                entry = _remote(common, config["url"], config["transport"], config["headers"])
-        except ValueError as exc:
-            out.error(name, str(exc), index)
-            continue
-        out.add(entry, index)
+            out.error(server.name, str(exc), index)
     return ParseResult(out.entries, out.errors)
 
 
-def mcp_servers_to_tools(doc: Any) -> tuple[list[ToolSpec], list[EntryError]]:
-    """A client config as Tool specs `(name, kind, config)`, one per server, values kept (they are the
-    user's own, stored encrypted): LOCAL `{command, args, env[, cwd]}`, REMOTE `{url, transport, headers}`.
+def _client_entry(server: ClientServer, common: dict[str, Any]) -> EntryData:
+    """One client-config server as an entry: references become `{name}` placeholders and variables.
 
-    Names are the config keys as written; the caller validates them as Tool names
-    (see `suggest_tool_name`).
+    A value that is one whole reference (`"API_KEY": "${env:API_KEY}"`) declares the variable under its
+    own key; a reference inside other text declares a template variable of the reference's name.
     """
-    tools: list[ToolSpec] = []
-    errors: list[EntryError] = []
-    for index, (key, spec) in enumerate(_servers_map(doc).items()):
-        name = str(key).strip()
-        if not name:
-            errors.append(EntryError(None, f"server #{index} has an empty name", index))
-            continue
-        try:
-            kind, config = _server_config(spec)
-        except ValueError as exc:
-            errors.append(EntryError(name, str(exc), index))
-            continue
-        tools.append((name, kind, config))
-    return tools, errors
+    config = server.config
+    refs = {v.name: v for v in server.variables}
+    template_vars: dict[str, RequiredVar] = {}
+
+    def placeholder(text_: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            ref = refs[match.group(2)]
+            template_vars.setdefault(ref.name, RequiredVar(
+                name=ref.name, is_secret=ref.is_secret, is_required=True, description=ref.description,
+                template_only=True))
+            return "{" + ref.name + "}"
+        return REFERENCE.sub(one, text_)
+
+    def values(section: dict[str, str]) -> tuple[dict[str, str], list[RequiredVar]]:
+        plain = {k: ("" if REFERENCE.fullmatch(v) else v) for k, v in section.items()}
+        kept, declared = vars_from_values({k: v for k, v in plain.items() if not REFERENCE.search(v)})
+        for key, value in section.items():
+            if REFERENCE.fullmatch(value):
+                ref = refs[REFERENCE.fullmatch(value).group(2)]  # type: ignore[union-attr]
+                declared.append(RequiredVar(name=key, is_secret=ref.is_secret or looks_secret(key),
+                                            is_required=True, description=ref.description))
+            elif REFERENCE.search(value):
+                kept[key] = placeholder(value)
+                declared.append(RequiredVar(name=key, is_secret=False, is_required=False, default=kept[key]))
+        return kept, declared
+
+    if server.kind == "LOCAL":
+        env, env_vars = values(config.get("env") or {})
+        args = [placeholder(a) for a in config.get("args") or []]
+        install = {"command": placeholder(config["command"]), "args": args, "env": env}
+        return EntryData.build(kind="LOCAL", install=install,
+                               required_env=[*env_vars, *template_vars.values()], **common)
+    headers, header_vars = values(config.get("headers") or {})
+    url = placeholder(config["url"])
+    url_vars = [v for v in template_vars.values() if "{" + v.name + "}" in url]
+    header_vars += [v for v in template_vars.values() if v not in url_vars]
+    install = {"url": url, "transport": config["transport"], "headers": headers}
+    return EntryData.build(kind="REMOTE", install=install, required_env=url_vars,
+                           required_headers=header_vars, **common)
 
 
 # --- official MCP registry ---------------------------------------------------------------------------
@@ -250,7 +234,6 @@ __all__ = [
     "EXPECTED",
     "describe",
     "detect",
-    "mcp_servers_to_tools",
     "parse_document",
     "parse_list",
     "parse_mcp_servers",

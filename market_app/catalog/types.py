@@ -44,6 +44,9 @@ class RequiredVar:
     is_required: bool = True
     description: str = ""
     default: str | None = None
+    # Used only inside other values (arguments, a URL, a header or env template): never set as an env
+    # variable or header of its own name.
+    template_only: bool = False
 
 
 @dataclass
@@ -133,7 +136,9 @@ def content_hash(entry: EntryData) -> str:
     def vars_(items: list[RequiredVar]) -> list[dict[str, Any]]:
         # Declaration order carries no meaning, so it must not change the hash. (vars() not asdict():
         # this runs for every entry of every refresh.)
-        return sorted((dict(vars(v)) for v in items), key=lambda v: v["name"])
+        # Flags at their default are left out, so adding one does not re-hash every stored entry.
+        rows = [{k: x for k, x in vars(v).items() if not (k == "template_only" and x is False)} for v in items]
+        return sorted(rows, key=lambda v: v["name"])
 
     payload = {
         "name": entry.name,

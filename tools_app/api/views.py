@@ -176,18 +176,6 @@ class ToolViewSet(TenantViewSet):
         self.throttle_scope = {"invoke": "invoke", "test": "test", "refresh": "test"}.get(self.action or "", "")
         return super().get_throttles()
 
-    @extend_schema(request=dict, responses=s.ToolOut)
-    @action(detail=True, methods=["post"], url_path="market-update")
-    def market_update(self, request: Request, pk: Any = None) -> Response:
-        """Apply the newer market entry, keeping the stored values of variables it still declares."""
-        from market_app.api.serializers import MarketUpdateIn
-        from market_app.services import tool_market_update
-
-        body = MarketUpdateIn(data=request.data or {})
-        body.is_valid(raise_exception=True)
-        done = tool_market_update(tenant=request.tenant, actor=request.user, tool_id=pk, **body.validated_data)  # type: ignore[attr-defined]
-        return Response({**s.ToolOut(done.tool).data, "message": done.message})
-
 
 class ToolCallViewSet(TenantViewSet):
     """The audit log (admins)."""

@@ -133,6 +133,16 @@ def tool_refresh(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
     return rediscover(selectors.tool_get(tenant=tenant, tool_id=tool_id))
 
 
+def _imported_approval(tool: Tool, name: str) -> bool | None:
+    """A client config with an autoApprove list (kept only where the tenant allows it) means what it meant
+    in that client: the listed functions run without asking, every other one asks. Without a list the
+    function inherits (None). The flag only ever adds a requirement (approval_policy)."""
+    listed = tool.auto_approve_functions or []
+    if not listed:
+        return None
+    return name not in listed
+
+
 @transaction.atomic
 def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str]]:
     tool = Tool.objects.select_for_update().get(pk=tool.pk)
@@ -149,6 +159,7 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
                 tool=tool, name=name, **fields,
                 state=FunctionState.ACTIVE if first else FunctionState.CHANGED,
                 approved_hash=fn.schema_hash if first else "",
+                requires_approval=_imported_approval(tool, name),
             )
             continue
         trusted = fn.schema_hash == row.approved_hash

@@ -9,7 +9,7 @@ from django.db import transaction
 from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
-from tools_app import selectors
+from tools_app import client_config, selectors
 from tools_app.configs import MASK, SECRET_MAPS, mask_config
 from tools_app.errors import ImportFailed
 from tools_app.models import ToolStatus, ToolType
@@ -45,44 +45,74 @@ def tools_export(*, tenant: Tenant, actor: Any, ids: list[int]) -> dict[str, Any
     }
 
 
-def _items_from_document(document: Any) -> list[tuple[str, dict[str, Any] | None, str | None]]:
-    """(name, tool fields, error) per item, for either accepted document shape."""
-    if isinstance(document, dict) and document.get("format") == EXPORT_FORMAT:
-        items = document.get("tools")
-        if not isinstance(items, list):
-            raise ImportFailed("the export's \"tools\" must be a list")
-        out: list[tuple[str, dict[str, Any] | None, str | None]] = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or not item.get("name"):
-                out.append((f"#{i}", None, "each tool needs an object with a name"))
-            else:
-                out.append((str(item["name"]), item, None))
-        return out
-    if isinstance(document, dict) and "mcpServers" in document:
-        from market_app.catalog.parsers import mcp_servers_to_tools
+Row = tuple[str, dict[str, Any] | None, str | None]
 
-        tools, errors = mcp_servers_to_tools(document)
-        rows: list[tuple[str, dict[str, Any] | None, str | None]] = [
-            (name, {"name": name, "type": kind, "config": config}, None) for name, kind, config in tools
-        ]
-        rows += [(e.name or "?", None, e.reason) for e in errors]
-        return rows
-    raise ImportFailed(
-        f"unrecognised document; accepted: a Toolhub export (\"format\": \"{EXPORT_FORMAT}\") "
-        "or a client config {\"mcpServers\": {...}}"
-    )
+
+def _items_from_document(document: Any) -> list[Row]:
+    """(name, tool fields, error) per item of a Toolhub export."""
+    items = document.get("tools")
+    if not isinstance(items, list):
+        raise ImportFailed("the export's \"tools\" must be a list")
+    out: list[Row] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not item.get("name"):
+            out.append((f"#{i}", None, "each tool needs an object with a name"))
+        else:
+            out.append((str(item["name"]), item, None))
+    return out
+
+
+def _items_from_client_config(document: Any, *, allow_auto_approve: bool) -> list[Row]:
+    """(name, tool fields, error) per server of a client config (Claude Desktop, Cursor, Cline, Windsurf,
+    VS Code). `${...}` references take the values sent beside the document in `"variables"`; those without
+    one are blanked, listed in `needs_variables` and the tool starts DISABLED."""
+    given = document.get("variables") if isinstance(document.get("variables"), dict) else {}
+    values = {str(k): str(v) for k, v in given.items() if isinstance(v, str | int | float) and str(v)}
+    servers, problems = client_config.parse_client_config(document)
+    rows: list[Row] = [(p.name or f"#{p.index}", None, p.reason) for p in problems]
+    for server in servers:
+        missing = [v for v in server.variables if v.name not in values]
+        notes = list(server.notes)
+        auto_approve: list[str] = []
+        if server.auto_approve and allow_auto_approve:
+            auto_approve = server.auto_approve
+        elif server.auto_approve:
+            notes.append("autoApprove ignored: this tenant's policy does not let imported configs skip "
+                         "approval (allow_imported_auto_approve)")
+        rows.append((server.name, {
+            "name": server.name,
+            "description": server.description,
+            "type": server.kind,
+            "status": ToolStatus.DISABLED if server.disabled or missing else ToolStatus.ENABLED,
+            "config": client_config.substitute(server.config, values),
+            "auto_approve_functions": auto_approve,
+            "needs_variables": [{"name": v.name, "source": v.source, "is_secret": v.is_secret,
+                                 "description": v.description, "used_in": v.used_in} for v in missing],
+            "notes": notes,
+        }, None))
+    return rows
 
 
 def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]:
     """Create one tool per item, each all-or-nothing; report created tools and per-item errors.
 
     Masked secrets in an export have nothing to keep: the key is created empty, listed in
-    `needs_secrets`, and the tool starts DISABLED until a real value is set.
+    `needs_secrets`, and the tool starts DISABLED until a real value is set. A client config's
+    unresolved `${...}` references are handled the same way (`needs_variables`).
     """
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    if isinstance(document, dict) and document.get("format") == EXPORT_FORMAT:
+        rows = _items_from_document(document)
+    elif client_config.is_client_config(document):
+        rows = _items_from_client_config(document, allow_auto_approve=tenant.allow_imported_auto_approve)
+    else:
+        raise ImportFailed(
+            f"unrecognised document; accepted: a Toolhub export (\"format\": \"{EXPORT_FORMAT}\") "
+            f"or a client config {client_config.ACCEPTED}"
+        )
     created: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    for name, item, error in _items_from_document(document):
+    for name, item, error in rows:
         if error or item is None:
             errors.append({"name": name, "code": "unmappable", "message": error or "cannot map"})
             continue
@@ -93,6 +123,7 @@ def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]
             continue
         config = item.get("config") or {}
         needs = _blank_masked(tool_type, config)
+        needs_variables = item.get("needs_variables") or []
         try:
             with transaction.atomic():
                 tool = tool_create(
@@ -108,11 +139,18 @@ def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]
                         requires_approval=item.get("requires_approval"),
                     ),
                 )
+                if item.get("auto_approve_functions"):
+                    tool.auto_approve_functions = list(item["auto_approve_functions"])
+                    tool.save(update_fields=["auto_approve_functions", "updated_at"])
         except DomainError as exc:
             errors.append({"name": name, "code": exc.code, "message": exc.message})
             continue
-        created.append({"id": tool.pk, "name": tool.name, "type": tool.type, "status": tool.status,
-                        "needs_secrets": needs})
+        row: dict[str, Any] = {"id": tool.pk, "name": tool.name, "type": tool.type, "status": tool.status,
+                               "needs_secrets": needs}
+        if "needs_variables" in item:
+            row.update(needs_variables=needs_variables, auto_approve=tool.auto_approve_functions,
+                       notes=item.get("notes") or [])
+        created.append(row)
     return {"created": created, "errors": errors}
 
 

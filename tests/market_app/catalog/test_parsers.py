@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,6 @@ from market_app.catalog import (
     CatalogError,
     EntryData,
     detect,
-    mcp_servers_to_tools,
     parse_document,
     suggest_tool_name,
 )
@@ -170,23 +170,6 @@ def test_mcp_servers_errors() -> None:
         "empty": "neither a command nor a url/serverUrl",
         "weird": "unsupported type 'websocket'; accepted: stdio, http, streamable-http, sse",
     }
-
-
-def test_mcp_servers_to_tools_keeps_the_users_values() -> None:
-    tools, errors = mcp_servers_to_tools(load("mcp_servers.json"))
-    table = {name: (kind, config) for name, kind, config in tools}
-    assert table["files"] == ("LOCAL", {"command": "npx", "env": {"K": "v"},
-                                        "args": ["-y", "@modelcontextprotocol/server-filesystem", "/data"]})
-    assert table["remote"] == ("REMOTE", {"url": "https://example.test/mcp", "transport": "streamable_http",
-                                          "headers": {"Authorization": "Bearer abc123"}})
-    assert table["legacy"][1]["transport"] == "sse"
-    assert table["typed-stdio"][1]["cwd"] == "/repo"
-    assert sorted(e.name or "" for e in errors) == ["broken", "empty", "weird"]
-
-
-def test_mcp_servers_to_tools_rejects_other_documents() -> None:
-    with pytest.raises(CatalogError, match="mcpServers"):
-        mcp_servers_to_tools([{"name": "x"}])
 
 
 # --- official registry ---------------------------------------------------------------------------------
@@ -393,3 +376,14 @@ def test_long_title_and_description_are_cut() -> None:
     entry = parse_document([{"name": "a", "url": "https://a.test", "title": "t" * 500,
                              "description": "d" * 20_000}]).entries[0]
     assert (len(entry.title), len(entry.description)) == (200, 10_000)
+
+
+def test_client_config_references_become_entry_variables() -> None:
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "client_configs" / "vscode.json"
+    entries = by_name(parse_document(json.loads(path.read_text())).entries)
+    assert var_table(entries["perplexity"]) == {("PERPLEXITY_API_KEY", True, True, None)}
+    assert entries["perplexity"].install["env"] == {}
+    files = entries["files"]
+    assert files.install["args"][-1] == "{workspace}" and files.install["env"] == {}
+    assert [(v.name, v.template_only) for v in files.required_env] == [("workspace", True)]
+    assert "${" not in json.dumps([e.to_dict() for e in entries.values()])

@@ -1,0 +1,114 @@
+"""`POST /tools/import/` of client config files: disabled, autoApprove (tenant policy), timeout, references."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.mcp_servers import INVENTORY
+from tools_app import adapters
+from tools_app.models import Tool
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "client_configs"
+
+
+def doc(name: str) -> dict[str, Any]:
+    return dict(json.loads((CONFIGS / name).read_text()))
+
+
+def import_(api: Any, document: Any) -> dict[str, Any]:
+    resp = api.post("/api/v1/tools/import/", document, format="json")
+    assert resp.status_code in (201, 400), resp.content
+    return dict(resp.json())
+
+
+@pytest.mark.django_db
+def test_cline_disabled_and_timeout_are_mapped(api: Any) -> None:
+    result = import_(api, doc("cline.json"))
+    rows = {r["name"]: r for r in result["created"]}
+    assert rows["weather"]["status"] == "DISABLED" and rows["fetch"]["status"] == "ENABLED"
+    weather, fetch = Tool.objects.get(name="weather"), Tool.objects.get(name="fetch")
+    assert weather.config["call_timeout_s"] == 120 and fetch.config["call_timeout_s"] == 60
+    assert weather.config["env"] == {"OPENWEATHER_API_KEY": "k-1"}
+    assert "k-1" not in json.dumps(result)
+
+
+@pytest.mark.django_db
+def test_auto_approve_is_ignored_unless_the_tenant_allows_it(api: Any, tenant: Any) -> None:
+    result = import_(api, doc("cline.json"))
+    row = next(r for r in result["created"] if r["name"] == "weather")
+    assert row["auto_approve"] == [] and "autoApprove ignored" in row["notes"][0]
+    assert Tool.objects.get(name="weather").auto_approve_functions == []
+
+    tenant.allow_imported_auto_approve = True
+    tenant.save()
+    Tool.objects.all().delete()
+    row = next(r for r in import_(api, doc("cline.json"))["created"] if r["name"] == "weather")
+    assert row["auto_approve"] == ["get_forecast", "get_alerts"] and row["notes"] == []
+    assert Tool.objects.get(name="weather").auto_approve_functions == ["get_forecast", "get_alerts"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_auto_approved_function_skips_approval_after_discovery(api: Any, tenant: Any) -> None:
+    tenant.allow_imported_auto_approve = True
+    tenant.save()
+    config = {"mcpServers": {"inventory": {"command": sys.executable, "args": [str(INVENTORY)],
+                                           "autoApprove": ["get_inventory"], "timeout": 20}}}
+    tool_id = import_(api, config)["created"][0]["id"]
+    try:
+        assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"] is True
+        functions = {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
+        assert functions["get_inventory"]["requires_approval"] is False
+        # as in the client the config came from: every function not listed asks first
+        assert functions["whoami"]["requires_approval"] is True
+
+        def invoke(function: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            body = {"function": function, "arguments": arguments}
+            return dict(api.post(f"/api/v1/tools/{tool_id}/invoke/", body, format="json").json())
+
+        assert invoke("get_inventory", {"sku": "DEMO-001"})["success"] is True
+        assert invoke("whoami", {})["error_code"] == "APPROVAL_REQUIRED"
+    finally:
+        adapters.pool().close_all()
+
+
+@pytest.mark.django_db
+def test_vscode_inputs_are_asked_for_never_kept_as_text(api: Any) -> None:
+    result = import_(api, doc("vscode.json"))
+    rows = {r["name"]: r for r in result["created"]}
+    assert set(rows) == {"perplexity", "files", "github", "old"}
+    needs = rows["perplexity"]["needs_variables"]
+    assert [(n["name"], n["source"], n["is_secret"], n["used_in"]) for n in needs] == [
+        ("perplexity-key", "input", True, ["env.PERPLEXITY_API_KEY"])]
+    assert rows["perplexity"]["status"] == "DISABLED" and rows["files"]["status"] == "DISABLED"
+    assert rows["github"]["status"] == "ENABLED"
+    assert Tool.objects.get(name="old").config["transport"] == "sse"
+    stored = [t.config for t in Tool.objects.all()]
+    assert "${" not in json.dumps(stored)
+    assert Tool.objects.get(name="perplexity").config["env"] == {"PERPLEXITY_API_KEY": ""}
+
+
+@pytest.mark.django_db
+def test_values_sent_beside_the_config_fill_the_references(api: Any) -> None:
+    document = {**doc("vscode.json"), "variables": {"perplexity-key": "pplx-canary-1", "workspace": "/srv/data"}}
+    result = import_(api, document)
+    rows = {r["name"]: r for r in result["created"]}
+    assert rows["perplexity"]["status"] == "ENABLED" and rows["perplexity"]["needs_variables"] == []
+    assert Tool.objects.get(name="perplexity").config["env"] == {"PERPLEXITY_API_KEY": "pplx-canary-1"}
+    assert Tool.objects.get(name="files").config["args"][-1] == "/srv/data"
+    assert "pplx-canary-1" not in json.dumps(result)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["claude_desktop.json", "cursor.json", "cline.json", "windsurf.json", "vscode.json"])
+def test_every_client_file_imports_without_errors(api: Any, name: str) -> None:
+    result = import_(api, doc(name))
+    assert result["errors"] == [] and len(result["created"]) == len(
+        doc(name).get("mcpServers") or doc(name)["servers"])
+    cursor_like = Tool.objects.filter(name="legacy-sse").first()
+    if cursor_like is not None:
+        assert cursor_like.config["transport"] == "sse"
