@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: install run test test-servers lint lock ci clean prod-local
+.PHONY: install run test test-servers lint lock ci clean prod-local bench-load
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ run: install
 # The production topology on this machine: two web processes, a worker and beat on PostgreSQL + Redis.
 prod-local: install
 	$(BIN)/python deploy/prod_local.py
+
+# Load and fault suite on the production topology (PostgreSQL + Redis; restarts both). Prints figures.
+bench-load: install
+	$(BIN)/python bench/load/run.py
 
 test: install test-servers
 	$(BIN)/python -m pytest
