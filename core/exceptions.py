@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import DomainError
+
+logger = logging.getLogger(__name__)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -32,10 +35,36 @@ _DRF_CODES: dict[type[Exception], str] = {
 }
 
 
+def _unavailable(exc: Exception) -> str | None:
+    """Which backing service is down, when the error is an outage rather than a bug."""
+    from django.db import InterfaceError, OperationalError
+
+    if isinstance(exc, OperationalError | InterfaceError):
+        return "database"
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # pragma: no cover - redis is a dependency
+        return None
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return "cache"
+    return None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Map every error to `{"error": {"code", "message", "details"}}`."""
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if (service := _unavailable(exc)) is not None:
+        # A restart of PostgreSQL or Redis: say so and when to retry; the next request reconnects by itself.
+        logger.warning("%s unavailable: %s", service, type(exc).__name__)
+        outage = Response(
+            error_body("service_unavailable", f"The {service} is briefly unavailable; retry shortly.",
+                       {"service": service, "retry_after_s": 2}),
+            status=503,
+        )
+        outage["Retry-After"] = "2"
+        return outage
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(

@@ -116,3 +116,19 @@ def test_healthz_answers_without_auth_or_database(django_assert_num_queries: Any
     with django_assert_num_queries(0):
         resp = Client().get("/healthz")
     assert resp.status_code == 200 and resp.content == b"ok"
+
+
+def test_an_outage_of_the_database_or_cache_answers_503_with_the_envelope() -> None:
+    from django.db import OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from core.exceptions import exception_handler
+
+    for exc, service in ((OperationalError("server closed the connection"), "database"),
+                         (RedisConnectionError("Connection refused"), "cache")):
+        response = exception_handler(exc, {})
+        assert response is not None and response.status_code == 503
+        assert response.data["error"]["code"] == "service_unavailable"
+        assert response.data["error"]["details"]["service"] == service
+        assert response["Retry-After"] == "2"
+        assert "closed" not in str(response.data) and "refused" not in str(response.data)
