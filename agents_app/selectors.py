@@ -15,7 +15,7 @@ from agents_app.runtime.toolset import FunctionCandidate
 from core.errors import NotFound
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_role
-from tools_app.models import Approval, ApprovalStatus, ToolFunction
+from tools_app.models import Approval, ApprovalStatus, ToolFunction, function_safety
 
 
 def _int(value: Any) -> int:
@@ -106,14 +106,18 @@ def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[Function
     rows = ToolFunction.objects.filter(tool__tenant=tenant, tool_id__in=tool_ids).values_list(
         "tool_id", "tool__name", "tool__type", "tool__status", "tool__disabled_until", "name", "description",
         "input_schema", "state", "enabled", "tool__safety", "tool__requires_approval", "requires_approval",
-        "tool__tenant_id", "annotations",
+        "tool__tenant_id", "annotations", "safety_override", "unsupported_reason",
     )
     return [
         FunctionCandidate(
             tool_id=r[0], tool_name=r[1], tool_type=r[2], tool_status=r[3], tool_disabled_until=r[4], function=r[5],
-            description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9], safety=r[10],  # type: ignore[arg-type]
+            description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9],  # type: ignore[arg-type]
+            # The function's own safety: the admin's override, else its MCP annotations, else the tool's.
+            safety=function_safety(tool_safety=r[10], override=r[15], annotations=r[14]),  # type: ignore[arg-type]
             tool_requires_approval=r[11], function_requires_approval=r[12], tenant_id=r[13],
-            annotations=r[14] if isinstance(r[14], dict) else None,
+            # An admin's safety override replaces what the server's annotations say.
+            annotations=r[14] if isinstance(r[14], dict) and not r[15] else None,
+            unsupported_reason=r[16] or "",
         )
         for r in rows
     ]

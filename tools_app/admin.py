@@ -178,12 +178,42 @@ class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
 
 @admin.register(ToolFunction)
 class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
-    list_display = ["name", "tool", "state", "enabled", "requires_approval", "updated_at"]
+    list_display = ["name", "tool", "state", "enabled", "requires_approval", "safety", "safety_override",
+                    "unsupported_reason", "updated_at"]
     list_filter = ["state", "enabled", "tool__tenant"]
     search_fields = ["name", "tool__name"]
     readonly_fields = ["tool", "name", "description", "input_schema", "output_schema", "annotations", "schema_hash",
-                       "approved_hash", "state", "enabled", "requires_approval"]
-    actions = ["approve"]
+                       "approved_hash", "state", "enabled", "requires_approval", "safety", "safety_override",
+                       "unsupported_reason"]
+    actions = ["approve", "safety_read_only", "safety_write", "safety_destructive", "safety_from_annotations"]
+
+    @admin.display(description="Safety (effective)")
+    def safety(self, obj: ToolFunction) -> str:
+        return obj.safety
+
+    def _set_safety(self, request: HttpRequest, queryset: QuerySet[ToolFunction], safety: str) -> None:
+        for fn in queryset.select_related("tool"):
+            try:
+                discovery.function_update(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name,
+                                          enabled=None, requires_approval=..., safety=safety)
+            except DomainError as exc:
+                self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
+
+    @admin.action(description="Override safety: READ_ONLY")
+    def safety_read_only(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
+        self._set_safety(request, queryset, "READ_ONLY")
+
+    @admin.action(description="Override safety: WRITE")
+    def safety_write(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
+        self._set_safety(request, queryset, "WRITE")
+
+    @admin.action(description="Override safety: DESTRUCTIVE (needs approval)")
+    def safety_destructive(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
+        self._set_safety(request, queryset, "DESTRUCTIVE")
+
+    @admin.action(description="Safety from the server's annotations (clear the override)")
+    def safety_from_annotations(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
+        self._set_safety(request, queryset, "")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolFunction]:
         return super().get_queryset(request).filter(tool__tenant__in=tenants_for_admin(user=request.user))

@@ -111,8 +111,17 @@ class ToolFunction(models.Model):
 
     @property
     def safety(self) -> str:
-        """Effective safety: the admin's override, else the annotations, else the tool's own safety."""
-        return self.safety_override or self.annotated_safety or self.tool.safety
+        """Effective safety: a DESTRUCTIVE tool, else the admin's override, else the annotations, else the tool's."""
+        return function_safety(tool_safety=self.tool.safety, override=self.safety_override,
+                               annotations=self.annotations)
+
+
+def function_safety(*, tool_safety: str, override: str, annotations: dict | None) -> str:  # type: ignore[type-arg]
+    """One function's safety class. A DESTRUCTIVE tool makes every function DESTRUCTIVE (stricter wins);
+    otherwise an admin's override beats the server's annotations, which beat the tool's own class."""
+    if tool_safety == Safety.DESTRUCTIVE:
+        return Safety.DESTRUCTIVE
+    return override or safety_from_annotations(annotations) or tool_safety
 
 
 def safety_from_annotations(annotations: dict | None) -> str | None:  # type: ignore[type-arg]

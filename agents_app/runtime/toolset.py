@@ -41,6 +41,7 @@ class FunctionCandidate:
     function_requires_approval: bool | None
     tenant_id: int
     annotations: dict[str, Any] | None = None
+    unsupported_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -53,3 +53,21 @@ def test_model_reads_resource_text_and_an_image_placeholder(api: Any, member: An
     image_part = next(p for p in image_result["parts"] if p["type"] == "image")
     assert image_part["mimeType"] == "image/png" and image_part["data"].startswith("iVBOR")
     assert any(p["type"] == "link" and p["uri"].startswith("demo://resource/") for p in resource_result["parts"])
+
+
+def test_destructive_hint_holds_a_chat_call_for_approval(api: Any, member: Any, start_llm: Any,
+                                                         tmp_path: Any) -> None:
+    rs.require("npm")
+    resp = api.post("/api/v1/tools/", {"name": "memory", "type": "LOCAL", "config": {
+        "command": rs.node(), "args": [rs.npm_entry(rs.MEMORY)],
+        "env": {"MEMORY_FILE_PATH": str(tmp_path / "m.jsonl")}, "startup_timeout_s": 30}}, format="json")
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    llm = start_llm([call("memory__read_graph", {}), call("memory__delete_entities", {"entityNames": ["x"]}),
+                     text("never")])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool_id}])
+    body = chat(member, agent_id, "forget x")
+    assert events(body, "tool.result")[0]["success"]  # readOnlyHint: runs at once
+    assert body["status"] == "paused"
+    required = events(body, "approval.required")[0]
+    assert required["function"] == "delete_entities" and required["safety"] == "DESTRUCTIVE" and required["warning"]

@@ -66,3 +66,44 @@ def test_text_only_tools_answer_a_content_list_too(api: Any, npm_servers: None) 
     tool_id = everything(api)
     body = invoke(api, tool_id, "echo", {"message": "hello"})
     assert body["content"] == [{"type": "text", "text": "Echo: hello"}]
+
+
+def memory(api: Any, tmp_path: Any) -> int:
+    return make(api, "memory", {"command": rs.node(), "args": [rs.npm_entry(rs.MEMORY)],
+                                "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}, "startup_timeout_s": 30})
+
+
+def test_annotations_set_each_functions_safety(api: Any, npm_servers: None, tmp_path: Any) -> None:
+    tool_id = memory(api, tmp_path)
+    functions = {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
+    assert functions["read_graph"]["safety"] == "READ_ONLY"
+    assert functions["create_entities"]["safety"] == "WRITE"
+    assert functions["delete_entities"]["safety"] == "DESTRUCTIVE"
+    assert functions["delete_entities"]["annotations"]["destructiveHint"] is True
+
+
+def test_destructive_hint_needs_approval_until_an_admin_overrides_it(api: Any, npm_servers: None,
+                                                                    tmp_path: Any) -> None:
+    tool_id = memory(api, tmp_path)
+    created = invoke(api, tool_id, "create_entities", {"entities": [
+        {"name": "ada", "entityType": "person", "observations": ["wrote notes"]}]})
+    assert created["success"], created
+    held = invoke(api, tool_id, "delete_entities", {"entityNames": ["ada"]})
+    assert held["error_code"] == "APPROVAL_REQUIRED" and "DESTRUCTIVE" in held["error"]
+    assert "ada" in invoke(api, tool_id, "read_graph", {})["text"]
+
+    resp = api.patch(f"/api/v1/tools/{tool_id}/functions/delete_entities/", {"safety": "WRITE"}, format="json")
+    assert resp.status_code == 200, resp.content
+    assert resp.json()["safety"] == "WRITE" and resp.json()["annotated_safety"] == "DESTRUCTIVE"
+    assert invoke(api, tool_id, "delete_entities", {"entityNames": ["ada"]})["success"]
+    assert "ada" not in invoke(api, tool_id, "read_graph", {})["text"]
+
+    # null follows the annotations again.
+    resp = api.patch(f"/api/v1/tools/{tool_id}/functions/delete_entities/", {"safety": None}, format="json")
+    assert resp.json()["safety"] == "DESTRUCTIVE"
+
+
+def test_safety_override_is_checked(api: Any, npm_servers: None, tmp_path: Any) -> None:
+    tool_id = memory(api, tmp_path)
+    resp = api.patch(f"/api/v1/tools/{tool_id}/functions/read_graph/", {"safety": "HARMLESS"}, format="json")
+    assert resp.status_code == 400

@@ -38,10 +38,14 @@ class IdsIn(StrictInputSerializer):
 
 
 class FunctionOut(serializers.ModelSerializer):
+    safety = serializers.CharField(read_only=True)
+    annotated_safety = serializers.CharField(read_only=True, allow_null=True)
+
     class Meta:
         model = ToolFunction
         fields = ["name", "description", "input_schema", "output_schema", "annotations", "state", "enabled",
-                  "requires_approval", "schema_hash"]
+                  "requires_approval", "safety", "annotated_safety", "safety_override", "unsupported_reason",
+                  "schema_hash"]
 
 
 class ToolListOut(serializers.ModelSerializer):
@@ -180,3 +184,5 @@ class ApprovalDecisionOut(ApprovalOut):
 class FunctionPatchIn(StrictInputSerializer):
     enabled = serializers.BooleanField(required=False)
     requires_approval = serializers.BooleanField(required=False, allow_null=True)
+    # An admin's safety class for this function; null or "" follows the server's annotations again.
+    safety = serializers.ChoiceField(choices=Safety.choices, required=False, allow_null=True, allow_blank=True)

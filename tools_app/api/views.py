@@ -169,6 +169,7 @@ class ToolViewSet(TenantViewSet):
             name=name,
             enabled=body.validated_data.get("enabled"),
             requires_approval=body.validated_data.get("requires_approval", ...),
+            safety=body.validated_data.get("safety", ...),
         )
         return Response(s.FunctionOut(fn).data)
 

@@ -38,16 +38,26 @@ def needs_approval(tool: Tool, fn: ToolFunction | None, link_flag: bool | None =
         function_flag=fn.requires_approval if fn is not None else None,
         link_flag=link_flag,
         tool_flag=tool.requires_approval,
-        safety=tool.safety,
-        annotations=fn.annotations if fn is not None else None,
+        # The function's own safety (override, annotations, tool); an admin's override replaces the hints.
+        safety=fn.safety if fn is not None else tool.safety,
+        annotations=fn.annotations if fn is not None and not fn.safety_override else None,
     )
+
+
+def _function_safety(tool: Tool, function: str) -> str:
+    fn = ToolFunction.objects.filter(tool=tool, name=function).first()
+    return fn.safety if fn is not None else tool.safety
 
 
 def approval_message(tool: Tool, function: str) -> str:
     """What a held call answers in place of a result."""
-    return f"calls to {tool.name}.{function} need a person's approval" + (
-        " (DESTRUCTIVE tool)" if approval_policy.approval_warning(tool.safety) else ""
-    )
+    if approval_policy.approval_warning(tool.safety):
+        note = " (DESTRUCTIVE tool)"
+    elif approval_policy.approval_warning(_function_safety(tool, function)):
+        note = " (DESTRUCTIVE function)"
+    else:
+        note = ""
+    return f"calls to {tool.name}.{function} need a person's approval" + note
 
 
 @transaction.atomic
@@ -83,7 +93,7 @@ def approval_request(
         requested_by=actor,
         via=ApprovalVia(via),
         count=max(1, int(count)),
-        warning=approval_policy.approval_warning(tool.safety) or "",
+        warning=approval_policy.approval_warning(_function_safety(tool, function)) or "",
         held_arguments=None if via == ApprovalVia.CHAT else dict(arguments),
         expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
     )

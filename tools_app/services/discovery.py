@@ -13,7 +13,7 @@ from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import adapters, selectors
 from tools_app.errors import ToolError, ToolNotFound
-from tools_app.models import FunctionState, Tool, ToolFunction, ToolType
+from tools_app.models import FunctionState, Safety, Tool, ToolFunction, ToolType
 from tools_app.runtime.builtins import get_builtin
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.schemas import schema_hash
@@ -190,16 +190,23 @@ def function_approve(*, tenant: Tenant, actor: Any, tool_id: Any, name: str) -> 
 
 @transaction.atomic
 def function_update(
-    *, tenant: Tenant, actor: Any, tool_id: Any, name: str, enabled: bool | None, requires_approval: Any
+    *, tenant: Tenant, actor: Any, tool_id: Any, name: str, enabled: bool | None, requires_approval: Any,
+    safety: Any = ...,
 ) -> ToolFunction:
-    """Per-function switches: enabled, and requires_approval (true/false, or null to inherit)."""
+    """Per-function switches: enabled, requires_approval (true/false, or null to inherit) and a safety override
+    (READ_ONLY/WRITE/DESTRUCTIVE, or null/"" to follow the server's annotations)."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
     fn = _function(tenant=tenant, tool_id=tool_id, name=name, for_update=True)
     if enabled is not None:
         fn.enabled = enabled
     if requires_approval is not ...:
         fn.requires_approval = requires_approval
-    fn.save(update_fields=["enabled", "requires_approval", "updated_at"])
+    if safety is not ...:
+        if safety not in (None, "", *Safety.values):
+            raise ToolError(f"safety must be one of {', '.join(Safety.values)} or null",
+                            details={"accepted": list(Safety.values)})
+        fn.safety_override = safety or ""
+    fn.save(update_fields=["enabled", "requires_approval", "safety_override", "updated_at"])
     return fn
 
 
