@@ -40,6 +40,7 @@ class IdsIn(StrictInputSerializer):
 class FunctionOut(serializers.ModelSerializer):
     safety = serializers.CharField(read_only=True)
     annotated_safety = serializers.CharField(read_only=True, allow_null=True)
+    safety_override = serializers.CharField(read_only=True)
 
     class Meta:
         model = ToolFunction
@@ -185,4 +186,5 @@ class FunctionPatchIn(StrictInputSerializer):
     enabled = serializers.BooleanField(required=False)
     requires_approval = serializers.BooleanField(required=False, allow_null=True)
     # An admin's safety class for this function; null or "" follows the server's annotations again.
-    safety = serializers.ChoiceField(choices=Safety.choices, required=False, allow_null=True, allow_blank=True)
+    # (A plain string, checked by the service: one Safety enum in the schema, not a blank-able twin.)
+    safety = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=16)
