@@ -12,12 +12,19 @@ from tenants_app.models import Membership, Role, Tenant
 
 def membership_get(*, user: Any, tenant_slug: str) -> Membership:
     """The user's membership in an active tenant; NotFound for unknown and foreign tenants alike."""
-    try:
-        return Membership.objects.select_related("tenant").get(
-            user=user, tenant__slug=tenant_slug, tenant__is_active=True
+    from tenants_app.auth_cache import cached
+
+    def load() -> Membership | None:
+        return (
+            Membership.objects.select_related("tenant")
+            .filter(user=user, tenant__slug=tenant_slug, tenant__is_active=True)
+            .first()
         )
-    except Membership.DoesNotExist:
-        raise NotFound() from None
+
+    membership = cached("membership", f"{user.pk}:{tenant_slug}", load)
+    if membership is None:
+        raise NotFound()
+    return membership
 
 
 def memberships_for_user(*, user: Any) -> QuerySet[Membership]:

@@ -22,6 +22,14 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Rolled-back rows reuse ids: nothing cached by one test (identities, throttles) may reach the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
     """Each test gets its own workspace root, so files never leak between tests."""
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path_factory.mktemp("workspace")

@@ -110,12 +110,15 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from here af
 # Request bodies are capped (DESIGN §7).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))
 
+# Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
+TOOLHUB_AUTH_CACHE_S = int(os.environ.get("TOOLHUB_AUTH_CACHE_S", "30"))
+
 # core.api resolves the request tenant through this (core imports no app).
 TOOLHUB_TENANT_RESOLVER = "tenants_app.resolution.resolve_tenant"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "tenants_app.auth_cache.CachedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -1,0 +1,85 @@
+"""The hot path's identity lookups (API token -> user, user + tenant -> membership), cached briefly.
+
+Every entry sits under one generation number; any change to a token, user, tenant or membership bumps it,
+so a revoked token, a removed member or a changed role takes effect on the next request in every process
+sharing the cache (Redis in production). TOOLHUB_AUTH_CACHE_S bounds how long an entry lives anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
+
+from tenants_app.models import Membership, Tenant
+
+T = TypeVar("T")
+_GENERATION = "toolhub:authgen"
+_MISSING = object()
+
+
+def _generation() -> int:
+    value = cache.get(_GENERATION)
+    if value is None:
+        cache.add(_GENERATION, 1, timeout=None)
+        value = cache.get(_GENERATION, 1)
+    return int(value)
+
+
+def _bump() -> None:
+    try:
+        cache.incr(_GENERATION)
+    except ValueError:
+        cache.set(_GENERATION, 2, timeout=None)
+
+
+def bump_generation(**kwargs: Any) -> None:
+    """Forget every cached identity lookup: now, and again after commit (a request that re-cached the old
+    rows between the two sees them dropped)."""
+    _bump()
+    transaction.on_commit(_bump)
+
+
+def cached(kind: str, key: str, load: Callable[[], T]) -> T:
+    ttl = settings.TOOLHUB_AUTH_CACHE_S
+    if ttl <= 0:
+        return load()
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    full = f"toolhub:{kind}:{_generation()}:{digest}"
+    hit = cache.get(full, _MISSING)
+    if hit is not _MISSING:
+        return hit  # type: ignore[return-value]
+    value = load()
+    cache.set(full, value, timeout=ttl)
+    return value
+
+
+class CachedTokenAuthentication(TokenAuthentication):
+    """DRF token auth with the token -> user lookup cached (keys are hashed; the token never is a cache key)."""
+
+    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        def load() -> tuple[Any, Any] | None:
+            token = Token.objects.select_related("user").filter(key=key).first()
+            return (token.user, token) if token is not None else None
+
+        found = cached("token", key, load)
+        if found is None:
+            raise AuthenticationFailed("Invalid token.")
+        if not found[0].is_active:
+            raise AuthenticationFailed("User inactive or deleted.")
+        return found
+
+
+def connect() -> None:
+    for model in (Token, get_user_model(), Tenant, Membership):
+        post_save.connect(bump_generation, sender=model, dispatch_uid=f"authcache-save-{model.__name__}")
+        post_delete.connect(bump_generation, sender=model, dispatch_uid=f"authcache-delete-{model.__name__}")
