@@ -1,8 +1,32 @@
-"""ASGI entry point."""
+"""ASGI entry point: /mcp/... goes to the MCP gateway, everything else to Django."""
+
+from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
-application = get_asgi_application()
+django_app = get_asgi_application()
+
+
+def build_application(**gateway_options: Any) -> Any:
+    """A router with its own gateway (tests build one per server; production uses `application`)."""
+    from agents_app.gateway.asgi import PREFIX, GatewayApp
+
+    gateway = GatewayApp(**gateway_options)
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await gateway.lifespan(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"].startswith(PREFIX):
+            await gateway(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+
+    application.gateway = gateway  # type: ignore[attr-defined]
+    return application
+
+
+application = build_application()

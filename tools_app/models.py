@@ -152,6 +152,8 @@ class ToolCall(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     agent = models.ForeignKey("agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL)
     conversation = models.ForeignKey("agents_app.Conversation", null=True, blank=True, on_delete=models.SET_NULL)
+    # Where the call came from: "api" (direct invoke), "chat" or "gateway" (an MCP client through /mcp/...).
+    via = models.CharField(max_length=16, blank=True, default="")
     arguments = models.JSONField(default=dict)
     status = models.CharField(max_length=24, choices=CallStatus.choices)
     error_code = models.CharField(max_length=32, blank=True, default="")

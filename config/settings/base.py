@@ -255,3 +255,11 @@ LOGGING = {
     # HTTP client libraries log full request URLs at INFO; an HTTP tool's URL may carry a secret.
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp")},
 }
+
+# MCP gateway (/mcp/<tenant>/agents/<id>/). Stateful sessions (default) carry elicitation and the GET
+# stream for list_changed, but live in one process: several processes behind one URL need sticky routing
+# on the Mcp-Session-Id header, or TOOLHUB_MCP_STATELESS=1 (every request stands alone; approvals then
+# always answer with the pending approval id, and list_changed is not pushed).
+TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
+TOOLHUB_MCP_WATCH_S = float(os.environ.get("TOOLHUB_MCP_WATCH_S", "2"))
+TOOLHUB_MCP_SESSION_IDLE_S = float(os.environ.get("TOOLHUB_MCP_SESSION_IDLE_S", "1800"))

@@ -86,7 +86,8 @@ def approval_request(
     secrets = secret_values(tool.type, tool.config)
     held = ToolResult.fail(codes.APPROVAL_REQUIRED, scrub_text(approval_message(tool, function), secrets))
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=held,
-                 status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=agent, conversation=conversation)
+                 status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=agent, conversation=conversation,
+                 via=via)
     return Approval.objects.create(
         tenant=tenant,
         tool_call=call,
@@ -184,6 +185,7 @@ def _run_held(*, tenant: Tenant, approval: Approval) -> Invocation:
         arguments=approval.held_arguments or {},
         approved=True,
         agent=call.agent,
+        via=approval.via,
     )
 
 

@@ -144,7 +144,7 @@ def tool_invoke(
         result = ToolResult.fail(refused.code, scrub_text(refused.message, secrets))
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                                         result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
-                                        conversation=conversation))
+                                        conversation=conversation, via=via))
     result = run(tool, function, arguments)
     if result.error:
         result.error = scrub_text(result.error, secrets)
@@ -156,7 +156,7 @@ def tool_invoke(
             health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "")
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
                  status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
-                 conversation=conversation)
+                 conversation=conversation, via=via)
     return Invocation(result, call)
 
 
@@ -194,7 +194,7 @@ def logs_excerpt(logs: Any, cap: int, secrets: list[str]) -> list[dict[str, Any]
 
 def audit(
     *, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any, result: ToolResult, status: str,
-    secrets: list[str], agent: Any = None, conversation: Any = None,
+    secrets: list[str], agent: Any = None, conversation: Any = None, via: str = "",
 ) -> ToolCall:
     """One audit row: arguments redacted, the result excerpt truncated with its full size recorded."""
     full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
@@ -211,6 +211,7 @@ def audit(
         actor=actor if getattr(actor, "pk", None) else None,
         agent=agent,
         conversation=conversation,
+        via=via,
         arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),
         status=status,
         error_code=result.error_code or "",

@@ -1,0 +1,181 @@
+"""The gateway as an ASGI app: `/mcp/<tenant-slug>/agents/<agent-id>/` (streamable HTTP) and `.../sse`.
+
+Every HTTP request is authenticated (`Authorization: Bearer <API token>`, else 401 with WWW-Authenticate)
+and resolved to a tenant membership and an agent (else one 404 for every reason) before the MCP SDK's
+transport sees it. Sessions are bound to the credential and the agent that opened them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+from typing import Any
+
+import anyio
+from django.conf import settings
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Receive, Scope, Send
+
+from agents_app.gateway import service
+from agents_app.gateway.server import PRINCIPAL_KEY, ListChangedWatcher, build_server, db
+from core.errors import NotFound
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/mcp/"
+PATH_RE = re.compile(r"^/mcp/(?P<slug>[a-z0-9][a-z0-9-]{0,63})/agents/(?P<agent>[0-9]{1,18})(?P<rest>/|/sse/?|/messages/?)?$")
+REALM = 'Bearer realm="toolhub"'
+
+
+async def _json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+                ) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _drain(receive: Receive, scope: Scope) -> None:
+    """Read a refused request's body so the server can reuse the connection."""
+    if scope.get("method") not in ("POST", "PUT", "PATCH", "DELETE"):
+        return
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+
+
+def not_found_body() -> dict[str, Any]:
+    error = NotFound()
+    return {"error": {"code": error.code, "message": str(error), "details": {}}}
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            scheme, _, credential = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and credential.strip():
+                return credential.strip()
+            return ""
+    return None
+
+
+class GatewayApp:
+    """The process's gateway: one MCP server, one streamable-HTTP session manager, one SSE transport."""
+
+    def __init__(self, *, stateless: bool | None = None, watch_interval_s: float | None = None) -> None:
+        self.stateless = bool(settings.TOOLHUB_MCP_STATELESS if stateless is None else stateless)
+        self.watcher = ListChangedWatcher(
+            float(settings.TOOLHUB_MCP_WATCH_S if watch_interval_s is None else watch_interval_s))
+        self.server = build_server(self.watcher)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, stateless=self.stateless, json_response=False,
+            session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
+        )
+        self.sse = SseServerTransport("/messages/")
+        self._started: asyncio.Event | None = None
+        self._stop: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._start_lock = asyncio.Lock()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the session manager and the list_changed watcher (once; also on the first request)."""
+        async with self._start_lock:
+            if self._runner is not None:
+                return
+            self._started, self._stop = asyncio.Event(), asyncio.Event()
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+        await self._started.wait()
+
+    async def _run(self) -> None:
+        assert self._started is not None and self._stop is not None
+        async with self.manager.run(), anyio.create_task_group() as tg:
+            tg.start_soon(self.watcher.run)
+            self._started.set()
+            await self._stop.wait()
+            tg.cancel_scope.cancel()
+
+    async def stop(self) -> None:
+        if self._runner is None or self._stop is None:
+            return
+        self._stop.set()
+        try:
+            await asyncio.wait_for(self._runner, timeout=10)
+        except (TimeoutError, asyncio.CancelledError):
+            self._runner.cancel()
+
+    async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as exc:  # noqa: BLE001 - reported to the server, which refuses to start
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # ---- requests --------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        match = PATH_RE.match(scope["path"])
+        if match is None:
+            await _drain(receive, scope)
+            await _json(send, 404, not_found_body())
+            return
+        token = _bearer(scope)
+        user = await db(service.user_for_token, token) if token else None
+        if user is None:
+            await _drain(receive, scope)
+            header = REALM if token is None else f'{REALM}, error="invalid_token"'
+            message = ("an API token is required: Authorization: Bearer <token>" if token is None
+                       else "the API token is invalid")
+            await _json(send, 401, {"error": {"code": "not_authenticated", "message": message, "details": {}}},
+                        [(b"www-authenticate", header.encode())])
+            return
+        try:
+            principal = await db(service.resolve, user=user, tenant_slug=match["slug"], agent_id=match["agent"])
+        except NotFound:
+            await _drain(receive, scope)
+            await _json(send, 404, not_found_body())
+            return
+        await self.start()
+        # The session is bound to this credential and this agent: another token or another agent's URL
+        # presenting the session id is answered "session not found".
+        digest = hashlib.sha256(token.encode()).hexdigest() if token else ""
+        owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
+        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner)}
+        rest = (match["rest"] or "/").rstrip("/")
+        if rest == "":
+            await self.manager.handle_request(scope, receive, send)
+        elif rest == "/sse":
+            await self._sse(scope, receive, send, match)
+        else:
+            await self.sse.handle_post_message(scope, receive, send)
+
+    async def _sse(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        if scope["method"] != "GET":
+            await _drain(receive, scope)
+            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"GET")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        # The endpoint event points the client at /mcp/<slug>/agents/<id>/messages/?session_id=...
+        scope = {**scope, "root_path": f"/mcp/{match['slug']}/agents/{match['agent']}"}
+        async with self.sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
+            options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+            await self.server.run(read_stream, write_stream, options)

@@ -1,0 +1,284 @@
+"""The gateway's MCP server: one lowlevel `Server` whose handlers answer for the agent the request names.
+
+The ASGI layer authenticates every HTTP request and puts a `Principal` in the ASGI scope; handlers read it
+from `ctx.request` (each POST of streamable HTTP, each message POST of SSE), so identity and permissions
+are checked per message, never remembered from the handshake.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+
+from agents_app.gateway import service
+from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
+from core.errors import NotFound
+
+logger = logging.getLogger(__name__)
+
+PRINCIPAL_KEY = "toolhub.principal"
+SERVER_VERSION = "1"
+T = TypeVar("T")
+
+
+async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ORM work in a worker thread, with Django's per-request connection hygiene around it."""
+
+    def job() -> T:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return await sync_to_async(job, thread_sensitive=False)()
+
+
+def principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    request = ctx.request
+    principal = getattr(request, "scope", {}).get(PRINCIPAL_KEY) if request is not None else None
+    if not isinstance(principal, Principal):
+        raise MCPError(code=types.INVALID_REQUEST, message="this endpoint serves authenticated HTTP requests only")
+    return principal
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
+    return getattr(ctx.session, "_connection", None)
+
+
+# --- list_changed ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Watch:
+    principal: Principal
+    fingerprint: str | None
+
+
+class ListChangedWatcher:
+    """Tells connected clients when their tools/list would answer differently.
+
+    The toolset lives in the database, so every process sees every change: each sweep recomputes the
+    fingerprint of (agent, user) pairs that have a live connection here and notifies on a difference.
+    Connections are held weakly; a session that ends simply drops out.
+    """
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._watches: weakref.WeakKeyDictionary[Any, _Watch] = weakref.WeakKeyDictionary()
+
+    def watch(self, connection: Any, principal: Principal, fingerprint: str | None) -> None:
+        if connection is None:
+            return
+        current = self._watches.get(connection)
+        if current is None:
+            self._watches[connection] = _Watch(principal, fingerprint)
+        elif current.fingerprint is None:
+            current.fingerprint = fingerprint
+
+    def __len__(self) -> int:
+        return len(self._watches)
+
+    async def run(self) -> None:
+        while True:
+            await anyio.sleep(self.interval_s)
+            try:
+                await self.sweep()
+            except Exception:  # a failed sweep (e.g. the database restarting) must not end the watcher
+                logger.exception("gateway list_changed sweep failed")
+
+    async def sweep(self) -> int:
+        """One pass; returns how many notifications were sent."""
+        groups: dict[tuple[int, int], list[tuple[Any, _Watch]]] = {}
+        for connection, watch in list(self._watches.items()):
+            if getattr(connection, "has_standalone_channel", True):
+                groups.setdefault(watch.principal.key, []).append((connection, watch))
+        sent = 0
+        for members in groups.values():
+            fingerprint = await db(service.fingerprint, members[0][1].principal)
+            for connection, watch in members:
+                if watch.fingerprint is None:
+                    watch.fingerprint = fingerprint
+                elif watch.fingerprint != fingerprint:
+                    watch.fingerprint = fingerprint
+                    await connection.send_tool_list_changed()
+                    sent += 1
+        return sent
+
+
+# --- handlers -------------------------------------------------------------------------------------
+
+
+def _mcp_tool(fn: GatewayFunction) -> types.Tool:
+    return types.Tool(
+        name=fn.name,
+        title=fn.title,
+        description=fn.description,
+        input_schema=fn.input_schema,
+        annotations=types.ToolAnnotations(
+            title=fn.title,
+            read_only_hint=fn.read_only,
+            destructive_hint=fn.destructive,
+        ),
+    )
+
+
+def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
+    functions = service.list_functions(principal)
+    return functions, service.fingerprint(principal)
+
+
+def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
+    """The ToolResult as MCP content: the server's own content list whole when the runtime kept it."""
+    result = outcome.result
+    fn = outcome.function
+    if not result.success:
+        message = f"{result.error_code}: {result.error or 'the call failed'}"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    raw = getattr(result, "content", None) or result.meta.get("content")
+    if isinstance(raw, list) and raw:
+        scrubbed = json.loads(service.scrub(json.dumps(raw), principal, fn))
+        blocks = types.CallToolResult.model_validate({"content": scrubbed}).content
+    else:
+        text = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
+        blocks = [types.TextContent(type="text", text=service.scrub(text, principal, fn))]
+    structured = None
+    if isinstance(result.data, dict):
+        structured = json.loads(service.scrub(json.dumps(result.data, default=str), principal, fn))
+    return types.CallToolResult(content=blocks, structured_content=structured, is_error=False)
+
+
+def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types.CallToolResult:
+    base = ""
+    request = ctx.request
+    if request is not None and hasattr(request, "base_url"):
+        base = str(request.base_url).rstrip("/")
+    approval_id = outcome.approval_id
+    decide = f"{base}/api/v1/approvals/{approval_id}/approve/"
+    text = (
+        f"APPROVAL_REQUIRED: {outcome.result.error or 'this call needs a person approval'}. "
+        f"Pending approval id {approval_id}: a person decides it with POST {decide} (or .../deny/), "
+        f"listed at {base}/api/v1/approvals/?status=pending. Once approved, call this tool again with the "
+        "same arguments: it runs once."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content={"error_code": "APPROVAL_REQUIRED", "approval_id": approval_id, "approve_url": decide},
+        is_error=True,
+    )
+
+
+APPROVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve", "description": "Run this call now"},
+    },
+    "required": ["approve"],
+}
+
+
+def _elicitation_message(principal: Principal, outcome: CallOutcome, arguments: dict[str, Any]) -> str:
+    fn = outcome.function
+    assert fn is not None
+    safety = fn.function.safety
+    lines = [
+        f"Toolhub agent {principal.agent.name!r} wants to call {fn.function.tool_name}.{fn.function.function}",
+        f"arguments: {json.dumps(arguments, sort_keys=True, default=str)}",
+        f"safety: {safety}",
+    ]
+    if fn.destructive:
+        lines.append(service.SAFETY_WARNING)
+    lines.append(f"(approval {outcome.approval_id})")
+    return "\n".join(lines)
+
+
+def _may_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
+    try:
+        declared = ctx.session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
+    except Exception:  # noqa: BLE001 - an era without the capability simply cannot elicit
+        return False
+    return bool(declared)
+
+
+def build_server(watcher: ListChangedWatcher) -> Server[Any]:
+    """The one MCP server of this process; identity comes from each request's principal."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        principal = principal_of(ctx)
+        functions, fingerprint = await db(_listing, principal)
+        watcher.watch(_connection(ctx), principal, fingerprint)
+        return types.ListToolsResult(tools=[_mcp_tool(f) for f in functions])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+                        ) -> types.CallToolResult:
+        principal = principal_of(ctx)
+        arguments = dict(params.arguments or {})
+        outcome = await db(service.call_function, principal, params.name, arguments)
+        if outcome.approval_id is None:
+            return await db(_content, principal, outcome)
+        if not (_may_elicit(ctx) and service.self_approval_allowed(principal)):
+            return _pending(ctx, outcome)
+        shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
+        try:
+            answer = await ctx.session.elicit_form(
+                message=_elicitation_message(principal, outcome, shown),
+                requested_schema=APPROVE_SCHEMA,
+                related_request_id=ctx.request_id,
+            )
+        except NoBackChannelError:  # stateless mode: no way back to the client, so the approval waits
+            return _pending(ctx, outcome)
+        if answer.action == "cancel":
+            return _pending(ctx, outcome)
+        approve = answer.action == "accept" and bool((answer.content or {}).get("approve"))
+        decided = await db(service.decide_and_run, principal, outcome, approve=approve)
+        return await db(_content, principal, decided)
+
+    server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(_IdentityMiddleware(watcher))
+    return server
+
+
+class _IdentityMiddleware:
+    """Answers `initialize` as `toolhub/<agent name>` with the agent's description as instructions."""
+
+    def __init__(self, watcher: ListChangedWatcher) -> None:
+        self.watcher = watcher
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "initialize" or not isinstance(result, dict):
+            return result
+        principal = principal_of(ctx)
+        info = dict(result.get("serverInfo") or {})
+        info["name"] = f"toolhub/{principal.agent.name}"
+        info["version"] = SERVER_VERSION
+        info.pop("description", None)
+        result["serverInfo"] = info
+        if principal.agent.description:
+            result["instructions"] = principal.agent.description
+        else:
+            result.pop("instructions", None)
+        capabilities = dict(result.get("capabilities") or {})
+        capabilities["tools"] = {"listChanged": True}
+        result["capabilities"] = capabilities
+        try:
+            fingerprint = await db(service.fingerprint, principal)
+        except NotFound:
+            fingerprint = None
+        self.watcher.watch(_connection(ctx), principal, fingerprint)
+        return result
