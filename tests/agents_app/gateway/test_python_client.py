@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
+import httpx2
+import mcp_types as types
 import pytest
 
 from agents_app.services.chat import build_toolset
+from tenants_app.models import Role
+from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
-from tools_app.models import ToolCall
+from tests.agents_app.support import make_agent
+from tools_app.models import Approval, FunctionState, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,3 +47,240 @@ def test_lists_and_calls_the_agents_functions(served: Any, setup: Any, transport
     assert "DEMO-001" in result.content[0].text
     call = ToolCall.objects.get(function="get_inventory")
     assert call.agent_id == setup.agent_id and call.via == "gateway" and call.actor_id == setup.api.user.pk
+
+
+def _initialize_body() -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_no_token_or_a_bad_one_is_401_with_www_authenticate(served: Any, setup: Any) -> None:
+    url = served.endpoint("acme", setup.agent_id)
+    missing = httpx2.post(url, json=_initialize_body(), headers=MCP_HEADERS)
+    bad = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
+    token_scheme = httpx2.post(url, json=_initialize_body(),
+                               headers={**MCP_HEADERS, "Authorization": f"Token {setup.token}"})
+    sse = httpx2.get(url + "sse")
+    for resp in (missing, bad, token_scheme, sse):
+        assert resp.status_code == 401
+        assert resp.headers["www-authenticate"].startswith('Bearer realm="toolhub"')
+    assert 'error="invalid_token"' in bad.headers["www-authenticate"]
+    assert setup.token not in bad.text
+
+
+def test_foreign_tenant_missing_agent_and_foreign_agent_are_one_404(
+    served: Any, setup: Any, other_tenant: Any, member_client: Any
+) -> None:
+    other_api = member_client(other_tenant, Role.ADMIN)
+    foreign_agent = make_agent(other_api, model=None, name="theirs")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"}
+    answers = [
+        httpx2.post(served.endpoint("globex", foreign_agent), json=_initialize_body(), headers=headers),  # not a member
+        httpx2.post(served.endpoint("acme", 999999), json=_initialize_body(), headers=headers),  # missing
+        httpx2.post(served.endpoint("acme", foreign_agent), json=_initialize_body(), headers=headers),  # other tenant's
+        httpx2.post(served.endpoint("nosuch", setup.agent_id), json=_initialize_body(), headers=headers),
+        httpx2.get(served.endpoint("globex", foreign_agent) + "sse", headers=headers),
+    ]
+    assert {a.status_code for a in answers} == {404}
+    assert len({a.content for a in answers}) == 1
+    assert answers[0].json()["error"]["code"] == "not_found"
+
+
+def test_a_client_of_one_tenant_cannot_reach_another_tenants_agent(
+    served: Any, setup: Any, other_tenant: Any, member_client: Any
+) -> None:
+    other_api = member_client(other_tenant, Role.ADMIN)
+    other_token = token_for_user(user=other_api.user)
+
+    async def scenario() -> None:
+        async with connect(served.endpoint("acme", setup.agent_id), other_token):
+            pass
+
+    with pytest.raises(BaseException) as info:
+        asyncio.run(scenario())
+    assert "404" in repr(info.value) or "not found" in repr(info.value).lower()
+    assert not ToolCall.objects.exists()
+
+
+def test_a_session_answers_only_the_credential_that_opened_it(served: Any, setup: Any, member_client: Any) -> None:
+    url = served.endpoint("acme", setup.agent_id)
+    opened = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"})
+    session_id = opened.headers["mcp-session-id"]
+    other = member_client(setup.tenant, Role.MEMBER)
+    hijack = httpx2.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={
+        **MCP_HEADERS, "Authorization": f"Bearer {token_for_user(user=other.user)}", "Mcp-Session-Id": session_id,
+        "Mcp-Protocol-Version": "2025-06-18"})
+    assert hijack.status_code == 404
+
+
+def test_viewers_list_but_cannot_call(served: Any, setup: Any, member_client: Any) -> None:
+    viewer = member_client(setup.tenant, Role.VIEWER)
+    token = token_for_user(user=viewer.user)
+
+    async def scenario() -> tuple[Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), token) as (session, _):
+            return await session.list_tools(), await session.call_tool("inventory__get_inventory", {"sku": "X"})
+
+    tools, result = asyncio.run(scenario())
+    assert "inventory__get_inventory" in [t.name for t in tools.tools]
+    assert result.is_error
+    assert "viewers may list" in result.content[0].text
+    assert not ToolCall.objects.filter(status="ok").exists()
+
+
+def test_changed_and_disabled_functions_never_appear(served: Any, setup: Any) -> None:
+    ToolFunction.objects.filter(tool_id=setup.tool_id, name="echo_env").update(state=FunctionState.CHANGED)
+    ToolFunction.objects.filter(tool_id=setup.tool_id, name="whoami").update(enabled=False)
+
+    async def scenario() -> tuple[Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            return await session.list_tools(), await session.call_tool("inventory__echo_env", {"name": "HOME"})
+
+    tools, result = asyncio.run(scenario())
+    names = [t.name for t in tools.tools]
+    assert "inventory__get_inventory" in names
+    assert "inventory__echo_env" not in names and "inventory__whoami" not in names
+    assert result.is_error and "NOT_FOUND" in result.content[0].text
+
+
+def _needs_approval(setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
+                           format="json")
+    assert resp.status_code == 200, resp.content
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_approval_without_elicitation_names_the_pending_id_then_runs_once(
+    served: Any, setup: Any, transport: str
+) -> None:
+    _needs_approval(setup)
+    url = served.endpoint("acme", setup.agent_id)
+    args = {"sku": "DEMO-001"}
+
+    async def call() -> Any:
+        async with connect(url, setup.token, transport=transport) as (session, _):
+            return await session.call_tool("inventory__get_inventory", args)
+
+    held = asyncio.run(call())
+    assert held.is_error
+    approval_id = held.structured_content["approval_id"]
+    assert f"approval id {approval_id}" in held.content[0].text
+    assert f"/api/v1/approvals/{approval_id}/approve/" in held.content[0].text
+    approval = Approval.objects.get(pk=approval_id)
+    assert approval.status == "pending" and approval.tool_call.via == "gateway"
+    assert approval.tool_call.agent_id == setup.agent_id
+
+    again = asyncio.run(call())  # not decided yet: a second pending request, nothing ran
+    assert again.is_error and not ToolCall.objects.filter(status="ok").exists()
+
+    resp = setup.api.post(f"/api/v1/approvals/{approval_id}/approve/")
+    assert resp.status_code == 200, resp.content
+    ran = asyncio.run(call())
+    assert not ran.is_error and "DEMO-001" in ran.content[0].text
+    runs = ToolCall.objects.filter(function="get_inventory", error_code="", via="gateway").exclude(
+        status="awaiting_approval")
+    assert runs.filter(approval__isnull=True).count() == 1
+
+    third = asyncio.run(call())  # the approval was used up: held again
+    assert third.is_error and third.structured_content["approval_id"] not in (approval_id,)
+
+
+def test_a_different_argument_does_not_use_the_approval(served: Any, setup: Any) -> None:
+    _needs_approval(setup)
+    url = served.endpoint("acme", setup.agent_id)
+
+    async def call(sku: str) -> Any:
+        async with connect(url, setup.token) as (session, _):
+            return await session.call_tool("inventory__get_inventory", {"sku": sku})
+
+    held = asyncio.run(call("DEMO-001"))
+    setup.api.post(f"/api/v1/approvals/{held.structured_content['approval_id']}/approve/")
+    other = asyncio.run(call("DEMO-002"))
+    assert other.is_error and other.structured_content["approval_id"] != held.structured_content["approval_id"]
+
+
+@pytest.mark.parametrize("accept", [True, False])
+def test_approval_through_elicitation(served: Any, setup: Any, accept: bool) -> None:
+    _needs_approval(setup)
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": accept})
+
+    async def scenario() -> Any:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token,
+                           elicitation_callback=on_elicit) as (session, _):
+            return await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    result = asyncio.run(scenario())
+    assert len(asked) == 1
+    message = asked[0].message
+    assert "inventory.get_inventory" in message and "DEMO-001" in message and "safety: WRITE" in message
+    approval = Approval.objects.get()
+    if accept:
+        assert not result.is_error and "DEMO-001" in result.content[0].text
+        assert approval.status == "approved" and approval.decided_by_id == setup.api.user.pk
+        assert ToolCall.objects.filter(function="get_inventory", status="ok", approval__isnull=True).count() == 1
+    else:
+        assert result.is_error and "declined" in result.content[0].text
+        assert approval.status == "denied"
+        assert not ToolCall.objects.filter(approval__isnull=True, status="ok").exists()
+
+
+def test_second_person_rule_falls_back_to_the_pending_id(served: Any, setup: Any, monkeypatch: Any) -> None:
+    _needs_approval(setup)
+    from agents_app.gateway import service
+
+    monkeypatch.setattr(service, "self_approval_allowed", lambda principal: False)
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def scenario() -> Any:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token,
+                           elicitation_callback=on_elicit) as (session, _):
+            return await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    result = asyncio.run(scenario())
+    assert not asked
+    assert result.is_error and result.structured_content["approval_id"] == Approval.objects.get().pk
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_list_changed_is_sent_when_the_toolset_changes(served: Any, setup: Any, transport: str) -> None:
+    got = threading.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification) or getattr(
+            getattr(message, "root", None), "method", None
+        ) == "notifications/tools/list_changed":
+            got.set()
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token, transport=transport,
+                           message_handler=on_message) as (session, init):
+            before = await session.list_tools()
+            await asyncio.to_thread(_disable_echo_env, setup)
+            for _ in range(600):  # up to a minute; the sweep runs every 0.2 s in tests
+                if got.is_set():
+                    break
+                await asyncio.sleep(0.1)
+            after = await session.list_tools()
+            return init, before, after
+
+    init, before, after = asyncio.run(scenario())
+    assert init.capabilities.tools.list_changed is True
+    assert got.is_set()
+    assert "inventory__echo_env" in [t.name for t in before.tools]
+    assert "inventory__echo_env" not in [t.name for t in after.tools]
+
+
+def _disable_echo_env(setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/echo_env/", {"enabled": False}, format="json")
+    assert resp.status_code == 200, resp.content
