@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from agents_app.gateway import service
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core.errors import NotFound
+from tools_app.runtime import approval_policy
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +199,9 @@ def _elicitation_message(principal: Principal, outcome: CallOutcome, arguments: 
         f"arguments: {json.dumps(arguments, sort_keys=True, default=str)}",
         f"safety: {safety}",
     ]
-    if fn.destructive:
-        lines.append(service.SAFETY_WARNING)
+    warning = approval_policy.approval_warning(safety)
+    if warning:
+        lines.append(warning)
     lines.append(f"(approval {outcome.approval_id})")
     return "\n".join(lines)
 
@@ -229,9 +231,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
         outcome = await db(service.call_function, principal, params.name, arguments)
-        if outcome.approval_id is None:
+        if not outcome.held:
             return await db(_content, principal, outcome)
-        if not (_may_elicit(ctx) and service.self_approval_allowed(principal)):
+        if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
         try:

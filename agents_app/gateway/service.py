@@ -10,10 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -21,7 +19,6 @@ from rest_framework.authtoken.models import Token
 from agents_app import selectors
 from agents_app.models import Agent
 from agents_app.runtime.toolset import ToolsetFunction
-from agents_app.services.approvals import approval_decide
 from agents_app.services.chat import build_toolset
 from core.errors import NotFound
 from core.secrets import redact, scrub_text
@@ -29,13 +26,13 @@ from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_get
 from tools_app import selectors as tool_selectors
 from tools_app.configs import secret_values
-from tools_app.models import Approval, ApprovalStatus, CallStatus, Safety, ToolCall, ToolFunction
+from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, Safety, ToolCall, ToolFunction
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
-from tools_app.services.invoke import audit, check_callable, tool_invoke
+from tools_app.services.approvals import approval_decide, approval_request, may_decide
+from tools_app.services.invoke import check_callable, tool_invoke
 
-VIA = "gateway"
-SAFETY_WARNING = "This call is marked DESTRUCTIVE: it may delete or irreversibly change data."
+VIA = ApprovalVia.GATEWAY
 
 
 @dataclass(frozen=True)
@@ -83,6 +80,11 @@ class CallOutcome:
     approval_id: int | None = None
     function: GatewayFunction | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def held(self) -> bool:
+        """The call waits for a person's decision on `approval_id`."""
+        return self.approval_id is not None and self.result.error_code == codes.APPROVAL_REQUIRED
 
 
 # --- who is calling -------------------------------------------------------------------------------
@@ -160,8 +162,9 @@ def fingerprint(principal: Principal) -> str:
 def call_function(principal: Principal, name: str, arguments: dict[str, Any]) -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
-    A call that needs approval runs at once when this user holds an approved, unused approval for the
-    very same function and arguments through this agent; otherwise a pending approval is recorded.
+    A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
+    the same user calls the same function with the same arguments through this agent after that, the
+    run's result is answered (once) instead of a second run or a second request.
     """
     functions = {f.name: f for f in list_functions(principal)}
     fn = functions.get(name)
@@ -172,25 +175,26 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
             codes.DISABLED, f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
     target = fn.function
     if target.needs_approval:
-        approved = _claim_approved(principal, fn, arguments)
-        if approved is not None:
-            return _run_approved(principal, fn, arguments, approved)
+        delivered = _collect_approved(principal, fn, arguments)
+        if delivered is not None:
+            return delivered
+        pending = _pending_same(principal, fn, arguments)
+        if pending is not None:
+            return pending
         held = _hold(principal, fn, arguments)
         if held is not None:
             return held
     done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA)
-    outcome = CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments)
-    if done.result.error_code == codes.APPROVAL_REQUIRED:
-        outcome.approval_id = _approval_for(principal, done.call, fn)
-    return outcome
+    return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
+                       approval_id=done.approval.pk if done.approval is not None else None)
 
 
 def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
-    """Record a pending approval for a valid call; None when the call is refused anyway (invoke reports why).
+    """Hold a valid call for a person; None when invoke would refuse it anyway (it then reports why).
 
-    The toolset's rule (which includes the agent link's flag) decides, so the call is held here rather
-    than left to the invoke service's tool-level check.
+    The toolset's rule (which includes the agent link's flag) decides here, so a call is held even when
+    only the link asks for approval.
     """
     tool = tool_selectors.tool_get(tenant=principal.tenant, tool_id=fn.function.tool_id)
     try:
@@ -200,83 +204,94 @@ def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) 
         if not hasattr(exc, "code"):
             raise
         return None
-    secrets = secret_values(tool.type, tool.config)
-    refused = ToolResult.fail(codes.APPROVAL_REQUIRED,
-                              f"calls to {tool.name}.{fn.function.function} need a person's approval")
-    with transaction.atomic():
-        call = audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=fn.function.function,
-                     arguments=arguments, result=refused, status=CallStatus.AWAITING_APPROVAL, secrets=secrets,
-                     agent=principal.agent, via=VIA)
-        approval_id = _approval_for(principal, call, fn)
-    return CallOutcome(refused, call_id=call.pk, approval_id=approval_id, function=fn, arguments=arguments)
+    approval = approval_request(tenant=principal.tenant, actor=principal.user, tool=tool,
+                                function=fn.function.function, arguments=arguments, agent=principal.agent,
+                                via=ApprovalVia.GATEWAY)
+    return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error),
+                       call_id=approval.tool_call_id, approval_id=approval.pk, function=fn, arguments=arguments)
 
 
-def _approval_for(principal: Principal, call: ToolCall, fn: GatewayFunction) -> int:
-    """The Approval row of a held call (created here unless the invoke service already made one)."""
-    existing = Approval.objects.filter(tenant=principal.tenant, tool_call=call).values_list("pk", flat=True).first()
-    if existing is not None:
-        return int(existing)
-    approval = Approval.objects.create(
-        tenant=principal.tenant, tool_call=call, requested_by=principal.user,
-        warning=SAFETY_WARNING if fn.destructive else "",
-        expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
-    )
-    return int(approval.pk)
-
-
-def _same_arguments(principal: Principal, fn: GatewayFunction, stored: Any, arguments: dict[str, Any]) -> bool:
-    return bool(redacted_arguments(principal, fn, arguments) == stored)
-
-
-@transaction.atomic
-def _claim_approved(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> ToolCall | None:
-    """Take (once) an approved, unexpired, unused request of this user for this function and arguments."""
-    now = timezone.now()
-    candidates = (
-        ToolCall.objects.select_for_update()
-        .filter(tenant=principal.tenant, actor=principal.user, agent=principal.agent, via=VIA,
-                tool_id=fn.function.tool_id, function=fn.function.function, status=CallStatus.AWAITING_APPROVAL,
-                approval__status=ApprovalStatus.APPROVED, approval__expires_at__gt=now)
+def _same_call(principal: Principal, fn: GatewayFunction, status: str) -> Any:
+    return (
+        Approval.objects.filter(tenant=principal.tenant, requested_by=principal.user, via=ApprovalVia.GATEWAY,
+                                status=status, tool_call__agent=principal.agent, tool_call__tool_id=fn.function.tool_id,
+                                tool_call__function=fn.function.function,
+                                tool_call__status=CallStatus.AWAITING_APPROVAL)
+        .select_related("tool_call")
         .order_by("id")
     )
-    for call in candidates:
-        if _same_arguments(principal, fn, call.arguments, arguments):
-            # Claimed: the status leaves AWAITING_APPROVAL inside this transaction, so it runs once.
-            call.status = CallStatus.OK
-            call.error = "approved; ran through the MCP gateway"
-            call.save(update_fields=["status", "error"])
-            return call
+
+
+def _pending_same(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
+    """A retry while the request is still undecided names the same pending approval (no duplicates)."""
+    shown = redacted_arguments(principal, fn, arguments)
+    for approval in _same_call(principal, fn, ApprovalStatus.PENDING).filter(expires_at__gt=timezone.now()):
+        if approval.tool_call.arguments == shown:
+            return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error),
+                               call_id=approval.tool_call_id, approval_id=approval.pk, function=fn,
+                               arguments=arguments)
     return None
 
 
-def _run_approved(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any], held: ToolCall) -> CallOutcome:
-    done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=fn.function.tool_id,
-                       function=fn.function.function, arguments=arguments, agent=principal.agent, via=VIA,
-                       approved=True)
-    held.status = CallStatus.OK if done.result.success else CallStatus.ERROR
-    held.error = f"approved; ran as call {done.call.pk}"
+@transaction.atomic
+def _collect_approved(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
+    """The result of an approved request for this very call (approving ran it), handed over once."""
+    shown = redacted_arguments(principal, fn, arguments)
+    for approval in _same_call(principal, fn, ApprovalStatus.APPROVED).select_for_update(of=("self",)):
+        held = approval.tool_call
+        if held.arguments != shown:
+            continue
+        runs = (ToolCall.objects.filter(tenant=principal.tenant, actor=principal.user, agent=principal.agent,
+                                        tool_id=held.tool_id, function=held.function, via=VIA, pk__gt=held.pk)
+                .exclude(status=CallStatus.AWAITING_APPROVAL).order_by("id"))
+        run = next((r for r in runs if r.arguments == held.arguments and not _is_held(r)), None)
+        if run is None:
+            continue  # approved but not run yet (the decision is being carried out right now)
+        _delivered(held, run)
+        return CallOutcome(_result_of(run), call_id=run.pk, approval_id=approval.pk, function=fn,
+                           arguments=arguments)
+    return None
+
+
+def _is_held(call: ToolCall) -> bool:
+    """A row that is itself a held request (not a run)."""
+    return Approval.objects.filter(tool_call=call).exists()
+
+
+def _delivered(held: ToolCall, run: ToolCall) -> None:
+    # The held row leaves AWAITING_APPROVAL inside the locking transaction: the result is handed over once.
+    held.status = run.status
+    held.error = f"approved; ran as call {run.pk}; result handed to the MCP client"
     held.save(update_fields=["status", "error"])
-    return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments)
+
+
+def _result_of(run: ToolCall) -> ToolResult:
+    """A recorded run as a result (its audit excerpt: capped, secrets already scrubbed)."""
+    if run.status != CallStatus.OK:
+        return ToolResult.fail(run.error_code or codes.EXECUTION_ERROR, run.error or "the approved call failed")
+    content = [b for b in (run.result_content or []) if isinstance(b, dict) and b.get("type") != "omitted"]
+    return ToolResult.ok(text=run.result_excerpt, content=content or None)
 
 
 def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome:
-    """The person at the client answered the elicitation: record the decision, then run once if approved."""
+    """The person at the client answered the elicitation: record the decision; approving runs the call once."""
     assert outcome.approval_id is not None and outcome.function is not None
-    approval_decide(tenant=principal.tenant, actor=principal.user, approval_id=outcome.approval_id,
-                    decision="approve" if approve else "deny")
-    if not approve:
+    decision = approval_decide(tenant=principal.tenant, actor=principal.user, approval_id=outcome.approval_id,
+                               approve=approve)
+    if not approve or decision.invocation is None:
         return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, "the call was declined at the client; not run"),
                            call_id=outcome.call_id, approval_id=outcome.approval_id)
-    held = _claim_approved(principal, outcome.function, outcome.arguments)
-    if held is None:  # expired between the question and the answer
-        return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, "the approval expired before the call ran"),
-                           approval_id=outcome.approval_id)
-    return _run_approved(principal, outcome.function, outcome.arguments, held)
+    done = decision.invocation
+    _delivered(decision.approval.tool_call, done.call)
+    return CallOutcome(done.result, call_id=done.call.pk, approval_id=outcome.approval_id,
+                       function=outcome.function, arguments=outcome.arguments)
 
 
-def self_approval_allowed(principal: Principal) -> bool:
-    """Whether the person at the client may approve their own call (the tenant's second-person rule)."""
-    return not bool(getattr(principal.tenant, "approval_requires_second_person", False))
+def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
+    """Whether the person at the client may decide their own request (not under the second-person rule)."""
+    approval = Approval.objects.get(tenant=principal.tenant, pk=approval_id)
+    allowed, _why = may_decide(tenant=principal.tenant, actor=principal.user, approval=approval)
+    return allowed
 
 
 def _secrets(principal: Principal, fn: GatewayFunction) -> list[str]:

@@ -173,19 +173,21 @@ def test_approval_without_elicitation_names_the_pending_id_then_runs_once(
     assert approval.status == "pending" and approval.tool_call.via == "gateway"
     assert approval.tool_call.agent_id == setup.agent_id
 
-    again = asyncio.run(call())  # not decided yet: a second pending request, nothing ran
-    assert again.is_error and not ToolCall.objects.filter(status="ok").exists()
+    again = asyncio.run(call())  # not decided yet: the same pending request, nothing ran
+    assert again.is_error and again.structured_content["approval_id"] == approval_id
+    assert Approval.objects.count() == 1 and not ToolCall.objects.filter(status="ok").exists()
 
-    resp = setup.api.post(f"/api/v1/approvals/{approval_id}/approve/")
+    resp = setup.api.post(f"/api/v1/approvals/{approval_id}/approve/")  # approving runs the call, once
     assert resp.status_code == 200, resp.content
-    ran = asyncio.run(call())
+    runs = ToolCall.objects.filter(function="get_inventory", via="gateway", approval__isnull=True)
+    assert runs.count() == 1 and runs.get().status == "ok"
+    ran = asyncio.run(call())  # the client asks again: it gets that run's result, nothing runs twice
     assert not ran.is_error and "DEMO-001" in ran.content[0].text
-    runs = ToolCall.objects.filter(function="get_inventory", error_code="", via="gateway").exclude(
-        status="awaiting_approval")
-    assert runs.filter(approval__isnull=True).count() == 1
+    assert runs.count() == 1
 
-    third = asyncio.run(call())  # the approval was used up: held again
-    assert third.is_error and third.structured_content["approval_id"] not in (approval_id,)
+    third = asyncio.run(call())  # the approval was used up: a new request is held
+    assert third.is_error and third.structured_content["approval_id"] != approval_id
+    assert runs.count() == 1
 
 
 def test_a_different_argument_does_not_use_the_approval(served: Any, setup: Any) -> None:
@@ -231,11 +233,10 @@ def test_approval_through_elicitation(served: Any, setup: Any, accept: bool) -> 
         assert not ToolCall.objects.filter(approval__isnull=True, status="ok").exists()
 
 
-def test_second_person_rule_falls_back_to_the_pending_id(served: Any, setup: Any, monkeypatch: Any) -> None:
+def test_second_person_rule_falls_back_to_the_pending_id(served: Any, setup: Any) -> None:
     _needs_approval(setup)
-    from agents_app.gateway import service
-
-    monkeypatch.setattr(service, "self_approval_allowed", lambda principal: False)
+    setup.tenant.approval_second_person = True
+    setup.tenant.save(update_fields=["approval_second_person"])
     asked: list[Any] = []
 
     async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
