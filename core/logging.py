@@ -41,7 +41,9 @@ class JsonFormatter(logging.Formatter):
         for key, value in record.__dict__.items():
             if key not in _STANDARD and key not in line:
                 line[key] = value if isinstance(value, str | int | float | bool | None) else repr(value)
-        if record.exc_info:
+        if record.exc_text:  # the secret filter leaves the traceback here, scrubbed
+            line["exc"] = record.exc_text
+        elif record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False)
 

@@ -1,31 +1,407 @@
-"""Redact secrets from arguments, results and messages before they are stored or shown."""
+"""The secret rules, in one place: MASK, the KEEP sentinel, the masked merge, the origin rule and the one scrubber.
+
+Django-free (an import-linter contract checks it): the runtimes, services and the logging filter all use it.
+"""
 
 from __future__ import annotations
 
+import base64
+import copy
+import functools
+import json
+import logging
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
+
+from core.errors import DomainError, ValidationFailed
 
 MASK = "********"
-SECRET_KEY_RE = re.compile(r"(pass(word|wd)?|secret|token|api[-_]?key|auth(orization)?|credential|private[-_]?key)", re.I)
+# Shorter values would shred ordinary text; such "secrets" are not scrubbed.
+MIN_SECRET_CHARS = 4
+# Base64 of a secret at an unknown offset inside a longer blob is matched by its stable middle; that middle
+# must be long enough not to match ordinary base64 by chance.
+MIN_B64_CORE_CHARS = 6
+SECRET_KEY_RE = re.compile(
+    r"(pass(word|wd)?|secret|token|api[-_]?key|auth(orization)?|credential|private[-_]?key)", re.I
+)
+
+
+class _Keep:
+    """Sentinel: leave the stored value as it is (an omitted field, or a config sent as "")."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
+class SecretsRequired(ValidationFailed):
+    """A destination moved to another origin while secrets were kept: they must be sent again."""
+
+    code = "secrets_required"
+
+
+# --- masked maps ------------------------------------------------------------------------------------------
+
+
+def masked_keys(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> list[str]:
+    """Keys (as `map.key`) whose value is the mask placeholder."""
+    found: list[str] = []
+    for map_name in secret_maps:
+        section = (config or {}).get(map_name)
+        if isinstance(section, Mapping):
+            found += [f"{map_name}.{k}" for k, v in section.items() if v == MASK]
+    return found
+
+
+def merge_masked(
+    *,
+    stored: Mapping[str, Any] | None,
+    incoming: Mapping[str, Any],
+    secret_maps: Iterable[str],
+    prefix: str = "config",
+    error: type[DomainError] = ValidationFailed,
+) -> dict[str, Any]:
+    """A copy of `incoming` where a `"********"` value in a secret map keeps the stored value under that key.
+
+    A mask with nothing stored under its key raises `error` naming the field, never a value.
+    """
+    merged = copy.deepcopy(dict(incoming))
+    stored = stored or {}
+    for map_name in secret_maps:
+        section = merged.get(map_name)
+        if not isinstance(section, dict):
+            continue
+        old = stored.get(map_name) or {}
+        for key, value in section.items():
+            if value == MASK:
+                field = f"{prefix}.{map_name}.{key}" if prefix else f"{map_name}.{key}"
+                if key not in old:
+                    raise error(
+                        f"{field} is {MASK!r} but no value is stored under that key; send the real value",
+                        details={"field": field},
+                    )
+                section[key] = old[key]
+    return merged
+
+
+def kept_keys(
+    *, stored: Mapping[str, Any] | None, incoming: Mapping[str, Any], secret_maps: Iterable[str]
+) -> list[str]:
+    """Secret keys (as `map.key`) whose stored, non-empty value `incoming` keeps by sending the mask."""
+    kept: list[str] = []
+    for name in masked_keys(incoming, secret_maps):
+        map_name, key = name.split(".", 1)
+        if ((stored or {}).get(map_name) or {}).get(key):
+            kept.append(name)
+    return kept
+
+
+def mask_maps(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> dict[str, Any]:
+    """The config's structure with every secret-map value replaced by the mask."""
+    if not config:
+        return {}
+    masked = copy.deepcopy(dict(config))
+    for map_name in secret_maps:
+        section = masked.get(map_name)
+        if isinstance(section, Mapping):
+            masked[map_name] = {k: MASK for k in section}
+    return masked
+
+
+def secret_values(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> list[str]:
+    """Every secret value in a config's secret maps (what the scrubber must mask)."""
+    values: list[str] = []
+    for map_name in secret_maps:
+        section = (config or {}).get(map_name)
+        if isinstance(section, Mapping):
+            values += [v for v in section.values() if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS]
+    return values
+
+
+# --- the origin rule --------------------------------------------------------------------------------------
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a URL, the port defaulted by scheme; unparsable parts compare as given."""
+    try:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        host = (parts.hostname or "").lower()
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        return scheme, host, port if port is not None else _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return "", url, None
+
+
+def require_secrets_on_move(*, old_url: str | None, new_url: str | None, kept: Iterable[str], field: str) -> None:
+    """Refuse to send kept secrets to another origin: a move of `field` needs `kept` to be supplied again.
+
+    `kept` names the secret keys the change keeps by `"********"` or by omission.
+    """
+    kept = sorted(set(kept))
+    if not kept or not old_url or not new_url or origin(old_url) == origin(new_url):
+        return
+    raise SecretsRequired(
+        f"{field} moves to another origin (scheme, host or port); the stored secrets are not sent to a new "
+        f"destination: supply {', '.join(kept)} again (\"{MASK}\" or omission keeps them only on the same origin)",
+        details={"field": field, "secrets_required": kept},
+    )
+
+
+# --- the one scrubber -------------------------------------------------------------------------------------
+
+_JSON_SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
+_TO_URLSAFE = str.maketrans("+/", "-_")
+_PARTIAL_ESCAPE = re.compile(r"(?:\\+(?:u[0-9a-fA-F]{0,3})?|%[0-9a-fA-F]?)\Z")
+
+
+def _hex(text: str) -> str:
+    """A regex matching hex digits of `text` in either case."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in text)
+
+
+def _char_pattern(c: str) -> str:
+    """One character of a secret as it may appear raw, JSON-escaped, \\u-escaped or percent-encoded."""
+    cp = ord(c)
+    units = [cp] if cp <= 0xFFFF else [0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)]
+    once = {c, "".join(f"\\u{u:04x}" for u in units), _JSON_SHORT.get(c, c)}
+    # JSON text inside a JSON string (a result's `text` that is itself serialised JSON) is escaped again.
+    twice = {json.dumps(e)[1:-1] for e in once}
+    alternatives = {_hex(re.escape(e)) if "\\u" in e else re.escape(e) for e in once | twice}
+    alternatives.add("".join("%" + _hex(f"{b:02x}") for b in c.encode("utf-8")))
+    if c == " ":
+        alternatives.add(r"\+")  # quote_plus
+    return "(?:" + "|".join(sorted(alternatives, key=len, reverse=True)) + ")"
+
+
+def _prefix_pattern(chars: list[str]) -> str:
+    """A regex for any non-empty prefix of the sequence of character patterns `chars`."""
+    rest = ""
+    for p in reversed(chars[1:]):
+        rest = f"(?:{p}{rest})?"
+    return chars[0] + rest
+
+
+def _b64_cores(secret: bytes) -> set[str]:
+    """Base64 text that any base64 blob containing `secret` contains, std and urlsafe alphabets.
+
+    For each of the three byte offsets modulo 3, the characters encoding only the secret's bits; plus the
+    whole encoding of the secret alone (so short secrets sent as a token are caught too).
+    """
+    alone = base64.b64encode(secret).decode().rstrip("=")
+    cores = {alone} if len(alone) >= 6 else set()
+    n = len(secret)
+    for k in range(3):
+        encoded = base64.b64encode(b"\0" * k + secret).decode().rstrip("=")
+        first, last = -(-8 * k // 6), (8 * (k + n)) // 6  # chars whose 6 bits all lie inside the secret
+        core = encoded[first:last]
+        if len(core) >= MIN_B64_CORE_CHARS:
+            cores.add(core)
+    return cores | {c.translate(_TO_URLSAFE) for c in cores}
+
+
+class Scrubber:
+    """Masks known secret values in text and JSON values, in their encoded forms too.
+
+    Matched forms: raw; JSON-escaped (also escaped twice) and `\\uXXXX`-escaped, any mix; percent-encoded
+    (quote and quote_plus, either hex case); base64 (std and urlsafe, padded or not) of the secret alone
+    or inside a longer blob such as `user:secret` (the whole base64 run is masked). Apply it to the full
+    text, before any truncation.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        values = sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        self.values: tuple[str, ...] = tuple(values)
+        chars = [[_char_pattern(c) for c in v] for v in values]
+        self._forms = re.compile("|".join("".join(p) for p in chars)) if values else None
+        # Text ending in the beginning of a form (a secret cut by a stream's piece boundary).
+        self.prefix = re.compile("(?:" + "|".join(_prefix_pattern(p) for p in chars) + r")\Z") if values else None
+        cores = sorted(set().union(*(_b64_cores(v.encode("utf-8")) for v in values)), key=len, reverse=True)
+        self._b64 = re.compile("|".join(map(re.escape, cores))) if cores else None
+        # The longest text one raw secret can become (six-char \uXXXX escapes twice over, or %XX of 4 bytes).
+        self.max_form_chars = max((len(v) * 12 for v in values), default=0)
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Sorted, merged (start, end) ranges of `text` to mask."""
+        found: list[tuple[int, int]] = []
+        if self._forms is not None:
+            found += [m.span() for m in self._forms.finditer(text)]
+        if self._b64 is not None:
+            for m in self._b64.finditer(text):
+                start, end = m.span()
+                while start > 0 and text[start - 1] in _B64_CHARS:
+                    start -= 1
+                while end < len(text) and text[end] in _B64_CHARS:
+                    end += 1
+                while end < len(text) and text[end] == "=":
+                    end += 1
+                found.append((start, end))
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(found):
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return merged
+
+    def text(self, text: str) -> str:
+        if not self.values or not text:
+            return text
+        spans = self.spans(text)
+        if not spans:
+            return text
+        out, pos = [], 0
+        for start, end in spans:
+            out += [text[pos:start], MASK]
+            pos = end
+        out.append(text[pos:])
+        return "".join(out)
+
+    def value(self, value: Any) -> Any:
+        """A copy of a JSON-like value with every string (keys too) scrubbed."""
+        if not self.values:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {self.text(str(k)) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        return value
+
+
+_known_lock = threading.Lock()
+# Every secret a scrubber was built for in this process (capped): what the log filter masks.
+_known: dict[str, None] = {}
+MAX_KNOWN = 4096
+
+
+@functools.lru_cache(maxsize=512)
+def _scrubber(values: tuple[str, ...]) -> Scrubber:
+    return Scrubber(values)
+
+
+def scrubber(secrets: Iterable[str]) -> Scrubber:
+    """The scrubber for these secret values (cached), remembered for the log filter."""
+    values = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS}))
+    if values:
+        with _known_lock:
+            for v in values:
+                _known[v] = None
+            while len(_known) > MAX_KNOWN:
+                _known.pop(next(iter(_known)))
+    return _scrubber(values)
+
+
+def scrubber_for_maps(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> Scrubber:
+    """The scrubber for every value in a config's secret maps."""
+    return scrubber(secret_values(config, secret_maps))
+
+
+def scrub(value: Any, secrets: Iterable[str]) -> Any:
+    """`value` (text or JSON-like) with every known secret masked in any of its encoded forms."""
+    return scrubber(secrets).value(value)
 
 
 def scrub_text(text: str, secrets: Iterable[str]) -> str:
-    """Replace every occurrence of a known secret value in free text (and NULs, which no database stores)."""
-    text = text.replace("\x00", "\\x00")
-    for value in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(value, MASK)
-    return text
+    """Free text with secrets masked (and NULs, which no database stores, made visible)."""
+    return scrubber(secrets).text(text.replace("\x00", "\\x00"))
 
 
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of a JSON value with secret-looking keys masked and known secret values scrubbed."""
-    known = [s for s in secrets if s and len(s) >= 4]
-    if isinstance(value, dict):
-        return {scrub_text(str(k), ()): MASK if isinstance(k, str) and SECRET_KEY_RE.search(k) and v not in (None, "") else redact(v, known)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, known) for v in value]
-    if isinstance(value, str):
-        return scrub_text(value, known)
-    return value
+    """Audit arguments: a copy with secret-looking keys masked and known secret values scrubbed."""
+    s = scrubber(secrets)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {
+                s.text(str(k).replace("\x00", "\\x00")): MASK
+                if isinstance(k, str) and SECRET_KEY_RE.search(k) and item not in (None, "")
+                else walk(item)
+                for k, item in v.items()
+            }
+        if isinstance(v, list):
+            return [walk(item) for item in v]
+        if isinstance(v, str):
+            return s.text(v.replace("\x00", "\\x00"))
+        return v
+
+    return walk(value)
+
+
+class StreamScrubber:
+    """Scrubs text that arrives in pieces (a model's streamed deltas): holds back what may start a secret."""
+
+    def __init__(self, scrubber: Scrubber) -> None:
+        self.scrubber = scrubber
+        self.pending = ""
+
+    def feed(self, piece: str) -> str:
+        """What may be shown now, scrubbed."""
+        if not self.scrubber:
+            return piece
+        self.pending += piece
+        cut = self._hold_from(self.pending)
+        for start, end in self.scrubber.spans(self.pending):
+            if start < cut < end:
+                cut = end
+        head, self.pending = self.pending[:cut], self.pending[cut:]
+        return self.scrubber.text(head)
+
+    def _hold_from(self, text: str) -> int:
+        """Where the part that may still become a secret begins: a trailing partial escape, the trailing
+        base64-alphabet word, or a trailing beginning of a secret's form."""
+        floor = max(0, len(text) - self.scrubber.max_form_chars)
+        partial = _PARTIAL_ESCAPE.search(text, floor)
+        end = partial.start() if partial else len(text)
+        cut = end
+        while cut > floor and text[cut - 1] in _B64_CHARS:
+            cut -= 1
+        assert self.scrubber.prefix is not None
+        started = self.scrubber.prefix.search(text, floor, end)
+        return min(cut, started.start()) if started else cut
+
+    def flush(self) -> str:
+        rest, self.pending = self.pending, ""
+        return self.scrubber.text(rest)
+
+
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class SecretLogFilter(logging.Filter):
+    """A log filter masking every secret this process built a scrubber for, in the message and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with _known_lock:
+            values = tuple(_known)
+        if not values:
+            return True
+        s = _scrubber(tuple(sorted(values)))
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's problem, not a reason to leak
+            message = str(record.msg)
+        record.msg, record.args = s.text(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = s.text(record.exc_text)
+        for key, value in list(vars(record).items()):
+            if key not in _RECORD_FIELDS and isinstance(value, str):
+                setattr(record, key, s.text(value))  # `extra=` fields a formatter may print
+        return True

@@ -11,13 +11,12 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from core.errors import DomainError
+from core.secrets import KEEP, MASK
 from market_app import services
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import memberships_for_user, tenants_for_admin
-from tools_app.configs import MASK
-from tools_app.services import KEEP
 
 
 def _visible(request: HttpRequest, prefix: str = "") -> Q:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from core import secrets
 from tools_app.errors import InvalidConfig
 from tools_app.models import ToolType
 
-MASK = "********"
 # Maps whose values are secret, per tool type.
 SECRET_MAPS: dict[str, tuple[str, ...]] = {
     ToolType.LOCAL: ("env",),
@@ -166,52 +165,20 @@ def validate_config(tool_type: str, config: Any) -> dict[str, Any]:
 
 def contains_mask(tool_type: str, config: dict[str, Any]) -> list[str]:
     """Keys (as `map.key`) whose value is the mask placeholder."""
-    found = []
-    for map_name in SECRET_MAPS[tool_type]:
-        section = config.get(map_name)
-        if isinstance(section, dict):
-            found += [f"{map_name}.{k}" for k, v in section.items() if v == MASK]
-    return found
+    return secrets.masked_keys(config, SECRET_MAPS[tool_type])
 
 
 def merge_masked(tool_type: str, *, stored: dict[str, Any] | None, incoming: dict[str, Any]) -> dict[str, Any]:
     """An incoming `"********"` keeps the stored value under that key; anything else replaces."""
-    merged = copy.deepcopy(incoming)
-    stored = stored or {}
-    for map_name in SECRET_MAPS[tool_type]:
-        section = merged.get(map_name)
-        if not isinstance(section, dict):
-            continue
-        old = stored.get(map_name) or {}
-        for key, value in section.items():
-            if value == MASK:
-                if key not in old:
-                    raise InvalidConfig(
-                        f"config.{map_name}.{key} is {MASK!r} but no value is stored under that key; "
-                        "send the real value",
-                        details={"field": f"config.{map_name}.{key}"},
-                    )
-                section[key] = old[key]
-    return merged
+    return secrets.merge_masked(stored=stored, incoming=incoming, secret_maps=SECRET_MAPS[tool_type],
+                                error=InvalidConfig)
 
 
 def mask_config(tool_type: str, config: dict[str, Any] | None) -> dict[str, Any]:
     """The config's structure with every secret-map value replaced by the mask."""
-    if not config:
-        return {}
-    masked = copy.deepcopy(config)
-    for map_name in SECRET_MAPS[tool_type]:
-        section = masked.get(map_name)
-        if isinstance(section, dict):
-            masked[map_name] = {k: MASK for k in section}
-    return masked
+    return secrets.mask_maps(config, SECRET_MAPS[tool_type])
 
 
 def secret_values(tool_type: str, config: dict[str, Any] | None) -> list[str]:
-    """Every secret value in a config (for scrubbing messages and audit arguments)."""
-    values: list[str] = []
-    for map_name in SECRET_MAPS.get(tool_type, ()):
-        section = (config or {}).get(map_name)
-        if isinstance(section, dict):
-            values += [v for v in section.values() if isinstance(v, str) and len(v) >= 4]
-    return values
+    """Every secret value in a config (what the scrubber masks in everything that leaves a call)."""
+    return secrets.secret_values(config, SECRET_MAPS.get(tool_type, ()))

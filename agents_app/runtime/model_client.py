@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 
+from core.secrets import scrub_text
+
 ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "model_timeout"]
 
 # Keys the loop owns; a ChatModel's `params` must not override them.
@@ -74,9 +76,8 @@ def _host(base_url: str) -> str:
 
 
 def _scrub(text: str, secret: str) -> str:
-    if secret:
-        text = text.replace(secret, "********")
-    return text[:300]
+    # Scrub the whole text first: a cut could leave a prefix of the key that no longer matches.
+    return scrub_text(text, [secret])[:300]
 
 
 def _status_message(exc: openai.APIStatusError) -> str:

@@ -13,21 +13,14 @@ from agents_app.errors import AgentError, ModelInUse
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
 from core import names
+from core.secrets import KEEP, MASK
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app.errors import ToolNotFound
 from tools_app.models import Tool
 
-MASK = "********"
 MAX_STEPS_RANGE = (1, 50)
 
-
-class _Keep:
-    def __repr__(self) -> str:
-        return "KEEP"
-
-
-KEEP: Any = _Keep()
 
 
 @dataclass

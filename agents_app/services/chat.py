@@ -32,7 +32,7 @@ from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import AgentLink, Toolset, assemble
 from core.errors import NotFound
-from core.secrets import redact, scrub_text
+from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters
 from tools_app.configs import secret_values
@@ -68,6 +68,11 @@ class _Run:
     approved_call_ids: frozenset[str] = frozenset()
     decisions: dict[str, str] = field(default_factory=dict)
     results: dict[str, ToolResult] = field(default_factory=dict)
+
+    @property
+    def scrub(self) -> Scrubber:
+        """The chat's one scrubber: the model's key and every linked tool's secrets, for all that is shown or kept."""
+        return scrubber([self.model.api_key, *(v for values in self.secrets.values() for v in values)])
 
 
 class ChatRun:
@@ -114,13 +119,21 @@ class ChatRun:
                 # A tenant's endpoint goes through the outbound guard on every request; the demo model doesn't.
                 http_client=adapters.guarded_http_client() if run.guard_model_url else None,
             )
+            scrub = run.scrub
+            # A model may echo its key (or a tool secret) split across deltas: hold back what may start one.
+            text = StreamScrubber(scrub)
             for name, data in events:
+                if name == "message.delta":
+                    shown = text.feed(str(data.get("text") or ""))
+                    if shown:
+                        yield name, {**data, "text": shown}
+                    continue
+                rest = text.flush()
+                if rest:
+                    yield "message.delta", {"text": rest}
+                data = scrub.value(data)
                 if name == "tool.call":
                     data = _redacted_call(run, data)
-                elif name == "tool.result":
-                    secrets = _secrets_of(run, data)
-                    data = {**data, "content": scrub_text(data.get("content") or "", secrets),
-                            "parts": redact(data.get("parts") or [], secrets)}
                 elif name == "approval.required":
                     data = _request_approval(run, data)
                 elif name == "done" and data.get("status") == "paused":
@@ -328,10 +341,8 @@ def _executor(run: _Run) -> loop.Execute:
                 conversation=run.conversation,
                 via=ApprovalVia.CHAT,
             )
-            result = done.result
-            if result.text:
-                result.text = scrub_text(result.text, run.secrets.get(fn.tool_id, []))
-            run.results[call_id] = result
+            result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too
+            run.results[call_id] = result.scrubbed(run.scrub)
             return result
         finally:
             if threading.get_ident() != owner:
@@ -387,6 +398,7 @@ def _pending_out(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
 def _persist(run: _Run, outcome: Event | None) -> None:
     """Make the transcript valid and store it, whether the run ended, paused or was cut off."""
     messages = run.messages
+    scrub = run.scrub
     held = {cid for batch in run.approvals.values() for cid in batch["call_ids"]}
     awaiting = False
     paused = outcome is not None and outcome[0] == "done" and outcome[1].get("status") == "paused"
@@ -401,8 +413,8 @@ def _persist(run: _Run, outcome: Event | None) -> None:
         Message(
             conversation=run.conversation,
             role=str(m.get("role") or ""),
-            content=_text(m.get("content")),
-            tool_calls=m.get("tool_calls"),
+            content=scrub.text(_text(m.get("content"))),
+            tool_calls=scrub.value(m.get("tool_calls")),
             tool_call_id=str(m.get("tool_call_id") or ""),
         )
         for m in messages[run.persisted:]
@@ -413,7 +425,8 @@ def _persist(run: _Run, outcome: Event | None) -> None:
         Message.objects.bulk_create(rows)
         still_open = {p.call_id for p in pending_calls(messages)}
         live = {k: v for k, v in run.approvals.items() if any(c in still_open for c in v["call_ids"])}
-        conversation.run_state = {"messages": messages, "approvals": live}
+        # What the model said is stored scrubbed: an echoed key never reaches the database or a reader.
+        conversation.run_state = {"messages": scrub.value(messages), "approvals": live}
         conversation.status = ConversationStatus.AWAITING_APPROVAL if awaiting else ConversationStatus.IDLE
         conversation.save(update_fields=["run_state", "status", "updated_at"])
     run.persisted = len(messages)

@@ -239,7 +239,9 @@ TOOLHUB_LOG_FORMAT = os.environ.get("TOOLHUB_LOG_FORMAT", "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "core.logging.ContextFilter"}},
+    # Every log line passes the one scrubber: secrets this process handles never reach a log.
+    "filters": {"context": {"()": "core.logging.ContextFilter"},
+                "scrub_secrets": {"()": "core.secrets.SecretLogFilter"}},
     "formatters": {
         "json": {"()": "core.logging.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(call_id)s] %(message)s"},
@@ -247,7 +249,7 @@ LOGGING = {
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "filters": ["context"],
+            "filters": ["context", "scrub_secrets"],
             "formatter": "text" if TOOLHUB_LOG_FORMAT == "text" else "json",
         }
     },

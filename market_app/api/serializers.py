@@ -7,12 +7,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.secrets import KEEP, MASK
 from core.serializers import AnyJSONField, StrictInputSerializer
 from market_app.catalog import suggest_tool_name
 from market_app.models import CatalogFormat, MarketEntry, MarketSource
 from market_app.services import SourceInput
-from tools_app.configs import MASK
-from tools_app.services import KEEP
 
 
 class SourceIn(StrictInputSerializer):

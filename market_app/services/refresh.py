@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.outbound import OutboundPolicy
+from core.secrets import scrub_text
 from market_app import selectors
 from market_app.catalog import CatalogError, EntryData, FetchResult, fetch_catalog
 from market_app.errors import RefreshFailed, RefreshInProgress, SourceNotFound
@@ -73,14 +74,6 @@ def release_lease(source_id: int) -> None:
     MarketSource.objects.filter(pk=source_id).update(refreshing_until=None)
 
 
-def _scrub(message: str, secrets: dict[str, str] | None) -> str:
-    """Defence in depth: the fetcher never echoes headers, and this makes sure of it."""
-    for value in (secrets or {}).values():
-        if isinstance(value, str) and len(value) >= 4:
-            message = message.replace(value, "********")
-    return message
-
-
 def source_refresh(*, source_id: Any, tenant: Tenant | None = None, actor: Any = None) -> dict[str, Any]:
     """Fetch the source's catalog and upsert its entries; returns the counts.
 
@@ -106,7 +99,7 @@ def source_refresh(*, source_id: Any, tenant: Tenant | None = None, actor: Any =
                 updated_since=source.cursor or None,
             )
         except (CatalogError, RuntimeToolError) as exc:
-            message = _scrub(exc.message, source.auth_headers)
+            message = scrub_text(exc.message, (source.auth_headers or {}).values())
             record_failure(source_id=source.pk, message=message)
             raise RefreshFailed(f"refresh of {source.name!r} failed: {message}", code=exc.code) from None
         except Exception as exc:

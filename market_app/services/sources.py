@@ -10,18 +10,16 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from core.errors import PermissionDenied
+from core.secrets import KEEP, merge_masked
 from market_app import selectors
 from market_app.errors import InvalidSource
 from market_app.models import CatalogFormat, MarketSource
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
-from tools_app.configs import MASK, merge_masked
-from tools_app.errors import InvalidConfig
-from tools_app.models import ToolType
-from tools_app.services import KEEP
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 INTERVAL_RANGE = (1, 7 * 24 * 60)
+AUTH_MAPS = ("auth_headers",)  # the secret map of a source
 
 
 @dataclass
@@ -66,16 +64,9 @@ def merge_auth_headers(*, stored: dict[str, str] | None, incoming: Any) -> dict[
         if not isinstance(value, str) or not value or "\r" in value or "\n" in value:
             raise InvalidSource(f"auth_headers.{key} must be a non-empty single-line string",
                                 details={"field": f"auth_headers.{key}"})
-    try:
-        # The tool-config rule, reused: REMOTE's secret map is "headers".
-        merged = merge_masked(ToolType.REMOTE, stored={"headers": stored or {}}, incoming={"headers": incoming})
-    except InvalidConfig as exc:
-        key = str(exc.details.get("field", "")).removeprefix("config.headers.")
-        raise InvalidSource(
-            f"auth_headers.{key} is {MASK!r} but no value is stored under that key; send the real value",
-            details={"field": f"auth_headers.{key}"},
-        ) from None
-    return merged["headers"] or None
+    merged = merge_masked(stored={"auth_headers": stored or {}}, incoming={"auth_headers": incoming},
+                          secret_maps=AUTH_MAPS, prefix="", error=InvalidSource)
+    return merged["auth_headers"] or None
 
 
 def _check_url(url: str) -> str:

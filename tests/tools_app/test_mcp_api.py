@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from core.secrets import MASK
 from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, http_server
 from tools_app import adapters
 from tools_app.models import CallStatus, FunctionState, Tool, ToolCall
@@ -101,7 +102,8 @@ def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tmp_path: Path
     monkeypatch.setenv("DATABASE_URL", "postgres://leak")
     tool_id = local_inventory(api, env={"GREETING": "hello"}, cwd=str(tmp_path))
     refresh(api, tool_id)
-    assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == "hello"
+    # The child has the configured value; a server echoing its env gets it scrubbed on the way out.
+    assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == MASK
     assert invoke(api, tool_id, "echo_env", {"name": "TOOLHUB_SECRET_KEYS"})["text"] == "<unset>"
     assert invoke(api, tool_id, "echo_env", {"name": "DATABASE_URL"})["text"] == "<unset>"
     assert str(tmp_path) in str(invoke(api, tool_id, "whoami", {})["data"] or invoke(api, tool_id, "whoami", {})["text"])
@@ -110,7 +112,7 @@ def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tmp_path: Path
         "command": sys.executable, "args": [str(INVENTORY)], "env": {"GREETING": "********"}, "cwd": str(tmp_path)}},
         format="json")
     assert resp.json()["config_version"] == 2
-    assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == "hello"
+    assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == MASK
     assert adapters.pool().stats()["processes_spawned"] > spawned
 
 

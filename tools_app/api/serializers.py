@@ -7,10 +7,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from core.secrets import KEEP
 from core.serializers import AnyJSONField, StrictInputSerializer
 from tools_app.configs import mask_config
 from tools_app.models import Approval, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
-from tools_app.services import KEEP, ToolInput
+from tools_app.services import ToolInput
 
 
 class ToolIn(StrictInputSerializer):

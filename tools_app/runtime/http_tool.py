@@ -13,6 +13,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import jsonschema
 
 from core.outbound import OutboundPolicy, fetch, safe_url
+from core.secrets import Scrubber, scrubber_for_maps
 from tools_app.runtime.errors import InvalidParams, RuntimeToolError
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, ToolResult
 
@@ -21,7 +22,6 @@ CONFIG_KEYS = frozenset({"method", "url", "headers", "query", "body", "secrets",
 PLACEHOLDER = re.compile(r"\$\{(input|secret)\.([A-Za-z_][A-Za-z0-9_]*)\}")
 ANY_PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
 EXCERPT_CHARS = 500
-MASK = "********"
 DEFAULT_TIMEOUT_S = 30.0
 # The origin and framing stay the client's: a templated Host could re-target a shared IP.
 RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
@@ -159,23 +159,20 @@ def build_url(template: str, filler: _Filler) -> str:
 def run_http_tool(config: dict[str, Any], arguments: dict[str, Any], *, policy: OutboundPolicy) -> ToolResult:
     """Call the configured endpoint with `arguments`; never raises, never shows a secret."""
     started = time.monotonic()
-    secrets = (
-        {k: v for k, v in (config.get("secrets") or {}).items() if isinstance(v, str)}
-        if isinstance(config, dict)
-        else {}
-    )
+    scrubber = scrubber_for_maps(config if isinstance(config, dict) else None, ("secrets", "headers"))
     try:
-        result = _run(config, arguments, policy)
+        result = _run(config, arguments, policy, scrubber)
     except RuntimeToolError as exc:
         result = ToolResult.fail(exc.result_code, exc.message)
     except Exception as exc:  # a bug must not escape, nor leak a secret through its message
         result = ToolResult.fail(EXECUTION_ERROR, f"HTTP tool failed: {type(exc).__name__}")
-    result = scrub_result(result, secrets)
+    # The upstream may echo what it was sent: nothing leaves unscrubbed (the invoke boundary scrubs again).
+    result.scrubbed(scrubber)
     result.cost_ms = int((time.monotonic() - started) * 1000)
     return result
 
 
-def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy) -> ToolResult:
+def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy, scrubber: Scrubber) -> ToolResult:
     validate_http_config(config)
     if not isinstance(arguments, dict):
         raise InvalidParams("arguments must be a JSON object")
@@ -216,7 +213,7 @@ def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy) -> Tool
         json=json_body,
     )
     if not 200 <= response.status < 300:
-        excerpt = response.text[:EXCERPT_CHARS]
+        excerpt = scrubber.text(response.text)[:EXCERPT_CHARS]  # scrubbed before the cut
         return ToolResult.fail(
             BUSINESS_ERROR,
             f"HTTP {response.status} from {method} {safe_url(url)}: {excerpt}",
@@ -229,7 +226,8 @@ def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy) -> Tool
         except ValueError:
             return ToolResult.ok(text=response.text, status=response.status)
         return ToolResult.ok(
-            data=data, text=json.dumps(data, ensure_ascii=False)[: EXCERPT_CHARS * 20], status=response.status
+            data=data, text=scrubber.text(json.dumps(data, ensure_ascii=False))[: EXCERPT_CHARS * 20],
+            status=response.status,
         )
     return ToolResult.ok(text=response.text, status=response.status)
 
@@ -253,39 +251,4 @@ def _validate_arguments(schema: Any, arguments: dict[str, Any]) -> None:
         raise InvalidParams(f"argument {where!r}: {err.message[:300]}")
 
 
-# -- scrubbing -----------------------------------------------------------------------------------
-
-
-def scrub(text: str, secrets: Mapping[str, str]) -> str:
-    """Replace every secret value (raw, percent-encoded or JSON-escaped) with a mask."""
-    forms: set[str] = set()
-    for value in secrets.values():
-        if len(value) < 3:
-            continue  # masking one- or two-character values would shred ordinary text
-        forms |= {value, quote(value, safe=""), quote(value), json.dumps(value)[1:-1]}
-    for form in sorted(forms, key=len, reverse=True):
-        text = text.replace(form, MASK)
-    return text
-
-
-def _scrub_any(value: Any, secrets: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        return scrub(value, secrets)
-    if isinstance(value, list):
-        return [_scrub_any(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {scrub(str(k), secrets): _scrub_any(v, secrets) for k, v in value.items()}
-    return value
-
-
-def scrub_result(result: ToolResult, secrets: Mapping[str, str]) -> ToolResult:
-    if not secrets:
-        return result
-    result.text = scrub(result.text, secrets)
-    result.error = scrub(result.error, secrets) if result.error else result.error
-    result.data = _scrub_any(result.data, secrets)
-    result.meta = _scrub_any(result.meta, secrets)
-    return result
-
-
-__all__ = ["run_http_tool", "scrub", "validate_http_config"]
+__all__ = ["run_http_tool", "validate_http_config"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.secrets import Scrubber
+
 # Error codes of DESIGN §4, shared by every runtime.
 INVALID_PARAMS = "INVALID_PARAMS"
 NOT_FOUND = "NOT_FOUND"
@@ -51,6 +53,15 @@ class ToolResult:
     def fail(cls, code: str, message: str, **meta: Any) -> ToolResult:
         assert code in ERROR_CODES, code
         return cls(success=False, error_code=code, error=message, meta=dict(meta))
+
+    def scrubbed(self, scrubber: Scrubber) -> ToolResult:
+        """This result with every secret masked in text, data, content, error and meta (in place; returns self)."""
+        if scrubber:
+            self.text = scrubber.text(self.text)
+            self.error = scrubber.text(self.error) if self.error else self.error
+            self.data, self.meta = scrubber.value(self.data), scrubber.value(self.meta)
+            self.content = scrubber.value(self.content)
+        return self
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -9,9 +9,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.secrets import Scrubber, scrubber
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import adapters, selectors
+from tools_app.configs import secret_values
 from tools_app.errors import ToolError, ToolNotFound
 from tools_app.models import FunctionState, Safety, Tool, ToolFunction, ToolType
 from tools_app.runtime.builtins import get_builtin
@@ -52,7 +54,28 @@ class Probe:
 
 
 def probe_tool(tool: Tool) -> Probe:
-    """A real look at what the tool offers now: initialize + tools/list for MCP tools."""
+    """A real look at what the tool offers now, scrubbed of the tool's secrets (a server may echo them)."""
+    return _scrubbed(_probe(tool), scrubber(secret_values(tool.type, tool.config)))
+
+
+def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:
+    if not scrub:
+        return probe
+    return Probe(
+        ok=probe.ok, latency_ms=probe.latency_ms, server=scrub.value(probe.server),
+        protocol_version=scrub.text(probe.protocol_version) if probe.protocol_version else probe.protocol_version,
+        functions=[
+            # The hash stays the server's: it pins what was offered, not what is shown.
+            Offered(scrub.text(f.name), scrub.text(f.description), scrub.value(f.input_schema),
+                    scrub.value(f.output_schema), scrub.value(f.annotations), f.schema_hash)
+            for f in probe.functions
+        ],
+        error=scrub.value(probe.error),
+    )
+
+
+def _probe(tool: Tool) -> Probe:
+    """initialize + tools/list for MCP tools; the registry or the config for built-in and HTTP tools."""
     if tool.type == ToolType.BUILTIN:
         spec = get_builtin(tool.builtin_name)
         fn = Offered(spec.function_name, spec.description, spec.input_schema)

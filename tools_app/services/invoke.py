@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
-from core.secrets import redact, scrub_text
+from core.secrets import redact, scrub_text, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters, selectors
 from tools_app.configs import secret_values
@@ -130,6 +130,8 @@ def tool_invoke(
     """
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
     secrets = secret_values(tool.type, tool.config)
+    # The one boundary: every result (body, audit, chat, breaker) is scrubbed here, before any cut.
+    scrub = scrubber(secrets)
     fn: ToolFunction | None = None
     try:
         fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
@@ -141,13 +143,11 @@ def tool_invoke(
                 return Invocation(held, approval.tool_call, approval)
             raise _Refused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
     except _Refused as refused:
-        result = ToolResult.fail(refused.code, scrub_text(refused.message, secrets))
+        result = ToolResult.fail(refused.code, refused.message).scrubbed(scrub)
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                                         result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
                                         conversation=conversation, via=via))
-    result = run(tool, function, arguments)
-    if result.error:
-        result.error = scrub_text(result.error, secrets)
+    result = run(tool, function, arguments).scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:
@@ -164,7 +164,7 @@ def content_excerpt(content: list[dict[str, Any]], cap: int, secrets: list[str])
     """The content list for the audit row: long strings cut, then blocks dropped until it fits `cap` chars."""
     if not content:
         return None
-    blocks = redact(excerpt(content), secrets)
+    blocks = excerpt(redact(content, secrets))  # scrubbed before any cut
     kept: list[dict[str, Any]] = []
     used = 0
     for block in blocks:
@@ -200,6 +200,7 @@ def audit(
     full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
     if not result.success:
         full = result.error or ""
+    full = scrub_text(full, secrets)  # before the cut: a cut secret no longer matches
     cap = settings.TOOLHUB_AUDIT_RESULT_CHARS
     return ToolCall.objects.create(
         result_content=content_excerpt(result.content, cap, secrets),
@@ -217,6 +218,6 @@ def audit(
         error_code=result.error_code or "",
         error=scrub_text(result.error or "", secrets)[:2000],
         cost_ms=result.cost_ms,
-        result_excerpt=scrub_text(full[:cap], secrets),
+        result_excerpt=full[:cap],
         result_size=len(full),
     )

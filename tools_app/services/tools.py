@@ -11,10 +11,11 @@ from django.conf import settings
 from django.db import transaction
 
 from core import names
+from core.secrets import KEEP, MASK
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors
-from tools_app.configs import MASK, contains_mask, merge_masked, validate_config
+from tools_app.configs import contains_mask, merge_masked, validate_config
 from tools_app.errors import (
     BuiltinReadOnly,
     InvalidConfig,
@@ -23,16 +24,6 @@ from tools_app.errors import (
     TypeChangeRefused,
 )
 from tools_app.models import Safety, Tool, ToolStatus, ToolType
-
-
-class _Keep:
-    """Sentinel: leave the stored config as it is."""
-
-    def __repr__(self) -> str:
-        return "KEEP"
-
-
-KEEP: Any = _Keep()
 
 # Called after commit with the tool id whenever its config_version changes (the MCP pool listens).
 config_change_listeners: list[Callable[[int], None]] = []

@@ -7,10 +7,11 @@ from typing import Any
 from django.db import transaction
 
 from core.errors import DomainError
+from core.secrets import MASK
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import client_config, selectors
-from tools_app.configs import MASK, SECRET_MAPS, mask_config
+from tools_app.configs import SECRET_MAPS, mask_config
 from tools_app.errors import ImportFailed
 from tools_app.models import ToolStatus, ToolType
 from tools_app.services.tools import ToolInput, tool_create

@@ -14,7 +14,7 @@ import pytest
 
 from core.outbound import OutboundPolicy
 from tools_app.runtime.errors import InvalidParams
-from tools_app.runtime.http_tool import run_http_tool, scrub, validate_http_config
+from tools_app.runtime.http_tool import run_http_tool, validate_http_config
 
 SECRET = "s3cr3t-Value/with+chars"
 POLICY = OutboundPolicy.build(allow="127.0.0.1/32", max_bytes=64 * 1024, timeout_s=5)
@@ -282,8 +282,3 @@ BAD_CONFIGS = [
 def test_validate_http_config_refuses_malformed(config: Any, fragment: str) -> None:
     with pytest.raises(InvalidParams, match=fragment.replace(".", r"\.")):
         validate_http_config(config)
-
-
-def test_scrub_short_and_encoded_forms() -> None:
-    assert scrub("a=s3cr3t%2Fx", {"k": "s3cr3t/x"}) == "a=********"
-    assert scrub("ab", {"k": "ab"}) == "ab"  # too short to mask safely

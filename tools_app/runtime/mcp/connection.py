@@ -16,6 +16,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from core.outbound import OutboundPolicy, safe_url
+from core.secrets import scrub_text
 from tools_app.runtime.errors import (
     ConnectionFailed,
     MalformedResult,
@@ -175,10 +176,7 @@ class Connection:
         """Mask configured env/header values (secrets) wherever a server echoed them into a message."""
         target = self.spec.target
         pairs = target.env if isinstance(target, LocalSpec) else target.headers
-        for _name, value in pairs:
-            if len(value) >= 4:
-                text = text.replace(value, "********")
-        return text
+        return scrub_text(text, (value for _name, value in pairs))
 
     def _where(self) -> str:
         target = self.spec.target
