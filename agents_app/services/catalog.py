@@ -13,7 +13,7 @@ from agents_app.errors import AgentError, ModelInUse
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
 from core import names
-from core.secrets import KEEP, MASK
+from core.secrets import KEEP, MASK, require_secrets_on_move
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app.errors import ToolNotFound
@@ -115,7 +115,11 @@ def chat_model_update(*, tenant: Tenant, actor: Any, model_id: Any, changes: Cha
     if changes.name is not None:
         model.name = _check_name(changes.name, "model")
     if changes.base_url is not None:
-        model.base_url = _check_base_url(changes.base_url)
+        new_url = _check_base_url(changes.base_url)
+        keeps_key = (changes.api_key is KEEP or changes.api_key == MASK) and bool(model.api_key)
+        require_secrets_on_move(old_url=model.base_url, new_url=new_url, kept=["api_key"] if keeps_key else [],
+                                field="base_url")
+        model.base_url = new_url
     if changes.model is not None:
         if not changes.model:
             raise AgentError("model must not be empty", details={"field": "model"})

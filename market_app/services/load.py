@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from core.errors import DomainError
+from core.secrets import require_secrets_on_move
 from market_app import selectors
 from market_app.catalog import suggest_tool_name
 from market_app.errors import (
@@ -195,6 +196,13 @@ def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[st
     if secret_map == "env":
         # Values of undeclared keys the install itself lists (and the user may have changed) stay the user's.
         config["env"].update({k: v for k, v in stored.items() if k in config["env"] and k not in env_names})
+    if secret_map == "headers":
+        catalog_headers = dict((entry.install or {}).get("headers") or {})  # the catalog's own values are no secret
+        # A catalog that moves the server to another origin does not take the user's headers along.
+        require_secrets_on_move(old_url=old.get("url"), new_url=config.get("url"),
+                                kept=[f"headers.{k}" for k, v in kept_headers.items()
+                                      if v and k not in (headers or {}) and v != catalog_headers.get(k)],
+                                field="config.url")
     for key in KEPT_ON_UPDATE.get(EntryKind(entry.kind), ()):
         if old.get(key) is not None:
             config.setdefault(key, old[key])

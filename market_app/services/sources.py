@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from core.errors import PermissionDenied
-from core.secrets import KEEP, merge_masked
+from core.secrets import KEEP, kept_keys, merge_masked, require_secrets_on_move
 from market_app import selectors
 from market_app.errors import InvalidSource
 from market_app.models import CatalogFormat, MarketSource
@@ -69,6 +69,16 @@ def merge_auth_headers(*, stored: dict[str, str] | None, incoming: Any) -> dict[
     return merged["auth_headers"] or None
 
 
+def _kept_headers(source: MarketSource, incoming: Any) -> list[str]:
+    """Stored auth headers the change keeps: all of them when omitted, the masked ones of an object."""
+    stored = source.auth_headers or {}
+    if incoming is KEEP or incoming == "":
+        return [f"auth_headers.{k}" for k, v in stored.items() if v]
+    if isinstance(incoming, dict):
+        return kept_keys(stored={"auth_headers": stored}, incoming={"auth_headers": incoming}, secret_maps=AUTH_MAPS)
+    return []
+
+
 def _check_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -86,6 +96,9 @@ def _apply(source: MarketSource, data: SourceInput) -> None:
         source.name = name
     if data.url is not None:
         url = _check_url(data.url)
+        if source.url:
+            require_secrets_on_move(old_url=source.url, new_url=url, kept=_kept_headers(source, data.auth_headers),
+                                    field="url")
         if url != source.url:
             source.url, source.cursor = url, ""  # an incremental cursor belongs to the old URL
     if data.format is not None:

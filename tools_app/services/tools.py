@@ -11,11 +11,11 @@ from django.conf import settings
 from django.db import transaction
 
 from core import names
-from core.secrets import KEEP, MASK
+from core.secrets import KEEP, MASK, kept_keys, require_secrets_on_move
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors
-from tools_app.configs import contains_mask, merge_masked, validate_config
+from tools_app.configs import SECRET_MAPS, contains_mask, merge_masked, validate_config
 from tools_app.errors import (
     BuiltinReadOnly,
     InvalidConfig,
@@ -116,6 +116,7 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
     if changes.config is not KEEP and changes.config != "":
         if not isinstance(changes.config, dict):
             raise InvalidConfig("config must be a JSON object, \"\" or omitted", details={"field": "config"})
+        _secrets_follow_origin(tool, changes.config)
         merged = merge_masked(tool.type, stored=tool.config, incoming=changes.config)
         config = validate_config(tool.type, merged)
         if config != tool.config:
@@ -126,6 +127,16 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
             return tool
     names.save_unique_name(tool, what="tool")
     return tool
+
+
+def _secrets_follow_origin(tool: Tool, incoming: dict[str, Any]) -> None:
+    """A REMOTE or HTTP tool whose URL moves to another origin may not keep its secrets by "********"."""
+    stored = tool.config or {}
+    new_url = incoming.get("url")
+    if tool.type in (ToolType.REMOTE, ToolType.HTTP) and isinstance(new_url, str):
+        kept = kept_keys(stored=stored, incoming=incoming, secret_maps=SECRET_MAPS[tool.type])
+        require_secrets_on_move(old_url=stored.get("url"), new_url=new_url,
+                                kept=[f"config.{k}" for k in kept], field="config.url")
 
 
 def _config_changed(tool: Tool) -> None:
