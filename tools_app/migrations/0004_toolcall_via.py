@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0003_approval_via_held_arguments'),
+        ('tools_app', '0003_imported_auto_approve'),
     ]
 
     operations = [
