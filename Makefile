@@ -6,8 +6,21 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 PORT ?= 8000
 
 .PHONY: install run test test-servers lint lock ci clean prod-local bench-load
+.PHONY: sandbox-deps
 
-install: $(STAMP)
+install: $(STAMP) sandbox-deps
+
+# execute_command runs only inside bubblewrap. As root we install it; otherwise we say what to ask for.
+sandbox-deps:
+	@if command -v bwrap >/dev/null 2>&1 || [ -x /usr/bin/bwrap ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing bubblewrap (the execute_command sandbox)"; \
+		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; } \
+			|| echo "warning: could not install bubblewrap; execute_command will refuse to run until it is installed"; \
+	else \
+		echo "note: bubblewrap is not installed and this is not root, so it was skipped; execute_command will"; \
+		echo "      refuse to run until an administrator runs: apt-get install bubblewrap (see README, Security)"; \
+	fi
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)

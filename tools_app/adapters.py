@@ -15,6 +15,7 @@ from tenants_app.models import Tenant
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
+from tools_app.runtime.builtins.sandbox import SandboxPolicy
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
@@ -121,6 +122,15 @@ def sql_tables(tenant: Tenant) -> frozenset[str]:
     return frozenset(str(t) for t in tables if t and t != "*")
 
 
+def sandbox_policy() -> SandboxPolicy:
+    """execute_command's OS sandbox as the settings configure it (on unless TOOLHUB_COMMAND_SANDBOX=off)."""
+    return SandboxPolicy(
+        enabled=bool(settings.TOOLHUB_COMMAND_SANDBOX),
+        bwrap=str(settings.TOOLHUB_COMMAND_SANDBOX_BWRAP),
+        extra_ro_paths=tuple(str(p) for p in settings.TOOLHUB_COMMAND_SANDBOX_RO_PATHS),
+    )
+
+
 def builtin_context(tenant: Tenant) -> BuiltinContext:
     interpreters = frozenset(tenant.command_interpreters or ()) & INTERPRETERS
     return BuiltinContext(
@@ -130,6 +140,7 @@ def builtin_context(tenant: Tenant) -> BuiltinContext:
         command_allowlist=frozenset(settings.TOOLHUB_COMMAND_ALLOWLIST or DEFAULT_ALLOWLIST) | interpreters,
         interpreters_allowed=interpreters,
         sql=SqlTarget(url=sql_url(), allowed_tables=sql_tables(tenant)),
+        sandbox=sandbox_policy(),
     )
 
 

@@ -1,6 +1,23 @@
 """Tools app config: wires signals and the pool's config-change listener."""
 
+import logging
+
 from django.apps import AppConfig
+from django.conf import settings
+
+logger = logging.getLogger("tools_app.sandbox")
+
+
+def warn_if_command_sandbox_off() -> bool:
+    """Log loudly when the operator turned execute_command's OS sandbox off; True when it is off."""
+    if settings.TOOLHUB_COMMAND_SANDBOX:
+        return False
+    logger.warning(
+        "TOOLHUB_COMMAND_SANDBOX=off: execute_command runs programs WITHOUT the bubblewrap sandbox, as the "
+        "server's own user, with its network and file system. Only git/npm hardening and argument checks "
+        "remain. Unset it (and install bubblewrap: apt-get install bubblewrap) to restore the sandbox."
+    )
+    return True
 
 
 class ToolsAppConfig(AppConfig):
@@ -12,6 +29,7 @@ class ToolsAppConfig(AppConfig):
         from tools_app import metrics
 
         metrics.connect()
+        warn_if_command_sandbox_off()
         from tools_app import adapters, signals  # noqa: F401
         from tools_app.services.tools import config_change_listeners
 

@@ -210,6 +210,12 @@ TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR
 TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
 # Empty = RuoYi's list minus interpreters (tools_app.runtime.builtins.command_rules.DEFAULT_ALLOWLIST).
 TOOLHUB_COMMAND_ALLOWLIST = env_list("TOOLHUB_COMMAND_ALLOWLIST")
+# execute_command runs inside bubblewrap (no network, read-only system, the workspace the only writable
+# path). Only the exact value `off` disables it, and startup then logs a WARNING; a missing bwrap fails calls.
+TOOLHUB_COMMAND_SANDBOX = os.environ.get("TOOLHUB_COMMAND_SANDBOX", "on").strip().lower() != "off"
+TOOLHUB_COMMAND_SANDBOX_BWRAP = os.environ.get("TOOLHUB_COMMAND_SANDBOX_BWRAP", "/usr/bin/bwrap")
+# Extra host folders mounted read-only in the sandbox (colon-separated), e.g. /opt/node; their bin/ joins PATH.
+TOOLHUB_COMMAND_SANDBOX_RO_PATHS = [p for p in os.environ.get("TOOLHUB_COMMAND_SANDBOX_RO_PATHS", "").split(":") if p]
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.
 TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
 TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"))

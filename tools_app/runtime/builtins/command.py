@@ -1,4 +1,4 @@
-"""execute_command: allowlisted programs, no shell, argument rules, group kill on timeout, tail-only output."""
+"""execute_command: allowlisted programs, no shell, argument rules, an OS sandbox, tail-only output."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,13 +18,29 @@ from pydantic import Field
 
 from tools_app.runtime.builtins.command_rules import INTERPRETERS, RULES, SHELL_METACHARACTERS, ProgramRules
 from tools_app.runtime.builtins.context import BuiltinContext
+from tools_app.runtime.builtins.hardening import (
+    GIT_DRIVER_KEYS_REGEX,
+    git_driver_overrides,
+    git_global_args,
+    harden_argv,
+    program_env,
+)
 from tools_app.runtime.builtins.registry import BuiltinArgs, Safety, builtin
+from tools_app.runtime.builtins.sandbox import (
+    INSTALL_HINT,
+    SandboxUnavailable,
+    bwrap_argv,
+    check_available,
+    limits_preexec,
+    sandbox_env,
+)
 from tools_app.runtime.builtins.workspace import Workspace
 from tools_app.runtime.errors import BusinessError, InvalidParams, ToolTimeout
 from tools_app.runtime.procenv import base_environment, kill_process_group
 from tools_app.runtime.result import ToolResult
 
 MAX_COMMAND_CHARS = 4096
+GIT_CONFIG_QUERY_TIMEOUT_S = 10.0
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
@@ -33,18 +50,26 @@ class ExecuteCommandArgs(BuiltinArgs):
 
 @builtin(
     name="execute_command",
-    description="Run one allowlisted program (no shell) in the workspace; "
+    description="Run one allowlisted program (no shell) in the workspace, inside an OS sandbox (no network); "
     "30 s timeout; returns the exit code and the last 8 KiB of output.",
     safety=Safety.DESTRUCTIVE,
 )
 def execute_command(args: ExecuteCommandArgs, ctx: BuiltinContext) -> ToolResult:
     ws = Workspace(ctx.workspace)
     argv = check_command(args.command, ctx, ws)
-    executable = shutil.which(argv[0], path=base_environment().get("PATH"))
-    if executable is None:
-        raise BusinessError(f"program {argv[0]!r} is allowlisted but not installed on this host")
-    run = run_capped(
-        [executable, *argv[1:]], cwd=ws.root, timeout_s=ctx.command_timeout_s, cap=ctx.output_cap_bytes
+    program = argv[0]
+    rules = RULES.get(program)
+    sub_at = subcommand_index(argv[1:], rules) if rules else None
+    runner = CommandRunner(ctx, ws)
+    executable = runner.which(program)
+    git_extra: tuple[tuple[str, str], ...] = ()
+    if program == "git":
+        git_extra = _git_driver_overrides(runner, executable, argv, sub_at)
+    run = runner.run(
+        harden_argv(program, [executable, *argv[1:]], sub_at),
+        program_env(program, ws.root, git_extra),
+        timeout_s=ctx.command_timeout_s,
+        cap=ctx.output_cap_bytes,
     )
     if run.timed_out:
         raise ToolTimeout(
@@ -63,9 +88,98 @@ def execute_command(args: ExecuteCommandArgs, ctx: BuiltinContext) -> ToolResult
             "stderr": run.stderr,
             "stdout_truncated": run.stdout_truncated,
             "stderr_truncated": run.stderr_truncated,
+            "sandboxed": runner.sandboxed,
         },
         text="\n".join(parts),
     )
+
+
+def _git_driver_overrides(
+    runner: CommandRunner, executable: str, argv: list[str], sub_at: int | None
+) -> tuple[tuple[str, str], ...]:
+    """Ask the repository (same sandbox, same hardening) which program-naming keys it sets."""
+    query = [executable, *git_global_args(argv[1:], sub_at), "config", "--name-only", "--get-regexp",
+             GIT_DRIVER_KEYS_REGEX]
+    run = runner.run(query, program_env("git", runner.ws.root), timeout_s=GIT_CONFIG_QUERY_TIMEOUT_S, cap=1 << 20)
+    if run.timed_out or run.stdout_truncated:
+        raise InvalidParams("git: the repository's config could not be checked (rule: it must be readable)")
+    if run.exit_code != 0:  # 1: no such key; 128: not a repository (git init, clone)
+        return ()
+    return git_driver_overrides([line.strip() for line in run.stdout.splitlines() if line.strip()])
+
+
+class CommandRunner:
+    """Runs a checked argv in the workspace: inside bubblewrap, or plain when the operator turned it off."""
+
+    def __init__(self, ctx: BuiltinContext, ws: Workspace) -> None:
+        self.policy = ctx.sandbox
+        self.ws = ws
+        # Checked before anything runs: no sandbox means no command, never an unsandboxed one.
+        self.bwrap = check_available(self.policy) if self.policy.enabled else None
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.bwrap is not None
+
+    def which(self, program: str) -> str:
+        path = self.policy.search_path() if self.sandboxed else base_environment().get("PATH")
+        executable = shutil.which(program, path=path)
+        if executable is None:
+            where = "inside the command sandbox" if self.sandboxed else "on this host"
+            raise BusinessError(f"program {program!r} is allowlisted but not installed {where}")
+        return executable
+
+    def run(self, argv: list[str], extra_env: Mapping[str, str], *, timeout_s: float, cap: int) -> CappedRun:
+        if self.bwrap is None:
+            return run_capped(argv, cwd=self.ws.root, timeout_s=timeout_s, cap=cap, env=base_environment(extra_env))
+        info_r, info_w = os.pipe()
+        try:
+            full = bwrap_argv(
+                self.policy,
+                bwrap=self.bwrap,
+                workspace=self.ws.root,
+                argv=argv,
+                env=sandbox_env(self.policy, extra_env),
+                info_fd=info_w,
+            )
+            run = run_capped(
+                full,
+                cwd=self.ws.root,
+                timeout_s=timeout_s,
+                cap=cap,
+                env={"PATH": os.defpath, "LANG": "C.UTF-8"},
+                preexec_fn=limits_preexec(self.policy, timeout_s),
+                pass_fds=(info_w,),
+                after_start=lambda: os.close(info_w),
+            )
+            info = _read_available(info_r)
+        finally:
+            for fd in (info_r, info_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        if not info and not run.timed_out and run.exit_code != 0:
+            # bwrap reports on stderr and exits before starting the program (no info written).
+            raise SandboxUnavailable(
+                f"execute_command's sandbox (bubblewrap) could not start: {run.stderr.strip()[-500:]}; {INSTALL_HINT}",
+                details={"bwrap": self.bwrap, "install": "apt-get install bubblewrap"},
+            )
+        return run
+
+
+def _read_available(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 # -- checks ---------------------------------------------------------------------------------------
@@ -120,6 +234,14 @@ def _matches(name: str, forbidden: frozenset[str], abbreviations: bool) -> str |
     return None
 
 
+def subcommand_index(args: list[str], rules: ProgramRules) -> int | None:
+    """Index in `args` of the subcommand: the first non-option that is no path option's value."""
+    for index, arg in enumerate(args):
+        if not arg.startswith("-") and (args[index - 1] if index else "") not in rules.path_options:
+            return index
+    return None
+
+
 def _check_rules(program: str, args: list[str], rules: ProgramRules) -> None:
     subcommand: str | None = None
     for index, arg in enumerate(args):
@@ -133,7 +255,12 @@ def _check_rules(program: str, args: list[str], rules: ProgramRules) -> None:
                 if arg in rules.forbidden_subcommands:
                     raise InvalidParams(
                         f"{program}: subcommand {arg!r} is not allowed (rule: it can run "
-                        "arbitrary commands or change configuration)"
+                        "arbitrary commands, package scripts or change configuration)"
+                    )
+                if rules.allowed_subcommands is not None and arg not in rules.allowed_subcommands:
+                    raise InvalidParams(
+                        f"{program}: {arg!r} is not an allowed {program} subcommand (rule: builtin "
+                        "subcommands only; aliases, scripts and external programs are refused)"
                     )
                 read_rule = rules.read_only_subcommands.get(arg)
                 if read_rule is not None:
@@ -235,18 +362,32 @@ class _Tail:
         return bytes(self.buf).decode("utf-8", errors="replace")
 
 
-def run_capped(argv: list[str], *, cwd: Path, timeout_s: float, cap: int) -> CappedRun:
+def run_capped(
+    argv: list[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    cap: int,
+    env: Mapping[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
+    after_start: Callable[[], None] | None = None,
+) -> CappedRun:
     """Run argv in its own session, streaming both pipes into tails; kill the group on timeout."""
     proc = subprocess.Popen(  # noqa: S603 - argv is a checked allowlisted program, never a shell
         argv,
         cwd=cwd,
-        env=base_environment(),
+        env=dict(env) if env is not None else base_environment(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
         close_fds=True,
+        pass_fds=pass_fds,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - only setrlimit calls, no locks taken
     )
+    if after_start is not None:
+        after_start()
     tails = {"stdout": _Tail(cap), "stderr": _Tail(cap)}
     deadline = time.monotonic() + timeout_s
     timed_out = False

@@ -1,11 +1,19 @@
 """Data tables for execute_command: the default allowlist and per-program argument rules.
 
+Decision on package scripts: npm, pnpm and yarn run only subcommands that run no package script
+(`run`, `test`, `start`, `exec`... are refused; yarn and pnpm treat an unknown subcommand as a script
+name, hence an allowlist), and installing ones get `--ignore-scripts` (plus `npm_config_ignore_scripts`
+in the environment), so no lifecycle script of the project or of a dependency runs.
+
+Decision on git: only builtin subcommands from GIT_SUBCOMMANDS run (an alias can never be named),
+and hardening.py neutralises repository config that would run a program.
+
 Decision on interpreters: python, python3, node and java run arbitrary code given on the command
 line (`-c`, `-e`, `-p`, java's `-XX:OnError=<shell command>`, single-file source launch), so they are
 left out of the default allowlist and need a per-tenant opt-in (`BuiltinContext.interpreters_allowed`);
-even then their inline-code flags stay refused. Build tools (npm, mvn, gradle, pip...) run project code
-by design: the workspace is not an operating-system sandbox, which is why execute_command is
-DESTRUCTIVE, approval-gated and disabled by default.
+even then their inline-code flags stay refused. Build tools (mvn, gradle, pip...) run project code by
+design; that code runs inside the bubblewrap sandbox (sandbox.py: no network, the workspace the only
+writable path), and execute_command stays DESTRUCTIVE, approval-gated and disabled by default.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ class ProgramRules:
     subcommand_options: dict[str, frozenset[str]] = field(default_factory=dict)  # sub -> refused options
     path_options: frozenset[str] = frozenset()  # options whose value is a path that must stay inside
     abbreviations: bool = False
+    allowed_subcommands: frozenset[str] | None = None  # when set, any other subcommand is refused
 
 
 GIT = ProgramRules(
@@ -121,6 +130,18 @@ GIT = ProgramRules(
     },
     path_options=frozenset({"-C"}),
     abbreviations=True,
+    allowed_subcommands=frozenset(
+        """add am annotate apply archive blame branch bundle cat-file check-attr check-ignore check-mailmap
+        check-ref-format checkout checkout-index cherry cherry-pick clean clone column commit commit-graph
+        commit-tree config count-objects describe diff diff-files diff-index diff-tree fetch fmt-merge-msg
+        for-each-ref format-patch fsck gc get-tar-commit-id grep hash-object index-pack init init-db
+        interpret-trailers log ls-files ls-remote ls-tree mailinfo mailsplit merge merge-base merge-file
+        merge-tree mktag mktree multi-pack-index mv name-rev pack-objects pack-refs prune prune-packed pull
+        push range-diff read-tree rebase reflog remote repack rerere reset restore rev-list rev-parse revert
+        rm shortlog show show-branch show-index show-ref sparse-checkout stage stash status stripspace switch
+        symbolic-ref tag unpack-file unpack-objects update-index verify-commit verify-pack verify-tag version
+        whatchanged worktree write-tree""".split()
+    ),
 )
 
 PYTHON = ProgramRules(
@@ -209,9 +230,37 @@ JS_PACKAGE_MANAGER = ProgramRules(
             "c",
             "set",
             "help",
+            # These run package scripts by design (even with --ignore-scripts for the named one).
+            "run",
+            "run-script",
+            "rum",
+            "urn",
+            "test",
+            "tst",
+            "t",
+            "start",
+            "stop",
+            "restart",
+            "install-test",
+            "it",
+            "install-ci-test",
+            "cit",
+            "rebuild",
+            "rb",
+            "publish",
         }
     ),
+    allowed_subcommands=frozenset(
+        """install i ci add remove rm r uninstall un unlink update up upgrade ls list ll la outdated view info
+        show v why explain audit prune dedupe ddp pack version link ln fund doctor bin root prefix pkg query
+        sbom shrinkwrap whoami search ping dedup""".split()
+    ),
     abbreviations=False,
+)
+
+# Subcommands of npm/pnpm/yarn that would run lifecycle scripts: `--ignore-scripts` is appended.
+SCRIPT_RUNNING_INSTALLS = frozenset(
+    "install i ci add remove rm r uninstall un unlink update up upgrade prune dedupe ddp dedup pack version link ln".split()
 )
 
 JAVAC = ProgramRules(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools_app.runtime.builtins.sandbox import SandboxPolicy
+
 # Harmless aggregates and scalars, named as sqlglot canonicalises them (plus common raw spellings).
 # Nothing here sleeps, reads files, touches the network, changes settings or builds huge values.
 _SQL_FUNCTION_GROUPS = {
@@ -55,3 +57,5 @@ class BuiltinContext:
     sql: SqlTarget | None = None
     command_timeout_s: float = 30.0
     output_cap_bytes: int = 8192
+    # execute_command's OS sandbox: on unless the operator turned it off (TOOLHUB_COMMAND_SANDBOX=off).
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)

@@ -1,0 +1,184 @@
+"""The OS sandbox execute_command runs in: bubblewrap, no network, read-only system, the workspace the only writable path.
+
+Inside the sandbox the program runs as uid/gid 65534 (nobody) with no capabilities, in fresh user, pid,
+network, ipc, uts and mount namespaces. It sees only the system folders (`/usr`, the `/bin` and `/lib`
+links, a few read-only files of `/etc`), a private `/proc`, a minimal `/dev`, a small private `/tmp`
+(its HOME) and the tenant workspace, bound read-write at its own path. `--die-with-parent` and the pid
+namespace mean every process it starts dies with it. rlimits cap CPU time, address space, file size,
+open files and (inside the user namespace) the process count.
+
+Where the sandbox cannot start (bubblewrap missing, user namespaces disabled) the call fails with
+SandboxUnavailable saying how to install it; it never falls back to running unsandboxed. Only an
+operator's explicit `TOOLHUB_COMMAND_SANDBOX=off` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools_app.runtime.errors import RuntimeToolError
+
+DEFAULT_BWRAP = "/usr/bin/bwrap"
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) "
+    "and allow unprivileged user namespaces, or, accepting the risk, set TOOLHUB_COMMAND_SANDBOX=off"
+)
+SYSTEM_PATHS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Only what programs need to start; never all of /etc (it may hold keys and, for a root server, shadow).
+ETC_PATHS: tuple[str, ...] = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/ssl/certs",
+    "/etc/ca-certificates",
+    "/etc/java-17-openjdk",
+    "/etc/mime.types",
+)
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANDBOX_UID = 65534
+
+
+class SandboxUnavailable(RuntimeToolError):
+    """The command sandbox could not start; the command did not run."""
+
+    code = "sandbox_unavailable"
+    result_code = "EXECUTION_ERROR"
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """How execute_command is confined. `enabled=False` only by the operator's explicit setting."""
+
+    enabled: bool = True
+    bwrap: str = DEFAULT_BWRAP
+    extra_ro_paths: tuple[str, ...] = ()
+    address_space_bytes: int = 2 << 30
+    file_size_bytes: int = 256 << 20
+    max_processes: int = 256
+    max_open_files: int = 1024
+    tmp_bytes: int = 64 << 20
+    ro_paths: tuple[str, ...] = field(default=SYSTEM_PATHS + ETC_PATHS)
+
+    def search_path(self) -> str:
+        """PATH inside the sandbox: the system folders plus `bin/` of each extra read-only path."""
+        extra = [str(Path(p) / "bin") for p in self.extra_ro_paths if (Path(p) / "bin").is_dir()]
+        return ":".join([*extra, SANDBOX_PATH])
+
+    def mounted(self, path: str) -> bool:
+        """Whether `path` (resolved) is visible inside the sandbox."""
+        real = Path(os.path.realpath(path))
+        for root in (*self.ro_paths, *self.extra_ro_paths):
+            base = Path(os.path.realpath(root))
+            if real == base or real.is_relative_to(base):
+                return True
+        return False
+
+
+def check_available(policy: SandboxPolicy) -> str:
+    """The bwrap executable, or SandboxUnavailable naming what to install."""
+    path = policy.bwrap
+    if not os.path.isabs(path):
+        found = shutil.which(path)
+        path = found or path
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise SandboxUnavailable(
+            f"execute_command runs only inside the bubblewrap sandbox, and bubblewrap was not found at {path!r}: "
+            f"{INSTALL_HINT}",
+            details={"bwrap": path, "install": "apt-get install bubblewrap"},
+        )
+    return path
+
+
+def bwrap_argv(
+    policy: SandboxPolicy,
+    *,
+    bwrap: str,
+    workspace: Path,
+    argv: list[str],
+    env: Mapping[str, str],
+    info_fd: int,
+) -> list[str]:
+    """The full bwrap command line that runs `argv` confined to `workspace`."""
+    out = [
+        bwrap,
+        "--unshare-all",  # user, pid, net, ipc, uts, cgroup: no network at all
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop", "ALL",
+        "--uid", str(SANDBOX_UID),
+        "--gid", str(SANDBOX_UID),
+        "--hostname", "toolhub-sandbox",
+        "--clearenv",
+    ]
+    for key, value in sorted(env.items()):
+        out += ["--setenv", key, value]
+    for path in (*policy.ro_paths, *policy.extra_ro_paths):
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            out += ["--symlink", os.readlink(path), path]  # merged /usr: /bin -> usr/bin
+        elif os.path.exists(path):
+            out += ["--ro-bind", path, path]
+    out += [
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--size", str(policy.tmp_bytes), "--tmpfs", "/tmp",
+        "--bind", str(workspace), str(workspace),
+        "--remount-ro", "/",  # the sandbox's own root tmpfs; /tmp and the workspace stay writable
+        "--chdir", str(workspace),
+        "--info-fd", str(info_fd),
+    ]
+    prlimit = "/usr/bin/prlimit"
+    if os.path.exists(prlimit) and policy.mounted(prlimit):
+        # Set inside the new user namespace, the process cap counts only the sandbox's own processes.
+        n = policy.max_processes
+        out += ["--", prlimit, f"--nproc={n}:{n}", "--"]
+    else:
+        out += ["--"]
+    return out + argv
+
+
+def sandbox_env(policy: SandboxPolicy, extra: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment inside the sandbox: nothing of the server's, plus `extra`."""
+    env = {
+        "PATH": policy.search_path(),
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "USER": "nobody",
+        "LOGNAME": "nobody",
+    }
+    env.update(extra)
+    return env
+
+
+def limits_preexec(policy: SandboxPolicy, cpu_s: float) -> Callable[[], None]:
+    """A preexec_fn setting per-process rlimits on bwrap and so on everything it starts."""
+    cpu = max(1, int(cpu_s) + 1)
+    limits = (
+        (resource.RLIMIT_CPU, cpu, cpu + 2),
+        (resource.RLIMIT_AS, policy.address_space_bytes, policy.address_space_bytes),
+        (resource.RLIMIT_FSIZE, policy.file_size_bytes, policy.file_size_bytes),
+        (resource.RLIMIT_NOFILE, policy.max_open_files, policy.max_open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+
+    def apply() -> None:
+        for which, soft, hard in limits:
+            _, current_hard = resource.getrlimit(which)
+            if current_hard != resource.RLIM_INFINITY:
+                hard = min(hard, current_hard)
+                soft = min(soft, hard)
+            resource.setrlimit(which, (soft, hard))
+
+    return apply
