@@ -11,7 +11,13 @@ from django.http import HttpRequest
 
 from agents_app import services
 from agents_app.models import Agent, AgentTool, ChatModel, Conversation, Message
-from tenants_app.admin_scoping import AdminAbort, ReadOnlyAdminMixin, ServiceAdminMixin, TenantRoleAdminMixin
+from tenants_app.admin_scoping import (
+    AdminAbort,
+    ReadOnlyAdminMixin,
+    ServiceAdminMixin,
+    TenantRoleAdminMixin,
+    tenant_filter,
+)
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
 
@@ -66,7 +72,7 @@ class ChatModelAdminForm(forms.ModelForm):
 class ChatModelAdmin(_ServiceAdmin):
     form = ChatModelAdminForm
     list_display = ["name", "tenant", "base_url", "model", "key_set"]
-    list_filter = ["tenant"]
+    list_filter = [tenant_filter()]
     search_fields = ["name", "model", "base_url"]
 
     @admin.display(description="API key", boolean=True)
@@ -107,7 +113,7 @@ class AgentToolInline(TenantRoleAdminMixin, admin.TabularInline):
 @admin.register(Agent)
 class AgentAdmin(_ServiceAdmin):
     list_display = ["name", "tenant", "model", "status", "max_steps", "updated_at"]
-    list_filter = ["tenant", "status"]
+    list_filter = [tenant_filter(), "status"]
     search_fields = ["name", "description"]
     fields = ["tenant", "name", "description", "system_prompt", "model", "max_steps", "status"]
     inlines = [AgentToolInline]
@@ -161,7 +167,7 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "tenant", "agent", "user", "status", "title", "updated_at"]
-    list_filter = ["tenant", "status"]
+    list_filter = [tenant_filter(), "status"]
     search_fields = ["title"]
     fields = ["tenant", "agent", "user", "status", "title", "created_at", "updated_at"]
     readonly_fields = ["tenant", "agent", "user", "status", "title", "created_at", "updated_at"]

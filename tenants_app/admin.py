@@ -1,33 +1,47 @@
-"""Admin for tenants and memberships; tenant admins see only their own tenants."""
+"""Admin for tenants and memberships: tenant staff see only their own tenants, and every write is a service call."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tenants_app.admin_scoping import TenantRoleAdminMixin
-from tenants_app.models import Membership, Tenant
+from core.errors import DomainError
+from tenants_app import services
+from tenants_app.admin_scoping import ServiceAdminMixin, tenant_filter
+from tenants_app.models import Membership, Role, Tenant
 from tenants_app.selectors import tenants_for_admin
 
-
-class MembershipInline(TenantRoleAdminMixin, admin.TabularInline):
-    model = Membership
-    extra = 0
-    autocomplete_fields = ["user"]
+TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
+                      "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables"]
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class TenantAdmin(ServiceAdminMixin, admin.ModelAdmin):
     list_display = ["slug", "name", "is_active", "created_at"]
     search_fields = ["slug", "name"]
     list_filter = ["is_active"]
-    inlines = [MembershipInline]
+    fields = (*TENANT_FORM_FIELDS, "members")
+
+    @admin.display(description="Members")
+    def members(self, obj: Tenant) -> str:
+        # Read-only here: members are added and re-roled on the Membership page, through the services.
+        rows = obj.memberships.select_related("user").order_by("user__username")
+        return ", ".join(f"{m.user.username} ({m.role})" for m in rows) or "-"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
         return tenants_for_admin(user=request.user)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # The form shows only what this viewer may change; the service refuses anything else regardless.
+        if request.user.is_superuser:
+            return ["members"]
+        if obj is not None and services.actor_role(tenant=obj, actor=request.user) == Role.OWNER:
+            return ["is_active", "members"]
+        return [*TENANT_FORM_FIELDS, "members"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)
@@ -35,18 +49,77 @@ class TenantAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_superuser)
 
+    def save_model(self, request: HttpRequest, obj: Tenant, form: Any, change: bool) -> None:
+        values = {f: form.cleaned_data[f] for f in form.changed_data if f in services.TENANT_FIELDS}
+        if change:
+            stored = Tenant.objects.get(pk=obj.pk)
+            saved = self.call_service(request, services.tenant_update, tenant=stored, changes=values)
+        else:
+            saved = self.call_service(request, services.tenant_create, slug=values.pop("slug", ""),
+                                      name=values.pop("name", ""))
+            values.pop("is_active", None)
+            if values:
+                saved = self.call_service(request, services.tenant_update, tenant=saved, changes=values)
+        obj.pk, obj._state.adding = saved.pk, False
+
+
+class MembershipAddForm(forms.ModelForm):
+    """Adding a member names an existing user by username: no picker lists (or reveals) other users."""
+
+    username = forms.CharField(max_length=150, help_text="The username of an existing account.")
+
+    class Meta:
+        model = Membership
+        fields = ["tenant", "role"]
+
+
+class MembershipChangeForm(forms.ModelForm):
+    class Meta:
+        model = Membership
+        fields = ["role"]
+
 
 @admin.register(Membership)
-class MembershipAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class MembershipAdmin(ServiceAdminMixin, admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
-    list_filter = ["role", "tenant"]
+    list_filter = ["role", tenant_filter()]
     search_fields = ["user__username", "tenant__slug"]
-    autocomplete_fields = ["user"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
-        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+        return (super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+                .select_related("user", "tenant"))
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        kwargs["form"] = MembershipChangeForm if obj is not None else MembershipAddForm
+        kwargs["fields"] = None
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["tenant", "user", "role"] if obj is not None else ["tenant", "username", "role"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["tenant", "user"] if obj is not None else []
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant":
             kwargs["queryset"] = tenants_for_admin(user=request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        if change:
+            saved = self.call_service(request, services.membership_set_role, tenant=obj.tenant,
+                                      membership_id=obj.pk, role=form.cleaned_data["role"])
+        else:
+            saved = self.call_service(request, services.membership_add, tenant=form.cleaned_data["tenant"],
+                                      username=form.cleaned_data["username"], role=form.cleaned_data["role"])
+        obj.pk, obj.user, obj.role, obj._state.adding = saved.pk, saved.user, saved.role, False
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        self.call_service(request, services.membership_remove, tenant=obj.tenant, membership_id=obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in list(queryset.select_related("tenant", "user")):
+            try:
+                services.membership_remove(tenant=membership.tenant, actor=request.user, membership_id=membership.pk)
+            except DomainError as exc:
+                self.message_user(request, f"{membership.user} not removed: {exc.message}", messages.ERROR)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import messages
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from core.errors import DomainError
@@ -62,6 +63,12 @@ class ServiceAdminMixin(TenantRoleAdminMixin):
         except AdminAbort:
             return HttpResponseRedirect(request.get_full_path())
 
+    def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return super().delete_view(request, *args, **kwargs)  # type: ignore[misc]
+        except AdminAbort:
+            return HttpResponseRedirect(request.get_full_path())
+
 
 class ReadOnlyAdminMixin(TenantRoleAdminMixin):
     """Visible to the tenant's owners/admins, never written from the admin (audit logs, catalog entries)."""
@@ -74,3 +81,24 @@ class ReadOnlyAdminMixin(TenantRoleAdminMixin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def tenant_filter(field_path: str = "tenant") -> type[admin.SimpleListFilter]:
+    """A "by tenant" list filter that offers only the tenants the viewer manages (never other tenants' names)."""
+
+    class TenantFilter(admin.SimpleListFilter):
+        title = "tenant"
+        parameter_name = f"{field_path}__id__exact"
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[Any, str]]:
+            return [(t.pk, t.slug) for t in tenants_for_admin(user=request.user).order_by("slug")]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+            value = self.value()
+            if not value:
+                return queryset
+            if not str(value).isdigit():
+                return queryset.none()
+            return queryset.filter(**{f"{field_path}__id": int(value)})
+
+    return TenantFilter

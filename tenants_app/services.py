@@ -1,4 +1,13 @@
-"""Tenant writes: create tenants, add members, issue tokens."""
+"""Tenant and membership writes: the only way to create or change tenants and memberships (API, admin, commands).
+
+The rules, in one place:
+- only an owner (or a superuser) changes tenant policy, renames or re-slugs a tenant, grants the owner
+  role, or changes/removes an owner's membership; the last owner cannot be removed or demoted;
+- a tenant admin adds members only as existing, active users named by username; a username that is
+  unknown and one that may not be added answer the same error, so nothing reveals who exists;
+- `is_active` and creating tenants are for superusers and operators (management commands).
+`actor=None` means the operator at the command line (management commands), who may do everything.
+"""
 
 from __future__ import annotations
 
@@ -9,46 +18,190 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
-from core.errors import Conflict, ValidationFailed
-from tenants_app.models import Membership, Role, Tenant
+from core.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from tenants_app.models import ROLE_RANK, Membership, Role, Tenant
+from tenants_app.selectors import membership_role
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
+# Fields only an owner may change; everything a tenant's admins cannot touch.
+POLICY_FIELDS = frozenset({
+    "command_interpreters", "sql_allowed_tables", "admins_can_approve", "approval_second_person",
+    "allow_imported_auto_approve",
+})
+IDENTITY_FIELDS = frozenset({"name", "slug"})
+OPERATOR_FIELDS = frozenset({"is_active"})
+TENANT_FIELDS = POLICY_FIELDS | IDENTITY_FIELDS | OPERATOR_FIELDS
+NO_SUCH_USER = "no active user with that username can be added to this tenant"
 
-@transaction.atomic
-def tenant_create(*, slug: str, name: str) -> Tenant:
-    """Create a tenant; built-in tools are synced for it by the tools app's signal handler."""
-    if not SLUG_RE.match(slug):
+
+def _is_operator(actor: Any) -> bool:
+    return actor is None or bool(getattr(actor, "is_superuser", False))
+
+
+def actor_role(*, tenant: Tenant, actor: Any) -> Role | None:
+    """The actor's effective role: operators and superusers act as owners."""
+    if _is_operator(actor):
+        return Role.OWNER
+    return membership_role(tenant=tenant, user=actor)
+
+
+def _require(*, tenant: Tenant, actor: Any, at_least: Role, why: str) -> Role:
+    role = actor_role(tenant=tenant, actor=actor)
+    if role is None:
+        raise NotFound()
+    if ROLE_RANK[role] < ROLE_RANK[at_least]:
+        raise PermissionDenied(f"only a tenant {at_least.value} may {why}; you are {role.value}",
+                               details={"required_role": at_least.value, "role": role.value})
+    return role
+
+
+def _valid_slug(slug: str) -> str:
+    if not isinstance(slug, str) or not SLUG_RE.match(slug):
         raise ValidationFailed(
             f"tenant slug {slug!r} is invalid; use lowercase letters, digits and '-' (max 64)",
             details={"slug": slug},
         )
+    return slug
+
+
+@transaction.atomic
+def tenant_create(*, slug: str, name: str, actor: Any = None) -> Tenant:
+    """Create a tenant (operators and superusers); built-in tools are synced by the tools app's signal."""
+    if not _is_operator(actor):
+        raise PermissionDenied("only a superuser may create tenants")
+    _valid_slug(slug)
     if Tenant.objects.filter(slug=slug).exists():
         raise Conflict(f"tenant {slug!r} already exists", details={"slug": slug})
     return Tenant.objects.create(slug=slug, name=name or slug)
 
 
 @transaction.atomic
-def membership_add(
-    *, tenant: Tenant, username: str, role: str, password: str | None = None, email: str = ""
-) -> Membership:
-    """Add (or re-role) a member, creating the user when missing."""
+def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Tenant:
+    """Change a tenant's name, slug or policy (owners), or is_active (superusers). Unchanged values pass."""
+    unknown = set(changes) - TENANT_FIELDS
+    if unknown:
+        raise ValidationFailed(f"unknown tenant field(s): {', '.join(sorted(unknown))}",
+                               details={"accepted": sorted(TENANT_FIELDS)})
+    row = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    changed = {k: v for k, v in changes.items() if getattr(row, k) != v}
+    if not changed:
+        return row
+    if set(changed) & OPERATOR_FIELDS and not _is_operator(actor):
+        raise PermissionDenied("only a superuser may activate or deactivate a tenant")
+    if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
+        _require(tenant=row, actor=actor, at_least=Role.OWNER, why="change the tenant's name, slug or policy")
+    if "slug" in changed:
+        _valid_slug(changed["slug"])
+        if Tenant.objects.filter(slug=changed["slug"]).exclude(pk=row.pk).exists():
+            raise Conflict(f"tenant {changed['slug']!r} already exists", details={"slug": changed["slug"]})
+    if "name" in changed and not str(changed["name"] or "").strip():
+        raise ValidationFailed("a tenant needs a name")
+    for field in ("command_interpreters",):
+        if field in changed and not (isinstance(changed[field], list)
+                                     and all(isinstance(v, str) for v in changed[field])):
+            raise ValidationFailed(f"{field} must be a list of program names")
+    if "sql_allowed_tables" in changed and changed["sql_allowed_tables"] is not None and not (
+        isinstance(changed["sql_allowed_tables"], list) and all(isinstance(v, str) for v in changed["sql_allowed_tables"])
+    ):
+        raise ValidationFailed("sql_allowed_tables must be a list of table names (or empty for the default)")
+    for key, value in changed.items():
+        setattr(row, key, value)
+    row.save(update_fields=list(changed))
+    return row
+
+
+def _owners(tenant: Tenant) -> int:
+    return Membership.objects.filter(tenant=tenant, role=Role.OWNER).count()
+
+
+def _check_role(role: str) -> Role:
     if role not in Role.values:
         raise ValidationFailed(f"role {role!r} is invalid; accepted: {', '.join(Role.values)}")
-    User = get_user_model()
-    user, created = User.objects.get_or_create(username=username, defaults={"email": email})
-    if password:
-        user.set_password(password)
-        user.save(update_fields=["password"])
-    elif created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
-    if role in (Role.OWNER, Role.ADMIN) and not user.is_staff:
-        # Tenant owners and admins manage their tenant in the admin site (scoped to it).
+    return Role(role)
+
+
+def _staff_for_managers(membership: Membership) -> None:
+    # Tenant owners and admins manage their tenant in the admin site (scoped to it).
+    user = membership.user
+    if membership.role in (Role.OWNER, Role.ADMIN) and not user.is_staff:
         user.is_staff = True
         user.save(update_fields=["is_staff"])
+
+
+@transaction.atomic
+def membership_add(
+    *, tenant: Tenant, actor: Any, username: str, role: str, create_user: bool = False,
+    password: str | None = None, email: str = "",
+) -> Membership:
+    """Add an existing user, named by username, to the tenant (admins; granting owner needs an owner).
+
+    `create_user` (operators only, i.e. management commands) creates the user when missing.
+    """
+    wanted = _check_role(role)
+    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN, why="add members")
+    if wanted == Role.OWNER:
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER, why="grant the owner role")
+    if create_user and actor is not None:
+        raise PermissionDenied("only an operator (management command) may create users")
+    User = get_user_model()
+    username = (username or "").strip()
+    user = User.objects.filter(username=username).first() if username else None
+    if user is None and create_user:
+        user = User.objects.create(username=username, email=email)
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    if user is None or not user.is_active or (user.is_superuser and not _is_operator(actor)):
+        # One answer for "unknown" and "not addable": nothing here reveals which users exist.
+        raise ValidationFailed(NO_SUCH_USER, details={"username": username})
+    if password and actor is None:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+    if existing is not None:
+        if actor is None:  # the operator's add_member re-roles, as it always has
+            return membership_set_role(tenant=tenant, actor=None, membership_id=existing.pk, role=wanted)
+        raise Conflict(f"{username!r} is already a member of this tenant", details={"username": username})
+    membership = Membership.objects.create(tenant=tenant, user=user, role=wanted)
+    _staff_for_managers(membership)
     return membership
+
+
+def _membership_for_update(*, tenant: Tenant, membership_id: Any) -> Membership:
+    try:
+        return Membership.objects.select_for_update().select_related("user").get(tenant=tenant, pk=int(membership_id))
+    except (Membership.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound() from None
+
+
+@transaction.atomic
+def membership_set_role(*, tenant: Tenant, actor: Any, membership_id: Any, role: str) -> Membership:
+    """Change a member's role (admins); owner in or out needs an owner; the last owner stays an owner."""
+    wanted = _check_role(role)
+    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN, why="change members' roles")
+    membership = _membership_for_update(tenant=tenant, membership_id=membership_id)
+    if membership.role == wanted:
+        return membership
+    if Role.OWNER in (wanted, membership.role):
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER, why="grant or take away the owner role")
+    if membership.role == Role.OWNER and _owners(tenant) <= 1:
+        raise Conflict("a tenant keeps at least one owner; make someone else owner first")
+    membership.role = wanted
+    membership.save(update_fields=["role"])
+    _staff_for_managers(membership)
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, tenant: Tenant, actor: Any, membership_id: Any) -> None:
+    """Remove a member (admins); removing an owner needs an owner; the last owner cannot be removed."""
+    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN, why="remove members")
+    membership = _membership_for_update(tenant=tenant, membership_id=membership_id)
+    if membership.role == Role.OWNER:
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER, why="remove an owner")
+        if _owners(tenant) <= 1:
+            raise Conflict("a tenant keeps at least one owner; make someone else owner first")
+    membership.delete()
 
 
 def token_for_user(*, user: Any) -> str:

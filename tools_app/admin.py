@@ -12,7 +12,12 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from core.errors import DomainError
-from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, TenantRoleAdminMixin
+from tenants_app.admin_scoping import (
+    ReadOnlyAdminMixin,
+    ServiceAdminMixin,
+    TenantRoleAdminMixin,
+    tenant_filter,
+)
 from tenants_app.selectors import tenants_for_admin
 from tools_app import services
 from tools_app.configs import mask_config
@@ -62,7 +67,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
 class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
     form = ToolAdminForm
     list_display = ["name", "tenant", "type", "status", "safety", "health", "last_ok_at", "disabled_until"]
-    list_filter = ["tenant", "type", "status", "safety"]
+    list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
     readonly_fields = ["config_summary", "config_version", "consecutive_failures", "disabled_until", "last_ok_at",
                        "last_error", "last_checked_at", "builtin_name"]
@@ -180,7 +185,7 @@ class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
 class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     list_display = ["name", "tool", "state", "enabled", "requires_approval", "safety", "safety_override",
                     "unsupported_reason", "updated_at"]
-    list_filter = ["state", "enabled", "tool__tenant"]
+    list_filter = ["state", "enabled", tenant_filter("tool__tenant")]
     search_fields = ["name", "tool__name"]
     readonly_fields = ["tool", "name", "description", "input_schema", "output_schema", "annotations", "schema_hash",
                        "approved_hash", "state", "enabled", "requires_approval", "safety", "safety_override",
@@ -233,7 +238,7 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "tenant", "tool_name", "function", "status", "error_code", "cost_ms", "actor"]
-    list_filter = ["tenant", "status"]
+    list_filter = [tenant_filter(), "status"]
     search_fields = ["tool_name", "function"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:

@@ -26,6 +26,8 @@ class Command(BaseCommand):
         try:
             m = membership_add(
                 tenant=tenant,
+                actor=None,  # the operator at the command line
+                create_user=True,
                 username=opts["username"],
                 role=opts["role"],
                 password=opts["password"],

@@ -17,7 +17,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            tenant = tenant_create(slug=opts["slug"], name=opts["name"] or opts["slug"])
+            tenant = tenant_create(slug=opts["slug"], name=opts["name"] or opts["slug"], actor=None)
         except DomainError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(f"created tenant {tenant.slug}")
