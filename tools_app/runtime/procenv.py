@@ -39,3 +39,83 @@ def kill_process_group(pgid: int, *, term_wait_s: float = 2.0) -> None:
             except (ProcessLookupError, PermissionError):
                 return
             time.sleep(0.02)
+
+
+# -- every process a child started, wherever it went ----------------------------------------------
+
+# A random value in this variable marks every process a LOCAL server starts: descendants inherit it even
+# after `setsid`, a double fork or reparenting to init, so none escapes the stop (unless it wipes its env).
+PROCESS_TAG_ENV = "TOOLHUB_PROCESS_TAG"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = open(f"/proc/{pid}/stat", "rb").read().decode("utf-8", "replace")  # noqa: SIM115
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ... starttime is [19]
+
+
+def process_identity(pid: int) -> str | None:
+    """pid plus its start time: the same process, not a reused pid. None when gone or a zombie."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    return f"{pid}:{fields[19]}"
+
+
+def descendant_pids(root: int) -> set[int]:
+    """Every live descendant of `root` (by parent links, read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None and fields[0] not in ("Z", "X"):
+                children.setdefault(int(fields[1]), []).append(int(entry))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for kid in children.get(todo.pop(), ()):
+            if kid not in found:
+                found.add(kid)
+                todo.append(kid)
+    return found
+
+
+def tagged_pids(tag: str) -> set[int]:
+    """Every live process whose environment carries PROCESS_TAG_ENV=tag."""
+    needle = f"\0{PROCESS_TAG_ENV}={tag}\0".encode()
+    found: set[int] = set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            environ = open(f"/proc/{entry}/environ", "rb").read()  # noqa: SIM115
+        except OSError:
+            continue
+        if needle in b"\0" + environ + b"\0" and process_identity(int(entry)) is not None:
+            found.add(int(entry))
+    return found
+
+
+def signal_identities(identities: set[str], sig: int) -> set[str]:
+    """Send `sig` to each still-identical process; return those still alive."""
+    alive: set[str] = set()
+    for ident in identities:
+        pid = int(ident.split(":", 1)[0])
+        if process_identity(pid) != ident:
+            continue
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+        alive.add(ident)
+    return alive
+
+
+def live_identities(identities: set[str]) -> set[str]:
+    return {i for i in identities if process_identity(int(i.split(":", 1)[0])) == i}
+
+
+def identities_of(pids: set[int]) -> set[str]:
+    return {ident for ident in (process_identity(p) for p in pids) if ident is not None}

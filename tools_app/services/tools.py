@@ -25,7 +25,8 @@ from tools_app.errors import (
 )
 from tools_app.models import Safety, Tool, ToolStatus, ToolType
 
-# Called after commit with the tool id whenever its config_version changes (the MCP pool listens).
+# Called after commit with the tool id whenever its config_version changes, it is disabled or deleted:
+# the MCP pool listens and closes the tool's sessions (and every process they started) at once.
 config_change_listeners: list[Callable[[int], None]] = []
 
 
@@ -160,6 +161,10 @@ def tool_set_status(*, tenant: Tenant, actor: Any, tool_id: Any, status: str) ->
         if status == ToolStatus.ENABLED:
             tool.consecutive_failures, tool.disabled_until = 0, None
         tool.save(update_fields=["status", "consecutive_failures", "disabled_until", "updated_at"])
+        if status == ToolStatus.DISABLED:
+            # A disabled tool's server must not idle on until the TTL: close it once the change commits.
+            for listener in config_change_listeners:
+                transaction.on_commit(functools.partial(listener, tool.pk))
     return tool
 
 

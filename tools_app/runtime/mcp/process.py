@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -14,12 +15,23 @@ from anyio.abc import Process
 
 from tools_app.runtime.errors import CommandNotExecutable, CommandNotFound, ConnectionFailed
 from tools_app.runtime.mcp.spec import LocalSpec
-from tools_app.runtime.procenv import base_environment
+from tools_app.runtime.procenv import (
+    PROCESS_TAG_ENV,
+    base_environment,
+    descendant_pids,
+    identities_of,
+    live_identities,
+    signal_identities,
+    tagged_pids,
+)
 
 STDERR_TAIL_BYTES = 8 * 1024
 STDIN_CLOSE_GRACE_S = 1.0
 TERM_GRACE_S = 1.0
 KILL_REAP_S = 2.0
+
+# pid of a running server -> the tag its whole process tree carries (see procenv.PROCESS_TAG_ENV).
+_tags: dict[int, str] = {}
 VERSION_CHECK_TIMEOUT_S = 5.0
 
 
@@ -108,10 +120,11 @@ async def run_version_check(executable: str, spec: LocalSpec) -> None:
 async def spawn(executable: str, spec: LocalSpec) -> Process:
     """Start the server in its own session/process group with piped stdio."""
     check_cwd(spec)
+    tag = secrets.token_hex(16)
     try:
-        return await anyio.open_process(
+        process = await anyio.open_process(
             [executable, *spec.args],
-            env=child_environment(spec),
+            env={**child_environment(spec), PROCESS_TAG_ENV: tag},
             cwd=spec.cwd,
             start_new_session=True,
         )
@@ -125,6 +138,8 @@ async def spawn(executable: str, spec: LocalSpec) -> Process:
                 f"command {spec.command!r} is not an executable program ({exc.strerror})"
             ) from None
         raise ConnectionFailed(f"command {spec.command!r} could not start: {exc.strerror}") from None
+    _tags[process.pid] = tag
+    return process
 
 
 def _killpg(pgid: int, sig: int) -> bool:
@@ -159,21 +174,30 @@ async def _wait_group_gone(pgid: int, timeout: float) -> bool:
 
 
 async def stop_process(process: Process, *, stdin_grace_s: float = STDIN_CLOSE_GRACE_S) -> None:
-    """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group; always reap. Shielded, bounded."""
+    """Close stdin, wait, SIGTERM, wait, SIGKILL: the group and every process the server started
+    (including ones that left the group with setsid or were reparented); always reap. Shielded, bounded."""
     pgid = process.pid  # start_new_session: the leader's pid is the group id
+    tag = _tags.pop(pgid, None)
     with anyio.CancelScope(shield=True):
+        # Parent links are lost once the leader exits: note its tree while it is still there.
+        strays = identities_of(descendant_pids(pgid)) if process.returncode is None else set()
         if process.stdin is not None:
             try:
                 await process.stdin.aclose()
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
         exited = await _wait_exit(process, stdin_grace_s)
-        # Even when the leader left politely, its descendants share the group: sweep them too.
-        if not exited or group_alive(pgid):
+        strays = live_identities(strays | (identities_of(tagged_pids(tag)) if tag else set()))
+        # Even when the leader left politely, its descendants may live on: sweep them too.
+        if not exited or group_alive(pgid) or strays:
             _killpg(pgid, signal.SIGTERM)
-            if not await _wait_group_gone_or_leader(process, pgid, TERM_GRACE_S):
+            strays = signal_identities(strays, signal.SIGTERM)
+            if not await _wait_all_gone(process, pgid, strays, TERM_GRACE_S):
                 _killpg(pgid, signal.SIGKILL)
+                late = identities_of(tagged_pids(tag)) if tag else set()
+                strays = signal_identities(live_identities(strays) | late, signal.SIGKILL)
                 await _wait_exit(process, KILL_REAP_S)
+                await _wait_all_gone(process, pgid, strays, KILL_REAP_S)
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 try:
@@ -183,12 +207,12 @@ async def stop_process(process: Process, *, stdin_grace_s: float = STDIN_CLOSE_G
         _close_transport(process)
 
 
-async def _wait_group_gone_or_leader(process: Process, pgid: int, timeout: float) -> bool:
-    """True once the whole group is gone (the leader reaped included)."""
+async def _wait_all_gone(process: Process, pgid: int, strays: set[str], timeout: float) -> bool:
+    """True once the group, the leader and every stray are gone."""
     with anyio.move_on_after(timeout):
         while True:
             _ = process.returncode  # let the loop reap the leader
-            if process.returncode is not None and not group_alive(pgid):
+            if process.returncode is not None and not group_alive(pgid) and not live_identities(strays):
                 return True
             await anyio.sleep(0.01)
     return False
