@@ -74,5 +74,5 @@ class TenantViewSet(viewsets.GenericViewSet):
         """Detail objects come through the scoped queryset too: another tenant's object is NotFound."""
         try:
             return super().get_object()
-        except (Http404, ValueError, TypeError):
+        except (Http404, ValueError, TypeError, OverflowError):
             raise NotFound() from None

@@ -150,7 +150,8 @@ def target_tenant(user: Any, entry: MarketEntry) -> Tenant | None:
 @admin.register(MarketEntry)
 class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["name", "source", "kind", "status", "version", "is_shell_command", "updated_at"]
-    list_filter = ["source", "kind", "status", "is_shell_command"]
+    # Related-only: the source filter offers the sources of visible entries, never other tenants' names.
+    list_filter = [("source", admin.RelatedOnlyFieldListFilter), "kind", "status", "is_shell_command"]
     search_fields = ["name", "title", "description"]
     readonly_fields = [f.name for f in MarketEntry._meta.fields]
     actions = ["load_into_tenant"]
