@@ -175,3 +175,6 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+
+from agents_app import admin_intents  # noqa: E402,F401  (registers the intent tree's admin)

@@ -44,3 +44,15 @@ class NothingToResume(Conflict):
 
 class ApprovalsPending(Conflict):
     code = "approvals_pending"
+
+
+class IntentError(DomainError):
+    code = "invalid_intent"
+
+
+class IntentHasChildren(Conflict):
+    code = "intent_has_children"
+
+
+class IntentVersionConflict(Conflict):
+    code = "version_conflict"

@@ -1,4 +1,4 @@
-"""ChatModel, Agent, AgentTool, Conversation and Message."""
+"""ChatModel, Agent, AgentTool, Conversation, Message, and the intent tree (IntentNode, IntentExample)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ class Agent(models.Model):
     model = models.ForeignKey(ChatModel, null=True, blank=True, on_delete=models.PROTECT, related_name="agents")
     max_steps = models.PositiveIntegerField(default=8)
     status = models.CharField(max_length=16, choices=AgentStatus.choices, default=AgentStatus.ENABLED)
+    # Intent routing (agents_app.intents): "intent" offers each turn only the matched intents' functions.
+    routing = models.CharField(max_length=8, default="all", choices=[("all", "all"), ("intent", "intent")])
+    routing_threshold = models.FloatField(null=True, blank=True, help_text="null = TOOLHUB_INTENT_THRESHOLD")
+    knowledge_function = models.CharField(max_length=200, blank=True, default="",
+                                          help_text="<tool>__<function> that searches documents (KB intents)")
+    always_on = models.JSONField(default=list, blank=True, help_text="<tool>__<function> refs offered every turn")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -94,3 +100,69 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+# --- intent routing (Ragent's intent tree) ---------------------------------------------------------
+
+
+class AgentRouting(models.TextChoices):
+    ALL = "all", "Offer the whole toolset"
+    INTENT = "intent", "Offer the functions of the matched intents"
+
+
+class IntentLevel(models.TextChoices):
+    DOMAIN = "DOMAIN", "Domain"
+    CATEGORY = "CATEGORY", "Category"
+    TOPIC = "TOPIC", "Topic"
+
+
+class IntentKind(models.TextChoices):
+    KB = "KB", "Knowledge base"
+    KB_AND_MCP = "KB_AND_MCP", "Knowledge base and tools"
+    MCP = "MCP", "Tools"
+    SYSTEM = "SYSTEM", "System (no tools)"
+
+
+class IntentStatus(models.TextChoices):
+    ENABLED = "ENABLED", "Enabled"
+    DISABLED = "DISABLED", "Disabled"
+
+
+class IntentNode(models.Model):
+    """A node of a tenant's intent tree; TOPIC nodes usually carry the example questions and functions."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="intent_nodes")
+    code = models.CharField(max_length=64)
+    name = models.CharField(max_length=128)
+    level = models.CharField(max_length=16, choices=IntentLevel.choices, default=IntentLevel.TOPIC)
+    kind = models.CharField(max_length=16, choices=IntentKind.choices, default=IntentKind.MCP)
+    description = models.TextField(blank=True, default="")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    functions = models.ManyToManyField("tools_app.ToolFunction", blank=True, related_name="intents")
+    status = models.CharField(max_length=16, choices=IntentStatus.choices, default=IntentStatus.ENABLED)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["code"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "code"], name="uniq_intent_code_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.code} ({self.name})"
+
+
+class IntentExample(models.Model):
+    """An example question of a node; its sentence embedding is stored once computed (see agents_app.tasks)."""
+
+    node = models.ForeignKey(IntentNode, on_delete=models.CASCADE, related_name="examples")
+    text = models.CharField(max_length=500)
+    position = models.PositiveIntegerField(default=0)
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=100, blank=True, default="", editable=False)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.text

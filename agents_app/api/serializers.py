@@ -57,6 +57,12 @@ class AgentIn(StrictInputSerializer):
     max_steps = serializers.IntegerField(required=False)
     status = serializers.ChoiceField(choices=AgentStatus.choices, required=False)
     tools = ToolLinkIn(many=True, required=False)
+    routing = serializers.ChoiceField(choices=["all", "intent"], required=False,
+                                      help_text='"intent": each turn offers only the matched intents\' functions')
+    routing_threshold = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
+    knowledge_function = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                               help_text="<tool>__<function> that searches documents (KB intents)")
+    always_on = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=50)
 
     def to_input(self) -> AgentInput:
         data: dict[str, Any] = dict(self.validated_data)
@@ -80,7 +86,7 @@ class AgentOut(serializers.ModelSerializer):
     class Meta:
         model = Agent
         fields = ["id", "name", "description", "system_prompt", "model", "model_name", "max_steps", "status", "tools",
-                  "created_at", "updated_at"]
+                  "routing", "routing_threshold", "knowledge_function", "always_on", "created_at", "updated_at"]
 
 
 class ChatIn(StrictInputSerializer):

@@ -2,10 +2,12 @@
 
 from rest_framework.routers import SimpleRouter
 
+from agents_app.api.intents import IntentViewSet
 from agents_app.api.views import AgentViewSet, ChatModelViewSet, ConversationViewSet
 
 router = SimpleRouter()
 router.register("models", ChatModelViewSet, basename="chat-model")
 router.register("agents", AgentViewSet, basename="agent")
 router.register("conversations", ConversationViewSet, basename="conversation")
+router.register("intents", IntentViewSet, basename="intent")
 urlpatterns = router.urls

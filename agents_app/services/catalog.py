@@ -10,7 +10,7 @@ from django.db import transaction
 
 from agents_app import selectors
 from agents_app.errors import AgentError, ModelInUse
-from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel
+from agents_app.models import Agent, AgentRouting, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
 from core import names
 from core.secrets import KEEP, MASK, require_secrets_on_move
@@ -48,6 +48,10 @@ class AgentInput:
     max_steps: int | None = None
     status: str | None = None
     tools: list[ToolLink] | None = None  # None keeps the links; a list replaces them
+    routing: str | None = None
+    routing_threshold: Any = KEEP
+    knowledge_function: str | None = None
+    always_on: list[str] | None = None
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -188,6 +192,26 @@ def _set_links(agent: Agent, links: list[ToolLink]) -> None:
     )
 
 
+def _apply_routing(agent: Agent, data: AgentInput) -> None:
+    """Intent-routing settings; refs are checked when a turn is routed (a tool may come and go)."""
+    if data.routing is not None:
+        if data.routing not in AgentRouting.values:
+            raise AgentError('routing must be "all" or "intent"', details={"field": "routing"})
+        agent.routing = data.routing
+    if data.routing_threshold is not KEEP:
+        value = data.routing_threshold
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1):
+            raise AgentError("routing_threshold must be a number from 0 to 1 (or null)",
+                             details={"field": "routing_threshold"})
+        agent.routing_threshold = value
+    if data.knowledge_function is not None:
+        agent.knowledge_function = data.knowledge_function.strip()
+    if data.always_on is not None:
+        if not all(isinstance(r, str) and r for r in data.always_on):
+            raise AgentError("always_on must be a list of <tool>__<function> refs", details={"field": "always_on"})
+        agent.always_on = sorted(set(data.always_on))
+
+
 @transaction.atomic
 def agent_create(*, tenant: Tenant, actor: Any, data: AgentInput) -> Agent:
     """Create an agent with its tool links; a tool or model of another tenant fails it as not found."""
@@ -205,6 +229,7 @@ def agent_create(*, tenant: Tenant, actor: Any, data: AgentInput) -> Agent:
         max_steps=_check_steps(data.max_steps if data.max_steps is not None else 8),
         status=status,
     )
+    _apply_routing(agent, data)
     names.save_unique_name(agent, what="agent")
     _set_links(agent, links)
     return selectors.agent_get(tenant=tenant, agent_id=agent.pk)
@@ -231,6 +256,7 @@ def agent_update(*, tenant: Tenant, actor: Any, agent_id: Any, changes: AgentInp
             raise AgentError(f"status {changes.status!r} is invalid; accepted: ENABLED, DISABLED",
                              details={"field": "status"})
         agent.status = changes.status
+    _apply_routing(agent, changes)
     names.save_unique_name(agent, what="agent")
     if links is not None:
         _set_links(agent, links)

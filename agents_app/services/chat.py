@@ -68,6 +68,7 @@ class _Run:
     approved_call_ids: frozenset[str] = frozenset()
     decisions: dict[str, str] = field(default_factory=dict)
     results: dict[str, ToolResult] = field(default_factory=dict)
+    preamble: list[Event] = field(default_factory=list)  # e.g. intent.routed, sent before the loop's events
 
     @property
     def scrub(self) -> Scrubber:
@@ -108,6 +109,7 @@ class ChatRun:
                                     "conversation_id": self.conversation_id}
                 yield outcome
                 return
+            yield from run.preamble
             events = loop.run(
                 model=run.model,
                 messages=run.messages,
@@ -214,6 +216,17 @@ def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset,
     return toolset, secrets
 
 
+def _routed(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
+            messages: list[dict[str, Any]]) -> tuple[Toolset, list[Event]]:
+    """With intent routing, the turn's toolset narrowed to the matched intents (agents_app.intents.routing)."""
+    from agents_app.intents.routing import route_turn
+
+    question = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    narrowed, event = route_turn(tenant=tenant, actor=actor, agent=agent, toolset=toolset, question=question)
+    return narrowed, [("intent.routed", event)] if event is not None else []
+
+
+
 def _system_message(agent: Agent) -> dict[str, Any]:
     return {"role": "system", "content": agent.system_prompt or DEFAULT_SYSTEM_PROMPT.format(name=agent.name)}
 
@@ -249,11 +262,12 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
     persisted = len(messages)
     messages.append({"role": "user", "content": message})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
+    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages)
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
     conversation.save()
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
-                toolset=toolset, secrets=secrets, messages=messages, persisted=persisted)
+                toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, preamble=preamble)
 
 
 @transaction.atomic
@@ -300,11 +314,12 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
                     messages.append({"role": "tool", "tool_call_id": call_id,
                                      "content": "Error: not executed: the approval expired"})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
+    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages)
     conversation.status = ConversationStatus.RUNNING
     conversation.save(update_fields=["status", "updated_at"])
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
                 toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, approvals=batches,
-                approved_call_ids=frozenset(approved), decisions=decisions)
+                approved_call_ids=frozenset(approved), decisions=decisions, preamble=preamble)
 
 
 # --- during the run -------------------------------------------------------------------------------

@@ -271,3 +271,9 @@ LOGGING = {
 TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
 TOOLHUB_MCP_WATCH_S = float(os.environ.get("TOOLHUB_MCP_WATCH_S", "2"))
 TOOLHUB_MCP_SESSION_IDLE_S = float(os.environ.get("TOOLHUB_MCP_SESSION_IDLE_S", "1800"))
+
+# Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
+# toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.
+TOOLHUB_INTENT_THRESHOLD = float(os.environ.get("TOOLHUB_INTENT_THRESHOLD", "0.35"))
+TOOLHUB_INTENT_MARGIN = float(os.environ.get("TOOLHUB_INTENT_MARGIN", "0.1"))
+TOOLHUB_MODEL_TOOL_LIMIT = int(os.environ.get("TOOLHUB_MODEL_TOOL_LIMIT", "128"))

@@ -1,0 +1,201 @@
+"""Routing questions through a tenant's intent tree, in-process, with one cached router per tree version.
+
+The router (agents_app.runtime.intents) is Django-free; this module feeds it plain rows and decides which
+nodes a caller may reach: only enabled nodes (under enabled ancestors) whose functions the caller may use.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from agents_app import selectors as agent_selectors
+from agents_app.intents import selectors
+from agents_app.models import Agent, AgentRouting
+from agents_app.runtime.intents import IntentIndex, IntentSpec, Match, default_embedder
+from agents_app.runtime.intents.embedder import from_bytes
+from agents_app.runtime.intents.policy import OFFERS_FUNCTIONS, OFFERS_KNOWLEDGE, Routing, decide
+from agents_app.runtime.toolset import Toolset, assemble
+from tenants_app.models import Tenant
+from tools_app.selectors import usable_tools
+
+FnKey = tuple[int, str]  # (tool id, function name)
+
+
+@dataclass(frozen=True)
+class TreeIndex:
+    """A tenant's router plus what it needs to filter matches: each node's functions as (key, ref)."""
+
+    signature: tuple[Any, ...]
+    index: IntentIndex
+    functions: dict[str, tuple[tuple[FnKey, str], ...]]
+    kinds: dict[str, str]
+
+
+_cache: dict[int, TreeIndex] = {}
+_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
+    nodes, examples, function_rows = selectors.routing_rows(tenant=tenant)
+    embedder = default_embedder()
+    by_id = {n["id"]: n for n in nodes}
+
+    def chain(node: dict[str, Any]) -> list[dict[str, Any]]:
+        out, seen = [node], {node["id"]}
+        while out[-1]["parent_id"] in by_id and out[-1]["parent_id"] not in seen:
+            out.append(by_id[out[-1]["parent_id"]])
+            seen.add(out[-1]["id"])
+        return out[::-1]
+
+    texts: dict[int, list[str]] = {}
+    vectors: dict[int, list[Any]] = {}
+    for node_id, text, blob, model in examples:
+        texts.setdefault(node_id, []).append(text)
+        vectors.setdefault(node_id, []).append(from_bytes(blob) if model == embedder.model else None)
+    fns: dict[int, list[tuple[FnKey, str]]] = {}
+    for node_id, tool_id, tool_name, fn_name in function_rows:
+        fns.setdefault(node_id, []).append(((tool_id, fn_name), f"{tool_name}__{fn_name}"))
+    specs: list[IntentSpec] = []
+    for node in nodes:
+        path = chain(node)
+        if any(n["status"] != "ENABLED" for n in path):
+            continue
+        if not texts.get(node["id"]) and not fns.get(node["id"]):
+            continue  # nothing to match on and nothing to offer: a pure grouping node
+        specs.append(IntentSpec(
+            code=node["code"], name=node["name"], kind=node["kind"], path=tuple(n["code"] for n in path),
+            functions=tuple(ref for _, ref in fns.get(node["id"], [])), description=node["description"],
+            examples=tuple(texts.get(node["id"], [])), vectors=vectors.get(node["id"], []),
+        ))
+    ids = {n["code"]: n["id"] for n in nodes}
+    return TreeIndex(signature=signature, index=IntentIndex(specs, embedder),
+                     functions={s.code: tuple(fns.get(ids[s.code], [])) for s in specs},
+                     kinds={s.code: s.kind for s in specs})
+
+
+def tree_index(*, tenant: Tenant) -> TreeIndex:
+    """The tenant's router, rebuilt only when its tree signature changed."""
+    signature = selectors.tree_signature(tenant=tenant)
+    with _lock:
+        cached = _cache.get(tenant.pk)
+    if cached is not None and cached.signature == signature:
+        return cached
+    built = _build(tenant, signature)
+    with _lock:
+        _cache[tenant.pk] = built
+    return built
+
+
+def _qualified(toolset: Toolset) -> dict[FnKey, str]:
+    return {(f.tool_id, f.function): f.qualified_name for f in toolset}
+
+
+def caller_toolset(*, tenant: Tenant, user: Any) -> Toolset:
+    """Every function the caller may use (enabled tools they may use, active and enabled functions)."""
+    tool_ids = list(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True))
+    candidates = agent_selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
+    return assemble(tenant_id=tenant.pk, candidates=candidates, usable_tool_ids=set(tool_ids), now=timezone.now())
+
+
+def _reachable(kind: str, functions: tuple[str, ...], knowledge: str | None, for_agent: bool) -> bool:
+    """A node is offered when it still has something to give this caller: tools, knowledge, or (SYSTEM) nothing."""
+    kb_ok = knowledge is not None if for_agent else True  # without an agent, the caller picks the knowledge tool
+    if kind == "SYSTEM":
+        return True
+    if kind == "MCP":
+        return bool(functions)
+    if kind == "KB":
+        return kb_ok
+    return bool(functions) or kb_ok  # KB_AND_MCP
+
+
+def _match(tree: TreeIndex, question: str, *, toolset: Toolset, knowledge: str | None, top_k: int,
+           for_agent: bool) -> list[Match]:
+    """Matches restricted to what `toolset` offers; functions the caller may not use are dropped.
+
+    For an agent run, functions are named as the toolset names them (what the model sees); otherwise as
+    `<tool>__<function>` refs.
+    """
+    names = _qualified(toolset)
+    allowed: dict[str, tuple[str, ...]] = {
+        code: tuple(dict.fromkeys(names[key] if for_agent else ref for key, ref in fns if key in names))
+        for code, fns in tree.functions.items()
+    }
+    ok = [c for c, kind in tree.kinds.items() if _reachable(kind, allowed[c], knowledge, for_agent)]
+    out = []
+    for m in tree.index.route(question, top_k=top_k, eligible=ok):
+        fns = allowed[m.code] if m.kind in OFFERS_FUNCTIONS else ()
+        if knowledge and m.kind in OFFERS_KNOWLEDGE:
+            fns = (*fns, knowledge)
+        out.append(Match(code=m.code, score=m.score, path=m.path, kind=m.kind, functions=tuple(dict.fromkeys(fns)),
+                         semantic=m.semantic, lexical=m.lexical, example=m.example))
+    return out
+
+
+def _knowledge_name(agent: Agent, toolset: Toolset) -> str | None:
+    """The agent's knowledge function as its toolset name, if the run may offer it."""
+    ref = (agent.knowledge_function or "").strip()
+    if not ref:
+        return None
+    for f in toolset:
+        if f"{f.tool_name}__{f.function}" == ref or f.qualified_name == ref:
+            return f.qualified_name
+    return None
+
+
+def route_question(*, tenant: Tenant, user: Any, question: str, agent: Agent | None = None,
+                   top_k: int = 3) -> tuple[list[dict[str, Any]], int]:
+    """The API's answer: the best nodes for the question that this caller (and agent) may reach, and the cost."""
+    start = time.perf_counter()
+    tree = tree_index(tenant=tenant)
+    if agent is not None:
+        from agents_app.services.chat import build_toolset
+
+        toolset, _ = build_toolset(tenant=tenant, actor=user, agent=agent)
+        knowledge = _knowledge_name(agent, toolset)
+        matches = _match(tree, question, toolset=toolset, knowledge=knowledge, top_k=top_k, for_agent=True)
+    else:
+        matches = _match(tree, question, toolset=caller_toolset(tenant=tenant, user=user), knowledge=None,
+                         top_k=top_k, for_agent=False)
+    body = [{"intent": m.code, "score": round(min(1.0, max(0.0, m.score)), 4), "path": list(m.path), "kind": m.kind,
+             "functions": list(m.functions)} for m in matches]
+    return body, int(round((time.perf_counter() - start) * 1000))
+
+
+def threshold_of(agent: Agent) -> float:
+    if agent.routing_threshold is not None:
+        return float(agent.routing_threshold)
+    return float(getattr(settings, "TOOLHUB_INTENT_THRESHOLD", 0.35))
+
+
+def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
+               question: str) -> tuple[Toolset, dict[str, Any] | None]:
+    """For an agent with routing "intent": the narrowed toolset of this turn and the `intent.routed` event data."""
+    if agent.routing != AgentRouting.INTENT:
+        return toolset, None
+    start = time.perf_counter()
+    tree = tree_index(tenant=tenant)
+    knowledge = _knowledge_name(agent, toolset)
+    matches = _match(tree, question, toolset=toolset, knowledge=knowledge, top_k=3, for_agent=True)
+    names = {f"{f.tool_name}__{f.function}": f.qualified_name for f in toolset}
+    always_on = [names.get(r, r) for r in (agent.always_on or []) if isinstance(r, str)]
+    routing: Routing = decide(matches, available=toolset.names(), threshold=threshold_of(agent),
+                              limit=int(getattr(settings, "TOOLHUB_MODEL_TOOL_LIMIT", 128)),
+                              margin=float(getattr(settings, "TOOLHUB_INTENT_MARGIN", 0.1)),
+                              knowledge=knowledge, always_on=always_on)
+    offered = set(routing.offered)
+    narrowed = Toolset(tuple(f for f in toolset if f.qualified_name in offered))
+    event = routing.event(full_count=len(toolset))
+    event["cost_ms"] = int(round((time.perf_counter() - start) * 1000))
+    return narrowed, event

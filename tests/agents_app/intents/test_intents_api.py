@@ -1,0 +1,251 @@
+"""Intents API: CRUD, tenancy, permissions, retraining, import/export and routed chats through the fake model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from agents_app.intents import routing
+from agents_app.models import IntentExample
+from tenants_app.models import Role
+from tests.agents_app.support import chat, events, make_agent, make_model
+from tests.fixtures.fake_llm import text
+from tools_app.models import Tool, ToolFunction, ToolType
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WEATHER = ["what's the weather like in Beijing today", "will it rain in Shanghai tomorrow",
+           "give me the forecast for Guangzhou", "北京今天天气怎么样", "上海明天会下雨吗"]
+TICKETS = ["show me the open support tickets in the east region", "how many urgent tickets are unresolved",
+           "list tickets waiting to be processed", "查询华东地区待处理的工单", "现在有多少紧急工单还没解决"]
+BOOKS = ["find books written by Liu Cixin", "recommend some books about machine learning",
+         "is there a book called The Three-Body Problem", "帮我找刘慈欣写的书", "推荐几本机器学习方面的书"]
+HELLO = ["hello there", "good morning, how are you", "thanks a lot", "你好", "谢谢你的帮助"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_router_cache() -> None:
+    routing.clear_cache()
+
+
+def make_tool(tenant: Any, name: str, *functions: str) -> Tool:
+    tool = Tool.objects.create(tenant=tenant, name=name, type=ToolType.REMOTE,
+                               config={"url": "http://127.0.0.1:9/mcp", "transport": "streamable_http"})
+    for fn in functions:
+        ToolFunction.objects.create(tool=tool, name=fn, description=f"{fn} of {name}",
+                                    input_schema={"type": "object", "properties": {"q": {"type": "string"}}})
+    return tool
+
+
+def make_tree(api: Any, tenant: Any) -> dict[str, Tool]:
+    tools = {
+        "weather": make_tool(tenant, "weather", "weather_query"),
+        "tickets": make_tool(tenant, "tickets", "query_tickets", "create_ticket"),
+        "books": make_tool(tenant, "books", "book_search"),
+        "docs": make_tool(tenant, "docs", "search_docs"),
+    }
+    for i in range(20):  # a toolset worth routing: many functions nobody asks about here
+        make_tool(tenant, f"misc{i}", *[f"action_{j}" for j in range(5)])
+    nodes = [
+        {"code": "info", "name": "Information", "level": "DOMAIN", "kind": "MCP"},
+        {"code": "info-weather", "name": "Weather", "level": "TOPIC", "kind": "MCP", "parent": "info",
+         "functions": ["weather__weather_query"], "examples": WEATHER, "description": "Weather forecasts"},
+        {"code": "info-books", "name": "Books", "level": "TOPIC", "kind": "KB_AND_MCP", "parent": "info",
+         "functions": ["books__book_search"], "examples": BOOKS},
+        {"code": "ops-tickets", "name": "Tickets", "level": "TOPIC", "kind": "MCP",
+         "functions": ["tickets__query_tickets"], "examples": TICKETS},
+        {"code": "chat-hello", "name": "Greetings", "level": "TOPIC", "kind": "SYSTEM", "examples": HELLO},
+    ]
+    for node in nodes:
+        resp = api.post("/api/v1/intents/", node, format="json")
+        assert resp.status_code == 201, resp.content
+    return tools
+
+
+def route(client: Any, question: str, **extra: Any) -> dict[str, Any]:
+    resp = client.post("/api/v1/intents/route/", {"question": question, **extra}, format="json")
+    assert resp.status_code == 200, resp.content
+    return dict(resp.json())
+
+
+def test_crud_shape_and_stored_embeddings(api: Any, tenant: Any) -> None:
+    make_tree(api, tenant)
+    listed = api.get("/api/v1/intents/?level=TOPIC").json()
+    assert listed["count"] == 4
+    weather = next(r for r in listed["results"] if r["code"] == "info-weather")
+    assert {k: weather[k] for k in ("code", "name", "level", "kind", "parent", "functions", "status", "version",
+                                    "examples")} == {
+        "code": "info-weather", "name": "Weather", "level": "TOPIC", "kind": "MCP", "parent": "info",
+        "functions": ["weather__weather_query"], "status": "ENABLED", "version": 1, "examples": WEATHER}
+    # The embedding task ran on commit (eagerly here) and stored one vector per example.
+    rows = IntentExample.objects.filter(node__code="info-weather")
+    assert rows.count() == 5 and all(r.embedding and len(bytes(r.embedding)) == 384 * 4 for r in rows)
+
+    body = route(api, "will it be sunny in Hangzhou this weekend")
+    assert set(body) == {"matches", "cost_ms"} and isinstance(body["cost_ms"], int)
+    best = body["matches"][0]
+    assert best == {"intent": "info-weather", "score": best["score"], "path": ["info", "info-weather"], "kind": "MCP",
+                    "functions": ["weather__weather_query"]}
+    assert 0 < best["score"] <= 1
+    assert route(api, "杭州这周末会出太阳吗")["matches"][0]["intent"] == "info-weather"
+    assert route(api, "华南区还有哪些工单在处理中", top_k=1)["matches"][0]["intent"] == "ops-tickets"
+
+    resp = api.patch(f"/api/v1/intents/{weather['id']}/", {"version": 7, "name": "x"}, format="json")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "version_conflict"
+    assert api.get(f"/api/v1/intents/{weather['id']}/").json()["name"] == "Weather"  # nothing written
+    info = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "info")
+    resp = api.delete(f"/api/v1/intents/{info['id']}/")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "intent_has_children"
+
+
+def test_bad_input_is_typed_and_writes_nothing(api: Any, tenant: Any, other_tenant: Any) -> None:
+    make_tool(other_tenant, "secret", "leak")
+    resp = api.post("/api/v1/intents/", {"code": "x", "name": "X", "functions": ["secret__leak"]}, format="json")
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert err["code"] == "invalid_intent" and err["details"]["unresolved"] == ["secret__leak"]
+    resp = api.post("/api/v1/intents/", {"code": "Bad Code", "name": "X"}, format="json")
+    assert resp.status_code == 400
+    resp = api.post("/api/v1/intents/", {"code": "x", "name": "X", "colour": "red"}, format="json")
+    assert resp.status_code == 400
+    assert api.get("/api/v1/intents/").json()["count"] == 0
+
+
+def test_another_tenants_nodes_never_match(api: Any, tenant: Any, other_api: Any, other_tenant: Any) -> None:
+    make_tree(api, tenant)
+    make_tool(other_tenant, "globex", "secret_weather")
+    resp = other_api.post("/api/v1/intents/", {
+        "code": "globex-weather", "name": "Globex weather", "kind": "MCP", "functions": ["globex__secret_weather"],
+        "examples": ["will it be sunny in Hangzhou this weekend"]}, format="json")
+    assert resp.status_code == 201
+    foreign_id = resp.json()["id"]
+    for body in (route(api, "will it be sunny in Hangzhou this weekend", top_k=10), route(api, "hello", top_k=10)):
+        codes = [m["intent"] for m in body["matches"]]
+        assert "globex-weather" not in codes and all(not f.startswith("globex") for m in body["matches"]
+                                                     for f in m["functions"])
+    assert route(other_api, "will it be sunny in Hangzhou this weekend")["matches"][0]["intent"] == "globex-weather"
+    assert api.get(f"/api/v1/intents/{foreign_id}/").status_code == 404
+    resp = api.post("/api/v1/intents/", {"code": "child", "name": "C", "parent": "globex-weather"}, format="json")
+    assert resp.status_code == 404
+
+
+def test_functions_the_caller_may_not_use_are_dropped(api: Any, tenant: Any, member_client: Any) -> None:
+    from guardian.shortcuts import assign_perm
+
+    tools = make_tree(api, tenant)
+    someone = member_client(tenant, Role.MEMBER)
+    assign_perm("tools_app.use_tool", someone.user, tools["weather"])  # weather is now restricted to them
+    member = member_client(tenant, Role.MEMBER)
+    question = "will it be sunny in Hangzhou this weekend"
+    assert route(someone, question)["matches"][0]["intent"] == "info-weather"
+    codes = [m["intent"] for m in route(member, question, top_k=5)["matches"]]
+    assert "info-weather" not in codes  # its only function is not theirs: the node has nothing to offer
+    assert all("weather__weather_query" not in m["functions"] for m in route(member, question, top_k=5)["matches"])
+    # Disabling a node (or its parent) takes it out of routing for everyone.
+    info = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "info")
+    assert api.patch(f"/api/v1/intents/{info['id']}/", {"status": "DISABLED"}, format="json").status_code == 200
+    assert "info-weather" not in [m["intent"] for m in route(someone, question, top_k=5)["matches"]]
+
+
+def test_retraining_after_examples_change(api: Any, tenant: Any) -> None:
+    make_tree(api, tenant)
+    question = "what is the exchange rate of the euro against the dollar"
+    before = route(api, question)["matches"]
+    assert before[0]["score"] < 0.35  # nothing in the tree is about exchange rates yet
+    node = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "ops-tickets")
+    old_vectors = {e.text: bytes(e.embedding) for e in IntentExample.objects.filter(node_id=node["id"])}
+    new_examples = [*TICKETS[:2], "how many yuan is 100 us dollars", "convert euros into dollars",
+                    "100美元能换多少人民币"]
+    resp = api.patch(f"/api/v1/intents/{node['id']}/", {"examples": new_examples, "version": 1}, format="json")
+    assert resp.status_code == 200 and resp.json()["version"] == 2
+    rows = {e.text: e for e in IntentExample.objects.filter(node_id=node["id"])}
+    assert list(rows) == new_examples and all(r.embedding for r in rows.values())
+    assert bytes(rows[TICKETS[0]].embedding) == old_vectors[TICKETS[0]]  # unchanged examples keep their vector
+    after = route(api, question)["matches"]
+    assert after[0]["intent"] == "ops-tickets" and after[0]["score"] >= 0.35 > before[0]["score"]
+
+
+def test_export_import_round_trip_in_yaml(api: Any, tenant: Any, other_api: Any, other_tenant: Any) -> None:
+    make_tree(api, tenant)
+    resp = api.post("/api/v1/intents/export/", {"format": "yaml"}, format="json")
+    assert resp.status_code == 200 and resp["Content-Type"].startswith("application/yaml")
+    document = yaml.safe_load(resp.content)
+    assert document["format"] == "toolhub.intents/1" and len(document["intents"]) == 5
+    for name, fns in (("weather", ["weather_query"]), ("tickets", ["query_tickets"]), ("books", ["book_search"])):
+        make_tool(other_tenant, name, *fns)
+    resp = other_api.post("/api/v1/intents/import/", yaml.safe_dump(document, allow_unicode=True),
+                          content_type="application/yaml")
+    assert resp.status_code == 201, resp.content
+    assert resp.json() == {"created": 5, "updated": 0}
+    again = other_api.post("/api/v1/intents/export/", {}, format="json").json()
+    strip = [{k: v for k, v in i.items() if k != "version"} for i in document["intents"]]
+    assert [{k: v for k, v in i.items() if k != "version"} for i in again["intents"]] == strip
+    # Importing a node whose function is missing fails the whole import.
+    broken = {"intents": [{"code": "new-one", "name": "N"}, {"code": "bad", "name": "B", "functions": ["no__pe"]}]}
+    resp = other_api.post("/api/v1/intents/import/", broken, format="json")
+    assert resp.status_code == 400
+    assert other_api.get("/api/v1/intents/?q=new-one").json()["count"] == 0
+
+
+def _tools_offered(request: dict[str, Any]) -> list[str]:
+    return sorted(t["function"]["name"] for t in request.get("tools") or [])
+
+
+def test_routed_chat_offers_only_matched_functions(api: Any, tenant: Any, member_client: Any, start_llm: Any) -> None:
+    tools = make_tree(api, tenant)
+    llm = start_llm([text("sunny"), text("a book"), text("hi!"), text("whatever")])
+    links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
+    agent_id = make_agent(api, model=make_model(api, llm), tools=links, routing="intent",
+                          knowledge_function="docs__search_docs", always_on=[])
+    member = member_client(tenant, Role.MEMBER)
+
+    body = chat(member, agent_id, "will it be sunny in Hangzhou this weekend?")
+    routed = events(body, "intent.routed")[0]
+    full = routed["full_count"]  # every linked function this member may use (incl. enabled built-ins)
+    assert routed["mode"] == "intent" and full >= 100
+    assert routed["matches"][0]["intent"] == "info-weather" and routed["matches"][0]["chosen"]
+    assert "closest_example" in routed["matches"][0]["why"] and "matched info-weather" in routed["reason"]
+    assert _tools_offered(llm.requests[0]) == ["weather__weather_query"]
+    assert body["events"][0]["event"] == "intent.routed"
+
+    chat(member, agent_id, "推荐几本讲机器学习的好书")  # KB_AND_MCP: the node's function plus the knowledge tool
+    assert _tools_offered(llm.requests[1]) == ["books__book_search", "docs__search_docs"]
+
+    body = chat(member, agent_id, "hello there, good morning")  # SYSTEM: answered without tools
+    assert events(body, "intent.routed")[0]["mode"] == "system"
+    assert "tools" not in llm.requests[2] or not llm.requests[2]["tools"]
+
+    body = chat(member, agent_id, "what is the exchange rate of the euro against the dollar")  # no intent is close
+    routed = events(body, "intent.routed")[0]
+    assert routed["mode"] == "fallback" and "below the threshold" in routed["reason"]
+    assert len(_tools_offered(llm.requests[3])) == full == routed["offered_count"]
+    assert tools["weather"].pk  # the tools exist; nothing was invoked
+
+
+def test_fallback_is_capped_at_the_models_tool_limit(api: Any, tenant: Any, member_client: Any, start_llm: Any,
+                                                      settings: Any) -> None:
+    settings.TOOLHUB_MODEL_TOOL_LIMIT = 10
+    make_tree(api, tenant)
+    llm = start_llm([text("ok")])
+    links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
+    agent_id = make_agent(api, model=make_model(api, llm), tools=links, routing="intent", routing_threshold=0.99)
+    body = chat(member_client(tenant, Role.MEMBER), agent_id, "will it be sunny in Hangzhou this weekend?")
+    routed = events(body, "intent.routed")[0]
+    assert routed["mode"] == "fallback" and routed["offered_count"] == 10 and routed["notes"]
+    offered = _tools_offered(llm.requests[0])
+    assert len(offered) == 10 and "weather__weather_query" in offered  # the best match's functions come first
+
+
+def test_agent_routing_all_sends_everything_and_no_routing_event(api: Any, tenant: Any, start_llm: Any) -> None:
+    make_tree(api, tenant)
+    llm = start_llm([text("ok")])
+    links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
+    agent_id = make_agent(api, model=make_model(api, llm), tools=links)
+    assert api.get(f"/api/v1/agents/{agent_id}/").json()["routing"] == "all"
+    body = chat(api, agent_id, "will it be sunny in Hangzhou this weekend?")
+    assert not events(body, "intent.routed")
+    assert len(_tools_offered(llm.requests[0])) > 100
+    resp = api.patch(f"/api/v1/agents/{agent_id}/", {"routing": "sometimes"}, format="json")
+    assert resp.status_code == 400
