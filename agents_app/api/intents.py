@@ -111,9 +111,7 @@ class IntentViewSet(TenantViewSet):
     read_role = Role.MEMBER
     serializer_class = IntentOut
 
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        self.write_role = Role.MEMBER if self.action == "route" else Role.ADMIN  # type: ignore[misc]
-        super().initial(request, *args, **kwargs)
+    action_roles = {"route": Role.MEMBER}
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         params = self.request.query_params
