@@ -148,6 +148,9 @@ SPECTACULAR_SETTINGS = {
         "ConversationStatusEnum": "agents_app.models.ConversationStatus",
         "CatalogFormatEnum": "market_app.models.CatalogFormat",
         "ExportFormatEnum": [("json", "json"), ("yaml", "yaml")],
+        "IntentKindEnum": "agents_app.models.IntentKind",
+        "IntentLevelEnum": "agents_app.models.IntentLevel",
+        "IntentStatusEnum": "agents_app.models.IntentStatus",
     },
 }
 
