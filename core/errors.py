@@ -92,6 +92,15 @@ class OutboundBlocked(RuntimeToolError):
     result_code = "BUSINESS_ERROR"
 
 
+class DnsFailed(OutboundBlocked):
+    """The host name does not resolve: nothing was refused, the name is wrong or DNS is down.
+
+    A subclass of OutboundBlocked so every handler of guard failures still catches it; its own code
+    tells the user to check the name, not the allowlist."""
+
+    code = "dns_failed"
+
+
 class ResponseTooLarge(RuntimeToolError):
     code = "response_too_large"
     result_code = "BUSINESS_ERROR"

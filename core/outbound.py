@@ -13,7 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx2
 
-from core.errors import OutboundBlocked, ResponseTooLarge, ToolTimeout
+from core.errors import DnsFailed, OutboundBlocked, ResponseTooLarge, ToolTimeout
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -51,7 +51,7 @@ def resolve(host: str, port: int) -> list[IPAddress]:
     try:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
-        raise OutboundBlocked(f"cannot resolve host {host!r}: {exc.strerror}") from None
+        raise DnsFailed(f"cannot resolve host {host!r}: {exc.strerror}") from None
     return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 

@@ -113,15 +113,51 @@ def placeholders(value: str) -> list[str]:
     return PLACEHOLDER.findall(value)
 
 
+def _slug(text_: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "-", text_.lower()).strip("-_")
+
+
+# Namespace prefixes that say where the publisher lives, not who it is.
+HOSTING_PREFIXES = (("io", "github"), ("io", "gitlab"), ("com", "github"), ("org", "codeberg"))
+
+
 def suggest_tool_name(name: str) -> str:
     """A Tool name (`^[a-z0-9][a-z0-9_-]{0,63}$`) derived from a catalog name.
 
-    Registry names are reverse-DNS (`io.github.owner/server`): the last path segment is kept.
+    Registry names are reverse-DNS `namespace/server`: the publisher part of the namespace (without its
+    top-level domain, or without `io.github.` for GitHub owners) joins the server part, so that the many
+    servers called `mcp` or `mcp-server` get distinct names: `io.github.x/y` -> `x-y`,
+    `com.figma.mcp/mcp` -> `figma-mcp`. The publisher part is shortened first to fit 64 characters.
     """
-    base = name.rsplit("/", 1)[-1] or name
-    slug = re.sub(r"[^a-z0-9_-]+", "-", base.lower()).strip("-_")
+    namespace, _, server = name.rpartition("/")
+    server_slug = _slug(server) or _slug(name)
+    labels = [label for label in namespace.split(".") if label]
+    if len(labels) >= 2:
+        prefix = next((p for p in HOSTING_PREFIXES if tuple(labels[:2]) == p), None)
+        labels = labels[2:] if prefix else labels[1:]
+    elif namespace and "." not in namespace:
+        labels = [namespace]
+    owner = _slug("-".join(labels))
+    if owner and (server_slug == owner or server_slug.startswith(owner + "-")):
+        owner = ""  # the server part already names its publisher
+    if owner and owner.endswith("-" + server_slug):
+        owner = owner[: -len(server_slug) - 1]  # `com.figma.mcp/mcp`: do not say `mcp` twice
+    room = 64 - len(server_slug) - 1
+    slug = f"{owner[:room].rstrip('-_')}-{server_slug}" if owner and room > 0 else server_slug
     slug = slug[:64].rstrip("-_")
     return slug if TOOL_NAME.match(slug) else "server"
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base-2`, `base-3`, ... (kept within 64 characters) when it is taken."""
+    if base not in taken:
+        return base
+    for n in range(2, 10_000):
+        suffix = f"-{n}"
+        candidate = base[: 64 - len(suffix)].rstrip("-_") + suffix
+        if candidate not in taken:
+            return candidate
+    raise ValueError("no free name")
 
 
 class Collector:
@@ -143,3 +179,30 @@ class Collector:
 
     def error(self, name: str | None, reason: str, index: int | None = None) -> None:
         self.errors.append(EntryError(name, reason, index))
+
+
+class VersionCollector(Collector):
+    """A Collector for registry listings that may hold several versions of a server: the best-ranked
+    version (see registry.version_rank) is kept; the same rank twice is a duplicate error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranks: dict[str, Any] = {}
+        self.at: dict[str, int] = {}
+
+    def offer(self, entry: EntryData, rank: Any, index: int | None = None) -> bool:
+        """Keep `entry` if it is the best version seen of its name; True when it was kept."""
+        if entry.name not in self.seen:
+            self.at[entry.name] = len(self.entries)
+            self.ranks[entry.name] = rank
+            self.add(entry, index)
+            return True
+        current = self.ranks[entry.name]
+        if rank == current and entry.version == self.entries[self.at[entry.name]].version:
+            self.add(entry, index)  # reported as a duplicate
+            return False
+        if rank > current:
+            self.entries[self.at[entry.name]] = entry
+            self.ranks[entry.name] = rank
+            return True
+        return False

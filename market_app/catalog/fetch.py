@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from core.outbound import FetchedResponse, OutboundPolicy, fetch, safe_url
-from market_app.catalog.common import Collector
+from market_app.catalog.common import VersionCollector
 from market_app.catalog.parsers import describe, detect, parse_document, parse_official_registry
 from market_app.catalog.registry import Prefer
 from market_app.catalog.types import FORMATS, CatalogError, EntryData, EntryError
@@ -166,7 +166,7 @@ def _fetch_registry(
 ) -> FetchResult:
     started = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     start_cursor = cursor
-    out = Collector()
+    out = VersionCollector()
     seen_cursors = {cursor} if cursor else set()
     newest: tuple[datetime, str] | None = None
     pages = 0
@@ -184,7 +184,8 @@ def _fetch_registry(
         pages += 1
         out.errors += page.errors
         for entry in page.entries:
-            out.add(entry)
+            # A registry ignoring version=latest spreads a server's versions over pages: keep the best.
+            out.offer(entry, page.ranks.get(entry.name))
             stamp = _timestamp(entry.updated_at)
             if stamp and entry.updated_at and (newest is None or stamp > newest[0]):
                 newest = (stamp, entry.updated_at)

@@ -7,6 +7,7 @@ from typing import Any
 
 from market_app.catalog.common import (
     Collector,
+    VersionCollector,
     looks_secret,
     name_of,
     split_command,
@@ -17,7 +18,13 @@ from market_app.catalog.common import (
     transport_of,
     vars_from_values,
 )
-from market_app.catalog.registry import Prefer, parse_registry_server, registry_next_cursor
+from market_app.catalog.registry import (
+    Prefer,
+    normalize,
+    parse_registry_server,
+    registry_next_cursor,
+    version_rank,
+)
 from market_app.catalog.types import FORMATS, CatalogError, EntryData, ParseResult, RequiredVar
 from tools_app.client_config import REFERENCE, ClientConfigError, ClientServer, parse_client_config
 
@@ -43,7 +50,7 @@ def describe(doc: Any) -> str:
 def detect(doc: Any) -> str:
     """The format of a parsed JSON document, or CatalogError when it is none of the known ones."""
     if isinstance(doc, list):
-        return "list"
+        return "official_registry" if is_seed_list(doc) else "list"
     if isinstance(doc, dict):
         if isinstance(doc.get("mcpServers"), dict):
             return "mcp_servers"
@@ -208,32 +215,51 @@ def _client_entry(server: ClientServer, common: dict[str, Any]) -> EntryData:
 # --- official MCP registry ---------------------------------------------------------------------------
 
 def parse_official_registry(doc: Any, *, prefer: Prefer = "remote") -> ParseResult:
-    """One page of the official MCP Registry API v0.1 (`{"servers": [...], "metadata": {...}}`)."""
-    items = doc.get("servers") if isinstance(doc, dict) else None
+    """One page of the official MCP Registry API v0.1 (`{"servers": [...], "metadata": {...}}`), or a
+    2025-05 seed file (a JSON array of server records in snake_case).
+
+    A registry that ignores `version=latest` lists every version of a server: the one kept is the
+    registry's `isLatest`, else the highest semantic version (see `version_rank`); the others are
+    dropped silently. The same version listed twice is a duplicate error.
+    """
+    items = doc.get("servers") if isinstance(doc, dict) else doc if is_seed_list(doc) else None
     if not isinstance(items, list):
         raise CatalogError(
             f'format "official_registry" expects a registry page {{"servers": [...]}}; got {describe(doc)}'
         )
-    out = Collector()
-    for index, item in enumerate(items):
+    out = VersionCollector()
+    for index, raw in enumerate(items):
+        item = normalize(raw) if isinstance(raw, dict) else raw
         server = item.get("server", item) if isinstance(item, dict) else None
         name = name_of(server)
-        if not isinstance(server, dict):
+        if not isinstance(item, dict) or not isinstance(server, dict):
             out.error(None, f"item #{index} is not a JSON object", index)
         elif name is None:
             out.error(None, f"item #{index} has no name", index)
         else:
+            warnings: list[str] = []
             try:
-                out.add(parse_registry_server(item, server, name, prefer=prefer), index)
+                entry = parse_registry_server(item, server, name, prefer=prefer, warnings=warnings)
             except ValueError as exc:
                 out.error(name, str(exc), index)
-    return ParseResult(out.entries, out.errors, next_cursor=registry_next_cursor(doc))
+                continue
+            if out.offer(entry, version_rank(item, server), index):
+                for warning in warnings:
+                    out.error(name, f"mapped; {warning}", index)
+    return ParseResult(out.entries, out.errors, next_cursor=registry_next_cursor(doc), ranks=out.ranks)
+
+
+def is_seed_list(doc: Any) -> bool:
+    """A top-level array of registry server records (the 2025-05 seed format), not a simple list."""
+    return isinstance(doc, list) and any(
+        isinstance(i, dict) and ("version_detail" in i or "packages" in i or "remotes" in i) for i in doc[:20])
 
 
 __all__ = [
     "EXPECTED",
     "describe",
     "detect",
+    "is_seed_list",
     "parse_document",
     "parse_list",
     "parse_mcp_servers",

@@ -1,17 +1,48 @@
-"""Map one official MCP Registry (API v0.1) server record to a catalog entry: packages, remotes, inputs."""
+"""Map one official MCP Registry server record (API v0.1, or the 2025-05 seed format) to a catalog entry.
+
+General rules, for every record of the registry (not special cases of known servers):
+- An optional argument with no value and no default is left out; no flag is ever invented. A required
+  one becomes a `{NAME}` placeholder the installer must fill.
+- Publisher `runtimeArguments` that already hold the runner's own arguments (`run -i --rm`, `-y`) or the
+  package reference are not doubled: when they name the package they are the whole command line.
+- `runtimeHint` picks the runner within the package's ecosystem (npx, bun, node, uvx, python, pipx,
+  docker, podman, dnx).
+- A package whose own transport is HTTP (it starts a listener) is refused with the reason: Toolhub runs
+  packages over stdio only (see `HTTP_PACKAGE`); a stdio package or a remote of the same server is used
+  instead when there is one.
+- Variables used in arguments are template variables: they fill the arguments, never the environment.
+- A variable or header with a blank name is skipped and reported.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from market_app.catalog.common import looks_secret, placeholders, status_of, text, transport_of
 from market_app.catalog.types import EntryData, Kind, RequiredVar
 
 OFFICIAL_META = "io.modelcontextprotocol.registry/official"
-SUPPORTED_PACKAGES = ("npm", "pypi", "oci")
+# registry type -> (default runner, {runtimeHint: runner}); a runner is (command, arguments before the ref).
+RUNNERS: dict[str, tuple[tuple[str, list[str]], dict[str, tuple[str, list[str]]]]] = {
+    "npm": (("npx", ["-y"]), {"npx": ("npx", ["-y"]), "node": ("npx", ["-y"]), "bun": ("bunx", []),
+                              "bunx": ("bunx", []), "pnpm": ("pnpm", ["dlx"]), "yarn": ("yarn", ["dlx"])}),
+    "pypi": (("uvx", []), {"uvx": ("uvx", []), "uv": ("uvx", []), "python": ("uvx", []),
+                           "pipx": ("pipx", ["run"])}),
+    "oci": (("docker", ["run", "-i", "--rm"]), {"docker": ("docker", ["run", "-i", "--rm"]),
+                                               "podman": ("podman", ["run", "-i", "--rm"])}),
+    "nuget": (("dnx", []), {"dnx": ("dnx", [])}),
+}
+SUPPORTED_PACKAGES = tuple(RUNNERS)
+REGISTRY_ALIASES = {"docker": "oci"}
+# Runner switches a publisher often repeats in runtimeArguments.
+RUNNER_SWITCHES = {"-y", "--yes", "-i", "--interactive", "--rm"}
+HTTP_PACKAGE = ("runs its own HTTP listener ({ttype} at {url}); Toolhub starts packages over stdio only. "
+                "Use a stdio package or a remote of this server, or run it yourself and add it as a REMOTE tool")
 
 Prefer = Literal["remote", "package"]
 Mapped = tuple[Kind, dict[str, Any], list[RequiredVar], list[RequiredVar]]  # kind, install, env, headers
+SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 
 
 def registry_next_cursor(doc: Any) -> str | None:
@@ -21,22 +52,74 @@ def registry_next_cursor(doc: Any) -> str | None:
     return text(metadata.get("nextCursor") or metadata.get("next_cursor")) or None
 
 
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def normalize(value: Any, *, names: bool = False) -> Any:
+    """The 2025-05 seed format (`registry_name`, `package_name`, `is_required`, ...) in v0.1 spelling.
+
+    Keys of a `variables` map are names chosen by the publisher and are kept as written; `_meta` too.
+    """
+    if isinstance(value, list):
+        return [normalize(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        key = str(key)
+        if names or key.startswith("_"):
+            out[key] = normalize(item) if not key.startswith("_") else item
+        else:
+            out.setdefault(_camel(key), normalize(item, names=key == "variables"))
+    return out
+
+
 def official_meta(item: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
     for holder in (item, server):
         meta = holder.get("_meta")
         if isinstance(meta, dict) and isinstance(meta.get(OFFICIAL_META), dict):
-            return meta[OFFICIAL_META]
+            return dict(meta[OFFICIAL_META])
+    detail = server.get("versionDetail")  # 2025-05 seed format
+    if isinstance(detail, dict):
+        return {"isLatest": detail.get("isLatest"), "publishedAt": detail.get("releaseDate")}
     return {}
 
 
+def server_version(server: dict[str, Any]) -> str:
+    detail = server.get("versionDetail")
+    return text(server.get("version")) or (text(detail.get("version")) if isinstance(detail, dict) else "")
+
+
+def semver_key(version: str) -> tuple[Any, ...]:
+    """Semantic version order (pre-releases before their release); non-semver versions sort first."""
+    match = SEMVER.match(version.strip())
+    if not match:
+        return (0,)
+    major, minor, patch, pre = match.groups()
+    parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in (pre or "").split(".") if p)
+    return (1, int(major), int(minor), int(patch), 0 if pre else 1, parts)
+
+
+def version_rank(item: dict[str, Any], server: dict[str, Any]) -> tuple[Any, ...]:
+    """Which of several versions of one server to keep: the registry's `isLatest`, then the highest
+    semantic version, then the newest publication. Used when a registry ignores `version=latest`."""
+    meta = official_meta(item, server)
+    stamp = text(meta.get("publishedAt") or meta.get("updatedAt"))
+    return (meta.get("isLatest") is True, semver_key(server_version(server)), stamp)
+
+
 def parse_registry_server(
-    item: dict[str, Any], server: dict[str, Any], name: str, *, prefer: Prefer = "remote"
+    item: dict[str, Any], server: dict[str, Any], name: str, *, prefer: Prefer = "remote",
+    warnings: list[str] | None = None,
 ) -> EntryData:
     """One `servers[]` item as an entry; ValueError says why nothing in it is installable.
 
     With several ways to run a server, a remote is preferred by default: nothing then runs on Toolhub's
     workers and no package is downloaded. `prefer="package"` picks the first usable package instead.
-    The first usable candidate of the preferred group wins; the other group is the fallback.
+    The first usable candidate of the preferred group wins; the other group is the fallback. Skipped
+    inputs (blank names) are appended to `warnings`.
     """
     meta = official_meta(item, server)
     packages = server.get("packages") or []
@@ -50,16 +133,19 @@ def parse_registry_server(
         raise ValueError("no packages or remotes: nothing to install")
     reasons: list[str] = []
     for what, index, spec in ordered:
+        skipped: list[str] = []
         try:
-            kind, install, env, headers = _remote(spec) if what == "remote" else _package(spec)
+            kind, install, env, headers = _remote(spec, skipped) if what == "remote" else _package(spec, skipped)
         except ValueError as exc:
             reasons.append(f"{what} #{index}: {exc}")
             continue
+        if warnings is not None:
+            warnings += [f"{what} #{index}: {w}" for w in skipped]
         return EntryData.build(
             name=name,
             title=text(server.get("title")) or name,
             description=text(server.get("description")),
-            version=text(server.get("version")),
+            version=server_version(server),
             kind=kind,
             install=install,
             required_env=env,
@@ -74,11 +160,13 @@ def _merge(*groups: list[RequiredVar]) -> list[RequiredVar]:
     seen: dict[str, RequiredVar] = {}
     for group in groups:
         for var in group:
+            if var.name in seen and seen[var.name].template_only and not var.template_only:
+                seen[var.name] = var  # also an env variable of its own: it is set in env too
             seen.setdefault(var.name, var)
     return list(seen.values())
 
 
-def _input_var(name: str, spec: dict[str, Any], value: str = "") -> RequiredVar:
+def _input_var(name: str, spec: dict[str, Any], value: str = "", *, template_only: bool = False) -> RequiredVar:
     secret = bool(spec.get("isSecret")) or looks_secret(name)
     return RequiredVar(
         name=name,
@@ -86,23 +174,26 @@ def _input_var(name: str, spec: dict[str, Any], value: str = "") -> RequiredVar:
         is_required=bool(spec.get("isRequired")),
         description=text(spec.get("description")),
         default=None if secret else (value or None),
+        template_only=template_only,
     )
 
 
-def _variables(spec: dict[str, Any], template: str = "") -> list[RequiredVar]:
+def _variables(spec: dict[str, Any], template: str = "", *, template_only: bool = False) -> list[RequiredVar]:
     """`variables: {name: input}` of a templated value, plus `{name}`s in the template not declared."""
     declared = spec.get("variables")
     out: list[RequiredVar] = []
     if isinstance(declared, dict):
         for var_name, var_spec in declared.items():
             var_spec = var_spec if isinstance(var_spec, dict) else {}
-            out.append(_input_var(str(var_name), var_spec, text(var_spec.get("default"))))
+            out.append(_input_var(str(var_name), var_spec, text(var_spec.get("default")),
+                                  template_only=template_only))
     known = {v.name for v in out}
-    out += [RequiredVar(name=p, is_required=True) for p in placeholders(template) if p not in known]
+    out += [RequiredVar(name=p, is_required=True, template_only=template_only)
+            for p in placeholders(template) if p not in known]
     return out
 
 
-def _inputs(raw: Any, what: str) -> tuple[dict[str, str], list[RequiredVar]]:
+def _inputs(raw: Any, what: str, skipped: list[str]) -> tuple[dict[str, str], list[RequiredVar]]:
     """environmentVariables / headers: kept non-secret values and the declared variables."""
     if raw is None:
         return {}, []
@@ -110,10 +201,11 @@ def _inputs(raw: Any, what: str) -> tuple[dict[str, str], list[RequiredVar]]:
         raise ValueError(f"{what} must be a JSON array")
     kept: dict[str, str] = {}
     declared: list[RequiredVar] = []
-    for spec in raw:
+    for index, spec in enumerate(raw):
         name = text(spec.get("name")) if isinstance(spec, dict) else ""
-        if not name:
-            raise ValueError(f"{what} has an item without a name")
+        if not isinstance(spec, dict) or not name:
+            skipped.append(f"{what} #{index} has no name: skipped")
+            continue
         value = text(spec.get("value")) or text(spec.get("default"))
         var = _input_var(name, spec, value)
         templated = bool(placeholders(value))
@@ -125,8 +217,19 @@ def _inputs(raw: Any, what: str) -> tuple[dict[str, str], list[RequiredVar]]:
     return kept, _merge(declared)
 
 
-def _arguments(raw: Any, what: str) -> tuple[list[str], list[RequiredVar]]:
-    """runtimeArguments / packageArguments as argv, with `{NAME}` placeholders for values to supply."""
+def _arg_var_name(kind: str, flag: str, spec: dict[str, Any], index: int) -> str:
+    if kind == "named":
+        return re.sub(r"[^A-Za-z0-9_]+", "_", flag.lstrip("-")).strip("_").upper() or f"ARG_{index}"
+    return text(spec.get("valueHint")) or f"ARG_{index}"
+
+
+def _arguments(raw: Any, what: str, *, as_written: bool = False) -> tuple[list[str], list[RequiredVar]]:
+    """runtimeArguments / packageArguments as argv, with `{NAME}` placeholders for values to supply.
+
+    An optional argument with no value and no default is left out (never a bare flag), unless
+    `as_written`: then the publisher spelled out the whole command line and a named argument without a
+    value is a switch of it (`-i`, `--rm`).
+    """
     if raw is None:
         return [], []
     if not isinstance(raw, list):
@@ -143,75 +246,104 @@ def _arguments(raw: Any, what: str) -> tuple[list[str], list[RequiredVar]]:
         value = text(spec.get("value")) or text(spec.get("default"))
         secret = bool(spec.get("isSecret"))
         required = bool(spec.get("isRequired"))
-        if secret or (not value and required):
-            var_name = (flag.lstrip("-").upper().replace("-", "_") if kind == "named"
-                        else text(spec.get("valueHint")) or f"ARG_{index}")
+        if (secret and (value or required)) or (not value and required):
+            var_name = _arg_var_name(kind, flag, spec, index)
             declared.append(RequiredVar(name=var_name, is_secret=secret, is_required=True,
                                         description=text(spec.get("description")),
-                                        default=None if secret else (value or None)))
+                                        default=None if secret else (value or None), template_only=True))
             value = "{" + var_name + "}"
-        elif not value and kind == "positional":
-            continue  # optional and nothing to pass
-        declared += _variables(spec)
-        if kind == "named":
-            argv += [flag, value] if value else [flag]
-        else:
-            argv.append(value)
+        elif not value:
+            if kind == "named" and as_written:
+                argv.append(flag)
+            continue  # optional and nothing to pass: never invent a flag
+        declared += _variables(spec, value, template_only=True)
+        argv += [flag, value] if kind == "named" else [value]
     return argv, declared
 
 
-def _package(pkg: Any) -> Mapped:
+def _mentions(raw: Any, names: set[str]) -> bool:
+    """Whether any argument value of `raw` is the package reference (publisher wrote the command line)."""
+    if not isinstance(raw, list):
+        return False
+    return any(isinstance(s, dict) and text(s.get("value")) in names for s in raw)
+
+
+def _package(pkg: Any, skipped: list[str]) -> Mapped:
     if not isinstance(pkg, dict):
         raise ValueError("not a JSON object")
-    rtype = text(pkg.get("registryType") or pkg.get("registry_type")).lower()
-    ident = text(pkg.get("identifier") or pkg.get("name"))
+    rtype = text(pkg.get("registryType") or pkg.get("registryName")).lower()
+    rtype = REGISTRY_ALIASES.get(rtype, rtype)
+    ident = text(pkg.get("identifier") or pkg.get("packageName") or pkg.get("name"))
     version = text(pkg.get("version"))
     raw_transport = pkg.get("transport")
     transport: dict[str, Any] = raw_transport if isinstance(raw_transport, dict) else {}
-    ttype = text(transport.get("type")).lower() or "stdio"
+    ttype = text(transport.get("type") or pkg.get("transportType")).lower() or "stdio"
     if ttype != "stdio":
-        http = transport_of(ttype)
-        url = text(transport.get("url"))
-        if http is None:
-            raise ValueError(f"transport {ttype!r} is not supported; accepted: stdio, streamable-http, sse")
-        if not url:
-            raise ValueError(f"{ttype} transport without a url")
-        kept, headers = _inputs(transport.get("headers"), "transport headers")
-        return "REMOTE", {"url": url, "transport": http, "headers": kept}, _variables(transport, url), headers
-    if rtype not in SUPPORTED_PACKAGES:
+        if transport_of(ttype) is None:
+            raise ValueError(f"transport {ttype!r} is not supported; accepted: stdio")
+        raise ValueError(HTTP_PACKAGE.format(ttype=ttype, url=text(transport.get("url")) or "(no url)"))
+    if rtype not in RUNNERS:
         raise ValueError(f"registryType {rtype or '(none)'!r} is not supported "
                          f"(supported: {', '.join(SUPPORTED_PACKAGES)})")
     if not ident:
         raise ValueError("package without an identifier")
-    env_kept, env_vars = _inputs(pkg.get("environmentVariables"), "environmentVariables")
-    runtime_args, runtime_vars = _arguments(pkg.get("runtimeArguments"), "runtimeArguments")
-    package_args, package_vars = _arguments(pkg.get("packageArguments"), "packageArguments")
-    if rtype == "npm":
-        command, head, ref = "npx", ["-y"], f"{ident}@{version}" if version else ident
+    default_runner, hinted = RUNNERS[rtype]
+    command, head = hinted.get(text(pkg.get("runtimeHint")).lower(), default_runner)
+    head = list(head)
+    if rtype == "npm" or rtype == "nuget":
+        ref = f"{ident}@{version}" if version and not ident.rsplit("/", 1)[-1].count("@") else ident
     elif rtype == "pypi":
-        command, head, ref = "uvx", [], f"{ident}=={version}" if version else ident
+        ref = f"{ident}=={version}" if version and "=" not in ident else ident
     else:
         tagged = ":" in ident.rsplit("/", 1)[-1] or "@" in ident
-        command, head = "docker", ["run", "-i", "--rm"]
         ref = f"{ident}:{version}" if version and not tagged else ident
+    env_kept, env_vars = _inputs(pkg.get("environmentVariables"), "environmentVariables", skipped)
+    raw_runtime = pkg.get("runtimeArguments")
+    as_written = _mentions(raw_runtime, {ident, ref})
+    runtime_args, runtime_vars = _arguments(raw_runtime, "runtimeArguments", as_written=as_written)
+    package_args, package_vars = _arguments(pkg.get("packageArguments"), "packageArguments")
+    at = next((i for i, a in enumerate(runtime_args) if a in (ident, ref)), None) if as_written else None
+    trailing: list[str] = []
+    if at is not None:
+        # The publisher wrote the runner's whole argument list, package reference included.
+        ref, before, trailing = runtime_args[at], runtime_args[:at], runtime_args[at + 1:]
+        lead = 1 if head[:1] == ["run"] else 0
+        if lead and before[:1] != ["run"]:
+            before.insert(0, "run")
+        for switch in reversed(head[lead:]):
+            twins = {"-i": "--interactive", "-y": "--yes"}
+            if switch not in before and twins.get(switch) not in before:
+                before.insert(lead, switch)
+        head, runtime_args = before, []
+    else:
+        # Drop what the runner line already holds: `run`, its switches, the package itself.
+        dupes = set(head) & RUNNER_SWITCHES | {ident, ref}
+        runtime_args = [a for a in runtime_args if a not in dupes]
+        if head[:1] == ["run"] and runtime_args[:1] == ["run"]:
+            runtime_args = runtime_args[1:]
+    if command in ("docker", "podman"):
         # A container sees only the variables named with -e; pass each declared one through.
-        passed = {runtime_args[i + 1] for i, a in enumerate(runtime_args[:-1]) if a in ("-e", "--env")}
+        line = [*head, *runtime_args]
+        passed = {line[i + 1] for i, a in enumerate(line[:-1]) if a in ("-e", "--env")}
         for var in env_vars:
-            if var.name not in passed and not any(a.startswith(var.name + "=") for a in runtime_args):
+            if var.name not in passed and not any(a.startswith(var.name + "=") for a in line):
                 head += ["-e", var.name]
-    install = {"command": command, "args": [*head, *runtime_args, ref, *package_args], "env": env_kept}
+    tail = [*trailing, *package_args]
+    if command == "dnx":
+        tail = ["--yes", *(["--", *tail] if tail else [])]
+    install = {"command": command, "args": [*head, *runtime_args, ref, *tail], "env": env_kept}
     return "LOCAL", install, _merge(env_vars, runtime_vars, package_vars), []
 
 
-def _remote(remote: Any) -> Mapped:
+def _remote(remote: Any, skipped: list[str]) -> Mapped:
     if not isinstance(remote, dict):
         raise ValueError("not a JSON object")
-    rtype = text(remote.get("type") or remote.get("transport_type"))
+    rtype = text(remote.get("type") or remote.get("transportType"))
     transport = transport_of(rtype)
     if transport is None:
         raise ValueError(f"remote type {rtype!r} is not supported; accepted: streamable-http, sse")
     url = text(remote.get("url"))
     if not url:
         raise ValueError("remote without a url")
-    kept, headers = _inputs(remote.get("headers"), "headers")
+    kept, headers = _inputs(remote.get("headers"), "headers", skipped)
     return "REMOTE", {"url": url, "transport": transport, "headers": kept}, _variables(remote, url), headers

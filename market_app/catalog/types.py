@@ -170,3 +170,4 @@ class ParseResult:
     errors: list[EntryError] = field(default_factory=list)
     next_cursor: str | None = None
     format: str = ""  # the format actually parsed (useful with "auto")
+    ranks: dict[str, Any] = field(default_factory=dict)  # registry: name -> version rank of the kept entry

@@ -12,6 +12,7 @@ from core.errors import DomainError
 from core.secrets import require_secrets_on_move
 from market_app import selectors
 from market_app.catalog import suggest_tool_name
+from market_app.catalog.common import unique_name
 from market_app.errors import (
     EntryRemoved,
     MissingVariables,
@@ -93,11 +94,14 @@ def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, 
         args = [str(a) for a in install.get("args") or []]
         in_args = {name for a in args for name in PLACEHOLDER.findall(a)}
         _refuse_visible_secrets(in_args & secrets & set(env_values), "command-line arguments")
+        # Template variables fill arguments and env templates; they are never env variables themselves.
+        template_only = {v["name"] for v in entry.required_env if v.get("template_only")}
+        env_out = {k: _substitute(v, env_values) for k, v in base_env.items()}
+        env_out.update({k: v for k, v in env_values.items() if k not in template_only})
         config: dict[str, Any] = {
             "command": install.get("command", ""),
             "args": [_substitute(a, env_values) for a in args],
-            # Argument values are kept in env too, so a market update can carry them over.
-            "env": {**base_env, **env_values},
+            "env": env_out,
         }
         if install.get("cwd"):
             config["cwd"] = install["cwd"]
@@ -112,6 +116,33 @@ def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, 
         "transport": install.get("transport", "streamable_http"),
         "headers": {k: _substitute(str(header_values.get(k, base_headers.get(k, ""))), pool) for k in names},
     }
+
+
+def recover_template_values(template: list[Any], args: list[Any]) -> dict[str, str]:
+    """Values of `{NAME}` placeholders of an argument template found in a tool's current arguments.
+
+    An argument is matched at the same position or, for a flag's value, after the same flag.
+    """
+    found: dict[str, str] = {}
+    args = [str(a) for a in args]
+    for index, raw in enumerate(str(t) for t in template):
+        names = PLACEHOLDER.findall(raw)
+        if not names:
+            continue
+        literals = PLACEHOLDER.split(raw)[::2]  # split() interleaves literal text and the captured names
+        pattern = re.compile("(.*)".join(re.escape(part) for part in literals), re.S)
+        candidates = [args[index]] if index < len(args) else []
+        flag = str(template[index - 1]) if index else ""
+        if flag.startswith("-") and flag in args:
+            at = args.index(flag)
+            if at + 1 < len(args):
+                candidates.insert(0, args[at + 1])
+        for candidate in candidates:
+            match = pattern.fullmatch(candidate)
+            if match:
+                found.update({n: v for n, v in zip(names, match.groups(), strict=True) if n not in found})
+                break
+    return found
 
 
 def _template_vars(headers: dict[str, str]) -> set[str]:
@@ -156,16 +187,22 @@ def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = 
 
 @transaction.atomic
 def entries_batch_load(*, tenant: Tenant, actor: Any, ids: list[Any]) -> list[dict[str, Any]]:
-    """Load each entry under its default name, each all-or-nothing (one savepoint per entry)."""
+    """Load each entry under a name derived from its catalog name, each all-or-nothing (one savepoint per
+    entry). Entries that suggest the same name (many registry servers are called `mcp`) get `-2`, `-3`:
+    a batch never fails with name_taken."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    taken = set(tool_selectors.tool_list(tenant=tenant).values_list("name", flat=True))
     results: list[dict[str, Any]] = []
     for entry_id in list(dict.fromkeys(ids))[:MAX_BATCH]:
         try:
             with transaction.atomic():
-                loaded = entry_load(tenant=tenant, actor=actor, entry_id=entry_id)
+                entry = selectors.entry_get(tenant=tenant, entry_id=entry_id)
+                name = unique_name(suggest_tool_name(entry.name), taken)
+                loaded = entry_load(tenant=tenant, actor=actor, entry_id=entry_id, name=name)
         except DomainError as exc:
             results.append({"id": entry_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
             continue
+        taken.add(loaded.tool.name)
         results.append({"id": entry_id, "ok": True, "tool_id": loaded.tool.pk, "name": loaded.tool.name,
                         "status": loaded.tool.status, "message": loaded.message})
     return results
@@ -191,6 +228,11 @@ def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[st
     env_names = {v["name"] for v in entry.required_env}
     header_names = {v["name"] for v in entry.required_headers}
     kept_env = {k: v for k, v in stored.items() if k in env_names} if secret_map == "env" else {}
+    if tool.type == EntryKind.LOCAL:
+        # Values of argument variables live in the tool's arguments: read them back from there.
+        recovered = recover_template_values(entry.install.get("args") or [], old.get("args") or [])
+        template_only = {v["name"] for v in entry.required_env if v.get("template_only")}
+        kept_env.update({k: v for k, v in recovered.items() if k in template_only and k not in kept_env})
     kept_headers = {k: v for k, v in stored.items() if k in header_names} if secret_map == "headers" else {}
     config = build_config(entry, env={**kept_env, **(env or {})}, headers={**kept_headers, **(headers or {})})
     if secret_map == "env":

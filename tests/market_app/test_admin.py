@@ -97,8 +97,8 @@ def test_load_action_loads_into_the_admins_tenant(root: Client, tenant: Any) -> 
     entry = EntryFactory(source=SourceFactory(tenant=None), name="io.example/thing")
     resp = root.post("/admin/market_app/marketentry/",
                      {"action": "load_into_tenant", "_selected_action": [entry.pk]}, follow=True)
-    assert "loaded into acme as tool &#x27;thing&#x27;" in resp.content.decode()
-    assert Tool.objects.get(tenant=tenant, name="thing").market_entry_id == entry.pk
+    assert "loaded into acme as tool &#x27;example-thing&#x27;" in resp.content.decode()
+    assert Tool.objects.get(tenant=tenant, name="example-thing").market_entry_id == entry.pk
 
 
 def test_entry_admin_is_searchable(root: Client, tenant: Any) -> None:

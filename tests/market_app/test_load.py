@@ -48,7 +48,7 @@ def test_load_creates_enabled_tool_with_default_name_and_masked_values(api: Any,
     assert resp.status_code == 201, resp.content
     body = resp.json()
     tool = body["tool"]
-    assert tool["name"] == "weather" and tool["type"] == "LOCAL" and tool["status"] == "ENABLED"
+    assert tool["name"] == "example-weather" and tool["type"] == "LOCAL" and tool["status"] == "ENABLED"
     assert body["message"] == ""
     assert tool["config_summary"]["env"] == {"REGION": "********", "UNITS": "********", "WEATHER_API_KEY": "********"}
     assert tool["market"]["entry_id"] == e.pk and tool["market"]["update_available"] is False
@@ -65,7 +65,7 @@ def test_missing_required_values_are_named(api: Any, source: MarketSource) -> No
     err = resp.json()["error"]
     assert err["code"] == "missing_variables"
     assert "WEATHER_API_KEY" in err["message"] and err["details"]["env"] == ["WEATHER_API_KEY"]
-    assert not Tool.objects.filter(name="weather").exists()
+    assert not Tool.objects.filter(name="example-weather").exists()
 
 
 def test_unknown_variables_name_the_accepted_ones(api: Any, source: MarketSource) -> None:
@@ -167,7 +167,7 @@ def test_batch_load_reports_each_entry_and_is_all_or_nothing_per_entry(api: Any,
     assert results[2] == {"id": 999999, "ok": False, "error": {"code": "not_found", "message": "Not found."}}
     assert not Tool.objects.filter(name="remote-kb").exists()
     again = api.post("/api/v1/market/entries/batch-load/", {"ids": [ok_a.pk]}, format="json").json()["results"]
-    assert again[0]["error"]["code"] == "name_taken"
+    assert again[0]["ok"] is True and again[0]["name"] == "plain-2"  # a batch de-duplicates names
 
 
 def test_batch_load_validates_its_body(api: Any, tenant: Any, member_client: Any) -> None:
@@ -247,3 +247,28 @@ def test_market_update_of_foreign_tool_is_404(api: Any, other_api: Any, source: 
     foreign = market_update(other_api, tool_id)
     missing = market_update(other_api, 999999)
     assert foreign.status_code == missing.status_code == 404 and foreign.json() == missing.json()
+
+
+def fs_page(version: str) -> dict[str, Any]:
+    return {"servers": [{"server": {"name": "io.github.x/fs", "version": version, "packages": [{
+        "registryType": "npm", "identifier": "fs-server", "version": version,
+        "packageArguments": [{"type": "named", "name": "--root", "isRequired": True},
+                             {"type": "positional", "valueHint": "source_path", "isRequired": True}],
+        "environmentVariables": [{"name": "FS_TOKEN", "isRequired": True, "isSecret": True}]}]}}]}
+
+
+def test_argument_variables_fill_arguments_not_env_and_survive_a_market_update(api: Any, source: MarketSource) -> None:
+    publish(source, fs_page("1.0.0"), fmt="official_registry")
+    e = entry(source, "io.github.x/fs")
+    resp = load(api, e.pk, env={"FS_TOKEN": SECRET, "ROOT": "/srv", "source_path": "/srv/data"})
+    assert resp.status_code == 201, resp.content
+    tool = Tool.objects.get(pk=resp.json()["tool"]["id"])
+    assert tool.name == "x-fs"
+    assert tool.config["args"] == ["-y", "fs-server@1.0.0", "--root", "/srv", "/srv/data"]
+    assert tool.config["env"] == {"FS_TOKEN": SECRET}
+    publish(source, fs_page("1.1.0"), fmt="official_registry")
+    resp = market_update(api, tool.pk)
+    assert resp.status_code == 200, resp.content
+    tool.refresh_from_db()
+    assert tool.config["args"] == ["-y", "fs-server@1.1.0", "--root", "/srv", "/srv/data"]
+    assert tool.config["env"] == {"FS_TOKEN": SECRET}

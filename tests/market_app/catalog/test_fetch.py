@@ -213,3 +213,10 @@ def test_auth_headers_are_not_sent_to_another_origin(server: CatalogServer, poli
         server.redirect("/r", other.url("/x"))
         fetch_catalog(server.url("/r"), "list", policy=policy, headers={"X-Api-Key": "source-secret"})
         assert "x-api-key" not in other.requests[0].headers
+
+
+def test_a_name_that_does_not_resolve_is_dns_failed_not_blocked(policy: OutboundPolicy) -> None:
+    with pytest.raises(OutboundBlocked) as caught:  # still a guard failure for every existing handler
+        fetch_catalog("http://no-such-host.invalid/catalog.json", policy=policy)
+    assert caught.value.code == "dns_failed"
+    assert "cannot resolve host 'no-such-host.invalid'" in caught.value.message

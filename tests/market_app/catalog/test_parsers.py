@@ -191,8 +191,8 @@ REGISTRY_EXPECTED = [
      {"url": "https://old.acme.example.test/sse", "transport": "sse", "headers": {}}),
     ("io.github.acme/gone-server", "LOCAL", "removed",
      {"command": "npx", "args": ["-y", "@acme/gone@0.1.0"], "env": {}}),
-    ("io.github.acme/http-package", "REMOTE", "active",
-     {"url": "http://localhost:{port}/mcp", "transport": "streamable_http", "headers": {}}),
+    ("io.github.acme/dotnet-server", "LOCAL", "active",
+     {"command": "dnx", "args": ["Acme.Mcp@1.0.0", "--yes"], "env": {}}),
 ]
 
 
@@ -209,7 +209,6 @@ def test_registry_entries(name: str, kind: str, status: str, install: dict[str, 
         ("io.github.acme/npm-server", {("ACME_API_KEY", True, True, None), ("ACME_REGION", False, False, "eu-west-1")}),
         ("io.github.acme/oci-server", {("ACME_TOKEN", True, True, None)}),
         ("io.github.acme/remote-server", {("tenant", False, True, None), ("X-Api-Key", True, True, None)}),
-        ("io.github.acme/http-package", {("port", False, True, None)}),
     ],
 )
 def test_registry_required_vars(name: str, variables: set[tuple[str, bool, bool, str | None]]) -> None:
@@ -226,8 +225,9 @@ def test_registry_remote_vars_split_env_and_headers() -> None:
 
 def test_registry_errors_name_the_entry() -> None:
     errors = parse_document(load("registry_page.json")).errors
-    assert [(e.name, e.index) for e in errors] == [("io.github.acme/dotnet-server", 7), (None, 9)]
-    assert "registryType 'nuget' is not supported" in errors[0].reason
+    assert [(e.name, e.index) for e in errors] == [("io.github.acme/http-package", 8), (None, 9)]
+    assert "runs its own HTTP listener (streamable-http at http://localhost:{port}/mcp)" in errors[0].reason
+    assert "stdio only" in errors[0].reason
 
 
 def test_registry_prefer_package() -> None:
@@ -270,7 +270,7 @@ def test_registry_secret_argument_is_a_required_secret_var() -> None:
         ({"name": "s", "remotes": [{"type": "websocket", "url": "wss://x"}]}, "remote type 'websocket'"),
         ({"name": "s", "remotes": [{"type": "sse"}]}, "remote without a url"),
         ({"name": "s", "packages": [{"registryType": "npm", "identifier": "x",
-                                     "transport": {"type": "sse"}}]}, "sse transport without a url"),
+                                     "transport": {"type": "sse"}}]}, "runs its own HTTP listener (sse at (no url))"),
     ],
 )
 def test_registry_unmappable(server: dict[str, Any], reason: str) -> None:
@@ -344,7 +344,12 @@ def test_demo_catalog_parses_cleanly() -> None:
 @pytest.mark.parametrize(
     ("name", "tool_name"),
     [
-        ("io.github.acme/npm-server", "npm-server"),
+        ("io.github.acme/npm-server", "acme-npm-server"),
+        ("io.github.x/y", "x-y"),
+        ("com.figma.mcp/mcp", "figma-mcp"),
+        ("ai.smithery/brave", "smithery-brave"),
+        ("io.github.mongodb-js/mongodb-mcp-server", "mongodb-js-mongodb-mcp-server"),
+        ("io.github." + "o" * 70 + "/mcp", "o" * 60 + "-mcp"),
         ("My Server!", "my-server"),
         ("inventory-demo", "inventory-demo"),
         ("///", "server"),
@@ -387,3 +392,88 @@ def test_client_config_references_become_entry_variables() -> None:
     assert files.install["args"][-1] == "{workspace}" and files.install["env"] == {}
     assert [(v.name, v.template_only) for v in files.required_env] == [("workspace", True)]
     assert "${" not in json.dumps([e.to_dict() for e in entries.values()])
+
+
+def registry_install(package: dict[str, Any]) -> dict[str, Any]:
+    result = parse_document({"servers": [{"server": {"name": "io.github.x/y", "packages": [package]}}]})
+    assert result.entries, result.errors
+    return dict(result.entries[0].install)
+
+
+@pytest.mark.parametrize(
+    ("package", "command", "args"),
+    [
+        # publisher runtime arguments that repeat the runner line are not doubled
+        ({"registryType": "oci", "identifier": "acme/img", "version": "1",
+          "runtimeArguments": [{"type": "positional", "value": "run"}, {"type": "named", "name": "-i", "value": ""},
+                               {"type": "named", "name": "--rm"}, {"type": "named", "name": "--network", "value": "host"}]},
+         "docker", ["run", "-i", "--rm", "--network", "host", "acme/img:1"]),
+        # ... nor the package reference; when they name it they are the whole command line
+        ({"registryType": "oci", "identifier": "acme/img:1", "runtimeHint": "docker",
+          "runtimeArguments": [{"type": "positional", "value": "run"}, {"type": "named", "name": "-e"},
+                               {"type": "positional", "value": "TOKEN"}, {"type": "positional", "value": "acme/img:1"},
+                               {"type": "positional", "value": "serve"}],
+          "environmentVariables": [{"name": "TOKEN", "isSecret": True, "isRequired": True}]},
+         "docker", ["run", "-i", "--rm", "-e", "TOKEN", "acme/img:1", "serve"]),
+        ({"registryType": "npm", "identifier": "pkg", "version": "2.0.0",
+          "runtimeArguments": [{"type": "positional", "value": "-y"}, {"type": "positional", "value": "pkg@2.0.0"}]},
+         "npx", ["-y", "pkg@2.0.0"]),
+        # runtimeHint within the package's ecosystem
+        ({"registryType": "npm", "identifier": "pkg", "runtimeHint": "bun"}, "bunx", ["pkg"]),
+        ({"registryType": "pypi", "identifier": "p", "version": "1", "runtimeHint": "python"}, "uvx", ["p==1"]),
+        ({"registryType": "pypi", "identifier": "p", "runtimeHint": "pipx"}, "pipx", ["run", "p"]),
+        ({"registryType": "nuget", "identifier": "Acme.Mcp", "version": "0.3.0-beta", "runtimeHint": "dnx",
+          "packageArguments": [{"type": "positional", "value": "--stdio"}]},
+         "dnx", ["Acme.Mcp@0.3.0-beta", "--yes", "--", "--stdio"]),
+        # optional named arguments without value or default are left out; with a default they are passed
+        ({"registryType": "npm", "identifier": "pkg",
+          "packageArguments": [{"type": "named", "name": "--apiKey"}, {"type": "named", "name": "--secret", "isSecret": True},
+                               {"type": "named", "name": "--mode", "default": "ro"}]},
+         "npx", ["-y", "pkg", "--mode", "ro"]),
+    ],
+)
+def test_registry_runner_lines(package: dict[str, Any], command: str, args: list[str]) -> None:
+    install = registry_install(package)
+    assert (install["command"], install["args"]) == (command, args)
+
+
+def test_registry_argument_variables_are_template_only() -> None:
+    page = {"servers": [{"server": {"name": "io.github.x/fs", "packages": [{
+        "registryType": "oci", "identifier": "mcp/filesystem", "version": "1",
+        "runtimeArguments": [{"type": "named", "name": "--mount", "value": "type=bind,src={source_path},dst=/p",
+                              "variables": {"source_path": {"isRequired": True}}}],
+        "packageArguments": [{"type": "positional", "valueHint": "target_dir", "isRequired": True}],
+        "environmentVariables": [{"name": "LOG_LEVEL", "default": "info"}]}]}}]}
+    entry = parse_document(page).entries[0]
+    assert {v.name: v.template_only for v in entry.required_env} == {
+        "LOG_LEVEL": False, "source_path": True, "target_dir": True}
+    assert entry.install["args"] == ["run", "-i", "--rm", "-e", "LOG_LEVEL", "--mount",
+                                     "type=bind,src={source_path},dst=/p", "mcp/filesystem:1", "{target_dir}"]
+
+
+def test_registry_versions_isLatest_then_semver() -> None:
+    def item(version: str, latest: bool | None = None) -> dict[str, Any]:
+        meta = {} if latest is None else {"_meta": {"io.modelcontextprotocol.registry/official": {"isLatest": latest}}}
+        return {"server": {"name": "s", "version": version, "remotes": [{"type": "sse", "url": f"https://a/{version}"}]},
+                **meta}
+    assert [e.version for e in parse_document({"servers": [item("1.10.0"), item("1.9.0"), item("1.10.0-rc.1")]}).entries] == ["1.10.0"]
+    assert [e.version for e in parse_document({"servers": [item("2.0.0", False), item("1.0.0", True)]}).entries] == ["1.0.0"]
+    assert parse_document({"servers": [item("0.1.0"), item("0.2.0")]}).errors == []
+
+
+def test_registry_seed_format_2025_05() -> None:
+    seed = [{"name": "io.github.x/seed", "description": "seed", "version_detail": {"version": "0.0.1-seed", "is_latest": True},
+             "packages": [{"registry_name": "npm", "name": "@x/seed", "version": "1.0.0", "runtime_hint": "npx",
+                           "environment_variables": [{"name": "X_KEY", "is_required": True, "is_secret": True}],
+                           "package_arguments": [{"type": "positional", "value_hint": "dir", "is_required": True}]}]},
+            {"name": "io.github.x/docker", "packages": [{"registry_name": "docker", "package_name": "x/img", "version": "2"}]},
+            {"name": "io.github.x/remote", "remotes": [{"transport_type": "streamable", "url": "https://r.test/mcp"}]}]
+    result = parse_document(seed)
+    entries = by_name(result.entries)
+    assert result.format == "official_registry" and result.errors == []
+    seed_entry = entries["io.github.x/seed"]
+    assert seed_entry.version == "0.0.1-seed"
+    assert seed_entry.install == {"command": "npx", "args": ["-y", "@x/seed@1.0.0", "{dir}"], "env": {}}
+    assert var_table(seed_entry) == {("X_KEY", True, True, None), ("dir", False, True, None)}
+    assert entries["io.github.x/docker"].install["args"] == ["run", "-i", "--rm", "x/img:2"]
+    assert entries["io.github.x/remote"].install["transport"] == "streamable_http"
