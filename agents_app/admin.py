@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents_app import services
+from agents_app.gateway.configs import client_configs
 from agents_app.models import Agent, AgentTool, ChatModel, Conversation, Message
 from tenants_app.admin_scoping import (
     AdminAbort,
@@ -117,6 +118,17 @@ class AgentAdmin(_ServiceAdmin):
     search_fields = ["name", "description"]
     fields = ["tenant", "name", "description", "system_prompt", "model", "max_steps", "status"]
     inlines = [AgentToolInline]
+    change_form_template = "admin/agents_app/agent/change_form.html"
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> Any:
+        """Show the agent's MCP gateway endpoint and ready-to-paste client configs."""
+        agent = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if agent is not None:
+            context["mcp"] = client_configs(base_url=request.build_absolute_uri("/"), tenant_slug=agent.tenant.slug,
+                                            agent_id=agent.pk, agent_name=agent.name)
+        return super().change_view(request, object_id, form_url, extra_context=context)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         data = form.cleaned_data

@@ -20,11 +20,11 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.sse import SseServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
 from agents_app.gateway import service
 from agents_app.gateway.server import PRINCIPAL_KEY, ListChangedWatcher, build_server, db
+from agents_app.gateway.sessions import SharedSessionManager
 from core.errors import NotFound
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class GatewayApp:
         self.watcher = ListChangedWatcher(
             float(settings.TOOLHUB_MCP_WATCH_S if watch_interval_s is None else watch_interval_s))
         self.server = build_server(self.watcher)
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = SharedSessionManager(
             app=self.server, stateless=self.stateless, json_response=False,
             session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
         )

@@ -17,12 +17,14 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 
-from agents_app.gateway import service
+from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core.errors import NotFound
 from tools_app.runtime import approval_policy
@@ -236,13 +238,19 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
+        answer = None
         try:
-            answer = await ctx.session.elicit_form(
-                message=_elicitation_message(principal, outcome, shown),
-                requested_schema=APPROVE_SCHEMA,
-                related_request_id=ctx.request_id,
-            )
-        except NoBackChannelError:  # stateless mode: no way back to the client, so the approval waits
+            # The answer must come back to this process; if it never does (a balancer that is not sticky
+            # on the session, a client that never answers), the approval waits for a decision elsewhere.
+            with anyio.move_on_after(float(settings.TOOLHUB_MCP_ELICIT_TIMEOUT_S)):
+                answer = await ctx.session.elicit_form(
+                    message=_elicitation_message(principal, outcome, shown),
+                    requested_schema=APPROVE_SCHEMA,
+                    related_request_id=ctx.request_id,
+                )
+        except NoBackChannelError:  # stateless mode: no way back to the client
+            answer = None
+        if answer is None:
             return _pending(ctx, outcome)
         if answer.action == "cancel":
             return _pending(ctx, outcome)
@@ -282,5 +290,11 @@ class _IdentityMiddleware:
             fingerprint = await db(service.fingerprint, principal)
         except NotFound:
             fingerprint = None
-        self.watcher.watch(_connection(ctx), principal, fingerprint)
+        connection = _connection(ctx)
+        self.watcher.watch(connection, principal, fingerprint)
+        user = getattr(ctx.request, "scope", {}).get("user") if ctx.request is not None else None
+        session_id = getattr(connection, "session_id", None)
+        if session_id and isinstance(user, AuthenticatedUser):
+            await db(sessions.remember, session_id=session_id, owner=dict(authorization_context(user)),
+                     protocol_version=str(result.get("protocolVersion") or ""), client_params=dict(ctx.params or {}))
         return result

@@ -267,13 +267,14 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp")},
 }
 
-# MCP gateway (/mcp/<tenant>/agents/<id>/). Stateful sessions (default) carry elicitation and the GET
-# stream for list_changed, but live in one process: several processes behind one URL need sticky routing
-# on the Mcp-Session-Id header, or TOOLHUB_MCP_STATELESS=1 (every request stands alone; approvals then
-# always answer with the pending approval id, and list_changed is not pushed).
+# MCP gateway (/mcp/<tenant>/agents/<id>/). Sessions are recorded in the cache (Redis in production), so
+# any web process answers a session another opened (agents_app.gateway.sessions); only an elicitation's
+# answer must reach the process that asked. TOOLHUB_MCP_STATELESS=1 drops sessions altogether (no GET
+# stream, so no pushed list_changed; approvals always answer with the pending approval id).
 TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
 TOOLHUB_MCP_WATCH_S = float(os.environ.get("TOOLHUB_MCP_WATCH_S", "2"))
 TOOLHUB_MCP_SESSION_IDLE_S = float(os.environ.get("TOOLHUB_MCP_SESSION_IDLE_S", "1800"))
+TOOLHUB_MCP_ELICIT_TIMEOUT_S = float(os.environ.get("TOOLHUB_MCP_ELICIT_TIMEOUT_S", "300"))
 
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+import uvicorn
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
@@ -35,6 +36,8 @@ class Command(BaseCommand):
             "Toolhub is running.",
             f"  Admin:     {url}/admin/   login {login.username} / {login.password}",
             f"  API:       {url}/api/v1/  (docs: {url}/api/v1/docs/)",
+            f"  MCP:       {url}/mcp/<tenant>/agents/<agent id>/   (Authorization: Bearer <API token>; "
+            "client configs on each agent's admin page)",
             f"  API token: {login.token}   (header: Authorization: Token <key>; X-Tenant: demo)",
             *login.lines,
             "",
@@ -54,7 +57,9 @@ class Command(BaseCommand):
         # SIGTERM (e.g. from a process manager) must unwind through `finally` so children stop too.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
-            call_command("runserver", f"{opts['host']}:{opts['port']}", use_reloader=False)
+            # Uvicorn on config.asgi: Django, streaming chat and the MCP gateway (/mcp/...) in one server.
+            uvicorn.run("config.asgi:application", host=opts["host"], port=int(opts["port"]), lifespan="on",
+                        log_level="info")
         finally:
             # A second Ctrl-C or SIGTERM must not cut the cleanup short and orphan the children.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)

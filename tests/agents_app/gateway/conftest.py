@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +28,9 @@ class Served:
         return f"{self.base_url}/mcp/{slug}/agents/{agent_id}/"
 
 
-@pytest.fixture
-def served(transactional_db: Any) -> Iterator[Served]:
-    """Uvicorn in a thread; rows the test commits are visible to the server's worker threads."""
+@contextmanager
+def running_server() -> Iterator[Served]:
+    """Uvicorn in a thread with its own gateway; rows the test commits are visible to its worker threads."""
     from config.asgi import build_application
 
     app = build_application()
@@ -44,7 +45,21 @@ def served(transactional_db: Any) -> Iterator[Served]:
     finally:
         server.should_exit = True
         thread.join(15)
-        adapters.pool().close_all()
+
+
+@pytest.fixture
+def served(transactional_db: Any) -> Iterator[Served]:
+    with running_server() as one:
+        yield one
+    adapters.pool().close_all()
+
+
+@pytest.fixture
+def served_pair(transactional_db: Any) -> Iterator[tuple[Served, Served]]:
+    """Two Toolhub web servers (two gateways) behind which one client is served: shared DB and cache."""
+    with running_server() as first, running_server() as second:
+        yield first, second
+    adapters.pool().close_all()
 
 
 @dataclass

@@ -40,13 +40,32 @@ def test_lists_and_calls_the_agents_functions(served: Any, setup: Any, transport
     assert fn is not None
     assert listed[fn.qualified_name].input_schema == fn.parameters
     assert listed[fn.qualified_name].description == fn.description
-    assert listed[fn.qualified_name].annotations.read_only_hint is False  # the tool's safety is WRITE
-    assert listed[fn.qualified_name].annotations.destructive_hint is False
-    assert listed[fn.qualified_name].annotations.title
+    for name, tool in listed.items():  # annotations follow each function's safety
+        safety = toolset.get(name).safety  # type: ignore[union-attr]
+        assert tool.annotations.read_only_hint is (safety == "READ_ONLY")
+        assert tool.annotations.destructive_hint is (safety == "DESTRUCTIVE")
+        assert tool.annotations.title
     assert not result.is_error
     assert "DEMO-001" in result.content[0].text
     call = ToolCall.objects.get(function="get_inventory")
     assert call.agent_id == setup.agent_id and call.via == "gateway" and call.actor_id == setup.api.user.pk
+
+
+def test_annotations_follow_the_functions_safety(served: Any, setup: Any) -> None:
+    for name, safety in (("get_inventory", "READ_ONLY"), ("echo_env", "DESTRUCTIVE")):
+        resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/{name}/", {"safety": safety}, format="json")
+        assert resp.status_code == 200, resp.content
+
+    async def scenario() -> Any:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            return await session.list_tools()
+
+    listed = {t.name: t.annotations for t in asyncio.run(scenario()).tools}
+    assert listed["inventory__get_inventory"].read_only_hint is True
+    assert listed["inventory__get_inventory"].destructive_hint is False
+    assert listed["inventory__echo_env"].read_only_hint is False
+    assert listed["inventory__echo_env"].destructive_hint is True
+    assert listed["inventory__whoami"].read_only_hint is False and listed["inventory__whoami"].destructive_hint is False
 
 
 def _initialize_body() -> dict[str, Any]:

@@ -1,0 +1,123 @@
+"""Streamable-HTTP sessions in shared storage: any Toolhub process answers a session another one opened.
+
+The SDK keeps a session in the memory of the process that answered `initialize`. What a session needs
+beyond that handshake is small (who owns it, the negotiated version, the client's declared
+capabilities), so the gateway records it in the Django cache (Redis in production) and a process that
+meets an unknown session id adopts it: a fresh transport under the same id, its connection born
+initialized from the record. Requests, tools/list, tools/call and the GET stream for list_changed then
+work on every process. What cannot move is a server-to-client request in flight (an elicitation): its
+answer must reach the process that asked, so behind a balancer that is not sticky on Mcp-Session-Id an
+elicitation may time out, and the call then answers with its pending approval id.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from django.conf import settings
+from django.core.cache import cache
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.connection import Connection
+from mcp.server.runner import serve_connection
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+from mcp_types import InitializeRequestParams
+from starlette.types import Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+KEY = "toolhub:mcp-session:{}"
+
+
+def _key(session_id: str) -> str:
+    return KEY.format(session_id[:64])
+
+
+def _ttl() -> int:
+    return int(settings.TOOLHUB_MCP_SESSION_IDLE_S) + 60
+
+
+def remember(*, session_id: str, owner: dict[str, Any], protocol_version: str, client_params: Any) -> None:
+    """Record a session at its handshake (called from the initialize middleware)."""
+    cache.set(_key(session_id), {"owner": dict(owner), "protocol_version": protocol_version,
+                                 "client_params": client_params}, timeout=_ttl())
+
+
+def recall(session_id: str) -> dict[str, Any] | None:
+    record = cache.get(_key(session_id))
+    if isinstance(record, dict):
+        cache.touch(_key(session_id), timeout=_ttl())
+        return record
+    return None
+
+
+def forget(session_id: str) -> None:
+    cache.delete(_key(session_id))
+
+
+class SharedSessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, plus adoption of sessions opened by another process."""
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = next((v.decode("latin-1") for k, v in scope.get("headers", [])
+                           if k == MCP_SESSION_ID_HEADER.encode()), None)
+        if session_id and session_id not in self._server_instances:
+            await self._adopt(session_id, scope)
+        await super()._handle_stateful_request(scope, receive, send)
+        if session_id and scope.get("method") == "DELETE" and session_id not in self._server_instances:
+            await anyio.to_thread.run_sync(forget, session_id)
+
+    async def _adopt(self, session_id: str, scope: Scope) -> None:
+        user = scope.get("user")
+        if not isinstance(user, AuthenticatedUser):
+            return
+        record = await anyio.to_thread.run_sync(recall, session_id)
+        # Only the credential (and agent) that opened the session may continue it; anything else is
+        # left to the SDK, which answers "session not found".
+        if record is None or record.get("owner") != dict(authorization_context(user)):
+            return
+        try:
+            params = InitializeRequestParams.model_validate(record.get("client_params") or {}, by_name=False)
+        except ValueError:
+            return
+        async with self._session_creation_lock:
+            if session_id in self._server_instances:
+                return
+            if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+                return
+            transport = StreamableHTTPServerTransport(
+                mcp_session_id=session_id, is_json_response_enabled=self.json_response, event_store=self.event_store,
+                security_settings=self.security_settings, retry_interval=self.retry_interval,
+                idle_timeout=self.session_idle_timeout,
+            )
+            self._server_instances[session_id] = transport
+            self._session_owners[session_id] = authorization_context(user)
+        version = str(record.get("protocol_version") or params.protocol_version)
+
+        async def run_adopted(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            async with transport.connect() as (read_stream, write_stream):
+                task_status.started()
+                dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
+                    read_stream, write_stream, inline_methods=frozenset({"initialize"}))
+                connection = Connection.for_loop(dispatcher, session_id=session_id, protocol_version_hint=version)
+                connection.client_params = params
+                connection.protocol_version = version
+                connection.initialized.set()
+                idle_scope = transport.idle_scope or anyio.CancelScope()
+                try:
+                    with idle_scope:
+                        await serve_connection(self.app, dispatcher, connection=connection,
+                                               lifespan_state=self._lifespan_state)
+                except Exception:
+                    logger.exception("adopted MCP session %s crashed", session_id[:64])
+                finally:
+                    await self._discard_session(session_id, transport)
+
+        assert self._task_group is not None
+        await self._task_group.start(run_adopted)
+        logger.info("adopted MCP session %s opened by another process", session_id[:64])

@@ -1,0 +1,131 @@
+"""The TypeScript SDK client (node) and the MCP Inspector CLI against the gateway on a real uvicorn server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenants_app.models import Role
+from tenants_app.services import token_for_user
+from tests.agents_app.gateway.node_clients import TsClient, ensure_installed, inspector, node_available
+from tools_app.models import Approval, ToolCall
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not node_available(), reason="node and npm are not installed on this machine"),
+]
+
+
+@pytest.fixture(scope="session")
+def node_folder() -> Path:
+    return ensure_installed()
+
+
+@pytest.fixture
+def ts(node_folder: Path) -> Iterator[Any]:
+    started: list[TsClient] = []
+
+    def start(url: str, token: str, **kw: Any) -> TsClient:
+        client = TsClient(node_folder, url, token, **kw)
+        started.append(client)
+        return client
+
+    yield start
+    for client in started:
+        client.close()
+
+
+def _needs_approval(setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
+                           format="json")
+    assert resp.status_code == 200, resp.content
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_typescript_client_lists_calls_and_gets_list_changed(served: Any, setup: Any, ts: Any,
+                                                            transport: str) -> None:
+    client = ts(served.endpoint("acme", setup.agent_id), setup.token, transport=transport)
+    init = client.next("initialized")
+    assert init["server"]["name"] == "toolhub/helper"
+    assert init["instructions"] == "Answers stock questions for the warehouse team."
+    assert init["capabilities"]["tools"]["listChanged"] is True
+    client.send(op="list")
+    tools = {t["name"]: t for t in client.next("tools")["tools"]}
+    assert set(tools["inventory__get_inventory"]["annotations"]) >= {"title", "readOnlyHint", "destructiveHint"}
+    assert "inventory__echo_env" in tools
+    client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
+    result = client.next("result")["result"]
+    assert not result.get("isError") and "DEMO-001" in result["content"][0]["text"]
+    assert ToolCall.objects.get(function="get_inventory").via == "gateway"
+
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/echo_env/", {"enabled": False}, format="json")
+    assert resp.status_code == 200
+    client.send(op="wait_changed")
+    assert client.next("waited")["changed"] is True
+    client.send(op="list")
+    assert "inventory__echo_env" not in {t["name"] for t in client.next("tools")["tools"]}
+
+
+def test_typescript_client_hits_an_approval(served: Any, setup: Any, ts: Any) -> None:
+    _needs_approval(setup)
+    client = ts(served.endpoint("acme", setup.agent_id), setup.token)
+    client.next("initialized")
+    client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
+    held = client.next("result")["result"]
+    assert held["isError"] is True
+    approval_id = held["structuredContent"]["approval_id"]
+    assert f"approval id {approval_id}" in held["content"][0]["text"]
+    assert setup.api.post(f"/api/v1/approvals/{approval_id}/approve/").status_code == 200
+    client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
+    ran = client.next("result")["result"]
+    assert not ran.get("isError") and "DEMO-001" in ran["content"][0]["text"]
+
+
+def test_typescript_client_approves_through_elicitation(served: Any, setup: Any, ts: Any) -> None:
+    _needs_approval(setup)
+    client = ts(served.endpoint("acme", setup.agent_id), setup.token, elicit=True)
+    client.next("initialized")
+    client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
+    asked = client.next("elicit")
+    assert "inventory.get_inventory" in asked["message"] and "DEMO-001" in asked["message"]
+    result = client.next("result")["result"]
+    assert not result.get("isError") and "DEMO-001" in result["content"][0]["text"]
+    assert Approval.objects.get().status == "approved"
+
+
+def test_typescript_client_is_refused_across_tenants(served: Any, setup: Any, ts: Any, other_tenant: Any,
+                                                     member_client: Any) -> None:
+    stranger = member_client(other_tenant, Role.ADMIN)
+    client = ts(served.endpoint("acme", setup.agent_id), token_for_user(user=stranger.user))
+    refused = client.next("initialized")
+    assert refused["event"] == "error" and "not_found" in refused["message"]
+
+
+def test_inspector_cli_lists_calls_hits_an_approval_and_is_refused_across_tenants(
+    served: Any, setup: Any, node_folder: Path, other_tenant: Any, member_client: Any
+) -> None:
+    url = served.endpoint("acme", setup.agent_id)
+    listed = inspector(node_folder, url, setup.token, "--method", "tools/list")
+    assert listed.returncode == 0, listed.stderr
+    names = [t["name"] for t in json.loads(listed.stdout)["tools"]]
+    assert "inventory__get_inventory" in names
+
+    called = inspector(node_folder, url, setup.token, "--method", "tools/call", "--tool-name",
+                       "inventory__get_inventory", "--tool-arg", "sku=DEMO-001")
+    assert called.returncode == 0, called.stderr
+    assert "DEMO-001" in json.loads(called.stdout)["content"][0]["text"]
+
+    _needs_approval(setup)
+    held = inspector(node_folder, url, setup.token, "--method", "tools/call", "--tool-name",
+                     "inventory__get_inventory", "--tool-arg", "sku=DEMO-002")
+    body = json.loads(held.stdout)
+    assert body["isError"] is True and body["structuredContent"]["approval_id"] == Approval.objects.get().pk
+
+    stranger = token_for_user(user=member_client(other_tenant, Role.ADMIN).user)
+    refused = inspector(node_folder, url, stranger, "--method", "tools/list")
+    assert refused.returncode != 0
+    assert "404" in refused.stdout + refused.stderr
