@@ -191,3 +191,21 @@ def test_a_sandbox_that_cannot_start_fails_and_runs_nothing(ctx: BuiltinContext,
     assert result.error_code == "EXECUTION_ERROR" and "could not start" in (result.error or ""), result
     assert "Permission denied" in (result.error or "") and "apt-get install bubblewrap" in (result.error or "")
     assert not (layout["root"] / "ran-anyway").exists()
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm not installed")
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "sandbox-off"])
+def test_npm_never_runs_package_scripts(ctx: BuiltinContext, layout: dict[str, Path], sandboxed: bool) -> None:
+    if sandboxed and not os.access(SandboxPolicy().bwrap, os.X_OK):
+        pytest.skip("bubblewrap not installed")
+    test_ctx = dataclasses.replace(ctx, sandbox=SandboxPolicy(enabled=sandboxed))
+    scripts = {name: f"node -e \"require('fs').writeFileSync('{name}-ran', '')\""
+               for name in ("preinstall", "install", "postinstall", "prepare", "test", "start")}
+    import json
+
+    write(test_ctx, "package.json", json.dumps({"name": "p", "version": "1.0.0", "scripts": scripts}))
+    for command in ("npm test", "npm start", "npm run test", "npm run-script start"):
+        assert run(test_ctx, command).error_code == "INVALID_PARAMS", command
+    result = run(test_ctx, "npm install --no-audit")
+    assert result.success, result
+    assert sorted(p.name for p in layout["root"].glob("*-ran")) == []
