@@ -13,7 +13,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import INVENTORY, PYTHON
-from tools_app.runtime.mcp import SessionPool, spec_from_config
+from tools_app.configs import server_spec as spec_from_config
+from tools_app.runtime.mcp import SessionPool
 
 ARGS = {"sku": "DEMO-001"}
 

@@ -10,7 +10,8 @@ from _common import child_processes, marked_processes, open_fds, summary  # type
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import IGNORE_SIGTERM, INVENTORY, MINI, PYTHON
-from tools_app.runtime.mcp import SessionPool, spec_from_config
+from tools_app.configs import server_spec as spec_from_config
+from tools_app.runtime.mcp import SessionPool
 
 
 def cycles(pool: SessionPool, script: str, n: int, label: str) -> None:

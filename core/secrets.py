@@ -224,7 +224,10 @@ class Scrubber:
         values = sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         self.values: tuple[str, ...] = tuple(values)
         chars = [[_char_pattern(c) for c in v] for v in values]
-        self._forms = re.compile("|".join("".join(p) for p in chars)) if values else None
+        # A one-class lookahead first: most positions of ordinary text fail there, not in every alternative.
+        starts = {v[0] for v in values} | {"\\", "%"} | ({"+"} if any(v[0] == " " for v in values) else set())
+        lead = "(?=[" + "".join(re.escape(c) for c in sorted(starts)) + "])"
+        self._forms = re.compile(lead + "(?:" + "|".join("".join(p) for p in chars) + ")") if values else None
         # Text ending in the beginning of a form (a secret cut by a stream's piece boundary).
         self.prefix = re.compile("(?:" + "|".join(_prefix_pattern(p) for p in chars) + r")\Z") if values else None
         cores = sorted(set().union(*(_b64_cores(v.encode("utf-8")) for v in values)), key=len, reverse=True)
@@ -305,11 +308,6 @@ def scrubber(secrets: Iterable[str]) -> Scrubber:
             while len(_known) > MAX_KNOWN:
                 _known.pop(next(iter(_known)))
     return _scrubber(values)
-
-
-def scrubber_for_maps(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> Scrubber:
-    """The scrubber for every value in a config's secret maps."""
-    return scrubber(secret_values(config, secret_maps))
 
 
 def scrub(value: Any, secrets: Iterable[str]) -> Any:

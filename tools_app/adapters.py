@@ -12,13 +12,14 @@ from django.conf import settings
 
 from core.outbound import GuardedTransport, OutboundPolicy, ssl_context
 from tenants_app.models import Tenant
+from tools_app import configs
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
 from tools_app.runtime.builtins.sandbox import SandboxPolicy
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
-from tools_app.runtime.mcp.spec import ServerSpec, spec_from_config
+from tools_app.runtime.mcp.spec import ServerSpec
 
 _pool_lock = threading.Lock()
 _pool: SessionPool | None = None
@@ -75,13 +76,9 @@ def release_tool(tool_id: int) -> None:
 
 
 def server_spec(tool: Tool) -> ServerSpec:
-    return spec_from_config(
-        tool_id=tool.pk,
-        config_version=tool.config_version,
-        tenant_key=str(tool.tenant_id),
-        tool_type=tool.type,
-        config=tool.config or {},
-    )
+    # Validated on save into the type's spec: taken as it is, no second validation per call.
+    return configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
+                               tool_type=tool.type, config=tool.config or {}, validated=True)
 
 
 def workspace_dirname(tenant_id: int) -> str:
@@ -91,6 +88,13 @@ def workspace_dirname(tenant_id: int) -> str:
     cannot occur in a slug, so no folder of the old `<slug>` layout is ever mistaken for an id folder.
     """
     return f"tenant.{int(tenant_id)}"
+
+
+def http_spec(tool: Tool) -> configs.HttpConfig:
+    """An HTTP tool's spec, validated on save: taken as it is."""
+    spec = configs.load_config(tool.type, tool.config)
+    assert isinstance(spec, configs.HttpConfig), tool.type
+    return spec
 
 
 def workspace_for(tenant: Tenant) -> Path:

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from tools_app.configs.base import TIMEOUT_RANGE  # the tool config's bounds
+
 Kind = Literal["LOCAL", "REMOTE"]
 
 # `${env:NAME}` / `${input:id}` (VS Code, Cursor) and `${NAME}` (Claude Code, Windsurf).
 REFERENCE = re.compile(r"\$\{(?:(env|input):)?([A-Za-z_][A-Za-z0-9_.-]*)\}")
 SHELL_SYNTAX = re.compile(r"[;&|`<>]|\$\(|\$\{|\n")
-TIMEOUT_RANGE = (1, 300)  # seconds, the tool config's bounds
 # A timeout above this is read as milliseconds (some clients write 60000 for one minute).
 MILLISECONDS_ABOVE = 1000
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "PRIVATE")

@@ -10,92 +10,15 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import jsonschema
-
+from core import secrets as secret_rules
 from core.outbound import OutboundPolicy, fetch, safe_url
-from core.secrets import Scrubber, scrubber_for_maps
+from core.secrets import Scrubber
+from tools_app.configs.http import PLACEHOLDER, HttpConfig
 from tools_app.runtime.errors import InvalidParams, RuntimeToolError
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, ToolResult
+from tools_app.runtime.schemas import validate_arguments
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-CONFIG_KEYS = frozenset({"method", "url", "headers", "query", "body", "secrets", "input_schema", "timeout_s"})
-PLACEHOLDER = re.compile(r"\$\{(input|secret)\.([A-Za-z_][A-Za-z0-9_]*)\}")
-ANY_PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
 EXCERPT_CHARS = 500
-DEFAULT_TIMEOUT_S = 30.0
-# The origin and framing stay the client's: a templated Host could re-target a shared IP.
-RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
-
-
-# -- config validation ---------------------------------------------------------------------------
-
-
-def validate_http_config(config: Any) -> None:
-    """Raise InvalidParams if `config` is not a well-formed HTTP tool configuration."""
-    if not isinstance(config, dict):
-        raise InvalidParams("HTTP tool config must be an object")
-    unknown = sorted(set(config) - CONFIG_KEYS)
-    if unknown:
-        raise InvalidParams(
-            f"unknown config key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(CONFIG_KEYS))}"
-        )
-    method = config.get("method", "GET")
-    if not isinstance(method, str) or method.upper() not in METHODS:
-        raise InvalidParams(f"method must be one of {', '.join(METHODS)}")
-    url = config.get("url")
-    if not isinstance(url, str) or not url:
-        raise InvalidParams("url is required and must be a string")
-    _check_url_template(url)
-    for key in ("headers", "query", "secrets"):
-        value = config.get(key, {})
-        if value is None:
-            continue
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise InvalidParams(f"{key} must be a map of strings to strings")
-    for name, value in (config.get("headers") or {}).items():
-        if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-            raise InvalidParams(f"header name {name!r} is not a valid token")
-        if "\r" in value or "\n" in value:
-            raise InvalidParams(f"header {name!r} contains a line break")
-        if name.lower() in RESERVED_HEADERS:
-            raise InvalidParams(f"header {name!r} is set by the client and may not be configured")
-    schema = config.get("input_schema")
-    if schema is not None:
-        if not isinstance(schema, dict):
-            raise InvalidParams("input_schema must be a JSON Schema object")
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise InvalidParams(f"input_schema is not a valid JSON Schema: {exc.message}") from None
-    timeout = config.get("timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 300:
-        raise InvalidParams("timeout_s must be a number between 0 and 300")
-    secrets = config.get("secrets") or {}
-    for match in PLACEHOLDER.finditer(
-        json.dumps({k: config.get(k) for k in ("url", "headers", "query", "body")})
-    ):
-        if match.group(1) == "secret" and match.group(2) not in secrets:
-            raise InvalidParams(f"placeholder ${{secret.{match.group(2)}}} names no configured secret")
-
-
-def _check_url_template(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise InvalidParams("url must start with http:// or https://")
-    if ANY_PLACEHOLDER.search(parts.scheme + "://" + parts.netloc):
-        raise InvalidParams(
-            "url placeholders may only appear in the path or query (rule: no placeholder in scheme, host or port)"
-        )
-    if not parts.hostname:
-        raise InvalidParams("url has no host")
-    if parts.fragment and ANY_PLACEHOLDER.search(parts.fragment):
-        raise InvalidParams("url placeholders may not appear in the fragment")
-    try:
-        _ = parts.port
-    except ValueError:
-        raise InvalidParams("url has an invalid port") from None
 
 
 # -- substitution --------------------------------------------------------------------------------
@@ -136,7 +59,6 @@ class _Filler:
 
 def build_url(template: str, filler: _Filler) -> str:
     """Substitute into path and query only, percent-encoded; the origin must stay the template's."""
-    _check_url_template(template)
     parts = urlsplit(template)
     url = urlunsplit(
         (
@@ -156,10 +78,13 @@ def build_url(template: str, filler: _Filler) -> str:
 # -- running -------------------------------------------------------------------------------------
 
 
-def run_http_tool(config: dict[str, Any], arguments: dict[str, Any], *, policy: OutboundPolicy) -> ToolResult:
-    """Call the configured endpoint with `arguments`; never raises, never shows a secret."""
+def run_http_tool(config: HttpConfig, arguments: dict[str, Any], *, policy: OutboundPolicy) -> ToolResult:
+    """Call the configured endpoint with `arguments`; never raises, never shows a secret.
+
+    `config` was validated when the tool was saved: it is taken as it is.
+    """
     started = time.monotonic()
-    scrubber = scrubber_for_maps(config if isinstance(config, dict) else None, ("secrets", "headers"))
+    scrubber = secret_rules.scrubber([*config.secrets.values(), *config.headers.values()])
     try:
         result = _run(config, arguments, policy, scrubber)
     except RuntimeToolError as exc:
@@ -172,27 +97,26 @@ def run_http_tool(config: dict[str, Any], arguments: dict[str, Any], *, policy: 
     return result
 
 
-def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy, scrubber: Scrubber) -> ToolResult:
-    validate_http_config(config)
+def _run(config: HttpConfig, arguments: Any, policy: OutboundPolicy, scrubber: Scrubber) -> ToolResult:
     if not isinstance(arguments, dict):
         raise InvalidParams("arguments must be a JSON object")
-    _validate_arguments(config.get("input_schema"), arguments)
-    filler = _Filler(arguments, config.get("secrets") or {})
-    method = str(config.get("method", "GET")).upper()
-    url = build_url(config["url"], filler)
+    validate_arguments(config.input_schema, arguments)  # the one argument rule (invoke checks it too)
+    filler = _Filler(arguments, config.secrets)
+    method = config.method
+    url = build_url(config.url, filler)
     headers = {}
-    for name, template in (config.get("headers") or {}).items():
+    for name, template in config.headers.items():
         value = filler.text(template)
         if "\r" in value or "\n" in value:
             raise InvalidParams(f"header {name!r} would contain a line break after substitution")
         headers[name] = value
     query = {}
-    for name, template in (config.get("query") or {}).items():
+    for name, template in config.query.items():
         whole = PLACEHOLDER.fullmatch(template)
         if whole and whole.group(1) == "input" and whole.group(2) not in arguments:
             continue  # an optional argument left out drops its query parameter
         query[name] = filler.text(template)
-    body = config.get("body")
+    body = config.body
     content: str | None = None
     json_body: Any = None
     if body is not None and method != "GET":
@@ -201,7 +125,7 @@ def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy, scrubbe
             content = filled
         else:
             json_body = filled
-    timeout = float(config.get("timeout_s", DEFAULT_TIMEOUT_S))
+    timeout = float(config.timeout_s)
     call_policy = dataclasses.replace(policy, timeout_s=min(timeout, policy.timeout_s))
     response = fetch(
         method,
@@ -232,23 +156,5 @@ def _run(config: dict[str, Any], arguments: Any, policy: OutboundPolicy, scrubbe
     return ToolResult.ok(text=response.text, status=response.status)
 
 
-def _validate_arguments(schema: Any, arguments: dict[str, Any]) -> None:
-    if not isinstance(schema, dict):
-        return
-    props = schema.get("properties")
-    if isinstance(props, dict) and schema.get("additionalProperties") is not True:
-        unknown = sorted(set(arguments) - set(props))
-        if unknown:
-            raise InvalidParams(
-                f"unknown argument(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(sorted(props)) or '(none)'}"
-            )
-    errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path)
-    )
-    if errors:
-        err = errors[0]
-        where = ".".join(str(p) for p in err.path) or "(arguments)"
-        raise InvalidParams(f"argument {where!r}: {err.message[:300]}")
 
-
-__all__ = ["run_http_tool", "validate_http_config"]
+__all__ = ["run_http_tool"]

@@ -102,8 +102,8 @@ def run(tool: Tool, function: str, arguments: dict[str, Any]) -> ToolResult:
         elif tool.type == ToolType.BUILTIN:
             result = invoke_builtin(tool.builtin_name, function, arguments, adapters.builtin_context(tool.tenant))
         else:
-            result = run_http_tool(tool.config or {}, arguments, policy=adapters.outbound_policy(
-                timeout_s=float((tool.config or {}).get("timeout_s", 30))))
+            spec = adapters.http_spec(tool)
+            result = run_http_tool(spec, arguments, policy=adapters.outbound_policy(timeout_s=float(spec.timeout_s)))
     except RuntimeToolError as exc:
         result = ToolResult.fail(exc.result_code, exc.message)
     result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)

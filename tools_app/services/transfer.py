@@ -7,11 +7,10 @@ from typing import Any
 from django.db import transaction
 
 from core.errors import DomainError
-from core.secrets import MASK
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import client_config, selectors
-from tools_app.configs import SECRET_MAPS, mask_config
+from tools_app.configs import contains_mask, mask_config
 from tools_app.errors import ImportFailed
 from tools_app.models import ToolStatus, ToolType
 from tools_app.services.tools import ToolInput, tool_create
@@ -156,12 +155,9 @@ def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]
 
 
 def _blank_masked(tool_type: str, config: dict[str, Any]) -> list[str]:
-    needs = []
-    for map_name in SECRET_MAPS[tool_type]:
-        section = config.get(map_name)
-        if isinstance(section, dict):
-            for key, value in section.items():
-                if value == MASK:
-                    section[key] = ""
-                    needs.append(f"{map_name}.{key}")
+    """Masked secrets have nothing to keep in a new tool: blank them, and say which need a value."""
+    needs = contains_mask(tool_type, config)
+    for name in needs:
+        map_name, key = name.split(".", 1)
+        config[map_name][key] = ""
     return needs

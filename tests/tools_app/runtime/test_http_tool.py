@@ -13,8 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from core.outbound import OutboundPolicy
-from tools_app.runtime.errors import InvalidParams
-from tools_app.runtime.http_tool import run_http_tool, validate_http_config
+from tools_app.configs import HttpConfig
+from tools_app.errors import InvalidConfig
+from tools_app.runtime import http_tool
 
 SECRET = "s3cr3t-Value/with+chars"
 POLICY = OutboundPolicy.build(allow="127.0.0.1/32", max_bytes=64 * 1024, timeout_s=5)
@@ -82,6 +83,12 @@ def _clear() -> None:
     Handler.seen.clear()
 
 
+def run_http_tool(config: dict[str, Any] | HttpConfig, arguments: Any, **kw: Any) -> Any:
+    """The runtime takes a spec validated on save; here the test saves it (parses) first."""
+    spec = config if isinstance(config, HttpConfig) else HttpConfig.parse(config)
+    return http_tool.run_http_tool(spec, arguments, **kw)
+
+
 def cfg(server: str, path: str, **extra: Any) -> dict[str, Any]:
     return {"method": "GET", "url": server + path, **extra}
 
@@ -137,7 +144,8 @@ def test_big_body_is_capped(server: str) -> None:
 
 
 def test_timeout(server: str) -> None:
-    result = run_http_tool(cfg(server, "/slow", timeout_s=0.3), {}, policy=POLICY)
+    quick = HttpConfig.parse(cfg(server, "/slow")).model_copy(update={"timeout_s": 0.3})  # below the save minimum
+    result = run_http_tool(quick, {}, policy=POLICY)
     assert result.error_code == "TIMEOUT"
 
 
@@ -202,18 +210,17 @@ HOST_INJECTION = [
         {"u": "evil.com"},
         "no placeholder in scheme, host or port",
     ),
-    ("scheme", "${input.s}://127.0.0.1/x", {"s": "file"}, "http:// or https://"),
+    ("scheme", "${input.s}://127.0.0.1/x", {"s": "file"}, "no placeholder in scheme, host or port"),
 ]
 
 
 @pytest.mark.parametrize(
     ("url", "arguments", "rule"), [h[1:] for h in HOST_INJECTION], ids=[h[0] for h in HOST_INJECTION]
 )
-def test_host_injection_is_refused(url: str, arguments: dict[str, Any], rule: str) -> None:
-    with pytest.raises(InvalidParams, match="host|http"):
-        validate_http_config({"method": "GET", "url": url})
-    result = run_http_tool({"method": "GET", "url": url}, arguments, policy=POLICY)
-    assert result.error_code == "INVALID_PARAMS" and rule in (result.error or ""), result.error
+def test_host_injection_is_refused_on_save(url: str, arguments: dict[str, Any], rule: str) -> None:
+    with pytest.raises(InvalidConfig) as exc:
+        HttpConfig.parse({"method": "GET", "url": url})
+    assert rule in exc.value.message and exc.value.details["field"] == "config.url"
     assert Handler.seen == []
 
 
@@ -238,7 +245,7 @@ def test_header_line_break_injection_is_refused(server: str) -> None:
 @pytest.mark.parametrize(
     ("arguments", "fragment"),
     [
-        ({"item": 3}, "'item'"),
+        ({"item": 3}, "argument item"),
         ({"item": "a", "extra": 1}, "accepted: item"),
         ({}, "'item' is a required property"),
     ],
@@ -279,6 +286,6 @@ BAD_CONFIGS = [
 @pytest.mark.parametrize(
     ("config", "fragment"), [b[1:] for b in BAD_CONFIGS], ids=[b[0] for b in BAD_CONFIGS]
 )
-def test_validate_http_config_refuses_malformed(config: Any, fragment: str) -> None:
-    with pytest.raises(InvalidParams, match=fragment.replace(".", r"\.")):
-        validate_http_config(config)
+def test_malformed_config_is_refused_on_save(config: Any, fragment: str) -> None:
+    with pytest.raises(InvalidConfig, match=fragment.replace(".", r"\.")):
+        HttpConfig.parse(config)

@@ -2,7 +2,7 @@
 
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool, get_pool
-from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec, spec_from_config
+from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
 
 __all__ = [
     "Discovery",
@@ -13,5 +13,4 @@ __all__ = [
     "SessionPool",
     "configure_pool",
     "get_pool",
-    "spec_from_config",
 ]

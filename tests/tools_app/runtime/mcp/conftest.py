@@ -13,7 +13,8 @@ import pytest
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import MINI, PYTHON
-from tools_app.runtime.mcp import ServerSpec, SessionPool, spec_from_config
+from tools_app.configs import server_spec as spec_from_config
+from tools_app.runtime.mcp import ServerSpec, SessionPool
 
 LOOPBACK = OutboundPolicy.build("127.0.0.0/8,::1")
 MARKER_ENV = "TOOLHUB_TEST_MARKER"

@@ -1,11 +1,13 @@
-"""spec_from_config, validate_arguments and schema_hash: pure functions, no processes."""
+"""server_spec (from a config spec), validate_arguments and schema_hash: pure functions, no processes."""
 
 from __future__ import annotations
 
 import pytest
 
+from tools_app.configs import server_spec as spec_from_config
+from tools_app.errors import InvalidConfig
 from tools_app.runtime.errors import InvalidParams
-from tools_app.runtime.mcp import LocalSpec, RemoteSpec, spec_from_config
+from tools_app.runtime.mcp import LocalSpec, RemoteSpec
 from tools_app.runtime.schemas import schema_hash, validate_arguments
 
 SCHEMA = {"type": "object", "properties": {"sku": {"type": "string"}, "n": {"type": "integer"}}, "required": ["sku"]}
@@ -15,7 +17,7 @@ def test_local_spec_from_config() -> None:
     spec = spec_from_config(
         tool_id=3, config_version=7, tenant_key="acme", tool_type="LOCAL",
         config={"command": "python", "args": ["-m", "srv"], "env": {"B": "2", "A": "1"}, "cwd": "/tmp",
-                "startup_timeout_s": 5, "call_timeout_s": "9"},
+                "startup_timeout_s": 5, "call_timeout_s": 9},
     )
     assert spec.key == (3, 7)
     assert spec.target == LocalSpec(command="python", args=("-m", "srv"), env=(("A", "1"), ("B", "2")), cwd="/tmp",
@@ -40,8 +42,8 @@ def test_remote_spec_from_config_and_repr_hides_secrets() -> None:
      ("REMOTE", {"url": "http://x", "transport": "websocket"}), ("HTTP", {"url": "http://x"}),
      ("LOCAL", {"command": "x", "call_timeout_s": -1})],
 )
-def test_bad_config_is_invalid_params(tool_type: str, config: dict) -> None:
-    with pytest.raises(InvalidParams):
+def test_bad_config_is_invalid_config(tool_type: str, config: dict) -> None:
+    with pytest.raises(InvalidConfig):
         spec_from_config(tool_id=1, config_version=1, tenant_key="a", tool_type=tool_type, config=config)
 
 

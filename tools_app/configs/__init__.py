@@ -1,0 +1,105 @@
+"""One typed config spec per tool type, validated once on save; the runtime takes it as it is.
+
+Django-free (an import-linter contract checks it). The secret rules themselves live in core.secrets;
+this package says which fields of each type are secret maps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core import secrets
+from tools_app.configs.base import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, ConfigSpec, FieldDoc
+from tools_app.configs.builtin import BuiltinConfig
+from tools_app.configs.http import HttpConfig
+from tools_app.configs.local import LocalConfig
+from tools_app.configs.remote import RemoteConfig
+from tools_app.errors import InvalidConfig
+from tools_app.runtime.mcp.spec import ServerSpec
+
+SPECS: dict[str, type[ConfigSpec]] = {spec.tool_type: spec for spec in (LocalConfig, RemoteConfig, HttpConfig,
+                                                                          BuiltinConfig)}
+# Maps whose values are secret, per tool type (from the specs' field flags).
+SECRET_MAPS: dict[str, tuple[str, ...]] = {name: spec.secret_maps() for name, spec in SPECS.items()}
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "SECRET_MAPS",
+    "SPECS",
+    "BuiltinConfig",
+    "ConfigSpec",
+    "FieldDoc",
+    "HttpConfig",
+    "LocalConfig",
+    "RemoteConfig",
+    "contains_mask",
+    "describe",
+    "load_config",
+    "mask_config",
+    "merge_masked",
+    "parse_config",
+    "secret_values",
+    "server_spec",
+    "validate_config",
+]
+
+
+def spec_for(tool_type: str) -> type[ConfigSpec]:
+    spec = SPECS.get(str(tool_type))
+    if spec is None:
+        raise InvalidConfig(f"unknown tool type {tool_type!r}; accepted: {', '.join(SPECS)}", details={"field": "type"})
+    return spec
+
+
+def parse_config(tool_type: str, config: Any) -> ConfigSpec:
+    """Validate `config` into its type's spec; InvalidConfig names the field (never a value)."""
+    return spec_for(tool_type).parse(config)
+
+
+def validate_config(tool_type: str, config: Any) -> dict[str, Any]:
+    """Validate and normalise a config for storage."""
+    if str(tool_type) == "BUILTIN" and config:
+        raise InvalidConfig("built-in tools take no config", details={"field": "config"})
+    return parse_config(tool_type, config).stored()
+
+
+def load_config(tool_type: str, stored: dict[str, Any] | None) -> Any:
+    """The spec of a stored (validated on save) config, for the runtime: no second validation."""
+    return spec_for(tool_type).load(stored)
+
+
+def server_spec(*, tool_id: int, config_version: int, tenant_key: str, tool_type: str, config: Any,
+                validated: bool = False) -> ServerSpec:
+    """The MCP pool's spec of a LOCAL or REMOTE config: a stored (`validated`) one is taken as it is."""
+    spec = load_config(tool_type, config) if validated else parse_config(tool_type, config)
+    if not isinstance(spec, LocalConfig | RemoteConfig):
+        raise InvalidConfig(f"tool type {tool_type!r} is not an MCP server type; accepted: LOCAL, REMOTE",
+                            details={"field": "type"})
+    return ServerSpec(tool_id=tool_id, config_version=config_version, tenant_key=tenant_key, target=spec.target())
+
+
+def describe(tool_type: str) -> list[FieldDoc]:
+    """The fields of a type's config (name, type, required, default, secret, help) for generated forms."""
+    return spec_for(tool_type).describe()
+
+
+def contains_mask(tool_type: str, config: dict[str, Any]) -> list[str]:
+    """Keys (as `map.key`) whose value is the mask placeholder."""
+    return secrets.masked_keys(config, SECRET_MAPS[tool_type])
+
+
+def merge_masked(tool_type: str, *, stored: dict[str, Any] | None, incoming: dict[str, Any]) -> dict[str, Any]:
+    """An incoming `"********"` keeps the stored value under that key; anything else replaces."""
+    return secrets.merge_masked(stored=stored, incoming=incoming, secret_maps=SECRET_MAPS[tool_type],
+                                error=InvalidConfig)
+
+
+def mask_config(tool_type: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """The config's structure with every secret-map value replaced by the mask."""
+    return secrets.mask_maps(config, SECRET_MAPS[tool_type])
+
+
+def secret_values(tool_type: str, config: dict[str, Any] | None) -> list[str]:
+    """Every secret value in a config (what the scrubber masks in everything that leaves a call)."""
+    return secrets.secret_values(config, SECRET_MAPS.get(tool_type, ()))

@@ -1,0 +1,166 @@
+"""What every tool config spec shares: strict pydantic models, secret-map fields, caps, and errors naming fields."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
+from urllib.parse import urlsplit
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools_app.errors import InvalidConfig
+
+# A stored config is read on every call and shown on every detail page: bound it before anything is written.
+MAX_CONFIG_DEPTH = 24
+MAX_CONFIG_BYTES = 256 * 1024
+TIMEOUT_RANGE = (1, 300)
+# RFC 9110 token characters: a header name outside them cannot be sent.
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+# Framing and routing stay the client's: a configured Host could re-target a shared IP.
+RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+S = TypeVar("S", bound="ConfigSpec")
+
+
+def secret_map(description: str) -> Any:
+    """A field mapping names to secret string values: encrypted, write-only, masked, scrubbed from output."""
+    return Field(default_factory=dict, description=description, json_schema_extra={"secret": True})
+
+
+def timeout(default: float, description: str) -> Any:
+    lo, hi = TIMEOUT_RANGE
+    return Field(default=default, ge=lo, le=hi, description=f"{description} ({lo}-{hi} s)")
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    """One field of a spec as a form builder needs it."""
+
+    name: str
+    type: str
+    required: bool
+    default: Any
+    secret: bool
+    help: str
+    choices: tuple[Any, ...] = ()
+
+
+class ConfigSpec(BaseModel):
+    """Base of every tool type's config: strict (no coercion), closed (unknown keys refused), immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    tool_type: ClassVar[str] = ""
+
+    @classmethod
+    def secret_maps(cls) -> tuple[str, ...]:
+        return tuple(name for name, f in cls.model_fields.items() if _is_secret(f))
+
+    @classmethod
+    def describe(cls) -> list[FieldDoc]:
+        """The spec's fields: name, type, required, default, secret flag and help text (for generated forms)."""
+        docs = []
+        for name, f in cls.model_fields.items():
+            default = None if f.is_required() else f.get_default(call_default_factory=True)
+            choices = get_args(f.annotation) if get_origin(f.annotation) is Literal else ()
+            docs.append(FieldDoc(name=name, type="str" if choices else _type_name(f.annotation),
+                                 required=f.is_required(), default=default, secret=_is_secret(f),
+                                 help=f.description or "", choices=tuple(choices)))
+        return docs
+
+    @classmethod
+    def parse(cls: type[S], config: Any) -> S:
+        """Validate a config (caps, unknown keys, every field rule); InvalidConfig names the field, never a value."""
+        if not isinstance(config, dict):
+            raise InvalidConfig("config must be a JSON object", details={"field": "config"})
+        check_caps(config)
+        accepted = tuple(cls.model_fields)
+        unknown = sorted(set(config) - set(accepted))
+        if unknown:
+            raise InvalidConfig(
+                f"config has unknown keys {unknown}; accepted: {', '.join(accepted)}",
+                details={"field": f"config.{unknown[0]}", "unknown": unknown, "accepted": list(accepted)},
+            )
+        try:
+            return cls.model_validate(config)
+        except pydantic.ValidationError as exc:
+            raise _invalid(exc) from None
+
+    @classmethod
+    def load(cls: type[S], stored: Mapping[str, Any] | None) -> S:
+        """A spec from a stored config, validated when it was saved: taken as it is, no second validation."""
+        return cls.model_construct(**dict(stored or {}))
+
+    def stored(self) -> dict[str, Any]:
+        """The normalised config to store (defaults filled in)."""
+        return self.model_dump(mode="json")
+
+
+def _is_secret(f: Any) -> bool:
+    extra = f.json_schema_extra
+    return isinstance(extra, dict) and bool(extra.get("secret"))
+
+
+def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) is not None or annotation is Any:
+        return str(annotation).replace("typing.", "")
+    return getattr(annotation, "__name__", None) or str(annotation)
+
+
+def _invalid(exc: pydantic.ValidationError) -> InvalidConfig:
+    errors = []
+    for err in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in err["loc"] if p != "__root__")
+        field = f"config.{where}" if where else "config"
+        message = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        errors.append({"field": field, "message": message})
+    first = errors[0]
+    return InvalidConfig(f"{first['field']}: {first['message']}", details={"field": first["field"], "errors": errors})
+
+
+def check_caps(config: Any) -> None:
+    """Refuse configs nested deeper or larger than the caps (iteratively: a deep config must not recurse)."""
+    stack: list[tuple[Any, int]] = [(config, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise InvalidConfig(f"config is nested deeper than {MAX_CONFIG_DEPTH} levels",
+                                details={"field": "config", "max_depth": MAX_CONFIG_DEPTH})
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for v in value.values()]
+        elif isinstance(value, list):
+            stack += [(v, depth + 1) for v in value]
+    size = len(json.dumps(config, ensure_ascii=False, default=str).encode())
+    if size > MAX_CONFIG_BYTES:
+        raise InvalidConfig(f"config is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted",
+                            details={"field": "config", "max_bytes": MAX_CONFIG_BYTES})
+
+
+def check_http_url(url: str) -> str:
+    """An http(s) URL with a host and a valid port."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError("must be an http:// or https:// URL with a valid host and a port from 1 to 65535") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL")
+    if port == 0:
+        raise ValueError("has port 0; use a port from 1 to 65535")
+    return url
+
+
+def check_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """Header names must be tokens and not framing/routing headers; values single-line (named, never shown)."""
+    for name, value in headers.items():
+        if not HEADER_NAME.match(name):
+            raise ValueError(f"header name {name[:100]!r} is not a valid HTTP header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"header {name!r} is set by the client and may not be configured")
+        if "\r" in value or "\n" in value or "\x00" in value:
+            raise ValueError(f"header {name!r} contains a line break")
+    return headers

@@ -1,0 +1,96 @@
+"""HTTP tools: one templated request (`${input.x}` / `${secret.y}`), its input schema and secrets."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
+
+import jsonschema
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from tools_app.configs.base import ConfigSpec, check_headers, check_http_url, secret_map, timeout
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+PLACEHOLDER = re.compile(r"\$\{(input|secret)\.([A-Za-z_][A-Za-z0-9_]*)\}")
+ANY_PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def check_url_template(url: str) -> str:
+    """Placeholders only in path and query: the origin (scheme, host, port) is fixed when the tool is saved."""
+    parts = urlsplit(url)
+    if ANY_PLACEHOLDER.search(url.split("://", 1)[0]) or ANY_PLACEHOLDER.search(parts.netloc):
+        raise ValueError(
+            "url placeholders may only appear in the path or query (rule: no placeholder in scheme, host or port)"
+        )
+    if parts.fragment and ANY_PLACEHOLDER.search(parts.fragment):
+        raise ValueError("url placeholders may not appear in the fragment")
+    return check_http_url(url)
+
+
+class HttpConfig(ConfigSpec):
+    tool_type: ClassVar[str] = "HTTP"
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(default="GET", description="HTTP method")
+    url: str = Field(description="http(s) URL; ${input.x} / ${secret.y} only in the path and query")
+    headers: dict[str, str] = secret_map("Request headers (templates allowed); values are secrets")
+    query: dict[str, str] = Field(default_factory=dict, description="Query parameters (templates allowed)")
+    body: Any = Field(default=None, description="JSON body template (not sent with GET)")
+    secrets: dict[str, str] = Field(default_factory=dict, validate_default=True,
+                                    description="Named secrets for ${secret.name} placeholders",
+                                    json_schema_extra={"secret": True})
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA),
+                                         description="JSON Schema (2020-12) of the call's arguments")
+    timeout_s: float = timeout(30, "Total time the request may take")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_schema(cls, data: Any) -> Any:
+        # No schema given: each ${input.x} is an optional argument of any type (not "no arguments at all").
+        if isinstance(data, dict) and data.get("input_schema") is None:
+            named = json.dumps([data.get(k) for k in ("url", "headers", "query", "body")], default=str)
+            inputs = sorted({m.group(2) for m in PLACEHOLDER.finditer(named) if m.group(1) == "input"})
+            data = {**data, "input_schema": {"type": "object", "properties": {name: {} for name in inputs}}}
+        return data
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _method(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_url_template(value.strip())
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        check_headers(value)
+        return value
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            jsonschema.Draft202012Validator.check_schema(value)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"is not a valid JSON Schema: {exc.message[:300]}") from None
+        if value.get("type", "object") != "object":
+            raise ValueError('must describe an object (arguments are a JSON object): use "type": "object"')
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        # Declared after url, headers, query and body: those are validated and in `info.data` by now.
+        named = json.dumps([info.data.get(k) for k in ("url", "headers", "query", "body")])
+        for match in PLACEHOLDER.finditer(named):
+            if match.group(1) == "secret" and match.group(2) not in value:
+                raise ValueError(
+                    f"placeholder ${{secret.{match.group(2)}}} names no configured secret; "
+                    f"configured: {', '.join(sorted(value)) or '(none)'}"
+                )
+        return value

@@ -1,0 +1,52 @@
+"""LOCAL tools: an MCP server started as a child process over stdio."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pydantic import Field, field_validator
+
+from tools_app.configs.base import ConfigSpec, secret_map, timeout
+from tools_app.runtime.mcp.spec import LocalSpec
+
+ENV_NAME = re.compile(r"^[^=\x00]{1,256}$")
+
+
+class LocalConfig(ConfigSpec):
+    tool_type: ClassVar[str] = "LOCAL"
+
+    command: str = Field(min_length=1, description="The program to start (looked up on PATH), e.g. npx or uvx")
+    args: list[str] = Field(default_factory=list, description="Command-line arguments, one per item")
+    env: dict[str, str] = secret_map("Environment variables for the server; values are secrets")
+    cwd: str | None = Field(default=None, description="Working directory (default: the tenant workspace)")
+    startup_timeout_s: float = timeout(30, "How long the server may take to answer initialize")
+    call_timeout_s: float = timeout(60, "How long one call may take")
+    version_check: bool = Field(default=False, description="Run `<command> --version` before starting")
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if not value.strip() or "\x00" in value:
+            raise ValueError("must name a program")
+        return value.strip()
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, item in value.items():
+            if not ENV_NAME.match(name):
+                raise ValueError(f"{name[:100]!r} is not a valid environment variable name")
+            if "\x00" in item:
+                raise ValueError(f"{name!r} contains a NUL character")
+        return value
+
+    @field_validator("cwd", mode="before")
+    @classmethod
+    def _cwd(cls, value: object) -> object:
+        return None if value == "" else value
+
+    def target(self) -> LocalSpec:
+        return LocalSpec(command=self.command, args=tuple(self.args), env=tuple(sorted(self.env.items())),
+                         cwd=self.cwd or None, startup_timeout_s=float(self.startup_timeout_s),
+                         call_timeout_s=float(self.call_timeout_s), version_check=bool(self.version_check))
