@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db import transaction
 
@@ -16,6 +15,7 @@ from core import names
 from core.secrets import KEEP, MASK, require_secrets_on_move
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
+from tools_app.configs.base import check_http_url
 from tools_app.errors import ToolNotFound
 from tools_app.models import Tool
 
@@ -62,10 +62,10 @@ def _check_name(name: Any, what: str) -> str:
 
 
 def _check_base_url(url: Any) -> str:
-    parts = urlsplit(url if isinstance(url, str) else "")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise AgentError("base_url must be an http:// or https:// URL", details={"field": "base_url"})
-    return str(url)
+    try:
+        return check_http_url(url if isinstance(url, str) else "")  # the one http(s) URL rule
+    except ValueError as exc:
+        raise AgentError(f"base_url {exc}", details={"field": "base_url"}) from None
 
 
 def _check_params(params: Any) -> dict[str, Any]:

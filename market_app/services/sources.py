@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db import transaction
 
@@ -16,8 +14,8 @@ from market_app.errors import InvalidSource
 from market_app.models import CatalogFormat, MarketSource
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
+from tools_app.configs.base import HEADER_NAME, check_http_url
 
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 INTERVAL_RANGE = (1, 7 * 24 * 60)
 AUTH_MAPS = ("auth_headers",)  # the secret map of a source
 
@@ -80,9 +78,10 @@ def _kept_headers(source: MarketSource, incoming: Any) -> list[str]:
 
 
 def _check_url(url: str) -> str:
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidSource("url must be an http:// or https:// URL", details={"field": "url"})
+    try:
+        check_http_url(url.strip())  # the tool config's URL rule: http(s), a host, a valid port
+    except ValueError as exc:
+        raise InvalidSource(f"url {exc}", details={"field": "url"}) from None
     if len(url) > 500:
         raise InvalidSource("url is longer than 500 characters", details={"field": "url"})
     return url.strip()

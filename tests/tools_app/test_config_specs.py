@@ -96,3 +96,13 @@ def test_runtime_takes_the_stored_spec_without_validating_again() -> None:
                                  config=configs.validate_config("REMOTE", {"url": URL, "headers": {"A": "b"}}),
                                  validated=True)
     assert remote.key == (1, 2) and remote.target.headers == (("A", "b"),)
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/api/v1/models/", {"name": "m", "base_url": "http://127.0.0.1:99999/v1", "model": "x"}, "base_url"),
+    ("/api/v1/market/sources/", {"name": "s", "url": "http://127.0.0.1:99999/c.json"}, "url"),
+])
+def test_model_and_market_urls_follow_the_same_url_rule(api: Any, path: str, body: dict[str, Any], field: str) -> None:
+    resp = api.post(path, body, format="json")
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["error"]["details"]["field"] == field and "65535" in resp.json()["error"]["message"]
