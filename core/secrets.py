@@ -193,6 +193,32 @@ def _prefix_pattern(chars: list[str]) -> str:
     return chars[0] + rest
 
 
+COMBINE_UP_TO = 24
+
+
+@functools.lru_cache(maxsize=4096)
+def _matcher(value: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """One secret's form pattern and base64 cores."""
+    return _combined((value,))
+
+
+@functools.lru_cache(maxsize=256)
+def _combined(values: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """The form pattern of several secrets (longest first) behind a one-class lookahead, so ordinary text
+    fails fast at most positions; and their base64 cores."""
+    starts = {v[0] for v in values} | {"\\", "%"} | ({"+"} if any(v[0] == " " for v in values) else set())
+    lead = "(?=[" + "".join(re.escape(c) for c in sorted(starts)) + "])"
+    forms = re.compile(lead + "(?:" + "|".join("".join(_char_pattern(c) for c in v) for v in values) + ")")
+    cores = set().union(*(_b64_cores(v.encode("utf-8")) for v in values))
+    return forms, tuple(sorted(cores, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix(value: str) -> re.Pattern[str]:
+    """Text ending in a non-empty beginning of one of the secret's forms."""
+    return re.compile(_prefix_pattern([_char_pattern(c) for c in value]) + r"\Z")
+
+
 def _b64_cores(secret: bytes) -> set[str]:
     """Base64 text that any base64 blob containing `secret` contains, std and urlsafe alphabets.
 
@@ -220,18 +246,13 @@ class Scrubber:
     text, before any truncation.
     """
 
-    def __init__(self, secrets: Iterable[str]) -> None:
+    def __init__(self, secrets: Iterable[str], *, combine: bool = True) -> None:
         values = sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         self.values: tuple[str, ...] = tuple(values)
-        chars = [[_char_pattern(c) for c in v] for v in values]
-        # A one-class lookahead first: most positions of ordinary text fail there, not in every alternative.
-        starts = {v[0] for v in values} | {"\\", "%"} | ({"+"} if any(v[0] == " " for v in values) else set())
-        lead = "(?=[" + "".join(re.escape(c) for c in sorted(starts)) + "])"
-        self._forms = re.compile(lead + "(?:" + "|".join("".join(p) for p in chars) + ")") if values else None
-        # Text ending in the beginning of a form (a secret cut by a stream's piece boundary).
-        self.prefix = re.compile("(?:" + "|".join(_prefix_pattern(p) for p in chars) + r")\Z") if values else None
-        cores = sorted(set().union(*(_b64_cores(v.encode("utf-8")) for v in values)), key=len, reverse=True)
-        self._b64 = re.compile("|".join(map(re.escape, cores))) if cores else None
+        # A few values (one call's, one chat's): one combined pass, compiled once per set. Many (the log filter's):
+        # one cached pattern per value, so a new secret never recompiles the others.
+        few = combine and len(values) <= COMBINE_UP_TO
+        self._matchers = [_combined(self.values)] if few else [_matcher(v) for v in values]
         # The longest text one raw secret can become (six-char \uXXXX escapes twice over, or %XX of 4 bytes).
         self.max_form_chars = max((len(v) * 12 for v in values), default=0)
 
@@ -241,18 +262,20 @@ class Scrubber:
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Sorted, merged (start, end) ranges of `text` to mask."""
         found: list[tuple[int, int]] = []
-        if self._forms is not None:
-            found += [m.span() for m in self._forms.finditer(text)]
-        if self._b64 is not None:
-            for m in self._b64.finditer(text):
-                start, end = m.span()
-                while start > 0 and text[start - 1] in _B64_CHARS:
-                    start -= 1
-                while end < len(text) and text[end] in _B64_CHARS:
-                    end += 1
-                while end < len(text) and text[end] == "=":
-                    end += 1
-                found.append((start, end))
+        for forms, cores in self._matchers:
+            found += [m.span() for m in forms.finditer(text)]
+            for core in cores:
+                at = text.find(core)
+                while at >= 0:
+                    start, end = at, at + len(core)
+                    while start > 0 and text[start - 1] in _B64_CHARS:
+                        start -= 1
+                    while end < len(text) and text[end] in _B64_CHARS:
+                        end += 1
+                    while end < len(text) and text[end] == "=":
+                        end += 1
+                    found.append((start, end))
+                    at = text.find(core, end)
         merged: list[tuple[int, int]] = []
         for start, end in sorted(found):
             if merged and start <= merged[-1][1]:
@@ -260,6 +283,11 @@ class Scrubber:
             else:
                 merged.append((start, end))
         return merged
+
+    def prefix_start(self, text: str, start: int, end: int) -> int | None:
+        """Where, in text[start:end], the earliest beginning of a secret's form runs to `end` (a cut secret)."""
+        hits = [m.start() for m in (_prefix(v).search(text, start, end) for v in self.values) if m]
+        return min(hits) if hits else None
 
     def text(self, text: str) -> str:
         if not self.values or not text:
@@ -290,7 +318,7 @@ class Scrubber:
 _known_lock = threading.Lock()
 # Every secret a scrubber was built for in this process (capped): what the log filter masks.
 _known: dict[str, None] = {}
-MAX_KNOWN = 4096
+MAX_KNOWN = 1024
 
 
 @functools.lru_cache(maxsize=512)
@@ -369,9 +397,8 @@ class StreamScrubber:
         cut = end
         while cut > floor and text[cut - 1] in _B64_CHARS:
             cut -= 1
-        assert self.scrubber.prefix is not None
-        started = self.scrubber.prefix.search(text, floor, end)
-        return min(cut, started.start()) if started else cut
+        started = self.scrubber.prefix_start(text, floor, end)
+        return min(cut, started) if started is not None else cut
 
     def flush(self) -> str:
         rest, self.pending = self.pending, ""
@@ -389,7 +416,7 @@ class SecretLogFilter(logging.Filter):
             values = tuple(_known)
         if not values:
             return True
-        s = _scrubber(tuple(sorted(values)))
+        s = Scrubber(values, combine=False)  # per-value patterns, each compiled once: building this is cheap
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a malformed record is logging's problem, not a reason to leak
