@@ -139,8 +139,14 @@ class GatewayApp:
             await _json(send, 404, not_found_body())
             return
         token = _bearer(scope)
-        user = await db(service.user_for_token, token) if token else None
-        if user is None:
+        try:
+            principal = (await db(service.authenticate, token=token, tenant_slug=match["slug"],
+                                  agent_id=match["agent"]) if token else None)
+        except NotFound:
+            await _drain(receive, scope)
+            await _json(send, 404, not_found_body())
+            return
+        if principal is None:
             await _drain(receive, scope)
             header = REALM if token is None else f'{REALM}, error="invalid_token"'
             message = ("an API token is required: Authorization: Bearer <token>" if token is None
@@ -148,12 +154,7 @@ class GatewayApp:
             await _json(send, 401, {"error": {"code": "not_authenticated", "message": message, "details": {}}},
                         [(b"www-authenticate", header.encode())])
             return
-        try:
-            principal = await db(service.resolve, user=user, tenant_slug=match["slug"], agent_id=match["agent"])
-        except NotFound:
-            await _drain(receive, scope)
-            await _json(send, 404, not_found_body())
-            return
+        user = principal.user
         await self.start()
         # The session is bound to this credential and this agent: another token or another agent's URL
         # presenting the session id is answered "session not found".

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core.errors import NotFound
+from core.secrets import scrub_text
 from tools_app.runtime import approval_policy
 
 logger = logging.getLogger(__name__)
@@ -146,21 +147,30 @@ def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
     """The ToolResult as MCP content: the server's own content list whole when the runtime kept it."""
     result = outcome.result
-    fn = outcome.function
     if not result.success:
         message = f"{result.error_code}: {result.error or 'the call failed'}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    secrets = service.secrets_of(principal, outcome.function)
+
+    def scrub(text: str) -> str:
+        return scrub_text(text, secrets) if secrets else text
+
     raw = getattr(result, "content", None) or result.meta.get("content")
     if isinstance(raw, list) and raw:
-        scrubbed = json.loads(service.scrub(json.dumps(raw), principal, fn))
-        blocks = types.CallToolResult.model_validate({"content": scrubbed}).content
+        blocks = types.CallToolResult.model_validate({"content": json.loads(scrub(json.dumps(raw)))}).content
     else:
         text = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
-        blocks = [types.TextContent(type="text", text=service.scrub(text, principal, fn))]
+        blocks = [types.TextContent(type="text", text=scrub(text))]
     structured = None
     if isinstance(result.data, dict):
-        structured = json.loads(service.scrub(json.dumps(result.data, default=str), principal, fn))
+        structured = json.loads(scrub(json.dumps(result.data, default=str)))
     return types.CallToolResult(content=blocks, structured_content=structured, is_error=False)
+
+
+def _call(principal: Principal, name: str, arguments: dict[str, Any]) -> tuple[CallOutcome, types.CallToolResult | None]:
+    """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
+    outcome = service.call_function(principal, name, arguments)
+    return outcome, (None if outcome.held else _content(principal, outcome))
 
 
 def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types.CallToolResult:
@@ -232,9 +242,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
                         ) -> types.CallToolResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
-        outcome = await db(service.call_function, principal, params.name, arguments)
-        if not outcome.held:
-            return await db(_content, principal, outcome)
+        outcome, rendered = await db(_call, principal, params.name, arguments)
+        if rendered is not None:
+            return rendered
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)

@@ -21,7 +21,7 @@ from agents_app.models import Agent
 from agents_app.runtime.toolset import ToolsetFunction
 from agents_app.services.chat import build_toolset
 from core.errors import NotFound
-from core.secrets import redact, scrub_text
+from core.secrets import redact
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_get
 from tools_app import selectors as tool_selectors
@@ -98,6 +98,14 @@ def user_for_token(key: str) -> Any | None:
     if token is None or not token.user.is_active:
         return None
     return token.user
+
+
+def authenticate(*, token: str, tenant_slug: str, agent_id: str) -> Principal | None:
+    """user_for_token + resolve in one go: None for a bad token, NotFound as resolve raises it."""
+    user = user_for_token(token)
+    if user is None:
+        return None
+    return resolve(user=user, tenant_slug=tenant_slug, agent_id=agent_id)
 
 
 def resolve(*, user: Any, tenant_slug: str, agent_id: str) -> Principal:
@@ -304,6 +312,6 @@ def redacted_arguments(principal: Principal, fn: GatewayFunction, arguments: dic
     return redacted
 
 
-def scrub(text: str, principal: Principal, fn: GatewayFunction | None) -> str:
-    """Mask the function's tool secrets wherever a result echoed them."""
-    return text if fn is None else scrub_text(text, _secrets(principal, fn))
+def secrets_of(principal: Principal, fn: GatewayFunction | None) -> list[str]:
+    """The secret values of the function's tool, which a result must never show."""
+    return [] if fn is None else _secrets(principal, fn)
