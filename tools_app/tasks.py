@@ -15,6 +15,14 @@ def check_tools_health() -> dict[str, Any]:
     return health.check_all_tools()
 
 
+@shared_task(name="tools.expire_approvals")
+def expire_approvals() -> int:
+    """Beat: close pending approvals past their expiry, so held calls never linger as awaiting."""
+    from tools_app.services.approvals import approvals_expire_due
+
+    return approvals_expire_due()
+
+
 @shared_task(name="tools.check_tool")
 def check_tool(tool_id: int) -> bool:
     return health.check_tool(tool_id)

@@ -195,6 +195,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "market.dispatch_due_refreshes",
         "schedule": 60.0,
     },
+    "approvals-expire": {
+        "task": "tools.expire_approvals",
+        "schedule": 60.0,
+    },
 }
 
 # Runtime limits and policies.

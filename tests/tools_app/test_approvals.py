@@ -183,3 +183,34 @@ def test_service_request_and_decide_for_the_gateway(tenant: Any, member: Any, de
     assert decision.approval.status == ApprovalStatus.APPROVED
     assert decision.invocation is not None and decision.invocation.result.success
     assert not target.exists()
+
+
+def test_identical_invokes_join_one_approval_and_run_once(tenant: Any, member: Any, delete_file: Tool) -> None:
+    workspace_file(tenant, "a.txt")
+    workspace_file(tenant, "b.txt")
+    first = invoke(member, delete_file, {"path": "a.txt"})
+    again = invoke(member, delete_file, {"path": "a.txt"})
+    other = invoke(member, delete_file, {"path": "b.txt"})
+    assert again["approval_id"] == first["approval_id"] and again["call_id"] == first["call_id"]
+    assert other["approval_id"] != first["approval_id"]
+    listed = {a["approval_id"]: a["count"] for a in member.get("/api/v1/approvals/?status=pending").json()["results"]}
+    assert listed == {first["approval_id"]: 2, other["approval_id"]: 1}
+    done = member.post(f"/api/v1/approvals/{first['approval_id']}/approve/").json()
+    assert done["success"] is True and done["count"] == 2
+    assert ToolCall.objects.filter(function="delete_file", status=CallStatus.OK).count() == 1
+    # Once decided, the same call asks afresh.
+    assert invoke(member, delete_file, {"path": "a.txt"})["approval_id"] not in (first["approval_id"],
+                                                                                 other["approval_id"])
+
+
+def test_beat_closes_due_approvals(tenant: Any, member: Any, delete_file: Tool) -> None:
+    from tools_app.tasks import expire_approvals
+
+    due = invoke(member, delete_file, {"path": "a.txt"})
+    fresh = invoke(member, delete_file, {"path": "b.txt"})
+    Approval.objects.filter(pk=due["approval_id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert expire_approvals() == 1
+    assert Approval.objects.get(pk=due["approval_id"]).status == ApprovalStatus.EXPIRED
+    assert ToolCall.objects.get(pk=due["call_id"]).status == CallStatus.DENIED
+    assert Approval.objects.get(pk=fresh["approval_id"]).status == ApprovalStatus.PENDING
+    assert expire_approvals() == 0

@@ -164,8 +164,12 @@ class ApprovalOut(serializers.ModelSerializer):
                   "created_at"]
 
     def get_safety(self, obj: Approval) -> str | None:
+        # The function's effective safety (its override or annotations, else the tool's), as the rule used it.
         tool = obj.tool_call.tool
-        return tool.safety if tool is not None else None
+        if tool is None:
+            return None
+        fn = tool.functions.filter(name=obj.tool_call.function).first()
+        return str(fn.safety) if fn is not None else str(tool.safety)
 
 
 class ApprovalDecisionOut(ApprovalOut):

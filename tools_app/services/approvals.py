@@ -27,6 +27,7 @@ from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, 
 from tools_app.runtime import approval_policy
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.schemas import canonical_json
 
 if TYPE_CHECKING:
     from tools_app.services.invoke import Invocation
@@ -78,11 +79,19 @@ def approval_request(
     The caller has already checked that the call is allowed and needs approval. `count` is the size of
     a batch of identical calls (chat) that one decision covers. For direct invoke and the gateway the
     approval keeps the arguments (encrypted) so that approving it runs the call; a chat's run keeps its own.
+    A direct invoke identical to one of the requester's still-pending ones (same tool, function and
+    canonical arguments) joins it: the same approval answers, its count grows, and approving runs it once.
     """
     from tools_app.services.invoke import audit  # invoke imports this module for the approval branch
 
     if not isinstance(tool, Tool):
         tool = selectors.tool_get(tenant=tenant, tool_id=tool)
+    if via == ApprovalVia.INVOKE:
+        same = _pending_identical(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
+        if same is not None:
+            same.count += 1
+            same.save(update_fields=["count"])
+            return same
     secrets = secret_values(tool.type, tool.config)
     held = ToolResult.fail(codes.APPROVAL_REQUIRED, scrub_text(approval_message(tool, function), secrets))
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=held,
@@ -98,6 +107,20 @@ def approval_request(
         held_arguments=None if via == ApprovalVia.CHAT else dict(arguments),
         expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
     )
+
+
+def _pending_identical(*, tenant: Tenant, actor: Any, tool: Tool, function: str,
+                       arguments: dict[str, Any]) -> Approval | None:
+    wanted = canonical_json(arguments)
+    rows = (Approval.objects.select_for_update(of=("self",)).select_related("tool_call")
+            .filter(tenant=tenant, requested_by_id=getattr(actor, "pk", None), via=ApprovalVia.INVOKE,
+                    status=ApprovalStatus.PENDING, expires_at__gt=timezone.now(), tool_call__tool=tool,
+                    tool_call__function=function)
+            .order_by("id"))
+    for approval in rows:  # arguments are encrypted at rest: compared here, among the requester's few
+        if approval.held_arguments is not None and canonical_json(approval.held_arguments) == wanted:
+            return approval
+    return None
 
 
 @dataclass
@@ -195,6 +218,13 @@ def _expire_one(approval: Approval, *, reason: str, now: Any) -> None:
     call = approval.tool_call
     call.status, call.error = CallStatus.DENIED, f"not executed: the approval {reason}"
     call.save(update_fields=["status", "error"])
+
+
+def approvals_expire_due() -> int:
+    """Beat: close every tenant's pending approvals past their expiry (the held calls are marked not run)."""
+    tenant_ids = set(Approval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
+                     .values_list("tenant_id", flat=True))
+    return sum(approvals_expire(tenant=tenant, due_only=True) for tenant in Tenant.objects.filter(pk__in=tenant_ids))
 
 
 @transaction.atomic
