@@ -26,7 +26,14 @@ from market_app.catalog.registry import (
     version_rank,
 )
 from market_app.catalog.types import FORMATS, CatalogError, EntryData, ParseResult, RequiredVar
-from tools_app.client_config import REFERENCE, ClientConfigError, ClientServer, parse_client_config
+from tools_app.client_config import (
+    REFERENCE,
+    ClientConfigError,
+    ClientServer,
+    is_client_config,
+    parse_client_config,
+    transport_for,
+)
 
 EXPECTED = (
     'expected a JSON array, {"data": [...]}, {"mcpServers": {...}} '
@@ -61,6 +68,8 @@ def detect(doc: Any) -> str:
             return "mcp_servers"
         if isinstance(doc.get("data"), list):
             return "list"
+        if is_client_config(doc):  # VS Code settings: {"mcp": {"servers": {...}}}
+            return "mcp_servers"
     raise CatalogError(f"not a catalog: {EXPECTED}; got {describe(doc)}")
 
 
@@ -126,7 +135,8 @@ def _list_entry(name: str, item: dict[str, Any]) -> EntryData:
 
 
 def _remote(common: dict[str, Any], url: str, transport_raw: Any, headers_raw: Any) -> EntryData:
-    transport = transport_of(transport_raw)
+    # Without a stated transport the URL decides, as for client configs (`.../sse` is the SSE transport).
+    transport = transport_of(transport_raw) if text(transport_raw) else transport_for("", url)
     if transport is None:
         raise ValueError(f"unsupported transport {text(transport_raw)!r} for a URL; accepted: http, sse")
     kept, declared = vars_from_values(str_dict(headers_raw, "headers"))

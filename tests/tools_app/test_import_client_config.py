@@ -112,3 +112,53 @@ def test_every_client_file_imports_without_errors(api: Any, name: str) -> None:
     cursor_like = Tool.objects.filter(name="legacy-sse").first()
     if cursor_like is not None:
         assert cursor_like.config["transport"] == "sse"
+
+
+# --- real third-party servers (PyPI / npm), installed by tests.fixtures.real_servers ---------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_real_servers_imported_from_a_cline_config_honour_auto_approve(api: Any, tenant: Any) -> None:
+    from tests.fixtures import real_servers as rs
+
+    rs.require("npm")
+    tenant.allow_imported_auto_approve = True
+    tenant.save()
+    config = {"mcpServers": {"everything": {"command": rs.node(), "args": [rs.npm_entry(rs.EVERYTHING), "stdio"],
+                                            "autoApprove": ["echo"], "timeout": 45, "disabled": False}}}
+    row = import_(api, config)["created"][0]
+    try:
+        assert row["status"] == "ENABLED" and row["auto_approve"] == ["echo"]
+        assert Tool.objects.get(pk=row["id"]).config["call_timeout_s"] == 45
+        assert api.post(f"/api/v1/tools/{row['id']}/refresh/").json()["ok"] is True
+        functions = {f["name"]: f["requires_approval"] for f in api.get(f"/api/v1/tools/{row['id']}/").json()["functions"]}
+        assert functions.pop("echo") is False and functions and all(v is True for v in functions.values())
+
+        def invoke(function: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            body = {"function": function, "arguments": arguments}
+            return dict(api.post(f"/api/v1/tools/{row['id']}/invoke/", body, format="json").json())
+
+        assert invoke("echo", {"message": "hi"})["success"] is True
+        assert functions["get-tiny-image"] is True  # takes no arguments: only approval stands in its way
+        assert invoke("get-tiny-image", {})["error_code"] == "APPROVAL_REQUIRED"
+    finally:
+        adapters.pool().close_all()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_server_from_a_vscode_config_gets_its_input_value(api: Any) -> None:
+    from tests.fixtures import real_servers as rs
+
+    rs.require("py")
+    config = {"inputs": [{"type": "promptString", "id": "tz", "description": "Time zone"}],
+              "servers": {"time": {"type": "stdio", "command": rs.py_bin("mcp-server-time"),
+                                   "args": ["--local-timezone=${input:tz}"]}},
+              "variables": {"tz": "Europe/Paris"}}
+    row = import_(api, config)["created"][0]
+    try:
+        assert row["status"] == "ENABLED" and row["needs_variables"] == []
+        assert Tool.objects.get(pk=row["id"]).config["args"] == ["--local-timezone=Europe/Paris"]
+        tested = api.post(f"/api/v1/tools/{row['id']}/test/").json()
+        assert tested["ok"] is True, tested
+        assert "get_current_time" in {f["name"] for f in tested["functions"]}
+    finally:
+        adapters.pool().close_all()

@@ -477,3 +477,16 @@ def test_registry_seed_format_2025_05() -> None:
     assert var_table(seed_entry) == {("X_KEY", True, True, None), ("dir", False, True, None)}
     assert entries["io.github.x/docker"].install["args"] == ["run", "-i", "--rm", "x/img:2"]
     assert entries["io.github.x/remote"].install["transport"] == "streamable_http"
+
+
+def test_list_url_ending_in_sse_without_a_transport_is_sse() -> None:
+    entries = by_name(parse_document([{"name": "a", "url": "https://a.test/sse"},
+                                      {"name": "b", "url": "https://b.test/mcp"},
+                                      {"name": "c", "url": "https://c.test/sse", "transport": "http"}]).entries)
+    assert [entries[n].install["transport"] for n in "abc"] == ["sse", "streamable_http", "streamable_http"]
+
+
+def test_vscode_settings_are_a_client_config_catalog() -> None:
+    doc = {"mcp": {"servers": {"x": {"command": "uvx", "args": ["x"]}}}}
+    assert detect(doc) == "mcp_servers"
+    assert parse_document(doc).entries[0].install == {"command": "uvx", "args": ["x"], "env": {}}
