@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from agents_app.admin import _ServiceAdmin
 from agents_app.models import IntentExample, IntentNode
 from agents_app.services import intents as services
-from tenants_app.admin_scoping import TenantRoleAdminMixin
+from tenants_app.admin_scoping import TenantRoleAdminMixin, tenant_filter
 from tenants_app.selectors import tenants_for_admin
 
 
@@ -48,7 +48,7 @@ class IntentNodeForm(forms.ModelForm):
 class IntentNodeAdmin(_ServiceAdmin):
     form = IntentNodeForm
     list_display = ["tree", "tenant", "level", "kind", "status", "version", "example_count", "updated_at"]
-    list_filter = ["tenant", "level", "kind", "status"]
+    list_filter = [tenant_filter(), "level", "kind", "status"]
     search_fields = ["code", "name", "description"]
     readonly_fields = ["version"]
     inlines = [IntentExampleInline]

@@ -249,3 +249,52 @@ def test_agent_routing_all_sends_everything_and_no_routing_event(api: Any, tenan
     assert len(_tools_offered(llm.requests[0])) > 100
     resp = api.patch(f"/api/v1/agents/{agent_id}/", {"routing": "sometimes"}, format="json")
     assert resp.status_code == 400
+
+
+def test_admin_shows_the_tree_and_saves_examples_through_the_service(api: Any, tenant: Any, other_api: Any,
+                                                                     other_tenant: Any) -> None:
+    from django.core.management import call_command
+    from django.test import Client
+
+    make_tree(api, tenant)
+    other_api.post("/api/v1/intents/", {"code": "globex-secret", "name": "Globex secret"}, format="json")
+    call_command("add_member", "acme", "tina", "--role", "admin", "--password", "pw")
+    client = Client()
+    assert client.login(username="tina", password="pw")
+    page = client.get("/admin/agents_app/intentnode/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "— Weather [info-weather]" in html and "Information [info]" in html and "globex" not in html
+    node = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "ops-tickets")
+    change = client.get(f"/admin/agents_app/intentnode/{node['id']}/change/")
+    assert change.status_code == 200 and TICKETS[0] in change.content.decode()
+    rows = list(IntentExample.objects.filter(node_id=node["id"]).order_by("position"))
+    form = {
+        "tenant": tenant.pk, "code": "ops-tickets", "name": "Tickets", "level": "TOPIC", "kind": "MCP",
+        "description": "", "parent": "", "status": "ENABLED", "function_refs": "tickets__query_tickets\n",
+        "examples-TOTAL_FORMS": str(len(rows) + 1), "examples-INITIAL_FORMS": str(len(rows)),
+        "examples-MIN_NUM_FORMS": "0", "examples-MAX_NUM_FORMS": "1000",
+    }
+    for i, row in enumerate(rows):
+        form |= {f"examples-{i}-id": str(row.pk), f"examples-{i}-node": str(node["id"]),
+                 f"examples-{i}-text": row.text, f"examples-{i}-position": str(i)}
+    form |= {f"examples-{len(rows)}-node": str(node["id"]), f"examples-{len(rows)}-text": "which tickets are overdue",
+             f"examples-{len(rows)}-position": str(len(rows))}
+    resp = client.post(f"/admin/agents_app/intentnode/{node['id']}/change/", form)
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    saved = api.get(f"/api/v1/intents/{node['id']}/").json()
+    assert saved["examples"] == [*TICKETS, "which tickets are overdue"]
+    assert IntentExample.objects.get(node_id=node["id"], text="which tickets are overdue").embedding
+
+
+def test_route_for_an_agent_names_its_functions_and_knowledge_tool(api: Any, tenant: Any, start_llm: Any) -> None:
+    tools = make_tree(api, tenant)
+    llm = start_llm([])
+    agent_id = make_agent(api, model=make_model(api, llm), routing="intent", knowledge_function="docs__search_docs",
+                          tools=[{"tool": tools[n].pk} for n in ("books", "docs", "tickets")])
+    body = route(api, "推荐几本讲机器学习的好书", agent=agent_id, top_k=5)
+    assert body["matches"][0] == {"intent": "info-books", "score": body["matches"][0]["score"],
+                                  "path": ["info", "info-books"], "kind": "KB_AND_MCP",
+                                  "functions": ["books__book_search", "docs__search_docs"]}
+    assert "info-weather" not in [m["intent"] for m in body["matches"]]  # the agent has no weather tool
+    assert api.post("/api/v1/intents/route/", {"question": "x", "agent": 99999}, format="json").status_code == 404
