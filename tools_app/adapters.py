@@ -77,8 +77,10 @@ def release_tool(tool_id: int) -> None:
 
 def server_spec(tool: Tool) -> ServerSpec:
     # Validated on save into the type's spec: taken as it is, no second validation per call.
+    # A LOCAL server is offered the tenant's workspace as its MCP root unless its config says otherwise.
+    roots = (str(_workspace_of(tool.tenant_id)),) if tool.type == "LOCAL" else ()
     return configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
-                               tool_type=tool.type, config=tool.config or {}, validated=True)
+                               tool_type=tool.type, config=tool.config or {}, validated=True, default_roots=roots)
 
 
 def workspace_dirname(tenant_id: int) -> str:
@@ -98,7 +100,11 @@ def http_spec(tool: Tool) -> configs.HttpConfig:
 
 
 def workspace_for(tenant: Tenant) -> Path:
-    path = Path(settings.TOOLHUB_WORKSPACE_ROOT) / workspace_dirname(tenant.pk)
+    return _workspace_of(tenant.pk)
+
+
+def _workspace_of(tenant_id: int) -> Path:
+    path = Path(settings.TOOLHUB_WORKSPACE_ROOT) / workspace_dirname(tenant_id)
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
 

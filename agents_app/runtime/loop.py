@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -115,6 +117,18 @@ def display_parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
             parts.append({"type": "link", "uri": str(resource.get("uri") or ""),
                           "name": str(resource.get("uri") or "")})
     return parts
+
+
+class _ProgressSink(threading.local):
+    sink: Callable[[float, float | None, str | None], None] | None = None
+
+
+_progress = _ProgressSink()
+
+
+def progress_reporter() -> Callable[[float, float | None, str | None], None] | None:
+    """Inside an `execute` call: where the tool's progress goes (a `tool.progress` event), else None."""
+    return _progress.sink
 
 
 def render_result(result: ToolResult, cap: int) -> str:
@@ -381,14 +395,36 @@ def _process_calls(
             yield "tool.result", call.result_event()
 
     if runnable:
+        # Workers post progress and completion to one queue, so progress streams while calls run.
+        posted: queue.Queue[tuple[_Call, ToolResult | None, dict[str, Any] | None]] = queue.Queue()
+
+        def work(call: _Call) -> None:
+            assert call.fn is not None and call.arguments is not None
+
+            def report(progress: float, total: float | None, message: str | None) -> None:
+                posted.put((call, None, {"progress": progress, "total": total, "message": message}))
+
+            _progress.sink = report
+            try:
+                result = _safe_execute(execute, call.fn, call.arguments, call.call_id)
+            finally:
+                _progress.sink = None
+            posted.put((call, result, None))
+
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(runnable))) as pool:
-            futures: dict[Future[ToolResult], _Call] = {}
             for call in runnable:
-                assert call.fn is not None and call.arguments is not None
-                futures[pool.submit(_safe_execute, execute, call.fn, call.arguments, call.call_id)] = call
-            for future in as_completed(futures):
-                call = futures[future]
-                call.result = future.result()
+                pool.submit(work, call)
+            remaining = len(runnable)
+            while remaining:
+                call, result, progress = posted.get()
+                if progress is not None:
+                    yield "tool.progress", {"call_id": call.call_id, "name": call.name,
+                                            "tool": call.fn.tool_name if call.fn else None,
+                                            "function": call.fn.function if call.fn else None, **progress}
+                    continue
+                assert result is not None
+                remaining -= 1
+                call.result = result
                 call.status = "ok" if call.result.success else "error"
                 call.content = render_result(call.result, cap)
                 yield "tool.result", call.result_event()

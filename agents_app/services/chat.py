@@ -354,6 +354,7 @@ def _executor(run: _Run) -> loop.Execute:
                 approved=call_id in run.approved_call_ids,
                 agent=run.agent,
                 conversation=run.conversation,
+                on_progress=loop.progress_reporter(),
                 via=ApprovalVia.CHAT,
             )
             result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too

@@ -71,3 +71,17 @@ def test_destructive_hint_holds_a_chat_call_for_approval(api: Any, member: Any, 
     assert body["status"] == "paused"
     required = events(body, "approval.required")[0]
     assert required["function"] == "delete_entities" and required["safety"] == "DESTRUCTIVE" and required["warning"]
+
+
+def test_progress_notifications_stream_as_tool_progress_events(api: Any, member: Any, start_llm: Any,
+                                                               everything: int) -> None:
+    llm = start_llm([call("everything__trigger-long-running-operation", {"duration": 0.3, "steps": 3}),
+                     text("finished")])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": everything}])
+    body = chat(member, agent_id, "run it")
+    names = [e["event"] for e in body["events"]]
+    assert names.count("tool.progress") == 3
+    assert names.index("tool.progress") < names.index("tool.result")
+    progress = events(body, "tool.progress")
+    assert [(p["progress"], p["total"]) for p in progress] == [(1, 3), (2, 3), (3, 3)]
+    assert progress[0]["function"] == "trigger-long-running-operation"

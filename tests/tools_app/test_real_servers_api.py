@@ -107,3 +107,28 @@ def test_safety_override_is_checked(api: Any, npm_servers: None, tmp_path: Any) 
     tool_id = memory(api, tmp_path)
     resp = api.patch(f"/api/v1/tools/{tool_id}/functions/read_graph/", {"safety": "HARMLESS"}, format="json")
     assert resp.status_code == 400
+
+
+def test_filesystem_server_gets_the_tenant_workspace_as_its_root(api: Any, tenant: Any, npm_servers: None) -> None:
+    workspace = adapters.workspace_for(tenant)
+    (workspace / "notes.txt").write_text("workspace notes")
+    tool_id = make(api, "files", {"command": rs.node(), "args": [rs.npm_entry(rs.FILESYSTEM)],
+                                  "startup_timeout_s": 30})
+    allowed = invoke(api, tool_id, "list_allowed_directories", {})
+    assert str(workspace) in allowed["text"], allowed
+    read = invoke(api, tool_id, "read_text_file", {"path": str(workspace / "notes.txt")})
+    assert read["success"] and "workspace notes" in read["text"], read
+    functions = {f["name"]: f["safety"] for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
+    assert functions["read_text_file"] == "READ_ONLY" and functions["write_file"] == "DESTRUCTIVE"
+
+
+def test_server_log_messages_are_kept_in_the_audit_row(api: Any) -> None:
+    import sys
+
+    from tests.fixtures.mcp_servers import CLIENT_PROBE
+
+    tool_id = make(api, "probe", {"command": sys.executable, "args": [str(CLIENT_PROBE)]})
+    body = invoke(api, tool_id, "whoareyou", {})
+    assert body["data"]["clientInfo"]["name"] == "toolhub"
+    row = ToolCall.objects.get(pk=body["call_id"])
+    assert row.server_logs == [{"level": "info", "logger": "probe", "data": "looking at the client"}]

@@ -70,13 +70,17 @@ def load_config(tool_type: str, stored: dict[str, Any] | None) -> Any:
 
 
 def server_spec(*, tool_id: int, config_version: int, tenant_key: str, tool_type: str, config: Any,
-                validated: bool = False) -> ServerSpec:
-    """The MCP pool's spec of a LOCAL or REMOTE config: a stored (`validated`) one is taken as it is."""
+                validated: bool = False, default_roots: tuple[str, ...] = ()) -> ServerSpec:
+    """The MCP pool's spec of a LOCAL or REMOTE config: a stored (`validated`) one is taken as it is.
+
+    A LOCAL config without `roots` offers `default_roots` (the tenant workspace) as MCP roots.
+    """
     spec = load_config(tool_type, config) if validated else parse_config(tool_type, config)
     if not isinstance(spec, LocalConfig | RemoteConfig):
         raise InvalidConfig(f"tool type {tool_type!r} is not an MCP server type; accepted: LOCAL, REMOTE",
                             details={"field": "type"})
-    return ServerSpec(tool_id=tool_id, config_version=config_version, tenant_key=tenant_key, target=spec.target())
+    target = spec.target(default_roots) if isinstance(spec, LocalConfig) else spec.target()
+    return ServerSpec(tool_id=tool_id, config_version=config_version, tenant_key=tenant_key, target=target)
 
 
 def describe(tool_type: str) -> list[FieldDoc]:

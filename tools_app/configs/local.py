@@ -23,6 +23,16 @@ class LocalConfig(ConfigSpec):
     startup_timeout_s: float = timeout(30, "How long the server may take to answer initialize")
     call_timeout_s: float = timeout(60, "How long one call may take")
     version_check: bool = Field(default=False, description="Run `<command> --version` before starting")
+    roots: list[str] | None = Field(
+        default=None, description="Directories offered to the server as MCP roots (absolute paths); "
+                                   "null offers the tenant workspace, [] offers none")
+
+    @field_validator("roots")
+    @classmethod
+    def _roots(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not all(item.startswith("/") and "\x00" not in item for item in value):
+            raise ValueError("must be absolute directory paths")
+        return value
 
     @field_validator("command")
     @classmethod
@@ -46,7 +56,8 @@ class LocalConfig(ConfigSpec):
     def _cwd(cls, value: object) -> object:
         return None if value == "" else value
 
-    def target(self) -> LocalSpec:
+    def target(self, default_roots: tuple[str, ...] = ()) -> LocalSpec:
         return LocalSpec(command=self.command, args=tuple(self.args), env=tuple(sorted(self.env.items())),
                          cwd=self.cwd or None, startup_timeout_s=float(self.startup_timeout_s),
-                         call_timeout_s=float(self.call_timeout_s), version_check=bool(self.version_check))
+                         call_timeout_s=float(self.call_timeout_s), version_check=bool(self.version_check),
+                         roots=default_roots if self.roots is None else tuple(self.roots))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,12 +94,12 @@ class _Refused(Exception):
         self.code, self.message = code, message
 
 
-def run(tool: Tool, function: str, arguments: dict[str, Any]) -> ToolResult:
+def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None) -> ToolResult:
     """Dispatch to the runtime of the tool's type. Never raises for a tool failure."""
     started = time.monotonic()
     try:
         if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
-            result = adapters.pool().call(adapters.server_spec(tool), function, arguments)
+            result = adapters.pool().call(adapters.server_spec(tool), function, arguments, on_progress=on_progress)
         elif tool.type == ToolType.BUILTIN:
             result = invoke_builtin(tool.builtin_name, function, arguments, adapters.builtin_context(tool.tenant))
         else:
@@ -120,6 +121,7 @@ def tool_invoke(
     approved: bool = False,
     agent: Any = None,
     conversation: Any = None,
+    on_progress: Callable[[float, float | None, str | None], None] | None = None,
     via: str = ApprovalVia.INVOKE,
 ) -> Invocation:
     """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input.
@@ -147,7 +149,7 @@ def tool_invoke(
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                                         result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
                                         conversation=conversation, via=via))
-    result = run(tool, function, arguments).scrubbed(scrub)
+    result = run(tool, function, arguments, on_progress).scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:

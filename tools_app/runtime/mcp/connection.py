@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from core.outbound import OutboundPolicy, safe_url
 from core.secrets import scrub_text
+from core.version import VERSION
 from tools_app.runtime.errors import (
     ConnectionFailed,
     MalformedResult,
@@ -36,6 +37,19 @@ from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
 
 T = TypeVar("T")
+
+# Toolhub's identity in initialize (servers log it and some adapt to it).
+CLIENT_INFO = types.Implementation(name="toolhub", version=VERSION)
+# Server log messages kept per call (the audit row keeps a capped excerpt of these).
+MAX_LOGS_PER_CALL = 50
+
+ProgressFn = Callable[[float, float | None, str | None], None]
+
+# Servers that use roots (filesystem, everything) ask for them right after `initialized` and apply the
+# answer asynchronously; a connection offering roots waits this long for that request before its first use,
+# then lets the answer settle, so the first call does not race the server's own setup.
+ROOTS_GRACE_S = 0.3
+ROOTS_SETTLE_S = 0.1
 
 # Time to let a dying child's stderr arrive before the error message is built.
 STDERR_SETTLE_S = 0.5
@@ -74,6 +88,9 @@ class Connection:
         self.connect_ms = 0
         # The listing made while connecting answers the first discover(): no second tools/list.
         self._fresh_listing = False
+        # Log lists of the calls in flight: a server's log message goes to every call running when it came.
+        self._log_sinks: list[list[dict[str, Any]]] = []
+        self._roots_asked = asyncio.Event()
         self._channel: StdioChannel | HttpChannel | None = None
         self._failed = asyncio.Event()
         self._closing = asyncio.Event()
@@ -107,13 +124,23 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read_stream, write_stream = await self._open_transport(stack)
-                session = await stack.enter_async_context(ClientSession(read_stream, write_stream))
+                session = await stack.enter_async_context(ClientSession(
+                    read_stream,
+                    write_stream,
+                    client_info=CLIENT_INFO,
+                    list_roots_callback=self._list_roots if self._roots() else None,
+                    logging_callback=self._on_log,
+                ))
                 self.session = session
                 with anyio.fail_after(self.spec.startup_timeout_s):
                     self.init_result = await self._watched(session.initialize())
                     functions = await self._watched(list_all_tools(session))
                 self.functions = {f.name: f for f in functions}
                 self._fresh_listing = True
+                if self._roots():
+                    with anyio.move_on_after(ROOTS_GRACE_S):
+                        await self._roots_asked.wait()
+                        await anyio.sleep(ROOTS_SETTLE_S)
                 self._ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:  # noqa: BLE001 - every failure becomes one typed error
@@ -127,6 +154,24 @@ class Connection:
         finally:
             self.session = None
             self._closed.set()
+
+    # ---- client capabilities -----------------------------------------------------------------------
+
+    def _roots(self) -> tuple[str, ...]:
+        target = self.spec.target
+        return target.roots if isinstance(target, LocalSpec) else ()
+
+    async def _list_roots(self, context: Any) -> types.ListRootsResult:
+        roots = [types.Root(uri=f"file://{path}", name=path.rstrip("/").rsplit("/", 1)[-1] or "/")  # type: ignore[arg-type]
+                 for path in self._roots()]
+        self._roots_asked.set()
+        return types.ListRootsResult(roots=roots)
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        entry = {"level": params.level, "logger": params.logger, "data": params.data}
+        for sink in self._log_sinks:
+            if len(sink) < MAX_LOGS_PER_CALL:
+                sink.append(entry)
 
     async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         target = self.spec.target
@@ -286,14 +331,50 @@ class Connection:
         self.functions = {f.name: f for f in functions}
         return build_discovery(self.init_result, functions, int((time.monotonic() - started) * 1000))
 
-    async def call(self, function: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
-        """One tools/call; connection-level failures mark the connection broken so the pool replaces it."""
+    async def call(
+        self, function: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFn | None = None
+    ) -> ToolResult:
+        """One tools/call; connection-level failures mark the connection broken so the pool replaces it.
+
+        With `on_progress` the request carries a progressToken and each progress notification is passed on.
+        The server's log messages sent meanwhile come back in `meta["logs"]`.
+        """
         session = self._require_session()
         self.inflight += 1
         self.last_used = time.monotonic()
+        logs: list[dict[str, Any]] = []
+        self._log_sinks.append(logs)
+        progress_callback = None
+        if on_progress is not None:
+            report = on_progress
+
+            async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
+                try:
+                    report(progress, total, message)
+                except Exception:  # noqa: BLE001 - a listener's failure must not fail the call
+                    pass
+
+        try:
+            out = await self._call_once(session, function, arguments, timeout_s, progress_callback)
+            if logs:
+                out.meta["logs"] = [
+                    {**entry, "data": self.redact(entry["data"]) if isinstance(entry["data"], str) else entry["data"]}
+                    for entry in logs
+                ]
+            return out
+        finally:
+            self._log_sinks.remove(logs)
+            self.inflight -= 1
+            self.last_used = time.monotonic()
+
+    async def _call_once(
+        self, session: ClientSession, function: str, arguments: dict[str, Any], timeout_s: float,
+        progress_callback: Any,
+    ) -> ToolResult:
         try:
             with anyio.fail_after(timeout_s):
-                result = await self._watched(session.call_tool(function, arguments))
+                result = await self._watched(session.call_tool(function, arguments,
+                                                               progress_callback=progress_callback))
             out = to_tool_result(result)
             if out.error:
                 out.error = self.redact(out.error)
@@ -325,9 +406,6 @@ class Connection:
         except RuntimeToolError as exc:
             self.broken = exc
             return ToolResult.fail(exc.result_code, exc.message, error_type=exc.code)
-        finally:
-            self.inflight -= 1
-            self.last_used = time.monotonic()
 
     async def list_now(self) -> dict[str, FunctionInfo]:
         self._fresh_listing = False

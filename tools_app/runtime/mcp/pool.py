@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from core.outbound import OutboundPolicy
 from tools_app.runtime.errors import CapacityExceeded, InvalidParams, RuntimeToolError, ToolTimeout
-from tools_app.runtime.mcp.connection import Connection, probe_connection
+from tools_app.runtime.mcp.connection import Connection, ProgressFn, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import EXECUTION_ERROR, NOT_FOUND, TIMEOUT, ToolResult
@@ -102,11 +102,16 @@ class SessionPool:
         """tools/list through the warm pooled session (connecting it if needed)."""
         return self._run(self._discover(spec), spec.startup_timeout_s + spec.call_timeout_s + SYNC_SLACK_S)
 
-    def call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None) -> ToolResult:
-        """One tools/call through the warm session; every failure comes back as a failed ToolResult."""
+    def call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None,
+             on_progress: ProgressFn | None = None) -> ToolResult:
+        """One tools/call through the warm session; every failure comes back as a failed ToolResult.
+
+        `on_progress(progress, total, message)` is called (on the pool's thread) for each progress notification.
+        """
         timeout = timeout_s or spec.call_timeout_s
         try:
-            return self._run(self._call(spec, function, arguments, timeout), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+            return self._run(self._call(spec, function, arguments, timeout, on_progress),
+                             spec.startup_timeout_s + timeout + SYNC_SLACK_S)
         except ToolTimeout as exc:
             return ToolResult.fail(TIMEOUT, exc.message)
 
@@ -148,8 +153,9 @@ class SessionPool:
     async def adiscover(self, spec: ServerSpec) -> Discovery:
         return await self._on_loop(self._discover(spec))
 
-    async def acall(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None) -> ToolResult:
-        return await self._on_loop(self._call(spec, function, arguments, timeout_s or spec.call_timeout_s))
+    async def acall(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None,
+                    on_progress: ProgressFn | None = None) -> ToolResult:
+        return await self._on_loop(self._call(spec, function, arguments, timeout_s or spec.call_timeout_s, on_progress))
 
     # ---- loop-side implementation ----------------------------------------------------------------
 
@@ -253,13 +259,15 @@ class SessionPool:
                 self._retire(conn)
             raise
 
-    async def _call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
+    async def _call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
+                    on_progress: ProgressFn | None = None) -> ToolResult:
         started = time.monotonic()
-        result = await self._call_inner(spec, function, arguments, timeout_s)
+        result = await self._call_inner(spec, function, arguments, timeout_s, on_progress)
         result.cost_ms = int((time.monotonic() - started) * 1000)
         return result
 
-    async def _call_inner(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
+    async def _call_inner(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
+                          on_progress: ProgressFn | None = None) -> ToolResult:
         try:
             conn = await self._acquire(spec)
         except RuntimeToolError as exc:
@@ -281,7 +289,7 @@ class SessionPool:
         except InvalidParams as exc:
             return ToolResult.fail("INVALID_PARAMS", exc.message, **exc.details)
         try:
-            return await conn.call(function, arguments, timeout_s)
+            return await conn.call(function, arguments, timeout_s, on_progress)
         finally:
             if conn.broken is not None or conn.retired:
                 self._retire(conn)

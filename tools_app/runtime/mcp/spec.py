@@ -14,6 +14,8 @@ class LocalSpec:
     startup_timeout_s: float = 30
     call_timeout_s: float = 60
     version_check: bool = False
+    # Directories offered to the server as MCP roots (absolute paths); empty offers no roots capability.
+    roots: tuple[str, ...] = ()
 
     # Env values are secrets: keep them out of reprs that may reach logs.
     def __repr__(self) -> str:

@@ -67,3 +67,31 @@ def test_structured_content_is_data(pool: SessionPool, everything: ServerSpec) -
     result = pool.call(everything, "get-structured-content", {"location": "New York"})
     assert result.success, result.error
     assert isinstance(result.data, dict) and "temperature" in result.data
+
+
+def test_progress_notifications_reach_the_caller(pool: SessionPool, everything: ServerSpec) -> None:
+    seen: list[tuple[float, float | None]] = []
+    result = pool.call(everything, "trigger-long-running-operation", {"duration": 0.3, "steps": 3},
+                       on_progress=lambda progress, total, _message: seen.append((progress, total)))
+    assert result.success, result.error
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_roots_offered_to_a_local_server(pool: SessionPool, npm_servers: None, specs: Specs,
+                                         tmp_path: Any) -> None:
+    spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"],
+                       startup_timeout_s=30, roots=[str(tmp_path)])
+    result = pool.call(spec, "get-roots-list", {})
+    assert result.success, result.error
+    assert f"file://{tmp_path}" in result.text
+
+
+def test_filesystem_server_works_from_roots_alone(pool: SessionPool, npm_servers: None, specs: Specs,
+                                                  tmp_path: Any) -> None:
+    (tmp_path / "hello.txt").write_text("hi from the workspace")
+    spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.FILESYSTEM)],  # no directory arguments
+                       startup_timeout_s=30, roots=[str(tmp_path)])
+    allowed = pool.call(spec, "list_allowed_directories", {})
+    assert allowed.success and str(tmp_path) in allowed.text, allowed
+    read = pool.call(spec, "read_text_file", {"path": str(tmp_path / "hello.txt")})
+    assert read.success and "hi from the workspace" in read.text, read
