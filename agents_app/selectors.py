@@ -13,16 +13,17 @@ from agents_app.errors import AgentNotFound
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
 from agents_app.runtime.toolset import FunctionCandidate
 from core.errors import NotFound
+from core.ids import as_id
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_role
 from tools_app.models import Approval, ApprovalStatus, ToolFunction, function_safety
 
 
 def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise NotFound() from None
+    pk = as_id(value)
+    if pk is None:
+        raise NotFound()
+    return pk
 
 
 def is_admin(*, tenant: Tenant, user: Any) -> bool:

@@ -6,6 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.ids import MAX_ID
+
 
 class StrictInputSerializer(serializers.Serializer):
     """An input serializer that rejects unknown fields, naming them and the accepted ones."""
@@ -26,3 +28,12 @@ class StrictInputSerializer(serializers.Serializer):
 
 class AnyJSONField(serializers.JSONField):
     """A JSON value of any shape (object, string, ...), passed through as parsed."""
+
+
+class IdField(serializers.IntegerField):
+    """A row id: an integer from 1 to 2**63-1 (larger ones would overflow the database driver)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(**kwargs)

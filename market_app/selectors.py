@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from core.ids import as_id
 from market_app.errors import EntryNotFound, SourceNotFound
 from market_app.models import EntryStatus, MarketEntry, MarketSource
 from tenants_app.models import Tenant
@@ -29,10 +30,7 @@ def source_list(*, tenant: Tenant | None) -> QuerySet[MarketSource]:
 
 
 def _as_int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    return as_id(value)
 
 
 def source_get(*, tenant: Tenant | None, source_id: Any) -> MarketSource:

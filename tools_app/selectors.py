@@ -10,6 +10,7 @@ from django.utils import timezone
 from guardian.shortcuts import get_objects_for_user
 
 from core.errors import NotFound
+from core.ids import as_id
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import membership_role
 from tools_app.errors import ToolNotFound
@@ -60,15 +61,15 @@ def tool_list(*, tenant: Tenant, filters: ToolFilters | None = None) -> QuerySet
 
 def tool_get(*, tenant: Tenant, tool_id: Any) -> Tool:
     try:
-        return Tool.objects.get(tenant=tenant, pk=int(tool_id))
-    except (Tool.DoesNotExist, ValueError, TypeError):
+        return Tool.objects.get(tenant=tenant, pk=as_id(tool_id) or 0)
+    except Tool.DoesNotExist:
         raise ToolNotFound() from None
 
 
 def tool_get_for_update(*, tenant: Tenant, tool_id: Any) -> Tool:
     try:
-        return Tool.objects.select_for_update().get(tenant=tenant, pk=int(tool_id))
-    except (Tool.DoesNotExist, ValueError, TypeError):
+        return Tool.objects.select_for_update().get(tenant=tenant, pk=as_id(tool_id) or 0)
+    except Tool.DoesNotExist:
         raise ToolNotFound() from None
 
 
@@ -118,7 +119,7 @@ def builtin_tools(*, tenant: Tenant) -> QuerySet[Tool]:
 def tool_call_list(*, tenant: Tenant, tool: str = "", status: str = "") -> QuerySet[ToolCall]:
     qs = ToolCall.objects.filter(tenant=tenant).select_related("actor")
     if tool:
-        qs = qs.filter(tool_name=tool) if not tool.isdigit() else qs.filter(tool_id=int(tool))
+        qs = qs.filter(tool_name=tool) if not tool.isdigit() else qs.filter(tool_id=as_id(tool) or 0)
     if status:
         qs = qs.filter(status=status)
     return qs

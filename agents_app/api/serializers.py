@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
 from agents_app.services import KEEP, AgentInput, ChatModelInput, ToolLink
-from core.serializers import StrictInputSerializer
+from core.serializers import IdField, StrictInputSerializer
 from tools_app.api.serializers import ApprovalOut
 
 MAX_MESSAGE_CHARS = 32_000
@@ -42,7 +42,7 @@ class ChatModelOut(serializers.ModelSerializer):
 
 
 class ToolLinkIn(StrictInputSerializer):
-    tool = serializers.IntegerField()
+    tool = IdField()
     allowed_functions = serializers.ListField(
         child=serializers.CharField(max_length=128), required=False, allow_null=True, default=None, max_length=500
     )
@@ -53,7 +53,7 @@ class AgentIn(StrictInputSerializer):
     name = serializers.CharField(max_length=64)
     description = serializers.CharField(required=False, allow_blank=True, max_length=4000)
     system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=32_000)
-    model = serializers.IntegerField(required=False, allow_null=True, help_text="ChatModel id; null = demo model")
+    model = IdField(required=False, allow_null=True, help_text="ChatModel id; null = demo model")
     max_steps = serializers.IntegerField(required=False)
     status = serializers.ChoiceField(choices=AgentStatus.choices, required=False)
     tools = ToolLinkIn(many=True, required=False)
@@ -80,7 +80,7 @@ class AgentToolOut(serializers.ModelSerializer):
 
 
 class AgentOut(serializers.ModelSerializer):
-    model_name = serializers.CharField(source="model.name", default=None)
+    model_name = serializers.CharField(source="model.name", default=None, allow_null=True, read_only=True)
     tools = AgentToolOut(source="agent_tools", many=True, read_only=True)
 
     class Meta:
@@ -91,7 +91,7 @@ class AgentOut(serializers.ModelSerializer):
 
 class ChatIn(StrictInputSerializer):
     message = serializers.CharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
-    conversation_id = serializers.IntegerField(required=False, allow_null=True)
+    conversation_id = IdField(required=False, allow_null=True)
     stream = serializers.BooleanField(required=False, default=False)
 
 

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.secrets import KEEP, MASK
-from core.serializers import AnyJSONField, StrictInputSerializer
+from core.serializers import AnyJSONField, IdField, StrictInputSerializer
 from market_app.catalog import suggest_tool_name
 from market_app.models import CatalogFormat, MarketEntry, MarketSource
 from market_app.services import SourceInput
@@ -109,7 +109,7 @@ class MarketUpdateIn(StrictInputSerializer):
 
 
 class BatchLoadIn(StrictInputSerializer):
-    ids = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=100)
+    ids = serializers.ListField(child=IdField(), min_length=1, max_length=100)
 
 
 class BatchResultOut(serializers.Serializer):

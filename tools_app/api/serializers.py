@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from core.secrets import KEEP
-from core.serializers import AnyJSONField, StrictInputSerializer
+from core.serializers import AnyJSONField, IdField, StrictInputSerializer
 from tools_app.configs import mask_config
 from tools_app.models import Approval, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
 from tools_app.services import ToolInput
@@ -34,7 +34,7 @@ class StatusIn(StrictInputSerializer):
 
 
 class IdsIn(StrictInputSerializer):
-    ids = serializers.ListField(child=serializers.IntegerField(), allow_empty=False, max_length=500)
+    ids = serializers.ListField(child=IdField(), allow_empty=False, max_length=500)
     format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
 
 

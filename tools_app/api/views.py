@@ -85,12 +85,12 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(
         parameters=[OpenApiParameter("keyword", str), *LIST_FILTERS[1:]], responses=s.ToolBriefOut(many=True)
     )
-    @action(detail=False, methods=["get"], url_path="all")
+    @action(detail=False, methods=["get"], url_path="all", pagination_class=None)
     def all(self, request: Request) -> Response:
         return Response(s.ToolBriefOut(self.get_queryset(), many=True).data)
 
     @extend_schema(responses=s.ToolOptionOut(many=True))
-    @action(detail=False, methods=["get"], url_path="options")
+    @action(detail=False, methods=["get"], url_path="options", pagination_class=None)
     def options_(self, request: Request) -> Response:
         qs = selectors.tool_options(tenant=request.tenant, user=request.user)  # type: ignore[attr-defined]
         return Response(s.ToolOptionOut(qs, many=True).data)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core import names
+from core.ids import as_id
 from core.secrets import KEEP, MASK, kept_keys, require_secrets_on_move
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
@@ -172,13 +173,13 @@ def parse_ids(raw: str | list[Any]) -> list[int]:
     items = raw.split(",") if isinstance(raw, str) else list(raw)
     ids: list[int] = []
     for item in items:
-        try:
-            ids.append(int(str(item).strip()))
-        except ValueError:
+        pk = as_id(item)
+        if pk is None:
             raise ToolError(
                 f"tool id {str(item).strip()!r} is not an integer; send comma-separated integer ids",
-                details={"ids": str(raw)},
-            ) from None
+                details={"ids": str(raw)[:200]},
+            )
+        ids.append(pk)
     if not ids:
         raise ToolError("no tool ids given", details={"ids": str(raw)})
     return sorted(set(ids))
