@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import ipaddress
 import socket
 import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import httpcore2
 import httpx2
 
 from core.errors import DnsFailed, OutboundBlocked, ResponseTooLarge, ToolTimeout
@@ -22,9 +26,113 @@ ALLOWED_SCHEMES = ("http", "https")
 
 
 def parse_allow(entries: str | list[str] | tuple[str, ...]) -> tuple[IPNetwork, ...]:
-    """Parse `TOOLHUB_OUTBOUND_ALLOW` (comma-separated CIDRs or addresses) into networks."""
+    """Parse `TOOLHUB_OUTBOUND_ALLOW` (comma-separated CIDRs or addresses) into networks.
+
+    Raises ValueError naming the bad entry (settings turn it into a startup error).
+    """
     items = entries.split(",") if isinstance(entries, str) else list(entries)
-    return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip())
+    networks = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"TOOLHUB_OUTBOUND_ALLOW entry {item!r} is not an IP address or CIDR network "
+                "(e.g. 10.0.0.0/8, 127.0.0.1, ::1); host names are not accepted"
+            ) from None
+    return tuple(networks)
+
+
+# -- total deadline --------------------------------------------------------------------------------
+# httpx timeouts bound each network operation, so a server trickling one byte per second keeps a
+# request alive forever. The deadline below bounds the whole call: every connect, read and write
+# gets at most the time left, and none starts once it has passed.
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("outbound_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[float]:
+    """Bound every outbound operation inside the block to `seconds` from now, in total.
+
+    Nested blocks keep the earlier of the two deadlines (a refresh's budget covers all its pages).
+    """
+    with deadline_at(time.monotonic() + seconds) as end:
+        yield end
+
+
+@contextmanager
+def deadline_at(end: float) -> Iterator[float]:
+    """`deadline`, given as a `time.monotonic()` instant (to share one budget across several blocks)."""
+    outer = _deadline.get()
+    token = _deadline.set(end if outer is None else min(outer, end))
+    try:
+        yield end
+    finally:
+        _deadline.reset(token)
+
+
+def _left(timeout: float | None, exc: type[Exception]) -> float | None:
+    """The timeout for one network operation: the operation's own, cut to what the deadline leaves."""
+    end = _deadline.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise exc("outbound deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore2.NetworkStream):
+    def __init__(self, stream: httpcore2.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore2.NetworkStream:
+        return _DeadlineStream(
+            self._stream.start_tls(ssl_context, server_hostname, _left(timeout, httpcore2.ConnectTimeout))
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.NetworkBackend):
+    def __init__(self, backend: httpcore2.NetworkBackend) -> None:
+        self._backend = backend
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.NetworkStream:
+        stream = self._backend.connect_tcp(
+            host, port, _left(timeout, httpcore2.ConnectTimeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore2.NetworkStream:
+        raise httpcore2.ConnectError("unix sockets are not an outbound destination")
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -132,9 +240,10 @@ def ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
+def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 def fetch(
@@ -147,11 +256,19 @@ def fetch(
     content: bytes | str | None = None,
     json: Any = None,
 ) -> FetchedResponse:
-    """Send one request through the guard, following redirects only after re-checking each target."""
+    """Send one request through the guard, following redirects only after re-checking each target.
+
+    `policy.timeout_s` is the deadline of the whole call (every hop, the body included), not of each
+    read. A redirect to another origin carries neither the caller's headers (any of them may be a
+    credential) nor cookies; one that would re-send a body there (307/308) is not followed.
+    """
     timeout = httpx2.Timeout(policy.timeout_s)
     first_origin = _origin(url)
     transport = GuardedTransport(policy, verify=ssl_context())
-    with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
+    with (
+        deadline(policy.timeout_s),
+        httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client,
+    ):
         for _hop in range(policy.max_redirects + 1):
             request = client.build_request(
                 method, url, headers=dict(headers or {}), params=params, content=content, json=json
@@ -164,12 +281,21 @@ def fetch(
                 raise OutboundBlocked(f"{method} {_safe(url)} failed: {type(exc).__name__}") from None
             try:
                 if response.is_redirect and "location" in response.headers:
-                    url = urljoin(url, response.headers["location"])
-                    params = None
-                    if _origin(url) != first_origin:
+                    target = urljoin(url, response.headers["location"])
+                    cross_origin = _origin(target) != _origin(url) or _origin(target) != first_origin
+                    keeps_body = response.status_code in (307, 308)
+                    if cross_origin and keeps_body and (content is not None or json is not None):
+                        raise OutboundBlocked(
+                            f"{method} {_safe(url)} redirected ({response.status_code}) to another origin, "
+                            f"{_safe(target)}: not followed, the request body would be re-sent there",
+                            details={"status": response.status_code},
+                        )
+                    url, params = target, None
+                    if cross_origin:
                         # Caller headers may carry credentials under any name: never to another origin.
                         headers = None
-                    if response.status_code in (301, 302, 303):
+                        client.cookies.clear()
+                    if not keeps_body:
                         method, content, json = "GET", None, None
                     continue
                 body = _read_capped(response, policy, method, url)
@@ -218,6 +344,9 @@ class GuardedTransport(httpx2.HTTPTransport):
     def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy = policy
+        # Every connection this transport opens honours the surrounding `deadline(...)`.
+        pool = self._pool
+        pool._network_backend = _DeadlineBackend(pool._network_backend)  # type: ignore[attr-defined]
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         return super().handle_request(pin_request(request, self.policy))
@@ -231,4 +360,17 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
         self.policy = policy
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        return await super().handle_async_request(pin_request(request, self.policy))
+        response = await super().handle_async_request(pin_request(request, self.policy))
+        location = response.headers.get("location")
+        if 300 <= response.status_code < 400 and location:
+            target = urljoin(str(request.url), location)
+            if _origin(target) != _origin(str(request.url)):
+                # The SDK clients follow redirects themselves and would carry their headers (the
+                # tool's credentials) and a 307/308 body along: another origin is never followed.
+                await response.aclose()
+                raise OutboundBlocked(
+                    f"{request.method} {_safe(str(request.url))} redirected to another origin, "
+                    f"{_safe(target)}: not followed (credentials and body stay with their origin)",
+                    details={"status": response.status_code},
+                )
+        return response

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 
+from core.outbound import deadline_at
 from core.secrets import scrub_text
 
 ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "model_timeout"]
@@ -178,10 +180,21 @@ class ModelClient:
         turn = ModelTurn()
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
+        # The model's timeout bounds the whole turn (the guarded client honours it on every read),
+        # not each read: a server trickling tokens cannot hold a chat open past it.
+        end = time.monotonic() + self.config.timeout_s
         try:
-            stream = self._client.chat.completions.create(**kwargs)
+            with deadline_at(end):
+                stream = self._client.chat.completions.create(**kwargs)
             with stream:
-                for chunk in stream:
+                chunks = iter(stream)
+                while True:
+                    with deadline_at(end):
+                        chunk = next(chunks, None)
+                    if chunk is None:
+                        break
+                    if time.monotonic() > end:
+                        raise httpx2.ReadTimeout("the model did not finish in time")
                     for choice in chunk.choices or []:
                         if choice.index not in (0, None):
                             continue

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core.outbound import OutboundPolicy
+from core.outbound import OutboundPolicy, deadline
 from core.secrets import scrub_text
 from market_app import selectors
 from market_app.catalog import CatalogError, EntryData, FetchResult, fetch_catalog
@@ -94,10 +94,13 @@ def source_refresh(*, source_id: Any, tenant: Tenant | None = None, actor: Any =
         raise RefreshInProgress()
     try:
         try:
-            fetched = fetch_catalog(
-                source.url, source.format, policy=market_policy(), headers=source.auth_headers or {},
-                updated_since=source.cursor or None,
-            )
+            policy = market_policy()
+            # One budget for the whole refresh, every page included, not one per request.
+            with deadline(policy.timeout_s):
+                fetched = fetch_catalog(
+                    source.url, source.format, policy=policy, headers=source.auth_headers or {},
+                    updated_since=source.cursor or None,
+                )
         except (CatalogError, RuntimeToolError) as exc:
             message = scrub_text(exc.message, (source.auth_headers or {}).values())
             record_failure(source_id=source.pk, message=message)
