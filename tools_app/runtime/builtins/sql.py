@@ -23,6 +23,11 @@ from tools_app.runtime.errors import BusinessError, InvalidParams, ToolTimeout
 from tools_app.runtime.result import ToolResult
 
 ROW_CAP = 1000
+# Rows alone do not bound memory: one printf() can build a 20 MB value, 100 rows of 1 MB are 100 MB.
+RESULT_BYTES_CAP = 1024 * 1024  # kept result, measured as its values' text/bytes length
+CELL_CAP = 20_000  # kept rows x columns
+VALUE_BYTES_CAP = 1024 * 1024  # one value; SQLite refuses to build a larger string or blob at all
+FETCH_BATCH = 20
 SHOW_ROWS = 10
 SHOW_COLUMNS = 8
 CELL_CHARS = 60
@@ -59,6 +64,8 @@ def _sqlite(target: SqlTarget, deadline: float | None = None) -> Iterator[sqlite
         raise BusinessError(f"cannot open the SQL target: {exc}") from None
     try:
         conn.execute("PRAGMA query_only=1")
+        # No string or blob larger than this is ever built, so a huge value fails inside SQLite.
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_BYTES_CAP)
         if deadline is not None:
             conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
         yield conn
@@ -69,6 +76,12 @@ def _sqlite(target: SqlTarget, deadline: float | None = None) -> Iterator[sqlite
             ) from None
         raise BusinessError(f"query failed: {exc}") from None
     except sqlite3.Error as exc:
+        if "too big" in str(exc):
+            raise BusinessError(
+                f"query failed: a value in the result would exceed {VALUE_BYTES_CAP} bytes "
+                "(rule: results are capped by size, not only by rows)",
+                details={"max_value_bytes": VALUE_BYTES_CAP},
+            ) from None
         raise BusinessError(f"query failed: {exc}") from None
     finally:
         conn.close()
@@ -111,7 +124,7 @@ class ExecuteSqlArgs(BuiltinArgs):
 @builtin(
     name="execute_sql_query",
     description="Run one read-only SELECT over the allowlisted tables "
-    "(30 s timeout, up to 1,000 rows kept, 10 rows x 8 columns shown).",
+    "(30 s timeout, up to 1,000 rows / 20,000 cells / 1 MiB kept, 10 rows x 8 columns shown).",
     safety=Safety.READ_ONLY,
     default_enabled=False,
 )
@@ -123,29 +136,57 @@ def execute_sql_query(args: ExecuteSqlArgs, ctx: BuiltinContext) -> ToolResult:
         allowed_tables=target.allowed_tables,
         allowed_functions=target.allowed_functions,
     )
-    columns, rows, truncated = run_select(target, checked.sql)
-    data = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated}
-    return ToolResult.ok(data=data, text=render_table(columns, rows, truncated))
+    columns, rows, cut = run_select(target, checked.sql)
+    data = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": bool(cut), "cut_by": cut}
+    return ToolResult.ok(data=data, text=render_table(columns, rows, cut))
 
 
-def run_select(target: SqlTarget, sql: str) -> tuple[list[str], list[list[Any]], bool]:
-    """Execute an already-checked SELECT read-only; keep at most ROW_CAP rows."""
+def run_select(target: SqlTarget, sql: str) -> tuple[list[str], list[list[Any]], str]:
+    """Execute an already-checked SELECT read-only; keep what fits ROW_CAP, CELL_CAP and RESULT_BYTES_CAP.
+
+    Returns (columns, rows, cut) where `cut` names the cap that stopped the fetch ("" when none did).
+    """
     timeout = target.statement_timeout_s
     if target.dialect == "sqlite":
         with _sqlite(target, deadline=time.monotonic() + timeout) as conn:
             conn.set_authorizer(_sqlite_authorizer(target))
             cur = conn.execute(sql)
             columns = [d[0] for d in cur.description or ()]
-            fetched = cur.fetchmany(ROW_CAP + 1)
+            rows, cut = _fetch_capped(cur, len(columns))
     else:
         with _postgres(target, timeout) as conn, conn.cursor() as cur:
             # prepare=True: the extended protocol refuses a second statement (defence in depth).
             cur.execute(sql, prepare=True)
             columns = [d.name for d in cur.description or ()]
-            fetched = cur.fetchmany(ROW_CAP + 1)
-    truncated = len(fetched) > ROW_CAP
-    rows = [[_jsonable(v) for v in row] for row in fetched[:ROW_CAP]]
-    return columns, rows, truncated
+            rows, cut = _fetch_capped(cur, len(columns))
+    return columns, rows, cut
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str | bytes | bytearray):
+        return len(value)
+    if isinstance(value, list | dict):
+        return sum(_size(v) for v in (value.values() if isinstance(value, dict) else value)) + 2
+    return 8
+
+
+def _fetch_capped(cur: Any, width: int) -> tuple[list[list[Any]], str]:
+    """Fetch in small batches, stopping at the first cap the kept rows would pass."""
+    rows: list[list[Any]] = []
+    size = 0
+    max_rows = min(ROW_CAP, CELL_CAP // max(width, 1))
+    while True:
+        batch = cur.fetchmany(FETCH_BATCH)
+        if not batch:
+            return rows, ""
+        for raw in batch:
+            if len(rows) >= max_rows:
+                return rows, "rows" if max_rows == ROW_CAP else "cells"
+            row = [_jsonable(v) for v in raw]
+            size += sum(_size(v) for v in row)
+            if size > RESULT_BYTES_CAP:
+                return rows, "bytes"
+            rows.append(row)
 
 
 def _sqlite_authorizer(target: SqlTarget) -> Any:
@@ -186,7 +227,14 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def render_table(columns: list[str], rows: list[list[Any]], truncated: bool) -> str:
+CUT_NOTICES = {
+    "rows": f"result cut at {ROW_CAP} rows",
+    "cells": f"result cut at {CELL_CAP} cells (rows x columns)",
+    "bytes": f"result cut at {RESULT_BYTES_CAP} bytes",
+}
+
+
+def render_table(columns: list[str], rows: list[list[Any]], cut: str | bool) -> str:
     """A plain-text table of at most SHOW_ROWS x SHOW_COLUMNS, with notices for what is hidden."""
     shown_cols = columns[:SHOW_COLUMNS]
 
@@ -202,8 +250,8 @@ def render_table(columns: list[str], rows: list[list[Any]], truncated: bool) -> 
         notices.append(f"showing {SHOW_ROWS} of {len(rows)} rows")
     if len(columns) > SHOW_COLUMNS:
         notices.append(f"showing {SHOW_COLUMNS} of {len(columns)} columns")
-    if truncated:
-        notices.append(f"result cut at {ROW_CAP} rows; add a LIMIT or narrow the query")
+    if cut:
+        notices.append(f"{CUT_NOTICES.get(str(cut), CUT_NOTICES['rows'])}; add a LIMIT or narrow the query")
     footer = f"{len(rows)} row(s)" + (f" [truncated: {'; '.join(notices)}]" if notices else "")
     return "\n".join([*lines, footer])
 

@@ -8,6 +8,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from tools_app.runtime.errors import InvalidParams
 
@@ -112,7 +113,67 @@ def check_select(
             name = _check_table(node, dialect, allowed)
             if name:
                 tables.add(name)
+    _check_call_syntax(sql, dialect, root, functions)
     return CheckedQuery(sql=sql, tables=frozenset(tables))
+
+
+# Operators that SQLite (and others) also accept in function-call form: `like(pattern, x)`,
+# `glob(...)`. The AST shows the operator either way, so the call form is found in the tokens.
+_OPERATOR_TOKENS = frozenset(
+    getattr(TokenType, name)
+    for name in ("LIKE", "ILIKE", "GLOB", "RLIKE", "IRLIKE", "MATCH", "SIMILAR_TO", "SOUNDS_LIKE", "ESCAPE")
+    if hasattr(TokenType, name)
+)
+
+
+def _check_call_syntax(sql: str, dialect: str, root: exp.Expression, functions: set[str]) -> None:
+    """Every `name(` in the text names an allowlisted function, whatever node sqlglot makes of it.
+
+    sqlglot models some functions as operators (`json_extract(x, p)` becomes the `->` node, `like(p, x)`
+    the LIKE node), and operators are not checked against the allowlist: the spelling is.
+    """
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except SqlglotError:
+        return  # the parse above succeeded; nothing more to learn from tokens
+    # Names that may precede "(" without being a call: CTEs with column lists, aliases.
+    not_calls = {cte.alias_or_name.lower() for cte in root.find_all(exp.CTE)}
+    not_calls |= {a.name.lower() for a in root.find_all(exp.TableAlias) if a.name}
+    for i, (token, following) in enumerate(zip(tokens, tokens[1:], strict=False)):
+        if following.token_type != TokenType.L_PAREN:
+            continue
+        name = token.text.lower()
+        if token.token_type in _OPERATOR_TOKENS and not _after_operand(tokens, i):
+            raise InvalidParams(
+                f"operator {token.text.upper()!r} called as a function is not allowed "
+                f"(rule: write it as an operator, e.g. `x {token.text.upper()} 'a%'`)"
+            )
+        if token.token_type == TokenType.VAR and name not in functions and name not in not_calls:
+            raise InvalidParams(
+                f"function {name!r} is not in the SQL function allowlist (rule: only harmless aggregates and "
+                "scalars; pg_sleep, dblink, file and config functions are refused)"
+            )
+
+
+# Tokens after which an expression starts: an operator keyword right after one is a function call.
+_EXPRESSION_START = frozenset(
+    getattr(TokenType, name)
+    for name in (
+        "SELECT", "DISTINCT", "COMMA", "L_PAREN", "WHERE", "AND", "OR", "ON", "HAVING", "WHEN", "THEN", "ELSE",
+        "CASE", "BY", "IS", "IN", "BETWEEN", "FROM", "JOIN", "ALL", "ANY", "SOME", "EXISTS", "LIMIT", "OFFSET",
+        "USING", "ALIAS", "EQ", "NEQ", "LT", "LTE", "GT", "GTE", "PLUS", "DASH", "SLASH", "MOD", "DPIPE",
+        "AMP", "PIPE", "CARET", "TILDA", "NULLSAFE_EQ", "COLON", "DCOLON", "RETURNING", "STAR",
+    )
+    if hasattr(TokenType, name)
+)
+
+
+def _after_operand(tokens: list[Any], index: int) -> bool:
+    """Whether the operator at `index` follows an operand (`x LIKE (...)`, `x NOT LIKE (...)`)."""
+    j = index - 1
+    while j >= 0 and tokens[j].token_type == TokenType.NOT:
+        j -= 1
+    return j >= 0 and tokens[j].token_type not in _EXPRESSION_START
 
 
 def _check_function(node: exp.Func, functions: set[str]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget, invoke_builtin
-from tools_app.runtime.builtins.sql import ROW_CAP, run_select
+from tools_app.runtime.builtins.sql import CELL_CAP, RESULT_BYTES_CAP, ROW_CAP, VALUE_BYTES_CAP, run_select
 from tools_app.runtime.builtins.sql_demo import DEFAULT_DEMO_TABLES, create_demo_database, demo_url
 from tools_app.runtime.errors import RuntimeToolError
 
@@ -342,3 +342,75 @@ def test_missing_sqlite_file_is_a_business_error(tmp_path: Path) -> None:
     for tool, args in (("query_all_tables", {}), ("query_table_schema", {"table": "orders"})):
         assert run(ctx, tool, **args).error_code == "BUSINESS_ERROR"
     assert not (tmp_path / "nope.db").exists()
+
+
+# -- memory caps and operator-style functions (issue 10, holes 7 and 11) ---------------------------
+
+
+@pytest.fixture
+def sqlite_ctx(sqlite_db: Db, tmp_path: Path) -> BuiltinContext:
+    return BuiltinContext(tenant_slug="demo", workspace=tmp_path, sql=sqlite_db.target)
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELECT printf('%.*c', 20000000, 'x') AS big", "SELECT replace(printf('%.*c', 900000, 'x'), 'x', 'xxxx')"]
+)
+def test_one_huge_value_is_never_built_inside_sqlite(sqlite_ctx: BuiltinContext, sql: str) -> None:
+    """SQLite's length limit stops the value being built: printf gives NULL, other builders fail."""
+    result = run(sqlite_ctx, "execute_sql_query", sql=sql)
+    if result.success:
+        assert result.data["rows"] == [[None]]
+    else:
+        assert result.error_code == "BUSINESS_ERROR"
+        assert str(VALUE_BYTES_CAP) in (result.error or "")
+
+
+def test_many_large_rows_are_cut_by_bytes_not_only_rows(sqlite_ctx: BuiltinContext) -> None:
+    result = run(
+        sqlite_ctx, "execute_sql_query", sql="SELECT printf('%.*c', 1000000, 'x') AS mb FROM many LIMIT 100"
+    )
+    assert result.success, result
+    kept = sum(len(row[0]) for row in result.data["rows"])
+    assert kept <= RESULT_BYTES_CAP
+    assert result.data["row_count"] == 1
+    assert result.data["truncated"] is True and result.data["cut_by"] == "bytes"
+    assert f"cut at {RESULT_BYTES_CAP} bytes" in result.text
+
+
+def test_wide_results_are_cut_by_cells(sql_ctx: BuiltinContext) -> None:
+    columns = ", ".join(["n"] * 40)
+    result = run(sql_ctx, "execute_sql_query", sql=f"SELECT {columns} FROM many ORDER BY n")
+    assert result.success, result
+    assert result.data["row_count"] == CELL_CAP // 40
+    assert result.data["cut_by"] == "cells"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT like('%a%', name) FROM customers",
+        "SELECT name FROM customers WHERE like('%a%', name)",
+        "SELECT name FROM customers WHERE NOT glob('*a*', name)",
+        "SELECT json_extract(name, '$.a') FROM customers",
+        "SELECT name FROM customers WHERE json_extract(name, '$.a') IS NULL",
+    ],
+)
+def test_operator_style_functions_go_through_the_allowlist(sql_ctx: BuiltinContext, sql: str) -> None:
+    result = run(sql_ctx, "execute_sql_query", sql=sql)
+    assert not result.success
+    assert result.error_code == "INVALID_PARAMS"
+    assert "allowlist" in (result.error or "") or "called as a function" in (result.error or "")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT name FROM customers WHERE name LIKE '%a%'",
+        "SELECT name FROM customers WHERE name LIKE ('%' || 'a' || '%')",
+        "SELECT name FROM customers WHERE name NOT LIKE ('%z%')",
+        "WITH x(a, b) AS (SELECT 1, 2) SELECT a FROM x",
+    ],
+)
+def test_operators_written_as_operators_still_work(sql_ctx: BuiltinContext, sql: str) -> None:
+    result = run(sql_ctx, "execute_sql_query", sql=sql)
+    assert result.success, result
