@@ -51,10 +51,31 @@ def _unavailable(exc: Exception) -> str | None:
     return None
 
 
+def _busy(exc: Exception) -> bool:
+    """SQLite's "database is locked": contention that outlasted the busy timeout, not an outage."""
+    from django.db import OperationalError
+
+    return isinstance(exc, OperationalError) and "locked" in str(exc).lower()
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Map every error to `{"error": {"code", "message", "details"}}`."""
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, RecursionError | OverflowError):
+        # Input shaped to exhaust the interpreter (nesting) or a column (a 30-digit id) that slipped
+        # past the earlier checks: the request is at fault, and its transaction was rolled back.
+        logger.warning("refused input: %s", type(exc).__name__)
+        what = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number out of range"
+        return Response(error_body("invalid", f"the request {what}"), status=400)
+    if _busy(exc):
+        busy = Response(
+            error_body("busy", "The database is busy with other writes; nothing was written. Retry shortly.",
+                       {"retry_after_s": 1}),
+            status=409,
+        )
+        busy["Retry-After"] = "1"
+        return busy
     if (service := _unavailable(exc)) is not None:
         # A restart of PostgreSQL or Redis: say so and when to retry; the next request reconnects by itself.
         logger.warning("%s unavailable: %s", service, type(exc).__name__)

@@ -168,7 +168,11 @@ def pinned_address(url: str, policy: OutboundPolicy) -> IPAddress:
 
     Raises OutboundBlocked unless the scheme is http(s) and every resolved address is allowed.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        explicit_port = parts.port  # ValueError for "host:99999" or "host:x"
+    except ValueError as exc:
+        raise OutboundBlocked(f"URL is malformed: {exc}") from None
     if parts.scheme not in ALLOWED_SCHEMES:
         raise OutboundBlocked(
             f"URL scheme {parts.scheme or '(none)'!r} is not allowed; accepted: http, https",
@@ -177,7 +181,7 @@ def pinned_address(url: str, policy: OutboundPolicy) -> IPAddress:
     host = parts.hostname
     if not host:
         raise OutboundBlocked("URL has no host")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = explicit_port or (443 if parts.scheme == "https" else 80)
     addresses = resolve(host, port)
     for ip in addresses:
         if not policy.address_allowed(ip):
@@ -241,8 +245,11 @@ def ssl_context() -> ssl.SSLContext:
 
 
 def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return ("", url, 0)  # malformed: equal to no other origin, and the guard refuses it anyway
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
@@ -270,9 +277,12 @@ def fetch(
         httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client,
     ):
         for _hop in range(policy.max_redirects + 1):
-            request = client.build_request(
-                method, url, headers=dict(headers or {}), params=params, content=content, json=json
-            )
+            try:
+                request = client.build_request(
+                    method, url, headers=dict(headers or {}), params=params, content=content, json=json
+                )
+            except (httpx2.InvalidURL, ValueError) as exc:
+                raise OutboundBlocked(f"URL {_safe(url)} is malformed: {type(exc).__name__}") from None
             try:
                 response = client.send(request, stream=True)
             except httpx2.TimeoutException:
@@ -329,9 +339,12 @@ def _read_capped(response: httpx2.Response, policy: OutboundPolicy, method: str,
 
 def _safe(url: str) -> str:
     """The URL without query or userinfo, so no secret in them reaches a message."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(malformed URL)"
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 

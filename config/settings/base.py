@@ -86,8 +86,14 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the embedded worker and the web process share the file without "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {})
+    # IMMEDIATE: a write transaction takes the write lock at BEGIN and waits (busy timeout) for it,
+    # instead of failing with "database is locked" when a read lock cannot be upgraded mid-transaction.
     DATABASES["default"]["OPTIONS"].update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+        }
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -107,8 +113,10 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from here after collectstatic
 
-# Request bodies are capped (DESIGN §7).
+# Request bodies are capped (DESIGN §7), and so is their nesting (core.parsers) and a tool's config.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))
+TOOLHUB_MAX_JSON_DEPTH = int(os.environ.get("TOOLHUB_MAX_JSON_DEPTH", "64"))
+TOOLHUB_MAX_CONFIG_BYTES = int(os.environ.get("TOOLHUB_MAX_CONFIG_BYTES", str(256 * 1024)))
 
 # Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
 TOOLHUB_AUTH_CACHE_S = int(os.environ.get("TOOLHUB_AUTH_CACHE_S", "30"))
@@ -123,6 +131,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.Pagination",
+    # JSON bodies deeper than TOOLHUB_MAX_JSON_DEPTH are refused before any view runs (nothing written).
+    "DEFAULT_PARSER_CLASSES": [
+        "core.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 20,
     "EXCEPTION_HANDLER": "core.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

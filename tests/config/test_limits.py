@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -53,3 +54,108 @@ def test_huge_integers_in_ids_and_filters_are_refused_with_the_envelope(
     if resp.status_code >= 400:
         assert set(resp.json()["error"]) == {"code", "message", "details"}
     assert (Tool.objects.count(), Agent.objects.count()) == before
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def _raw_json(api: Any, path: str, body: str, method: str = "post") -> Any:
+    return getattr(api, method)(path, data=body, content_type="application/json")
+
+
+@pytest.mark.parametrize("depth", [100, 900, 990, 5000])
+def test_deep_config_is_refused_before_anything_is_written(api: Any, depth: int) -> None:
+    """Hole 9: a config nested 900 deep answered 500 yet was committed, breaking detail and export."""
+    before = Tool.objects.count()
+    body = json.dumps(
+        {"name": "deep", "type": "HTTP", "config": {"url": "http://127.0.0.1:9/x", "body": _nested(depth)}}
+    ) if depth < 900 else (
+        '{"name": "deep", "type": "HTTP", "config": {"url": "http://127.0.0.1:9/x", "body": '
+        + '{"k": ' * depth + '"leaf"' + "}" * depth + "}}"
+    )
+    resp = _raw_json(api, "/api/v1/tools/", body)
+    assert resp.status_code == 400
+    assert set(resp.json()["error"]) == {"code", "message", "details"}
+    assert "levels" in resp.json()["error"]["message"]
+    assert Tool.objects.count() == before
+
+
+def test_deep_update_leaves_the_stored_tool_readable(api: Any) -> None:
+    created = api.post(
+        "/api/v1/tools/", {"name": "h1", "type": "HTTP", "config": {"url": "http://127.0.0.1:9/x"}}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    tool_id = created.json()["id"]
+    body = '{"config": {"url": "http://127.0.0.1:9/x", "body": ' + '[' * 950 + ']' * 950 + "}}"
+    resp = _raw_json(api, f"/api/v1/tools/{tool_id}/", body, method="patch")
+    assert resp.status_code == 400
+    assert api.get(f"/api/v1/tools/{tool_id}/").status_code == 200
+    assert api.post("/api/v1/tools/export/", {"ids": [tool_id]}, format="json").status_code == 200
+
+
+def test_oversized_config_is_refused(api: Any, settings: Any) -> None:
+    settings.TOOLHUB_MAX_CONFIG_BYTES = 2048
+    before = Tool.objects.count()
+    config = {"url": "http://127.0.0.1:9/x", "body": {"blob": "x" * 4096}}
+    resp = api.post("/api/v1/tools/", {"name": "fat", "type": "HTTP", "config": config}, format="json")
+    assert resp.status_code == 400
+    assert "TOOLHUB_MAX_CONFIG_BYTES" in resp.json()["error"]["message"]
+    assert Tool.objects.count() == before
+
+
+BILLION_LAUGHS = """
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+tools: [*f]
+"""
+
+
+@pytest.mark.parametrize("content_type", ["application/yaml", "text/yaml"])
+def test_yaml_import_refuses_aliases(api: Any, content_type: str) -> None:
+    """Hole 7: a 546-byte YAML import with aliases became a 112 MB config."""
+    before = Tool.objects.count()
+    resp = api.post("/api/v1/tools/import/", data=BILLION_LAUGHS, content_type=content_type)
+    assert resp.status_code == 400
+    assert "not accepted" in resp.json()["error"]["message"]
+    assert Tool.objects.count() == before
+
+
+def test_yaml_import_without_aliases_still_works(api: Any) -> None:
+    doc = "mcpServers:\n  web:\n    url: http://127.0.0.1:9/mcp\n"
+    resp = api.post("/api/v1/tools/import/", data=doc, content_type="application/yaml")
+    assert resp.status_code == 201, resp.json()
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "http://0177.0.0.1:9/x", "http://127.0.0.1:99999/x", "http://[::1]:x/", "http://%zz/"]
+)
+def test_malformed_urls_get_the_envelope_and_write_nothing(api: Any, url: str) -> None:
+    """Hole 10: `http://[::1` raised ValueError, `http://0177.0.0.1` InvalidURL: both were 500s."""
+    before = Tool.objects.count()
+    for body in (
+        {"name": "u1", "type": "HTTP", "config": {"url": url}},
+        {"name": "u2", "type": "REMOTE", "config": {"url": url}},
+    ):
+        resp = api.post("/api/v1/tools/", body, format="json")
+        assert resp.status_code < 500, resp.content
+        if resp.status_code == 201:
+            # Accepted as a string; a call must then fail with the envelope, not a 500.
+            tool_id = resp.json()["id"]
+            called = api.post(f"/api/v1/tools/{tool_id}/test/", {}, format="json")
+            assert called.status_code < 500, called.content
+            Tool.objects.filter(pk=tool_id).delete()
+    for path, body in (
+        ("/api/v1/models/", {"name": "m1", "base_url": url, "model": "x"}),
+        ("/api/v1/market/sources/", {"name": "s1", "url": url}),
+    ):
+        resp = api.post(path, body, format="json")
+        assert resp.status_code < 500, (path, resp.content)
+    assert Tool.objects.count() == before

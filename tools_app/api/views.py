@@ -10,13 +10,12 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
 from core.api import TenantViewSet
-from core.parsers import TextYAMLParser, YAMLParser
+from core.parsers import JSONParser, TextYAMLParser, YAMLParser
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
