@@ -1,5 +1,6 @@
 """URL configuration: admin, API v1, schema and docs."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -27,5 +28,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
     path("playground/", include("agents_app.urls")),
-    path("market/", include("market_app.urls")),
 ]
+if settings.TOOLHUB_DEMO_ENABLED:
+    urlpatterns.append(path("market/", include("market_app.urls")))

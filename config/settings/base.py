@@ -9,6 +9,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.outbound import parse_allow
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("TOOLHUB_VAR_DIR", BASE_DIR / "var"))
 
@@ -197,6 +199,8 @@ if not CELERY_BROKER_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
+        # kombu's default is ./control relative to the working directory: keep its state under var/.
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
     CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or f"file://{VAR_DIR / 'celery' / 'results'}"
@@ -217,6 +221,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 
 # Runtime limits and policies.
 TOOLHUB_OUTBOUND_ALLOW = os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "")
+try:
+    # Checked at startup: a host name where a CIDR belongs would otherwise be a 500 on the first chat.
+    parse_allow(TOOLHUB_OUTBOUND_ALLOW)
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 TOOLHUB_OUTBOUND_MAX_BYTES = int(os.environ.get("TOOLHUB_OUTBOUND_MAX_BYTES", str(5 * 1024 * 1024)))
 TOOLHUB_OUTBOUND_TIMEOUT_S = float(os.environ.get("TOOLHUB_OUTBOUND_TIMEOUT_S", "30"))
 TOOLHUB_BREAKER_THRESHOLD = int(os.environ.get("TOOLHUB_BREAKER_THRESHOLD", "3"))
@@ -249,6 +258,8 @@ TOOLHUB_TOOL_RESULT_CHARS = int(os.environ.get("TOOLHUB_TOOL_RESULT_CHARS", "800
 # Chat: the model call timeout; the demo model (`make run` starts it when set empty) is fixed rules, not an AI.
 TOOLHUB_MODEL_TIMEOUT_S = float(os.environ.get("TOOLHUB_MODEL_TIMEOUT_S", "60"))
 TOOLHUB_DEMO_MODEL_URL = os.environ.get("TOOLHUB_DEMO_MODEL_URL", "")
+# The demo catalog URL and seed (`make run`); production turns it off whatever the environment says.
+TOOLHUB_DEMO_ENABLED = env_bool("TOOLHUB_DEMO", True)
 
 def _networks(name: str, default: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     try:

@@ -5,7 +5,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import TOOLHUB_SECRET_KEYS
+from .base import TOOLHUB_SECRET_KEYS, env_bool, env_list
 
 DEBUG = False
 SESSION_COOKIE_SECURE = True
@@ -13,6 +13,36 @@ CSRF_COOKIE_SECURE = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 if not TOOLHUB_SECRET_KEYS:
     raise ImproperlyConfigured("TOOLHUB_SECRET_KEYS must be set in production (comma-separated Fernet keys)")
+
+# No fallbacks: a missing key or host list is a deployment mistake, said at startup, not a dev default.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set in production (a long random string, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    )
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS")
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS must be set in production (comma-separated host names this site answers to, "
+        "e.g. toolhub.example.com)"
+    )
+
+# Behind a TLS-terminating proxy (which must set X-Forwarded-Proto): redirect to HTTPS, send HSTS and
+# trust the proxy's scheme header. Off by default: without such a proxy the header could be forged.
+TOOLHUB_BEHIND_TLS_PROXY = env_bool("TOOLHUB_BEHIND_TLS_PROXY", False)
+if TOOLHUB_BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("TOOLHUB_SSL_REDIRECT", True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+    SECURE_HSTS_SECONDS = int(os.environ.get("TOOLHUB_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TOOLHUB_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = False
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# The demo (catalog URL, seed) is for `make run`, never a production site.
+TOOLHUB_DEMO_ENABLED = False
 
 # PostgreSQL through a bounded connection pool per process (psycopg_pool): a burst of requests waits for a
 # connection instead of opening one each and exhausting the server's max_connections.

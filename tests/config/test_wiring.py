@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,3 +49,69 @@ def test_migrations_match_the_models(db: Any) -> None:
     from django.core.management import call_command
 
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits non-zero when a model drifted
+
+
+# -- production settings (issue 10, hole 14) --------------------------------------------------------
+
+PROD_ENV = {
+    "DJANGO_SETTINGS_MODULE": "config.settings.production",
+    "TOOLHUB_SECRET_KEYS": "x" * 43 + "=",
+    "DJANGO_SECRET_KEY": "a-long-random-production-secret-key-for-the-settings-test",
+    "ALLOWED_HOSTS": "toolhub.example.com",
+}
+
+
+def _load_settings(env: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:
+    """Import the settings in a fresh interpreter (settings are read once per process)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "TOOLHUB_", "ALLOWED_HOSTS"))}
+    script = "import django; django.setup(); from django.conf import settings; " + (code or "pass")
+    return subprocess.run(
+        [sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True, timeout=60,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+
+
+@pytest.mark.parametrize("missing", ["DJANGO_SECRET_KEY", "ALLOWED_HOSTS"])
+def test_production_requires_secret_key_and_allowed_hosts(missing: str) -> None:
+    env = {k: v for k, v in PROD_ENV.items() if k != missing}
+    done = _load_settings(env)
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and missing in done.stderr
+
+
+def test_production_loads_with_everything_set_and_hides_the_demo() -> None:
+    done = _load_settings(
+        PROD_ENV,
+        "from django.urls import resolve, Resolver404\n"
+        "assert settings.SECRET_KEY.startswith('a-long'); assert not settings.TOOLHUB_DEMO_ENABLED\n"
+        "assert getattr(settings, 'SECURE_HSTS_SECONDS', 0) == 0\n"
+        "try:\n    resolve('/market/demo-catalog.json'); print('SERVED')\nexcept Resolver404:\n    print('HIDDEN')",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "HIDDEN"
+
+
+def test_production_behind_a_tls_proxy_sets_hsts_and_the_proxy_header() -> None:
+    done = _load_settings(
+        {**PROD_ENV, "TOOLHUB_BEHIND_TLS_PROXY": "1"},
+        "print(settings.SECURE_HSTS_SECONDS, settings.SECURE_SSL_REDIRECT, settings.SECURE_PROXY_SSL_HEADER)",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "31536000 True ('HTTP_X_FORWARDED_PROTO', 'https')"
+
+
+def test_an_invalid_outbound_allow_fails_at_startup_naming_the_entry() -> None:
+    done = _load_settings(
+        {"DJANGO_SETTINGS_MODULE": "config.settings.dev", "TOOLHUB_OUTBOUND_ALLOW": "10.0.0.0/8,internal.example"}
+    )
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and "'internal.example'" in done.stderr
+
+
+def test_the_filesystem_broker_keeps_its_control_folder_under_var() -> None:
+    done = _load_settings(
+        {"DJANGO_SETTINGS_MODULE": "config.settings.dev"},
+        "print(settings.CELERY_BROKER_TRANSPORT_OPTIONS['control_folder'])",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("celery/control") and "/var/" in done.stdout

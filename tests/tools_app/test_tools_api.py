@@ -256,3 +256,27 @@ def test_use_tool_grant_narrows_options(tenant: Any, member_client: Any, api: An
 
     assert names(alice) == ["locked", "open"]
     assert names(bob) == ["open"]
+
+
+@pytest.mark.parametrize("accept", ["application/yaml", "text/yaml"])
+def test_export_answers_yaml_when_the_client_accepts_only_yaml(api: Any, accept: str) -> None:
+    """Hole 11: `Accept: application/yaml` on export answered 406."""
+    import yaml
+
+    created = api.post(
+        "/api/v1/tools/", {"name": "y1", "type": "REMOTE", "config": {"url": "http://127.0.0.1:9/mcp"}}, format="json"
+    )
+    resp = api.post("/api/v1/tools/export/", {"ids": [created.json()["id"]]}, format="json", HTTP_ACCEPT=accept)
+    assert resp.status_code == 200, resp.content
+    assert resp["Content-Type"].startswith(accept)
+    document = yaml.safe_load(resp.content)
+    assert [t["name"] for t in document["tools"]] == ["y1"]
+
+
+def test_export_format_yaml_in_the_body_still_answers_yaml(api: Any) -> None:
+    created = api.post(
+        "/api/v1/tools/", {"name": "y2", "type": "REMOTE", "config": {"url": "http://127.0.0.1:9/mcp"}}, format="json"
+    )
+    resp = api.post("/api/v1/tools/export/", {"ids": [created.json()["id"]], "format": "yaml"}, format="json")
+    assert resp.status_code == 200
+    assert resp["Content-Type"].startswith("application/yaml")

@@ -10,12 +10,14 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
 from rest_framework.decorators import action
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
 from core.api import TenantViewSet
 from core.parsers import JSONParser, TextYAMLParser, YAMLParser
+from core.renderers import TextYAMLRenderer, YAMLRenderer
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
@@ -105,14 +107,21 @@ class ToolViewSet(TenantViewSet):
         return Response(s.ToolOut(tool).data)
 
     @extend_schema(request=s.IdsIn, responses={200: dict})
-    @action(detail=False, methods=["post"], url_path="export")
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="export",
+        # Accept: application/yaml (or text/yaml) is a way to ask for YAML, not a reason for a 406.
+        renderer_classes=[JSONRenderer, BrowsableAPIRenderer, YAMLRenderer, TextYAMLRenderer],
+    )
     def export(self, request: Request) -> Response | HttpResponse:
         body = s.IdsIn(data=request.data)
         body.is_valid(raise_exception=True)
         document = services.tools_export(
             tenant=request.tenant, actor=request.user, ids=body.validated_data["ids"]  # type: ignore[attr-defined]
         )
-        if body.validated_data["format"] == "yaml" or "yaml" in request.headers.get("Accept", ""):
+        negotiated = getattr(request, "accepted_renderer", None)
+        if body.validated_data["format"] == "yaml" and not isinstance(negotiated, YAMLRenderer):
             return HttpResponse(yaml.safe_dump(document, sort_keys=False), content_type="application/yaml")
         return Response(document)
 

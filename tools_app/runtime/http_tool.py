@@ -38,11 +38,16 @@ class _Filler:
             raise InvalidParams(f"missing argument {name!r} used by placeholder ${{input.{name}}}")
         return self.arguments[name]
 
-    def text(self, template: str, *, encode: bool = False) -> str:
+    def text(self, template: str, *, encode: bool = False, segment: bool = False) -> str:
         def repl(m: re.Match[str]) -> str:
             raw = self.value(m.group(1), m.group(2))
             s = raw if isinstance(raw, str) else json.dumps(raw)
-            return quote(s, safe="") if encode else s
+            if not encode:
+                return s
+            encoded = quote(s, safe="")
+            # In a path, a value is one segment: "." and ".." would otherwise be resolved by the
+            # client (RFC 3986 dot segments) and climb out of the template's path prefix.
+            return encoded.replace(".", "%2E") if segment else encoded
 
         return PLACEHOLDER.sub(repl, template)
 
@@ -64,7 +69,7 @@ def build_url(template: str, filler: _Filler) -> str:
         (
             parts.scheme,
             parts.netloc,
-            filler.text(parts.path, encode=True),
+            filler.text(parts.path, encode=True, segment=True),
             filler.text(parts.query, encode=True),
             "",
         )

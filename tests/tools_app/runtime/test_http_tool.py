@@ -289,3 +289,13 @@ BAD_CONFIGS = [
 def test_malformed_config_is_refused_on_save(config: Any, fragment: str) -> None:
     with pytest.raises(InvalidConfig, match=fragment.replace(".", r"\.")):
         HttpConfig.parse(config)
+
+
+@pytest.mark.parametrize("value", ["..", ".", "../..", "..%2F", "a/../../admin"])
+def test_dot_segments_in_inputs_stay_inside_the_path_prefix(server: str, value: str) -> None:
+    """Hole 11: `..` as an input was resolved by the client and escaped `/json/`."""
+    result = run_http_tool(cfg(server, "/json/${input.p}/tail"), {"p": value}, policy=POLICY)
+    assert result.success, result
+    (seen,) = Handler.seen
+    assert seen["path"].startswith("/json/") and seen["path"].endswith("/tail")
+    assert seen["path"].count("/") == 3  # /json/<one segment>/tail
