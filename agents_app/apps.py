@@ -1,4 +1,4 @@
-"""Agents app config: registers the demo seeder."""
+"""Agents app config: connects the metrics."""
 
 from django.apps import AppConfig
 
@@ -12,8 +12,3 @@ class AgentsAppConfig(AppConfig):
         from agents_app import metrics
 
         metrics.connect()
-        from agents_app.demo import seed_agents
-        from tenants_app.demo import demo_seeders
-
-        if seed_agents not in demo_seeders:
-            demo_seeders.append(seed_agents)

@@ -30,4 +30,4 @@ urlpatterns = [
     path("playground/", include("agents_app.urls")),
 ]
 if settings.TOOLHUB_DEMO_ENABLED:
-    urlpatterns.append(path("market/", include("market_app.urls")))
+    urlpatterns.append(path("market/", include("toolhub_demo.urls")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -16,7 +17,10 @@ class YAMLRenderer(BaseRenderer):
     def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
         if data is None:
             return b""
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
+        # Through JSON first: DRF's ErrorDetail and other str/dict subclasses are plain values there,
+        # and safe_dump represents only exact built-in types.
+        plain = json.loads(json.dumps(data, default=str))
+        return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).encode("utf-8")
 
 
 class TextYAMLRenderer(YAMLRenderer):

@@ -1,4 +1,4 @@
-"""Market app config: registers the demo seeder."""
+"""Market app config: connects the metrics."""
 
 from django.apps import AppConfig
 
@@ -12,8 +12,3 @@ class MarketAppConfig(AppConfig):
         from market_app import metrics
 
         metrics.connect()
-        from market_app.demo import seed_market
-        from tenants_app.demo import demo_seeders
-
-        if seed_market not in demo_seeders:
-            demo_seeders.append(seed_market)

@@ -37,7 +37,7 @@ def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
 
 @pytest.fixture(scope="session")
 def sql_demo_db() -> Any:
-    from tools_app.demo import ensure_sql_demo_database
+    from toolhub_demo.tools import ensure_sql_demo_database
 
     return ensure_sql_demo_database()
 

@@ -1,1 +1,1 @@
-"""Demo servers `make run` registers as tools (never used for anything but the demo)."""
+"""Everything demo (`make run`): seed, runner, demo model, demo catalog, inventory server; no product code imports it."""

@@ -35,9 +35,3 @@ class ToolsAppConfig(AppConfig):
 
         if adapters.release_tool not in config_change_listeners:
             config_change_listeners.append(adapters.release_tool)
-
-        from tenants_app.demo import demo_seeders
-        from tools_app.demo import seed_tools
-
-        if seed_tools not in demo_seeders:
-            demo_seeders.append(seed_tools)

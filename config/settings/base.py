@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "tools_app",
     "agents_app",
     "market_app",
+    "toolhub_demo",
 ]
 
 MIDDLEWARE = [

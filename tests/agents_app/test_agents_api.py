@@ -163,10 +163,10 @@ def test_playground_requires_login_and_lists_usable_agents(tenant: Any, api: Any
 
 
 def test_demo_seeder_links_the_inventory_tool(tenant: Any, settings: Any) -> None:
-    from agents_app.demo import AGENT_NAME, seed_agents
-    from tenants_app.demo import demo_seeders
+    from toolhub_demo.agents import AGENT_NAME, seed_agents
+    from toolhub_demo.seed import demo_seeders
 
-    assert seed_agents in demo_seeders
+    assert seed_agents in demo_seeders()
     user = UserFactory()
     MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
     assert seed_agents(tenant, user) == []

@@ -77,7 +77,8 @@ def _free_port() -> int:
 def test_command_line_serves_the_demo_model() -> None:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests/fixtures/fake_llm.py"), "--port", str(port)],
+        [sys.executable, "-m", "toolhub_demo.demo_model", "--port", str(port)],
+        cwd=str(ROOT),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

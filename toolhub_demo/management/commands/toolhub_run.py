@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from tenants_app.demo import seed_demo
+from toolhub_demo.seed import seed_demo
 from tools_app.runtime.procenv import kill_process_group
 
 
@@ -77,9 +77,8 @@ class Command(BaseCommand):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        script = settings.BASE_DIR / "tests" / "fixtures" / "fake_llm.py"
-        proc = subprocess.Popen([sys.executable, str(script), "--port", str(port)], stdout=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "toolhub_demo.demo_model", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, start_new_session=True, cwd=str(settings.BASE_DIR))
         url = f"http://127.0.0.1:{port}/v1"
         settings.TOOLHUB_DEMO_MODEL_URL = url
         os.environ["TOOLHUB_DEMO_MODEL_URL"] = url  # the worker child inherits it

@@ -1,11 +1,11 @@
-"""Non-API views of the market: the demo catalog the demo source refreshes from."""
+"""Demo views: the demo catalog the demo market source refreshes from."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from market_app.demo import demo_document
+from toolhub_demo.market import demo_document
 
 
 @require_GET

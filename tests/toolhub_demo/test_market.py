@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from market_app.demo import DEMO_SOURCE_NAME, INVENTORY_SERVER, demo_url, seed_market
 from market_app.models import MarketEntry, MarketSource
-from tenants_app.demo import demo_seeders
 from tests.factories import UserFactory
+from toolhub_demo.market import DEMO_SOURCE_NAME, INVENTORY_SERVER, demo_url, seed_market
+from toolhub_demo.seed import demo_seeders
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def test_demo_catalog_is_served_without_auth(client: Any) -> None:
 
 
 def test_seeder_is_registered_and_fills_the_source_once(tenant: Any, monkeypatch: Any) -> None:
-    assert seed_market in demo_seeders
+    assert seed_market in demo_seeders()
     monkeypatch.setenv("PORT", "8123")
     admin = UserFactory(username="demo-admin", is_superuser=True)
     lines = seed_market(tenant, admin)

@@ -1,4 +1,4 @@
-"""Demo seed for `make run`: the demo tenant and an admin login; other apps add their demo data."""
+"""Demo seed for `make run`: the demo tenant, an admin login, then the demo tools, agent and market source."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -17,8 +18,15 @@ from tenants_app.services import token_for_user
 DEMO_SLUG = "demo"
 ADMIN_USERNAME = "admin"
 
-# Other apps register `seeder(tenant, admin_user) -> list[str]` (lines to print) here.
-demo_seeders: list[Callable[[Tenant, object], list[str]]] = []
+
+
+def demo_seeders() -> list[Callable[[Tenant, Any], list[str]]]:
+    """Each demo part, in order: `seeder(tenant, admin_user) -> lines to print`."""
+    from toolhub_demo.agents import seed_agents
+    from toolhub_demo.market import seed_market
+    from toolhub_demo.tools import seed_tools
+
+    return [seed_tools, seed_agents, seed_market]
 
 
 @dataclass
@@ -54,6 +62,6 @@ def seed_demo() -> DemoLogin:
         user.save()
     Membership.objects.get_or_create(tenant=tenant, user=user, defaults={"role": Role.OWNER})
     lines: list[str] = []
-    for seeder in demo_seeders:
+    for seeder in demo_seeders():
         lines += seeder(tenant, user)
     return DemoLogin(ADMIN_USERNAME, password, token_for_user(user=user), lines)

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from tenants_app.demo import seed_demo
+from toolhub_demo.seed import seed_demo
 
 
 class Command(BaseCommand):

@@ -17,7 +17,6 @@ DEMO_PATH = "/market/demo-catalog.json"
 PLACEHOLDER_MODULE = "__INVENTORY_DEMO_MODULE__"
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY_SERVER = REPO / "toolhub_demo" / "inventory_server.py"
-FALLBACK_SERVER = REPO / "tests" / "fixtures" / "mcp_servers" / "inventory.py"
 
 
 def demo_url() -> str:
@@ -28,7 +27,7 @@ def demo_url() -> str:
 def demo_document() -> dict[str, Any]:
     """demo_catalog.json with the inventory entry pointing at a runnable stdio server on this machine."""
     doc: dict[str, Any] = json.loads(DEMO_CATALOG_PATH.read_text())
-    server = INVENTORY_SERVER if INVENTORY_SERVER.exists() else FALLBACK_SERVER
+    server = INVENTORY_SERVER
     for item in doc.get("data", []):
         if PLACEHOLDER_MODULE in item.get("args", []):
             item["command"] = sys.executable

@@ -1,0 +1,8 @@
+"""The demo app: seed, the `toolhub_run` runner, the demo model, demo catalog and inventory server."""
+
+from django.apps import AppConfig
+
+
+class ToolhubDemoConfig(AppConfig):
+    name = "toolhub_demo"
+    verbose_name = "Demo"
