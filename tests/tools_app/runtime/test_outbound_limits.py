@@ -18,10 +18,16 @@ from typing import Any
 import pytest
 
 from core.outbound import OutboundPolicy, deadline, fetch
+from tools_app.configs import HttpConfig
+from tools_app.runtime import http_tool
 from tools_app.runtime.errors import OutboundBlocked, ToolTimeout
-from tools_app.runtime.http_tool import run_http_tool
 
 LOOPBACK = OutboundPolicy.build("127.0.0.0/8", timeout_s=30)
+
+
+def run_http_tool(config: dict[str, Any], arguments: dict[str, Any], **kw: Any) -> Any:
+    """The HTTP tool as the runtime takes it: a config validated on save (HttpConfig)."""
+    return http_tool.run_http_tool(HttpConfig.parse(config), arguments, **kw)
 TRICKLE_TOTAL = 200  # bytes the trickling server would send at one per TRICKLE_GAP_S
 
 
