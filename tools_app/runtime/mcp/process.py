@@ -8,7 +8,9 @@ import secrets
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 from anyio.abc import Process
@@ -29,6 +31,7 @@ STDERR_TAIL_BYTES = 8 * 1024
 STDIN_CLOSE_GRACE_S = 1.0
 TERM_GRACE_S = 1.0
 KILL_REAP_S = 2.0
+T = TypeVar("T")
 
 # pid of a running server -> the tag its whole process tree carries (see procenv.PROCESS_TAG_ENV).
 _tags: dict[int, str] = {}
@@ -180,21 +183,21 @@ async def stop_process(process: Process, *, stdin_grace_s: float = STDIN_CLOSE_G
     tag = _tags.pop(pgid, None)
     with anyio.CancelScope(shield=True):
         # Parent links are lost once the leader exits: note its tree while it is still there.
-        strays = identities_of(descendant_pids(pgid)) if process.returncode is None else set()
+        strays = await _scan(descendant_pids, pgid) if process.returncode is None else set()
         if process.stdin is not None:
             try:
                 await process.stdin.aclose()
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
         exited = await _wait_exit(process, stdin_grace_s)
-        strays = live_identities(strays | (identities_of(tagged_pids(tag)) if tag else set()))
+        strays = live_identities(strays | (await _scan(tagged_pids, tag) if tag else set()))
         # Even when the leader left politely, its descendants may live on: sweep them too.
         if not exited or group_alive(pgid) or strays:
             _killpg(pgid, signal.SIGTERM)
             strays = signal_identities(strays, signal.SIGTERM)
             if not await _wait_all_gone(process, pgid, strays, TERM_GRACE_S):
                 _killpg(pgid, signal.SIGKILL)
-                late = identities_of(tagged_pids(tag)) if tag else set()
+                late = await _scan(tagged_pids, tag) if tag else set()
                 strays = signal_identities(live_identities(strays) | late, signal.SIGKILL)
                 await _wait_exit(process, KILL_REAP_S)
                 await _wait_all_gone(process, pgid, strays, KILL_REAP_S)
@@ -205,6 +208,11 @@ async def stop_process(process: Process, *, stdin_grace_s: float = STDIN_CLOSE_G
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     pass
         _close_transport(process)
+
+
+async def _scan(find: Callable[[T], set[int]], key: T) -> set[str]:
+    """Run a /proc scan off the event loop (it reads every process's stat or environ)."""
+    return identities_of(await anyio.to_thread.run_sync(find, key))
 
 
 async def _wait_all_gone(process: Process, pgid: int, strays: set[str], timeout: float) -> bool:
