@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,8 +27,18 @@ HELLO = ["hello there", "good morning, how are you", "thanks a lot", "你好", "
 
 
 @pytest.fixture(autouse=True)
-def _fresh_router_cache() -> None:
+def _fresh_router_cache() -> Iterator[None]:
     routing.clear_cache()
+    # Embeddings are computed inline here even when CI runs a real worker (test_tasks.py covers the worker),
+    # so these tests read the stored vectors right after the write.
+    from celery import current_app
+
+    before = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        current_app.conf.task_always_eager = before
 
 
 def make_tool(tenant: Any, name: str, *functions: str) -> Tool:
