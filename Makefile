@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: install run test test-servers lint lock ci clean prod-local bench-load
+.PHONY: install run gateway-clients test test-servers lint lock ci clean prod-local bench-load
 .PHONY: sandbox-deps
 
 install: $(STAMP) sandbox-deps
@@ -38,6 +38,10 @@ prod-local: install
 # Load and fault suite on the production topology (PostgreSQL + Redis; restarts both). Prints figures.
 bench-load: install
 	$(BIN)/python bench/load/run.py
+
+# The npm MCP clients the gateway tests drive (TypeScript SDK, Inspector CLI), from the pinned lock into var/.
+gateway-clients: install
+	$(BIN)/python -m tests.agents_app.gateway.node_clients
 
 test: install test-servers
 	$(BIN)/python -m pytest

@@ -268,7 +268,35 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
         return await db(_content, principal, decided)
 
-    server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool)
+    async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+                           ) -> types.ListPromptsResult:
+        prompts = await db(service.list_prompts, principal_of(ctx))
+        return types.ListPromptsResult.model_validate({"prompts": prompts})
+
+    async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult:
+        try:
+            got = await db(service.get_prompt, principal_of(ctx), params.name, params.arguments)
+        except NotFound:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}") from None
+        return types.GetPromptResult.model_validate(got)
+
+    async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+                             ) -> types.ListResourcesResult:
+        resources = await db(service.list_resources, principal_of(ctx))
+        return types.ListResourcesResult.model_validate({"resources": resources})
+
+    async def read_resource(ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        try:
+            got = await db(service.read_resource, principal_of(ctx), str(params.uri))
+        except NotFound:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}") from None
+        return types.ReadResourceResult.model_validate(got)
+
+    server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
+                                 on_list_prompts=list_prompts, on_get_prompt=get_prompt,
+                                 on_list_resources=list_resources, on_read_resource=read_resource)
     server.middleware.append(_IdentityMiddleware(watcher))
     return server
 

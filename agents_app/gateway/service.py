@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,20 +20,32 @@ from rest_framework.authtoken.models import Token
 
 from agents_app import selectors
 from agents_app.models import Agent
-from agents_app.runtime.toolset import ToolsetFunction
+from agents_app.runtime.toolset import ToolsetFunction, qualify
 from agents_app.services.chat import build_toolset
 from core.errors import NotFound
-from core.secrets import redact
+from core.secrets import redact, scrub_text
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_get
+from tools_app import adapters
 from tools_app import selectors as tool_selectors
 from tools_app.configs import secret_values
-from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, Safety, ToolCall, ToolFunction
+from tools_app.models import (
+    Approval,
+    ApprovalStatus,
+    ApprovalVia,
+    CallStatus,
+    Safety,
+    Tool,
+    ToolCall,
+    ToolFunction,
+    ToolType,
+)
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
 from tools_app.services.invoke import check_callable, tool_invoke
 
+logger = logging.getLogger(__name__)
 VIA = ApprovalVia.GATEWAY
 
 
@@ -315,3 +329,100 @@ def redacted_arguments(principal: Principal, fn: GatewayFunction, arguments: dic
 def secrets_of(principal: Principal, fn: GatewayFunction | None) -> list[str]:
     """The secret values of the function's tool, which a result must never show."""
     return [] if fn is None else _secrets(principal, fn)
+
+
+# --- prompts and resources of the agent's MCP tools (read-only, namespaced like functions) ----------
+
+RESOURCE_SCHEME = "toolhub"
+
+
+def _mcp_tools(principal: Principal) -> list[Tool]:
+    """The agent's MCP tools that offer this user at least one function (so usable, enabled, not backed off)."""
+    ids = {f.function.tool_id for f in list_functions(principal)}
+    return list(Tool.objects.filter(tenant=principal.tenant, pk__in=ids, type__in=(ToolType.LOCAL, ToolType.REMOTE))
+                .order_by("name"))
+
+
+def _from_each(principal: Principal, op: Any) -> list[tuple[Tool, Any]]:
+    out = []
+    for tool in _mcp_tools(principal):
+        try:
+            out.append((tool, adapters.pool().session_request(adapters.server_spec(tool), op)))
+        except Exception as exc:  # noqa: BLE001 - a server without prompts/resources (or down) offers none
+            logger.info("gateway: %s offers no listing: %s", tool.name, type(exc).__name__)
+    return out
+
+
+def _dump(model: Any, secrets: list[str]) -> dict[str, Any]:
+    raw = json.dumps(model.model_dump(by_alias=True, mode="json", exclude_none=True))
+    loaded: dict[str, Any] = json.loads(scrub_text(raw, secrets) if secrets else raw)
+    return loaded
+
+
+def list_prompts(principal: Principal) -> list[dict[str, Any]]:
+    async def op(session: Any) -> Any:
+        return await session.list_prompts()
+
+    prompts = []
+    for tool, listed in _from_each(principal, op):
+        for prompt in listed.prompts:
+            item = _dump(prompt, secret_values(tool.type, tool.config))
+            item["name"] = qualify(tool.name, prompt.name)
+            prompts.append(item)
+    return prompts
+
+
+def _split(principal: Principal, qualified: str) -> tuple[Tool, str]:
+    for tool in _mcp_tools(principal):
+        prefix = qualify(tool.name, "")
+        if qualified.startswith(prefix):
+            return tool, qualified[len(prefix):]
+    raise NotFound()
+
+
+def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+    tool, original = _split(principal, name)
+
+    async def op(session: Any) -> Any:
+        return await session.get_prompt(original, arguments or {})
+
+    result = adapters.pool().session_request(adapters.server_spec(tool), op)
+    return _dump(result, secret_values(tool.type, tool.config))
+
+
+def _resource_uri(tool: Tool, uri: str) -> str:
+    return f"{RESOURCE_SCHEME}://{tool.name}/{quote(uri, safe='')}"
+
+
+def list_resources(principal: Principal) -> list[dict[str, Any]]:
+    async def op(session: Any) -> Any:
+        return await session.list_resources()
+
+    resources = []
+    for tool, listed in _from_each(principal, op):
+        for resource in listed.resources:
+            item = _dump(resource, secret_values(tool.type, tool.config))
+            item["uri"] = _resource_uri(tool, str(resource.uri))
+            item["name"] = qualify(tool.name, resource.name)
+            resources.append(item)
+    return resources
+
+
+def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
+    prefix = f"{RESOURCE_SCHEME}://"
+    if not uri.startswith(prefix) or "/" not in uri[len(prefix):]:
+        raise NotFound()
+    tool_name, encoded = uri[len(prefix):].split("/", 1)
+    tool = next((t for t in _mcp_tools(principal) if t.name == tool_name), None)
+    if tool is None:
+        raise NotFound()
+    original = unquote(encoded)
+
+    async def op(session: Any) -> Any:
+        return await session.read_resource(original)
+
+    result = _dump(adapters.pool().session_request(adapters.server_spec(tool), op),
+                   secret_values(tool.type, tool.config))
+    for item in result.get("contents", []):
+        item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
+    return result

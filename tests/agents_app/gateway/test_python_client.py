@@ -304,3 +304,22 @@ def test_list_changed_is_sent_when_the_toolset_changes(served: Any, setup: Any, 
 def _disable_echo_env(setup: Any) -> None:
     resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/echo_env/", {"enabled": False}, format="json")
     assert resp.status_code == 200, resp.content
+
+
+def test_prompts_and_resources_are_offered_namespaced_and_read_only(served: Any, setup: Any) -> None:
+    async def scenario() -> tuple[Any, Any, Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, init):
+            prompts = await session.list_prompts()
+            prompt = await session.get_prompt("inventory__stock_question", {"sku": "DEMO-001"})
+            resources = await session.list_resources()
+            read = await session.read_resource(str(resources.resources[0].uri))
+            return init, prompts, prompt, (resources, read)
+
+    init, prompts, prompt, (resources, read) = asyncio.run(scenario())
+    assert init.capabilities.prompts is not None and init.capabilities.resources is not None
+    assert [p.name for p in prompts.prompts] == ["inventory__stock_question"]
+    assert "DEMO-001" in prompt.messages[0].content.text
+    assert [r.name for r in resources.resources] == ["inventory__skus"]
+    assert str(resources.resources[0].uri) == "toolhub://inventory/inventory%3A%2F%2Fskus"
+    assert "DEMO-001" in read.contents[0].text
+    assert str(read.contents[0].uri) == str(resources.resources[0].uri)

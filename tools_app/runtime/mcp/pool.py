@@ -8,11 +8,19 @@ import concurrent.futures
 import os
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+import anyio
+
 from core.outbound import OutboundPolicy
-from tools_app.runtime.errors import CapacityExceeded, InvalidParams, RuntimeToolError, ToolTimeout
+from tools_app.runtime.errors import (
+    CapacityExceeded,
+    ConnectionFailed,
+    InvalidParams,
+    RuntimeToolError,
+    ToolTimeout,
+)
 from tools_app.runtime.mcp.connection import Connection, ProgressFn, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import ServerSpec
@@ -114,6 +122,25 @@ class SessionPool:
                              spec.startup_timeout_s + timeout + SYNC_SLACK_S)
         except ToolTimeout as exc:
             return ToolResult.fail(TIMEOUT, exc.message)
+
+    def session_request(self, spec: ServerSpec, op: Callable[[Any], Awaitable[T]], timeout_s: float | None = None) -> T:
+        """One read-only request (prompts/resources listing or reading) on the warm pooled session.
+
+        `op` receives the SDK ClientSession; failures raise the typed runtime errors (the gateway forwards
+        servers' prompts and resources this way).
+        """
+        timeout = timeout_s or spec.call_timeout_s
+
+        async def run() -> T:
+            conn = await self._acquire(spec)
+            conn.last_used = time.monotonic()
+            session = conn.session
+            if session is None:
+                raise ConnectionFailed("the MCP session is not open")
+            with anyio.fail_after(timeout):
+                return await op(session)
+
+        return self._run(run(), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
 
     def close(self, tool_id: int) -> None:
         if self._loop is not None:
