@@ -32,6 +32,8 @@ REFUSED = [
     ("header-line-break", "HTTP", {"url": URL, "headers": {"X-A": "1\r\nX-B: 2"}}, "config.headers", "line break"),
     ("port-99999", "HTTP", {"url": "http://127.0.0.1:99999/x"}, "config.url", "65535"),
     ("bad-input-schema", "HTTP", {"url": URL, "input_schema": {"type": "objekt"}}, "config.input_schema", "JSON Schema"),
+    ("input-not-in-schema", "HTTP", {"url": URL + "/${input.sku}", "input_schema": {
+        "type": "object", "properties": {"item": {"type": "string"}}}}, "config.input_schema", "${input.sku}"),
     ("bad-method", "HTTP", {"url": URL, "method": "BREW"}, "config.method", ""),
     ("remote-port-99999", "REMOTE", {"url": "http://127.0.0.1:99999/mcp"}, "config.url", "65535"),
     ("remote-host-header", "REMOTE", {"url": URL, "headers": {"host": "x"}}, "config.headers", "host"),

@@ -73,13 +73,22 @@ class HttpConfig(ConfigSpec):
 
     @field_validator("input_schema")
     @classmethod
-    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _schema(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         try:
             jsonschema.Draft202012Validator.check_schema(value)
         except jsonschema.SchemaError as exc:
             raise ValueError(f"is not a valid JSON Schema: {exc.message[:300]}") from None
         if value.get("type", "object") != "object":
             raise ValueError('must describe an object (arguments are a JSON object): use "type": "object"')
+        # Every ${input.x} must be an argument the schema accepts, or no call could ever fill it.
+        properties = value.get("properties")
+        if isinstance(properties, dict) and not value.get("additionalProperties"):
+            named = json.dumps([info.data.get(k) for k in ("url", "headers", "query", "body")])
+            missing = sorted({m.group(2) for m in PLACEHOLDER.finditer(named)
+                              if m.group(1) == "input" and m.group(2) not in properties})
+            if missing:
+                raise ValueError(f"has no property for placeholder(s) {', '.join('${input.' + n + '}' for n in missing)}; "
+                                 f"properties: {', '.join(sorted(properties)) or '(none)'}")
         return value
 
     @field_validator("secrets")
