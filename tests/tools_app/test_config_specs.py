@@ -38,8 +38,7 @@ REFUSED = [
     ("remote-port-99999", "REMOTE", {"url": "http://127.0.0.1:99999/mcp"}, "config.url", "65535"),
     ("remote-host-header", "REMOTE", {"url": URL, "headers": {"host": "x"}}, "config.headers", "host"),
     ("local-env-name", "LOCAL", {"command": "x", "env": {"A=B": "1"}}, "config.env", "environment variable"),
-    ("too-deep", "HTTP", {"url": URL, "body": deep(900)}, "config", "nested deeper"),
-    ("too-big", "HTTP", {"url": URL, "body": "x" * (configs.MAX_CONFIG_BYTES + 1)}, "config", "bytes"),
+    ("too-deep", "HTTP", {"url": URL, "body": deep(40)}, "config", "nested deeper"),  # within the request cap
 ]
 
 
@@ -55,6 +54,17 @@ def test_config_refused_on_save_names_the_field_and_writes_nothing(
     assert error["code"] == "invalid_config" and error["details"]["field"] == field, error
     assert fragment in error["message"]
     assert Tool.objects.count() == before
+
+
+def test_spec_caps_hold_off_the_request_path_too() -> None:
+    # The API also caps the request (TOOLHUB_MAX_CONFIG_BYTES, the limits layer); the spec's own caps hold
+    # for every other way a config arrives (import, market load, admin).
+    from tools_app.errors import InvalidConfig
+
+    with pytest.raises(InvalidConfig, match="bytes"):
+        configs.validate_config("HTTP", {"url": URL, "body": "x" * (configs.MAX_CONFIG_BYTES + 1)})
+    with pytest.raises(InvalidConfig, match="nested deeper"):
+        configs.validate_config("HTTP", {"url": URL, "body": deep(configs.MAX_CONFIG_DEPTH + 1)})
 
 
 def test_update_is_validated_the_same_way(api: Any) -> None:
