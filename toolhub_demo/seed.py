@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from tenants_app.models import Membership, Role, Tenant
-from tenants_app.services import token_for_user
+from tenants_app.services import membership_add, tenant_create, token_for_user
 
 DEMO_SLUG = "demo"
 ADMIN_USERNAME = "admin"
@@ -53,14 +53,16 @@ def _admin_password() -> str:
 @transaction.atomic
 def seed_demo() -> DemoLogin:
     """Idempotent: creates what is missing, keeps what exists (the password follows the env/file)."""
-    tenant, _ = Tenant.objects.get_or_create(slug=DEMO_SLUG, defaults={"name": "Demo"})
+    # Tenant and membership writes go through the tenants services, as the operator (actor=None).
+    tenant = Tenant.objects.filter(slug=DEMO_SLUG).first() or tenant_create(slug=DEMO_SLUG, name="Demo", actor=None)
     User = get_user_model()
     user, _ = User.objects.get_or_create(username=ADMIN_USERNAME, defaults={"is_staff": True, "is_superuser": True})
     password = _admin_password()
     if not user.check_password(password):
         user.set_password(password)
         user.save()
-    Membership.objects.get_or_create(tenant=tenant, user=user, defaults={"role": Role.OWNER})
+    if not Membership.objects.filter(tenant=tenant, user=user).exists():
+        membership_add(tenant=tenant, actor=None, username=ADMIN_USERNAME, role=Role.OWNER)
     lines: list[str] = []
     for seeder in demo_seeders():
         lines += seeder(tenant, user)
