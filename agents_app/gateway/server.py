@@ -141,7 +141,7 @@ def _mcp_tool(fn: GatewayFunction) -> types.Tool:
 
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
     functions = service.list_functions(principal)
-    return functions, service.fingerprint(principal)
+    return functions, service.fingerprint_of(principal, functions)
 
 
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:

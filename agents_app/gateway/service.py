@@ -173,8 +173,13 @@ def fingerprint(principal: Principal) -> str:
         current = refresh(principal)
     except NotFound:
         return ""
-    listing = [f.wire() for f in list_functions(current)]
-    blob = json.dumps([current.agent.name, current.agent.description, listing], sort_keys=True, default=str)
+    return fingerprint_of(current, list_functions(current))
+
+
+def fingerprint_of(principal: Principal, functions: list[GatewayFunction]) -> str:
+    """The fingerprint of a listing just made for a freshly resolved principal (no second query)."""
+    listing = [f.wire() for f in functions]
+    blob = json.dumps([principal.agent.name, principal.agent.description, listing], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
