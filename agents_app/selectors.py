@@ -14,8 +14,8 @@ from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversa
 from agents_app.runtime.toolset import FunctionCandidate
 from core.errors import NotFound
 from core.ids import as_id
-from tenants_app.models import ROLE_RANK, Role, Tenant
-from tenants_app.selectors import membership_role
+from tenants_app.models import Tenant
+from tenants_app.selectors import is_tenant_admin, membership_role
 from tools_app.models import Approval, ApprovalStatus, ToolFunction, function_safety
 
 
@@ -24,13 +24,6 @@ def _int(value: Any) -> int:
     if pk is None:
         raise NotFound()
     return pk
-
-
-def is_admin(*, tenant: Tenant, user: Any) -> bool:
-    if getattr(user, "is_superuser", False):
-        return True
-    role = membership_role(tenant=tenant, user=user)
-    return role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]
 
 
 # --- chat models ----------------------------------------------------------------------------------
@@ -60,7 +53,7 @@ def _with_links(qs: QuerySet[Agent]) -> QuerySet[Agent]:
 
 def agent_list(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
     """Admins see every agent; others the enabled ones they may use."""
-    if is_admin(tenant=tenant, user=user):
+    if is_tenant_admin(tenant=tenant, user=user):
         qs = Agent.objects.filter(tenant=tenant)
     else:
         qs = usable_agents(tenant=tenant, user=user)
@@ -83,7 +76,7 @@ def usable_agents(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
     (the same semantics as tools_app.selectors.usable_tools).
     """
     qs = Agent.objects.filter(tenant=tenant, status=AgentStatus.ENABLED)
-    if is_admin(tenant=tenant, user=user):
+    if is_tenant_admin(tenant=tenant, user=user):
         return qs
     if membership_role(tenant=tenant, user=user) is None:
         return qs.none()
@@ -135,7 +128,7 @@ def conversation_get(*, tenant: Tenant, user: Any, conversation_id: Any, for_upd
                      admins_too: bool = False) -> Conversation:
     """The user's own conversation (tenant admins may read any with `admins_too`); foreign ones are missing."""
     qs = Conversation.objects.filter(tenant=tenant).select_related("agent", "user")
-    if not (admins_too and is_admin(tenant=tenant, user=user)):
+    if not (admins_too and is_tenant_admin(tenant=tenant, user=user)):
         qs = qs.filter(user=user)
     if for_update:
         qs = qs.select_for_update(of=("self",))

@@ -36,6 +36,13 @@ def membership_role(*, tenant: Tenant, user: Any) -> Role | None:
     return Role(row) if row else None
 
 
+def is_tenant_admin(*, tenant: Tenant, user: Any) -> bool:
+    """Owner or admin of the tenant (superusers count as admins): the one "manages this tenant" rule."""
+    if getattr(user, "is_superuser", False):
+        return True
+    return membership_role(tenant=tenant, user=user) in (Role.OWNER, Role.ADMIN)
+
+
 def tenants_for_admin(*, user: Any) -> QuerySet[Tenant]:
     """Tenants a user may manage in the admin site: all for superusers, else where owner/admin."""
     if user.is_superuser:

@@ -19,7 +19,8 @@ from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
 from core.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
-from tenants_app.models import ROLE_RANK, Membership, Role, Tenant
+from tenants_app.models import Membership, Role, Tenant
+from tenants_app.permissions import ensure_role
 from tenants_app.selectors import membership_role
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -46,14 +47,11 @@ def actor_role(*, tenant: Tenant, actor: Any) -> Role | None:
     return membership_role(tenant=tenant, user=actor)
 
 
-def _require(*, tenant: Tenant, actor: Any, at_least: Role, why: str) -> Role:
-    role = actor_role(tenant=tenant, actor=actor)
-    if role is None:
-        raise NotFound()
-    if ROLE_RANK[role] < ROLE_RANK[at_least]:
-        raise PermissionDenied(f"only a tenant {at_least.value} may {why}; you are {role.value}",
-                               details={"required_role": at_least.value, "role": role.value})
-    return role
+def _require(*, tenant: Tenant, actor: Any, at_least: Role) -> Role:
+    """The role check of every tenant write: operators pass, everyone else through ensure_role."""
+    if _is_operator(actor):
+        return Role.OWNER
+    return ensure_role(tenant=tenant, user=actor, at_least=at_least)
 
 
 def _valid_slug(slug: str) -> str:
@@ -90,7 +88,7 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
     if set(changed) & OPERATOR_FIELDS and not _is_operator(actor):
         raise PermissionDenied("only a superuser may activate or deactivate a tenant")
     if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
-        _require(tenant=row, actor=actor, at_least=Role.OWNER, why="change the tenant's name, slug or policy")
+        _require(tenant=row, actor=actor, at_least=Role.OWNER)
     if "slug" in changed:
         _valid_slug(changed["slug"])
         if Tenant.objects.filter(slug=changed["slug"]).exclude(pk=row.pk).exists():
@@ -139,9 +137,9 @@ def membership_add(
     `create_user` (operators only, i.e. management commands) creates the user when missing.
     """
     wanted = _check_role(role)
-    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN, why="add members")
+    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN)
     if wanted == Role.OWNER:
-        _require(tenant=tenant, actor=actor, at_least=Role.OWNER, why="grant the owner role")
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER)
     if create_user and actor is not None:
         raise PermissionDenied("only an operator (management command) may create users")
     User = get_user_model()
@@ -178,12 +176,12 @@ def _membership_for_update(*, tenant: Tenant, membership_id: Any) -> Membership:
 def membership_set_role(*, tenant: Tenant, actor: Any, membership_id: Any, role: str) -> Membership:
     """Change a member's role (admins); owner in or out needs an owner; the last owner stays an owner."""
     wanted = _check_role(role)
-    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN, why="change members' roles")
+    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN)
     membership = _membership_for_update(tenant=tenant, membership_id=membership_id)
     if membership.role == wanted:
         return membership
     if Role.OWNER in (wanted, membership.role):
-        _require(tenant=tenant, actor=actor, at_least=Role.OWNER, why="grant or take away the owner role")
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER)
     if membership.role == Role.OWNER and _owners(tenant) <= 1:
         raise Conflict("a tenant keeps at least one owner; make someone else owner first")
     membership.role = wanted
@@ -195,10 +193,10 @@ def membership_set_role(*, tenant: Tenant, actor: Any, membership_id: Any, role:
 @transaction.atomic
 def membership_remove(*, tenant: Tenant, actor: Any, membership_id: Any) -> None:
     """Remove a member (admins); removing an owner needs an owner; the last owner cannot be removed."""
-    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN, why="remove members")
+    _require(tenant=tenant, actor=actor, at_least=Role.ADMIN)
     membership = _membership_for_update(tenant=tenant, membership_id=membership_id)
     if membership.role == Role.OWNER:
-        _require(tenant=tenant, actor=actor, at_least=Role.OWNER, why="remove an owner")
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER)
         if _owners(tenant) <= 1:
             raise Conflict("a tenant keeps at least one owner; make someone else owner first")
     membership.delete()

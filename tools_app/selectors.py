@@ -12,7 +12,7 @@ from guardian.shortcuts import get_objects_for_user
 from core.errors import NotFound
 from core.ids import as_id
 from tenants_app.models import Role, Tenant
-from tenants_app.selectors import membership_role
+from tenants_app.selectors import is_tenant_admin, membership_role
 from tools_app.errors import ToolNotFound
 from tools_app.models import (
     Approval,
@@ -126,13 +126,6 @@ def tool_call_list(*, tenant: Tenant, tool: str = "", status: str = "") -> Query
 
 
 # --- approvals ------------------------------------------------------------------------------------
-
-
-def is_tenant_admin(*, tenant: Tenant, user: Any) -> bool:
-    """Owner or admin of the tenant (superusers count as admins)."""
-    if getattr(user, "is_superuser", False):
-        return True
-    return membership_role(tenant=tenant, user=user) in (Role.OWNER, Role.ADMIN)
 
 
 def _approvals(tenant: Tenant) -> QuerySet[Approval]:
