@@ -128,8 +128,10 @@ def _match(tree: TreeIndex, question: str, *, toolset: Toolset, knowledge: str |
     `<tool>__<function>` refs.
     """
     names = _qualified(toolset)
+    refs = {(f.tool_id, f.function): f"{f.tool_name}__{f.function}" for f in toolset}
     allowed: dict[str, tuple[str, ...]] = {
-        code: tuple(dict.fromkeys(names[key] if for_agent else ref for key, ref in fns if key in names))
+        # Refs are rebuilt from the live toolset, so a renamed tool shows its new name without a tree rebuild.
+        code: tuple(dict.fromkeys(names[key] if for_agent else refs[key] for key, _ in fns if key in names))
         for code, fns in tree.functions.items()
     }
     ok = [c for c, kind in tree.kinds.items() if _reachable(kind, allowed[c], knowledge, for_agent)]
