@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from core.outbound import FetchedResponse, OutboundPolicy, fetch, safe_url
 from market_app.catalog.common import VersionCollector
 from market_app.catalog.parsers import describe, detect, parse_document, parse_official_registry
-from market_app.catalog.registry import Prefer
+from market_app.catalog.registry import Prefer, not_latest
 from market_app.catalog.types import FORMATS, CatalogError, EntryData, EntryError
 
 REGISTRY_PATH = "/v0.1/servers"
@@ -166,6 +166,7 @@ def _fetch_registry(
 ) -> FetchResult:
     started = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     start_cursor = cursor
+    incremental = updated_since is not None or cursor is not None
     out = VersionCollector()
     seen_cursors = {cursor} if cursor else set()
     newest: tuple[datetime, str] | None = None
@@ -184,8 +185,13 @@ def _fetch_registry(
         pages += 1
         out.errors += page.errors
         for entry in page.entries:
+            rank = page.ranks.get(entry.name)
+            if incremental and not_latest(rank):
+                # A change to an older version (a registry ignoring version=latest sends it) must not
+                # replace or remove the latest one, which this partial listing may not contain.
+                continue
             # A registry ignoring version=latest spreads a server's versions over pages: keep the best.
-            out.offer(entry, page.ranks.get(entry.name))
+            out.offer(entry, rank)
             stamp = _timestamp(entry.updated_at)
             if stamp and entry.updated_at and (newest is None or stamp > newest[0]):
                 newest = (stamp, entry.updated_at)

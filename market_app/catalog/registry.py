@@ -107,7 +107,14 @@ def version_rank(item: dict[str, Any], server: dict[str, Any]) -> tuple[Any, ...
     semantic version, then the newest publication. Used when a registry ignores `version=latest`."""
     meta = official_meta(item, server)
     stamp = text(meta.get("publishedAt") or meta.get("updatedAt"))
-    return (meta.get("isLatest") is True, semver_key(server_version(server)), stamp)
+    flag = meta.get("isLatest")
+    latest = 1 if flag is True else -1 if flag is False else 0  # unknown ranks above "not the latest"
+    return (latest, semver_key(server_version(server)), stamp)
+
+
+def not_latest(rank: Any) -> bool:
+    """The registry said explicitly that this record is not the server's latest version."""
+    return isinstance(rank, tuple) and bool(rank) and rank[0] == -1
 
 
 def parse_registry_server(

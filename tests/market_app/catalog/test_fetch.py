@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -220,3 +221,16 @@ def test_a_name_that_does_not_resolve_is_dns_failed_not_blocked(policy: Outbound
         fetch_catalog("http://no-such-host.invalid/catalog.json", policy=policy)
     assert caught.value.code == "dns_failed"
     assert "cannot resolve host 'no-such-host.invalid'" in caught.value.message
+
+
+def test_incremental_sync_ignores_changes_to_older_versions(server: CatalogServer, policy: OutboundPolicy) -> None:
+    registry = server.registry(Registry.generate(2))
+    old = json.loads(json.dumps(registry.items[0]))
+    old["server"]["version"] = "0.9.0"
+    old["_meta"]["io.modelcontextprotocol.registry/official"].update(
+        isLatest=False, status="deleted", updatedAt="2025-06-01T00:00:00Z")
+    registry.items.append(old)  # a registry ignoring version=latest sends the old version's deletion
+    partial = fetch_catalog(server.base, "official_registry", policy=policy, updated_since="2025-02-01T00:00:00Z")
+    assert partial.full is False and partial.entries == [] and partial.errors == []
+    full = fetch_catalog(server.base, "official_registry", policy=policy)
+    assert [(e.version, e.status) for e in full.entries if e.name == "io.example/server-00000"] == [("1.0.0", "active")]
