@@ -8,7 +8,6 @@ refused outright.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import yaml
@@ -17,7 +16,9 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.parsers import JSONParser as DRFJSONParser
 
-DEFAULT_MAX_DEPTH = 64
+# Past this a body is refused whatever it is; documents with their own rules (tool configs) cap lower.
+# Python's own recursion limit sits near 1000, so nothing deeper could be walked safely anyway.
+DEFAULT_MAX_DEPTH = 1000
 
 
 def max_depth() -> int:
@@ -98,8 +99,3 @@ class YAMLParser(BaseParser):
 
 class TextYAMLParser(YAMLParser):
     media_type = "text/yaml"
-
-
-def json_size(value: Any) -> int:
-    """Bytes of `value` as compact JSON (what it costs to store)."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())

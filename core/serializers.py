@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from rest_framework import serializers
 
 from core.ids import MAX_ID
-from core.parsers import check_depth, json_size
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -29,22 +27,11 @@ class StrictInputSerializer(serializers.Serializer):
 
 
 class AnyJSONField(serializers.JSONField):
-    """A JSON value of any shape (object, string, ...), passed through as parsed, within the size cap.
+    """A JSON value of any shape (object, string, ...), passed through as parsed.
 
-    The cap (TOOLHUB_MAX_CONFIG_BYTES) is checked here, before any service sees the value, so an
-    oversized config is refused with nothing written; nesting was already bounded by the parser.
+    Its nesting was bounded by the request parser; tool configs have their own, tighter caps
+    (tools_app.configs), checked on save.
     """
-
-    def to_internal_value(self, data: Any) -> Any:
-        value = super().to_internal_value(data)
-        limit = int(getattr(settings, "TOOLHUB_MAX_CONFIG_BYTES", 256 * 1024))
-        size = json_size(value)
-        if size > limit:
-            raise serializers.ValidationError(
-                f"value is {size} bytes as JSON; the limit is {limit} bytes (TOOLHUB_MAX_CONFIG_BYTES)"
-            )
-        check_depth(value)
-        return value
 
 
 class IdField(serializers.IntegerField):

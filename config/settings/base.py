@@ -116,10 +116,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from here after collectstatic
 
-# Request bodies are capped (DESIGN §7), and so is their nesting (core.parsers) and a tool's config.
+# Request bodies are capped (DESIGN §7), and so is their nesting (core.parsers).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))
-TOOLHUB_MAX_JSON_DEPTH = int(os.environ.get("TOOLHUB_MAX_JSON_DEPTH", "64"))
-TOOLHUB_MAX_CONFIG_BYTES = int(os.environ.get("TOOLHUB_MAX_CONFIG_BYTES", str(256 * 1024)))
+TOOLHUB_MAX_JSON_DEPTH = int(os.environ.get("TOOLHUB_MAX_JSON_DEPTH", "1000"))
 
 # Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
 TOOLHUB_AUTH_CACHE_S = int(os.environ.get("TOOLHUB_AUTH_CACHE_S", "30"))
