@@ -197,7 +197,7 @@ def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
                               margin=float(getattr(settings, "TOOLHUB_INTENT_MARGIN", 0.1)),
                               knowledge=knowledge, always_on=always_on)
     offered = set(routing.offered)
-    narrowed = Toolset(tuple(f for f in toolset if f.qualified_name in offered))
+    narrowed = Toolset(tuple(f for f in toolset if f.qualified_name in offered), left_out=toolset.left_out)
     event = routing.event(full_count=len(toolset))
     event["cost_ms"] = int(round((time.perf_counter() - start) * 1000))
     return narrowed, event

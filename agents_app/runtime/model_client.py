@@ -21,6 +21,8 @@ ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "mode
 
 # Keys the loop owns; a ChatModel's `params` must not override them.
 RESERVED_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options", "n"})
+# Model settings Toolhub reads itself and never sends: `max_tools` (functions per request, default 128).
+TOOLHUB_PARAMS = frozenset({"max_tools"})
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ class ModelClient:
 
     def stream_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Iterator[str | ModelTurn]:
         """Yield text deltas as they arrive, then the assembled ModelTurn. Raises ModelError only."""
-        extra = {k: v for k, v in self.config.params.items() if k not in RESERVED_PARAMS}
+        extra = {k: v for k, v in self.config.params.items() if k not in RESERVED_PARAMS | TOOLHUB_PARAMS}
         kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": True}
         if tools:
             kwargs["tools"] = tools

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tools_app.runtime import approval_policy
+from tools_app.runtime.schemas import normalize_for_openai
 
 FunctionState = Literal["ACTIVE", "CHANGED", "REMOVED"]
 Safety = Literal["READ_ONLY", "WRITE", "DESTRUCTIVE"]
@@ -20,6 +21,8 @@ _BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 SEPARATOR = "__"
 MAX_NAME = 64
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+# OpenAI refuses a request with more tools than this; a model setting (`max_tools`) may say otherwise.
+DEFAULT_MAX_FUNCTIONS = 128
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,19 @@ class Toolset:
 
     functions: tuple[ToolsetFunction, ...] = ()
     _by_name: dict[str, ToolsetFunction] = field(default_factory=dict, repr=False, compare=False)
+    # Functions not offered to the model, each with why: [{"tool", "function", "reason"}].
+    left_out: tuple[dict[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         self._by_name.update({f.qualified_name: f for f in self.functions})
+
+    def capped(self, limit: int) -> Toolset:
+        """At most `limit` functions (in assembly order); the rest join `left_out` with the reason."""
+        if limit < 0 or len(self.functions) <= limit:
+            return self
+        reason = f"over the model's limit of {limit} functions per request"
+        dropped = [{"tool": f.tool_name, "function": f.function, "reason": reason} for f in self.functions[limit:]]
+        return Toolset(self.functions[:limit], left_out=(*self.left_out, *dropped))
 
     def get(self, qualified_name: str) -> ToolsetFunction | None:
         return self._by_name.get(qualified_name)
@@ -107,12 +120,35 @@ class Toolset:
         return qualified_name in self._by_name
 
 
+# A shortened tool part keeps at least this many of its own characters (plus a short hash).
+MIN_TOOL_PART = 8
+
+
+def _digest(seed: str, size: int = 6) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:size]
+
+
 def qualify(tool_name: str, function: str) -> str:
-    """`<tool>__<function>` with characters OpenAI rejects replaced; long names keep a hash suffix."""
-    name = _BAD_CHARS.sub("_", f"{tool_name}{SEPARATOR}{function}")
-    if len(name) > MAX_NAME:
-        name = _with_suffix(name, f"{tool_name}/{function}")
-    return name
+    """`<tool>__<function>` with characters OpenAI rejects replaced, at most 64 characters.
+
+    Too long: the tool part is shortened first (prefix + hash of the full tool name), so the function
+    stays readable; only a function too long on its own is cut too (prefix + hash). The toolset maps
+    every name back to its (tool, function), so a shortened name never has to be parsed.
+    """
+    tool = _BAD_CHARS.sub("_", tool_name)
+    fn = _BAD_CHARS.sub("_", function)
+    name = f"{tool}{SEPARATOR}{fn}"
+    if len(name) <= MAX_NAME:
+        return name
+    tool_budget = MAX_NAME - len(SEPARATOR) - len(fn)
+    short_tool_len = MIN_TOOL_PART + 1 + 6
+    if tool_budget >= short_tool_len:
+        keep = tool_budget - 7
+        return f"{tool[:keep]}_{_digest(tool_name)}{SEPARATOR}{fn}"
+    short_tool = f"{tool[:MIN_TOOL_PART]}_{_digest(tool_name)}"
+    fn_budget = MAX_NAME - len(short_tool) - len(SEPARATOR)
+    short_fn = f"{fn[: fn_budget - 9]}_{_digest(tool_name + '/' + function, 8)}"
+    return f"{short_tool}{SEPARATOR}{short_fn}"
 
 
 def _with_suffix(name: str, seed: str) -> str:
@@ -138,12 +174,15 @@ def assemble(
     tool_names: Iterable[str] | None = None,
     usable_tool_ids: set[int] | None = None,
     now: datetime,
+    max_functions: int = -1,
 ) -> Toolset:
     """Build a toolset from an agent's links, from management tool names, or (neither) every usable tool.
 
     Candidates of another tenant, disabled or backed-off tools, CHANGED/REMOVED/disabled functions,
     tools outside `usable_tool_ids` (the user's `use_tool` permission, when given), functions outside
-    a link's `allowed_functions` and duplicates are all dropped.
+    a link's `allowed_functions` and duplicates are all dropped. Functions Toolhub cannot call
+    (`unsupported_reason`, e.g. MCP tasks required) and those past `max_functions` (the model's limit on
+    tools per request) are left out and listed in `left_out` with the reason.
     """
     if links is not None and tool_names is not None:
         raise ValueError("assemble() takes links or tool_names, not both")
@@ -156,6 +195,7 @@ def assemble(
 
     seen: set[tuple[int, str]] = set()
     kept: list[tuple[FunctionCandidate, AgentLink | None]] = []
+    left_out: list[dict[str, str]] = []
     for c in candidates:
         if not _usable(c, tenant_id, now):
             continue
@@ -173,12 +213,19 @@ def assemble(
         if (c.tool_id, c.function) in seen:
             continue
         seen.add((c.tool_id, c.function))
+        if c.unsupported_reason:
+            left_out.append({"tool": c.tool_name, "function": c.function, "reason": c.unsupported_reason})
+            continue
         kept.append((c, link))
 
     # Built-ins claim their names first, then older tools: a later server whose names collide
     # (e.g. tool "a" + function "b__c" vs tool "a__b" + function "c") gets a suffixed name
     # instead of shadowing one that already exists.
     kept.sort(key=lambda item: (item[0].tool_type != "BUILTIN", item[0].tool_id, item[0].function))
+    if max_functions >= 0 and len(kept) > max_functions:
+        reason = f"over the model's limit of {max_functions} functions per request"
+        left_out.extend({"tool": c.tool_name, "function": c.function, "reason": reason} for c, _ in kept[max_functions:])
+        kept = kept[:max_functions]
     taken: set[str] = set()
     functions: list[ToolsetFunction] = []
     for c, c_link in kept:
@@ -204,9 +251,9 @@ def assemble(
                 tool_name=c.tool_name,
                 function=c.function,
                 description=c.description or "",
-                parameters=c.input_schema or dict(EMPTY_SCHEMA),
+                parameters=normalize_for_openai(c.input_schema),
                 safety=c.safety,
                 needs_approval=needs_approval,
             )
         )
-    return Toolset(tuple(functions))
+    return Toolset(tuple(functions), left_out=tuple(left_out))

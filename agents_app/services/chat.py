@@ -30,7 +30,7 @@ from agents_app.models import Agent, AgentStatus, Conversation, ConversationStat
 from agents_app.runtime import loop
 from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig
-from agents_app.runtime.toolset import AgentLink, Toolset, assemble
+from agents_app.runtime.toolset import DEFAULT_MAX_FUNCTIONS, AgentLink, Toolset, assemble
 from core.errors import NotFound
 from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
@@ -227,6 +227,20 @@ def _routed(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
 
 
 
+def _capped(toolset: Toolset, model: ModelConfig, preamble: list[Event]) -> tuple[Toolset, list[Event]]:
+    """The toolset within the model's limit (`max_tools`, default 128), after any routing chose; what was
+    left out, and why (over the limit, or a function Toolhub cannot call), is said in `toolset.limited`."""
+    try:
+        limit = int(model.params.get("max_tools", DEFAULT_MAX_FUNCTIONS))
+    except (TypeError, ValueError):
+        limit = DEFAULT_MAX_FUNCTIONS
+    toolset = toolset.capped(limit)
+    if toolset.left_out:
+        preamble = [*preamble, ("toolset.limited", {"offered": len(toolset), "limit": limit,
+                                                    "left_out": list(toolset.left_out)})]
+    return toolset, preamble
+
+
 def _system_message(agent: Agent) -> dict[str, Any]:
     return {"role": "system", "content": agent.system_prompt or DEFAULT_SYSTEM_PROMPT.format(name=agent.name)}
 
@@ -263,6 +277,7 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
     messages.append({"role": "user", "content": message})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
     toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages)
+    toolset, preamble = _capped(toolset, model, preamble)
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
     conversation.save()
@@ -315,6 +330,7 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
                                      "content": "Error: not executed: the approval expired"})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
     toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages)
+    toolset, preamble = _capped(toolset, model, preamble)
     conversation.status = ConversationStatus.RUNNING
     conversation.save(update_fields=["status", "updated_at"])
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,

@@ -132,3 +132,15 @@ def test_server_log_messages_are_kept_in_the_audit_row(api: Any) -> None:
     assert body["data"]["clientInfo"]["name"] == "toolhub"
     row = ToolCall.objects.get(pk=body["call_id"])
     assert row.server_logs == [{"level": "info", "logger": "probe", "data": "looking at the client"}]
+
+
+def test_task_required_function_is_shown_unsupported_and_refused(api: Any) -> None:
+    import sys
+
+    from tests.fixtures.mcp_servers import CLIENT_PROBE
+
+    tool_id = make(api, "probe", {"command": sys.executable, "args": [str(CLIENT_PROBE)]})
+    functions = {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
+    assert "MCP task" in functions["needs_task"]["unsupported_reason"]
+    body = invoke(api, tool_id, "needs_task", {})
+    assert body["error_code"] == "DISABLED" and "MCP task" in body["error"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -54,8 +56,12 @@ def validate_arguments(schema: dict[str, Any] | None, arguments: dict[str, Any])
     properties = schema.get("properties") or {}
     accepted = sorted(properties)
     unknown = sorted(set(arguments) - set(properties))
-    # Strict even without additionalProperties:false: a typo must not silently drop an argument.
-    if unknown and not (schema.get("additionalProperties") not in (None, False) and properties == {}):
+    patterns = [p for p in (schema.get("patternProperties") or {}) if isinstance(p, str)]
+    unknown = [name for name in unknown if not any(_matches(p, name) for p in patterns)]
+    # Strict even without additionalProperties:false: a typo must not silently drop an argument. A schema
+    # that allows extras (additionalProperties: true or a schema) gets them; the validator checks a schema.
+    extras_allowed = schema.get("additionalProperties") is True or isinstance(schema.get("additionalProperties"), dict)
+    if unknown and not extras_allowed:
         listed = ", ".join(accepted) if accepted else "(none)"
         raise InvalidParams(
             f"unknown argument(s) {', '.join(unknown)}; accepted: {listed}",
@@ -72,3 +78,60 @@ def validate_arguments(schema: dict[str, Any] | None, arguments: dict[str, Any])
             f"invalid argument {where}: {error.message}",
             details={"path": list(error.absolute_path), "accepted": accepted},
         )
+
+
+def _matches(pattern: str, name: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return False
+
+
+def normalize_for_openai(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """An input schema as OpenAI function calling accepts it, meaning unchanged.
+
+    The top level is an object; every object schema without `properties` gets `properties: {}`; `$schema`
+    (and `$id`) are dropped; `$defs`/`definitions` stay at the top so `$ref`s keep resolving, and a `$ref`
+    that resolves nowhere becomes an unconstrained schema instead of an error at the model's endpoint.
+    """
+    source = copy.deepcopy(schema) if isinstance(schema, dict) else {}
+    root = source
+
+    def resolves(ref: str) -> bool:
+        if not ref.startswith("#"):
+            return False
+        node: Any = root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                return False
+        return True
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("$schema", "$id"):
+                continue
+            if key == "$ref" and isinstance(value, str) and not resolves(value):
+                out.setdefault("description", f"(unresolved reference {value})")
+                continue
+            if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, dict):
+                out[key] = {name: walk(sub) for name, sub in value.items()}
+            else:
+                out[key] = walk(value)
+        kind = out.get("type")
+        if (kind == "object" or (isinstance(kind, list) and "object" in kind)) and "properties" not in out:
+            out["properties"] = {}
+        return out
+
+    result = walk(root)
+    if result.get("type") != "object":
+        result = {"type": "object", "properties": {}, **{k: v for k, v in result.items() if k != "type"}}
+    result.setdefault("properties", {})
+    return result

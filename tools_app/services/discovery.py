@@ -34,6 +34,7 @@ class Offered:
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] | None = None
     schema_hash: str = ""
+    unsupported_reason: str = ""
 
     def __post_init__(self) -> None:
         if not self.schema_hash:
@@ -96,7 +97,8 @@ def _probe(tool: Tool) -> Probe:
         server={"name": found.server_name, "version": found.server_version},
         protocol_version=found.protocol_version,
         functions=[
-            Offered(f.name, f.description or "", f.input_schema or {}, f.output_schema, f.annotations, f.schema_hash)
+            Offered(f.name, f.description or "", f.input_schema or {}, f.output_schema, f.annotations, f.schema_hash,
+                    f.unsupported_reason)
             for f in found.functions
         ],
     )
@@ -122,7 +124,9 @@ def _body(probe: Probe, changes: dict[str, list[str]]) -> dict[str, Any]:
         "server": probe.server,
         "protocol_version": probe.protocol_version,
         "tool_count": len(probe.functions),
-        "functions": [{"name": f.name, "description": f.description} for f in probe.functions],
+        "functions": [{"name": f.name, "description": f.description,
+                       **({"unsupported_reason": f.unsupported_reason} if f.unsupported_reason else {})}
+                      for f in probe.functions],
         "changes": {k: len(v) for k, v in changes.items()},
         "changed_functions": changes,
     }
@@ -176,7 +180,8 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
     for name, fn in by_name.items():
         row = stored.get(name)
         fields = {"description": fn.description, "input_schema": fn.input_schema,
-                  "output_schema": fn.output_schema, "annotations": fn.annotations, "schema_hash": fn.schema_hash}
+                  "output_schema": fn.output_schema, "annotations": fn.annotations, "schema_hash": fn.schema_hash,
+                  "unsupported_reason": fn.unsupported_reason[:300]}
         if row is None:
             ToolFunction.objects.create(
                 tool=tool, name=name, **fields,

@@ -77,6 +77,8 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
             f"function {function!r} changed since it was approved (new or different schema); "
             "an admin must approve it before use",
         )
+    if fn.unsupported_reason:
+        raise _Refused(codes.DISABLED, f"function {function!r} cannot be called: {fn.unsupported_reason}")
     if not fn.enabled:
         raise _Refused(codes.DISABLED, f"function {function!r} of tool {tool.name!r} is disabled")
     if not isinstance(arguments, dict):

@@ -14,6 +14,8 @@ from tools_app.runtime.result import BUSINESS_ERROR, ToolResult
 from tools_app.runtime.schemas import schema_hash
 
 MAX_LIST_PAGES = 100
+TASKS_REQUIRED = ("the server runs this function only as an MCP task (execution.taskSupport: required), "
+                  "which Toolhub does not support; it is left out of toolsets")
 
 
 @dataclass
@@ -24,6 +26,8 @@ class FunctionInfo:
     output_schema: dict[str, Any] | None
     annotations: dict[str, Any] | None
     schema_hash: str
+    # Why Toolhub cannot call it (blank when it can), e.g. it requires MCP tasks.
+    unsupported_reason: str = ""
 
 
 @dataclass
@@ -42,7 +46,9 @@ def function_info(tool: types.Tool) -> FunctionInfo:
     description = tool.description or ""
     input_schema = dict(tool.input_schema or {"type": "object"})
     output_schema = dict(tool.output_schema) if tool.output_schema else None
+    task_support = tool.execution.task_support if tool.execution is not None else None
     return FunctionInfo(
+        unsupported_reason=TASKS_REQUIRED if task_support == "required" else "",
         name=tool.name,
         description=description,
         input_schema=input_schema,

@@ -39,3 +39,25 @@ def test_log_values_that_are_configured_secrets_are_masked(pool: SessionPool, sp
     assert "looking" not in json.dumps(result.meta["logs"])
 
 
+
+
+def test_additional_properties_true_allows_extra_arguments(pool: SessionPool, specs: Specs) -> None:
+    result = pool.call(specs.local(CLIENT_PROBE), "open_args", {"name": "x", "colour": "blue"})
+    assert result.success and result.data == {"name": "x", "colour": "blue"}, result
+
+
+def test_additional_properties_schema_checks_the_extras(pool: SessionPool, specs: Specs) -> None:
+    assert pool.call(specs.local(CLIENT_PROBE), "typed_extras", {"name": "x", "count": 3}).success
+    bad = pool.call(specs.local(CLIENT_PROBE), "typed_extras", {"name": "x", "count": "three"})
+    assert bad.error_code == "INVALID_PARAMS"
+
+
+def test_unknown_arguments_still_fail_without_additional_properties(pool: SessionPool, specs: Specs) -> None:
+    bad = pool.call(specs.local(CLIENT_PROBE), "roots", {"colour": "blue"})
+    assert bad.error_code == "INVALID_PARAMS" and "colour" in (bad.error or "")
+
+
+def test_task_required_functions_are_marked_unsupported(pool: SessionPool, specs: Specs) -> None:
+    found = {f.name: f for f in pool.discover(specs.local(CLIENT_PROBE)).functions}
+    assert "MCP task" in found["needs_task"].unsupported_reason
+    assert found["roots"].unsupported_reason == ""
