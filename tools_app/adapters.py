@@ -44,6 +44,9 @@ def pool() -> SessionPool:
                 max_per_tenant=settings.TOOLHUB_POOL_MAX_PER_TENANT,
                 max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
             )
+            from tools_app.pool_broadcast import start_listener
+
+            start_listener(release_tool)
         return _pool
 
 

@@ -31,7 +31,9 @@ class ToolsAppConfig(AppConfig):
         metrics.connect()
         warn_if_command_sandbox_off()
         from tools_app import adapters, signals  # noqa: F401
+        from tools_app.pool_broadcast import publish_release
         from tools_app.services.tools import config_change_listeners
 
-        if adapters.release_tool not in config_change_listeners:
-            config_change_listeners.append(adapters.release_tool)
+        for listener in (adapters.release_tool, publish_release):
+            if listener not in config_change_listeners:
+                config_change_listeners.append(listener)

@@ -121,3 +121,40 @@ def test_metrics_sum_the_calls_of_both_web_processes(topology: Any) -> None:
                            {"function": "list_directory", "arguments": {"path": "."}})
         assert status == 200 and body["success"], body
     assert ok_calls() == before + 3
+
+
+def _servers_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if f"TOOLHUB_TEST_MARKER={marker}".encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_disabling_through_a_ends_the_server_b_started(topology: Any) -> None:
+    import time
+    import uuid
+
+    api_a, api_b, _ = topology
+    marker = uuid.uuid4().hex
+    server = REPO / "toolhub_demo" / "inventory_server.py"
+    status, tool = api_a("POST", "/api/v1/tools/", {"name": f"pooled-{marker[:8]}", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(server)], "env": {"TOOLHUB_TEST_MARKER": marker},
+        "startup_timeout_s": 60}})
+    assert status == 201, tool
+    assert api_a("POST", f"/api/v1/tools/{tool['id']}/refresh/")[0] == 200
+    status, body = api_b("POST", f"/api/v1/tools/{tool['id']}/invoke/",
+                         {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}})
+    assert status == 200 and body["success"], body
+    assert _servers_with(marker), "process B keeps a warm server for the tool"
+
+    status, _ = api_a("PUT", f"/api/v1/tools/{tool['id']}/status/", {"status": "DISABLED"})
+    assert status == 200
+    deadline = time.monotonic() + 30  # bounded wait for the broadcast, not a timing assertion
+    while _servers_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _servers_with(marker) == [], "B's pooled server outlived the disable made through A"
