@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import dataclasses
 import os
 import threading
 import time
@@ -18,12 +19,14 @@ from tools_app.runtime.errors import (
     CapacityExceeded,
     ConnectionFailed,
     InvalidParams,
+    RemoteHTTPError,
     RuntimeToolError,
     ToolTimeout,
+    WrongTransport,
 )
 from tools_app.runtime.mcp.connection import Connection, ProgressFn, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
-from tools_app.runtime.mcp.spec import ServerSpec
+from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
 from tools_app.runtime.result import EXECUTION_ERROR, NOT_FOUND, TIMEOUT, ToolResult
 from tools_app.runtime.schemas import validate_arguments
 
@@ -224,9 +227,29 @@ class SessionPool:
         self._probing[id(token)] = spec.tenant_key
         self._counters["probes"] += 1
         try:
-            return await probe_connection(spec, self.policy, on_spawn=self._spawned)
+            try:
+                return await probe_connection(spec, self.policy, on_spawn=self._spawned)
+            except (WrongTransport, RemoteHTTPError) as exc:
+                await self._try_other_transport(spec, exc)
+                raise
         finally:
             self._probing.pop(id(token), None)
+
+    async def _try_other_transport(self, spec: ServerSpec, failure: RuntimeToolError) -> None:
+        """A REMOTE probe refused over its transport: if the other one answers, raise WrongTransport naming it."""
+        target = spec.target
+        if not isinstance(target, RemoteSpec):
+            return
+        other = "sse" if target.transport == "streamable_http" else "streamable_http"
+        trial = dataclasses.replace(spec, target=dataclasses.replace(target, transport=other))
+        try:
+            await probe_connection(trial, self.policy)
+        except RuntimeToolError:
+            return  # neither answered: the original error stands
+        raise WrongTransport(
+            f"{failure.message}; the URL answers as {other!r}, not {target.transport!r}: set transport {other!r}",
+            details={"configured": target.transport, "answered": other},
+        ) from None
 
     async def _acquire(self, spec: ServerSpec) -> Connection:
         key = spec.key

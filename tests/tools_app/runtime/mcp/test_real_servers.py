@@ -95,3 +95,16 @@ def test_filesystem_server_works_from_roots_alone(pool: SessionPool, npm_servers
     assert allowed.success and str(tmp_path) in allowed.text, allowed
     read = pool.call(spec, "read_text_file", {"path": str(tmp_path / "hello.txt")})
     assert read.success and "hi from the workspace" in read.text, read
+
+
+@pytest.mark.parametrize(("served", "configured", "answered"),
+                         [("sse", "streamable_http", "sse"), ("streamableHttp", "sse", "streamable_http")])
+def test_wrong_transport_probe_names_the_one_that_answers(pool: SessionPool, npm_servers: None, specs: Specs,
+                                                          served: str, configured: str, answered: str) -> None:
+    from tools_app.runtime.errors import WrongTransport
+
+    with rs.everything_http(served) as (url, _proc):
+        with pytest.raises(WrongTransport) as caught:
+            pool.probe(specs.remote(url, configured, timeout_s=10))
+    assert caught.value.details["answered"] == answered
+    assert f"set transport {answered!r}" in caught.value.message
