@@ -105,7 +105,7 @@ def production() -> Iterator[tuple[str, str, str]]:
     """deploy/prod_local.py (gunicorn + uvicorn workers, PostgreSQL, Redis); yields (base of web A, token, tenant)."""
     a, b = free_port(), free_port()
     env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_bench", "TOOLHUB_PROD_LOCAL_REDIS_DB": "11"}
-    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     token = ""
     assert proc.stdout is not None

@@ -59,10 +59,12 @@ def environment(ports: tuple[int, int]) -> dict[str, str]:
     return env
 
 
-def ensure_database() -> None:
+def ensure_database(*, fresh: bool) -> None:
     import psycopg
 
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        if fresh:
+            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone():
             conn.execute(f'CREATE DATABASE "{DB_NAME}"')
 
@@ -138,10 +140,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ports", default="8001,8002", help="the two web ports")
     parser.add_argument("--check", action="store_true", help="start, check both web processes answer, stop")
+    parser.add_argument("--fresh", action="store_true",
+                        help="drop and recreate the database and keys first (tests and benchmarks)")
     args = parser.parse_args()
     a, b = (int(p) for p in args.ports.split(","))
+    if args.fresh:
+        # Rows encrypted under keys of an earlier run (another checkout) would be unreadable.
+        for name in ("fernet-keys", "django-secret-key", "operator-password"):
+            (STATE / name).unlink(missing_ok=True)
     env = environment((a, b))
-    ensure_database()
+    ensure_database(fresh=args.fresh)
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput")
     user, token = seed(env)

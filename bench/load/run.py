@@ -57,7 +57,7 @@ def topology() -> Iterator[tuple[list[str], str]]:
     env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": DB, "TOOLHUB_PROD_LOCAL_REDIS_DB": "12",
            "TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
            "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     token = ""
     assert proc.stdout is not None

@@ -54,7 +54,7 @@ class Api:
 def topology() -> Iterator[tuple[Api, Api, str]]:
     a, b = _free_port(), _free_port()
     env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_prod_local_test", "TOOLHUB_PROD_LOCAL_REDIS_DB": "9"}
-    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--ports", f"{a},{b}"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     token = ""
     assert proc.stdout is not None
