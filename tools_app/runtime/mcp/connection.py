@@ -223,6 +223,19 @@ class Connection:
         pairs = target.env if isinstance(target, LocalSpec) else target.headers
         return scrub_text(text, (value for _name, value in pairs))
 
+    def exited(self) -> bool:
+        """A LOCAL server whose process is already gone: nothing sent on this session can reach it."""
+        channel = self._channel
+        return isinstance(channel, StdioChannel) and channel.process.returncode is not None
+
+    def never_reached(self) -> bool:
+        """The last failure proves the request never ran: the server forgot the session (404 after a restart)
+        or the connection could not even be made. Only then is one retry on a fresh session safe."""
+        broken = self.broken
+        if isinstance(broken, RemoteHTTPError):
+            return broken.details.get("status") == 404
+        return isinstance(broken, ConnectionFailed) and "ConnectError" in broken.message
+
     def _where(self) -> str:
         target = self.spec.target
         if isinstance(target, LocalSpec):

@@ -320,6 +320,10 @@ class SessionPool:
                           on_progress: ProgressFn | None = None) -> ToolResult:
         try:
             conn = await self._acquire(spec)
+            if conn.exited():
+                # The child died while idle: nothing was sent yet, so a fresh session takes the call.
+                self._retire(conn)
+                conn = await self._acquire(spec)
         except RuntimeToolError as exc:
             return ToolResult.fail(exc.result_code, exc.message, error_type=exc.code)
         conn.last_used = time.monotonic()
@@ -339,10 +343,23 @@ class SessionPool:
         except InvalidParams as exc:
             return ToolResult.fail("INVALID_PARAMS", exc.message, **exc.details)
         try:
-            return await conn.call(function, arguments, timeout_s, on_progress)
+            result = await conn.call(function, arguments, timeout_s, on_progress)
         finally:
             if conn.broken is not None or conn.retired:
                 self._retire(conn)
+        if result.success or conn.broken is None or not conn.never_reached():
+            return result
+        # A remote server restarted (our session is unknown there) or refused the connection: the call never
+        # ran, so it is tried once more on a fresh session.
+        try:
+            fresh = await self._acquire(spec)
+        except RuntimeToolError:
+            return result
+        try:
+            return await fresh.call(function, arguments, timeout_s, on_progress)
+        finally:
+            if fresh.broken is not None or fresh.retired:
+                self._retire(fresh)
 
     async def _close_tool(self, tool_id: int) -> None:
         victims = [c for k, c in self._conns.items() if k[0] == tool_id]

@@ -97,3 +97,20 @@ def test_stateless_json_streamable_server_without_get_stream(pool: SessionPool) 
         assert pool.probe(spec).server_name == "inventory-demo"
         for _ in range(2):
             assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).data["quantity"] == 12
+
+
+# SSE is not covered yet: its closed stream surfaces as "Connection closed" at call time, which cannot tell
+# whether the POST reached the server, so it is not retried (the second call opens a fresh session).
+@pytest.mark.parametrize("transport", ["streamable_http"])
+def test_the_first_call_after_a_remote_restart_succeeds_on_a_fresh_session(pool: SessionPool, transport: str) -> None:
+    from tests.fixtures.mcp_servers import free_port
+
+    port = free_port()
+    kind = "sse" if transport == "sse" else "streamable-http"
+    with http_server(transport=kind, port=port) as url:
+        spec = Specs.remote(url, transport)
+        assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+    with http_server(transport=kind, port=port):
+        after = pool.call(spec, "get_inventory", {"sku": "DEMO-001"})
+    assert after.success and after.data["quantity"] == 12, after
+    assert pool.stats()["sessions_opened"] == 2
