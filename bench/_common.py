@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +57,56 @@ def child_processes() -> int:
                 continue
             count += fields[1] == me
     return count
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scratch_toolhub(name: str) -> tuple[dict[str, str], str]:
+    """A migrated SQLite Toolhub in var/<name> with tenant `bench` and its owner; returns (env, API token)."""
+    import shutil
+    import subprocess
+
+    var = ROOT / "var" / name
+    shutil.rmtree(var, ignore_errors=True)
+    env = {**os.environ, "TOOLHUB_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "config.settings.dev",
+           "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}", "TOOLHUB_DISCOVER_ON_SAVE": "0",
+           "TOOLHUB_THROTTLE_INVOKE": "1000000/min", "LOG_LEVEL": "WARNING"}
+    env.pop("CELERY_BROKER_URL", None)
+    manage = [sys.executable, "manage.py"]
+    for args in (["migrate", "-v0"], ["create_tenant", "bench"], ["add_member", "bench", "bench", "--role", "owner"]):
+        subprocess.run(manage + args, cwd=ROOT, env=env, check=True, capture_output=True)
+    token = subprocess.run(manage + ["create_token", "bench"], cwd=ROOT, env=env, check=True, capture_output=True,
+                           text=True).stdout.strip()
+    return env, token
+
+
+@contextmanager
+def prod_topology(*, db: str, redis_db: int, env: dict[str, str] | None = None) -> Iterator[tuple[list[str], str]]:
+    """deploy/prod_local.py --fresh (two gunicorn web processes, worker, beat on PostgreSQL + Redis);
+    yields (the two base URLs, the operator's API token for tenant `prod`)."""
+    import signal
+    import subprocess
+
+    a, b = free_port(), free_port()
+    full = {**os.environ, **(env or {}), "TOOLHUB_PROD_LOCAL_DB": db, "TOOLHUB_PROD_LOCAL_REDIS_DB": str(redis_db)}
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=ROOT,
+                            env=full, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    token = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "Authorization: Token" in line:
+            token = line.split("Token", 1)[1].split()[0]
+            break
+    try:
+        if not token:
+            raise SystemExit("prod_local did not start (are PostgreSQL and Redis up?)")
+        yield [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{b}"], token
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(90)

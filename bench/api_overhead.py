@@ -13,9 +13,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import httpx2
-from _common import ROOT, pct, summary  # type: ignore[import-not-found]
+from _common import ROOT, free_port, pct, prod_topology, scratch_toolhub, summary  # type: ignore[import-not-found]
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -31,10 +29,6 @@ SERVER = ROOT / "toolhub_demo" / "inventory_server.py"
 ARGS = {"sku": "DEMO-001"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def direct(n: int) -> list[float]:
@@ -78,19 +72,9 @@ def wait_up(url: str) -> None:
 @contextmanager
 def runserver() -> Iterator[tuple[str, str, str]]:
     """The dev server (manage.py runserver, SQLite) in a scratch var dir; yields (base, token, tenant)."""
-    var = ROOT / "var" / "bench-api"
-    shutil.rmtree(var, ignore_errors=True)
-    env = {**os.environ, "TOOLHUB_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "config.settings.dev",
-           "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}", "TOOLHUB_DISCOVER_ON_SAVE": "0",
-           "TOOLHUB_THROTTLE_INVOKE": "1000000/min", "LOG_LEVEL": "WARNING"}
-    env.pop("CELERY_BROKER_URL", None)
-    manage = [sys.executable, "manage.py"]
-    for args in (["migrate", "-v0"], ["create_tenant", "bench"], ["add_member", "bench", "bench", "--role", "owner"]):
-        subprocess.run(manage + args, cwd=ROOT, env=env, check=True, capture_output=True)
-    token = subprocess.run(manage + ["create_token", "bench"], cwd=ROOT, env=env, check=True, capture_output=True,
-                           text=True).stdout.strip()
+    env, token = scratch_toolhub("bench-api")
     port = free_port()
-    proc = subprocess.Popen(manage + ["runserver", "--noreload", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_up(f"http://127.0.0.1:{port}/healthz")
@@ -103,23 +87,8 @@ def runserver() -> Iterator[tuple[str, str, str]]:
 @contextmanager
 def production() -> Iterator[tuple[str, str, str]]:
     """deploy/prod_local.py (gunicorn + uvicorn workers, PostgreSQL, Redis); yields (base of web A, token, tenant)."""
-    a, b = free_port(), free_port()
-    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_bench", "TOOLHUB_PROD_LOCAL_REDIS_DB": "11"}
-    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
-    token = ""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "Authorization: Token" in line:
-            token = line.split("Token", 1)[1].split()[0]
-            break
-    try:
-        if not token:
-            raise SystemExit("prod_local did not start (is PostgreSQL/Redis up?)")
-        yield f"http://127.0.0.1:{a}", token, "prod"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+    with prod_topology(db="toolhub_bench", redis_db=11) as (hosts, token):
+        yield hosts[0], token, "prod"
 
 
 def measure(base: str, token: str, tenant: str, n: int) -> dict[str, list[float]]:

@@ -13,9 +13,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx2
-from _common import ROOT, pct, summary  # type: ignore[import-not-found]
+from _common import ROOT, free_port, pct, scratch_toolhub, summary  # type: ignore[import-not-found]
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -33,10 +31,6 @@ ARGS = {"sku": "DEMO-001"}
 WARMUP = 20
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def direct(n: int) -> list[float]:
@@ -102,17 +96,7 @@ async def concurrent(url: str, token: str, name: str, clients: int, calls: int) 
 @contextmanager
 def toolhub() -> Iterator[tuple[str, str]]:
     """uvicorn config.asgi:application on a scratch SQLite; yields (base URL, API token) of an owner of `bench`."""
-    var = ROOT / "var" / "bench-gateway"
-    shutil.rmtree(var, ignore_errors=True)
-    env = {**os.environ, "TOOLHUB_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "config.settings.dev",
-           "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}", "TOOLHUB_DISCOVER_ON_SAVE": "0",
-           "TOOLHUB_THROTTLE_INVOKE": "1000000/min", "LOG_LEVEL": "WARNING"}
-    env.pop("CELERY_BROKER_URL", None)
-    manage = [sys.executable, "manage.py"]
-    for args in (["migrate", "-v0"], ["create_tenant", "bench"], ["add_member", "bench", "bench", "--role", "owner"]):
-        subprocess.run(manage + args, cwd=ROOT, env=env, check=True, capture_output=True)
-    token = subprocess.run(manage + ["create_token", "bench"], cwd=ROOT, env=env, check=True, capture_output=True,
-                           text=True).stdout.strip()
+    env, token = scratch_toolhub("bench-gateway")
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,

@@ -17,7 +17,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,16 +26,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _common import free_port, prod_topology  # type: ignore[import-not-found]  # noqa: E402
+
 BENCH_VENV = ROOT / "var" / "bench-venv"
 OUT = ROOT / "var" / "bench-load"
 PG_VERSION = next(iter(sorted(os.listdir("/etc/postgresql"))), "15") if os.path.isdir("/etc/postgresql") else "15"
 DB = "toolhub_load"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ensure_locust() -> Path:
@@ -53,25 +52,10 @@ def ensure_locust() -> Path:
 
 @contextmanager
 def topology() -> Iterator[tuple[list[str], str]]:
-    a, b = free_port(), free_port()
-    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": DB, "TOOLHUB_PROD_LOCAL_REDIS_DB": "12",
-           "TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
+    env = {"TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
            "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
-    token = ""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "Authorization: Token" in line:
-            token = line.split("Token", 1)[1].split()[0]
-            break
-    try:
-        if not token:
-            raise SystemExit("prod_local did not start (are PostgreSQL and Redis up?)")
-        yield [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{b}"], token
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(90)
+    with prod_topology(db=DB, redis_db=12, env=env) as (hosts, token):
+        yield hosts, token
 
 
 def demo_model_script() -> Path:
