@@ -132,7 +132,7 @@ def _str_dict(value: Any, what: str) -> dict[str, str]:
     raise ValueError(f"{what} must be an object of name: value")
 
 
-def _split_command(command: str, args: list[str]) -> tuple[str, list[str]]:
+def split_command(command: str, args: list[str]) -> tuple[str, list[str]]:
     """`"npx -y pkg"` with no args becomes `npx`, `[-y, pkg]`; shell syntax is left whole."""
     if args or not any(c.isspace() for c in command.strip()) or SHELL_SYNTAX.search(command):
         return command.strip(), args
@@ -189,7 +189,7 @@ def _server(name: str, spec: Any, inputs: dict[str, dict[str, Any]]) -> ClientSe
     if type_raw.lower() == "stdio" or (command and not url):
         if not command:
             raise ValueError('type "stdio" without a command')
-        cmd, args = _split_command(command, _str_list(spec.get("args"), "args"))
+        cmd, args = split_command(command, _str_list(spec.get("args"), "args"))
         config: dict[str, Any] = {"command": cmd, "args": args, "env": _str_dict(spec.get("env"), "env")}
         if _text(spec.get("cwd")):
             config["cwd"] = _text(spec.get("cwd"))

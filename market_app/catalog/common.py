@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
-from market_app.catalog.shell import METACHARS
 from market_app.catalog.types import EntryData, EntryError, RequiredVar, Status, Transport
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "PRIVATE")
@@ -78,15 +76,6 @@ def str_dict(value: Any, what: str) -> dict[str, str]:
     raise ValueError(f"{what} must be an object of name: value")
 
 
-def split_command(command: str, args: list[str]) -> tuple[str, list[str]]:
-    """`"npx -y pkg"` with no args becomes `npx`, `[-y, pkg]`; shell syntax is left whole (and flagged)."""
-    if args or not any(c.isspace() for c in command.strip()) or METACHARS.search(command):
-        return command.strip(), args
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return command.strip(), args
-    return (parts[0], parts[1:]) if parts else (command.strip(), args)
 
 
 def vars_from_values(values: dict[str, str]) -> tuple[dict[str, str], list[RequiredVar]]:

@@ -10,7 +10,6 @@ from market_app.catalog.common import (
     VersionCollector,
     looks_secret,
     name_of,
-    split_command,
     status_of,
     str_dict,
     str_list,
@@ -32,6 +31,7 @@ from tools_app.client_config import (
     ClientServer,
     is_client_config,
     parse_client_config,
+    split_command,
     transport_for,
 )
 

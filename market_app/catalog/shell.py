@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath, PureWindowsPath
+
+from tools_app.client_config import SHELL_SYNTAX
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox",
                     "cmd", "cmd.exe", "powershell", "powershell.exe", "pwsh", "pwsh.exe"})
@@ -13,7 +14,8 @@ INLINE_FLAGS = frozenset({"-c", "-lc", "-ic", "-cl", "/c", "/k", "-command", "-c
 # Programs that just run the rest of their arguments as another command.
 WRAPPERS = frozenset({"env", "nohup", "sudo", "doas", "exec", "nice", "stdbuf", "timeout", "xargs"})
 # Shell syntax: sequencing, pipes, substitution, redirection, globbing of paths.
-METACHARS = re.compile(r"[;&|`<>]|\$\(|\$\{|\n")
+# Shell syntax is one rule for catalogs and client config files alike.
+METACHARS = SHELL_SYNTAX
 
 
 def _program(token: str) -> str:
