@@ -36,6 +36,30 @@ class ClientConfigError(ValueError):
     """The document is not a client config at all (per-server problems are ServerProblems instead)."""
 
 
+class HttpListenerPackage(ValueError):
+    """A server definition that starts a program which serves MCP over its own HTTP listener (a command
+    together with an HTTP URL/transport). Toolhub starts LOCAL servers over stdio only, so it is refused
+    rather than started (nothing would answer on stdio) or turned into a REMOTE tool pointing at a port
+    that nobody opened."""
+
+    code = "http_listener_package"
+
+    def __init__(self, transport: str, url: str, command: str = "") -> None:
+        what = f"{command!r} " if command else ""
+        super().__init__(
+            f"the package {what}runs its own HTTP listener ({transport} at {url or '(no url)'}); Toolhub starts "
+            "LOCAL servers over stdio only. Use a stdio package or a remote of this server, or run it "
+            "yourself and add its URL as a REMOTE tool"
+        )
+
+    @classmethod
+    def joined(cls, message: str) -> HttpListenerPackage:
+        """The refusal with a message already built (several packages, each an HTTP listener)."""
+        error = cls.__new__(cls)
+        ValueError.__init__(error, message)
+        return error
+
+
 @dataclass
 class Variable:
     """A `${...}` reference the user must supply a value for.
@@ -76,6 +100,7 @@ class ServerProblem:
     name: str | None
     reason: str
     index: int
+    code: str = "unmappable"
 
 
 def looks_secret(name: str) -> bool:
@@ -186,6 +211,9 @@ def _server(name: str, spec: Any, inputs: dict[str, dict[str, Any]]) -> ClientSe
     url = _text(spec.get("url")) or _text(spec.get("serverUrl")) or _text(spec.get("httpUrl"))
     command = _text(spec.get("command"))
     notes: list[str] = []
+    if command and url and type_raw.lower() != "stdio":
+        # Both: a program that serves HTTP itself. Taking only the URL would aim at a port nothing opened.
+        raise HttpListenerPackage(transport_for(type_raw, url) or type_raw or "http", url, command)
     if type_raw.lower() == "stdio" or (command and not url):
         if not command:
             raise ValueError('type "stdio" without a command')
@@ -285,7 +313,7 @@ def parse_client_config(doc: Any) -> tuple[list[ClientServer], list[ServerProble
         try:
             out.append(_server(name, spec, inputs))
         except ValueError as exc:
-            problems.append(ServerProblem(name, str(exc), index))
+            problems.append(ServerProblem(name, str(exc), index, getattr(exc, "code", "unmappable")))
     return out, problems
 
 
@@ -293,6 +321,7 @@ __all__ = [
     "ACCEPTED",
     "ClientConfigError",
     "ClientServer",
+    "HttpListenerPackage",
     "ServerProblem",
     "Variable",
     "is_client_config",

@@ -166,8 +166,8 @@ class Collector:
         self.seen.add(entry.name)
         self.entries.append(entry)
 
-    def error(self, name: str | None, reason: str, index: int | None = None) -> None:
-        self.errors.append(EntryError(name, reason, index))
+    def error(self, name: str | None, reason: str, index: int | None = None, code: str = "unmappable") -> None:
+        self.errors.append(EntryError(name, reason, index, code))
 
 
 class VersionCollector(Collector):

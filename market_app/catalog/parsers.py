@@ -29,6 +29,7 @@ from tools_app.client_config import (
     REFERENCE,
     ClientConfigError,
     ClientServer,
+    HttpListenerPackage,
     is_client_config,
     parse_client_config,
     split_command,
@@ -110,7 +111,7 @@ def parse_list(doc: Any) -> ParseResult:
             try:
                 out.add(_list_entry(name, item), index)
             except ValueError as exc:
-                out.error(name, str(exc), index)
+                out.error(name, str(exc), index, getattr(exc, "code", "unmappable"))
     return ParseResult(out.entries, out.errors)
 
 
@@ -125,6 +126,11 @@ def _list_entry(name: str, item: dict[str, Any]) -> EntryData:
     url = text(item.get("baseUrl")) or text(item.get("url")) or text(item.get("serverUrl"))
     command = text(item.get("command"))
     package = text(item.get("package")) or text(item.get("npmPackage"))
+    if url and (command or package):
+        # A program that serves HTTP itself: the URL alone would aim at a port nothing opened.
+        stated = text(item.get("transport") or item.get("type"))
+        transport = (transport_of(stated) or stated) if stated else transport_for("", url)
+        raise HttpListenerPackage(transport or "http", url, command or package)
     if url:
         return _remote(common, url, item.get("transport") or item.get("type"), item.get("headers"))
     if command:
@@ -165,13 +171,13 @@ def parse_mcp_servers(doc: Any) -> ParseResult:
         raise CatalogError(f'format "mcp_servers" expects {{"mcpServers": {{...}}}}; got {describe(doc)}') from None
     out = Collector()
     for problem in problems:
-        out.error(problem.name, problem.reason, problem.index)
+        out.error(problem.name, problem.reason, problem.index, problem.code)
     for index, server in enumerate(servers):
         common = {"name": server.name, "title": server.title or server.name, "description": server.description}
         try:
             out.add(_client_entry(server, common), index)
         except ValueError as exc:
-            out.error(server.name, str(exc), index)
+            out.error(server.name, str(exc), index, getattr(exc, "code", "unmappable"))
     return ParseResult(out.entries, out.errors)
 
 
@@ -251,7 +257,7 @@ def parse_official_registry(doc: Any, *, prefer: Prefer = "remote") -> ParseResu
             try:
                 entry = parse_registry_server(item, server, name, prefer=prefer, warnings=warnings)
             except ValueError as exc:
-                out.error(name, str(exc), index)
+                out.error(name, str(exc), index, getattr(exc, "code", "unmappable"))
                 continue
             if out.offer(entry, version_rank(item, server), index):
                 for warning in warnings:

@@ -8,8 +8,8 @@ General rules, for every record of the registry (not special cases of known serv
 - `runtimeHint` picks the runner within the package's ecosystem (npx, bun, node, uvx, python, pipx,
   docker, podman, dnx).
 - A package whose own transport is HTTP (it starts a listener) is refused with the reason: Toolhub runs
-  packages over stdio only (see `HTTP_PACKAGE`); a stdio package or a remote of the same server is used
-  instead when there is one.
+  packages over stdio only (`HttpListenerPackage`, code `http_listener_package`); a stdio package or a
+  remote of the same server is used instead when there is one.
 - Variables used in arguments are template variables: they fill the arguments, never the environment.
 - A variable or header with a blank name is skipped and reported.
 """
@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from market_app.catalog.common import looks_secret, placeholders, status_of, text, transport_of
 from market_app.catalog.types import EntryData, Kind, RequiredVar
+from tools_app.client_config import HttpListenerPackage
 
 OFFICIAL_META = "io.modelcontextprotocol.registry/official"
 # registry type -> (default runner, {runtimeHint: runner}); a runner is (command, arguments before the ref).
@@ -37,8 +38,6 @@ SUPPORTED_PACKAGES = tuple(RUNNERS)
 REGISTRY_ALIASES = {"docker": "oci"}
 # Runner switches a publisher often repeats in runtimeArguments.
 RUNNER_SWITCHES = {"-y", "--yes", "-i", "--interactive", "--rm"}
-HTTP_PACKAGE = ("runs its own HTTP listener ({ttype} at {url}); Toolhub starts packages over stdio only. "
-                "Use a stdio package or a remote of this server, or run it yourself and add it as a REMOTE tool")
 
 Prefer = Literal["remote", "package"]
 Mapped = tuple[Kind, dict[str, Any], list[RequiredVar], list[RequiredVar]]  # kind, install, env, headers
@@ -139,12 +138,14 @@ def parse_registry_server(
     if not ordered:
         raise ValueError("no packages or remotes: nothing to install")
     reasons: list[str] = []
+    listeners = 0
     for what, index, spec in ordered:
         skipped: list[str] = []
         try:
             kind, install, env, headers = _remote(spec, skipped) if what == "remote" else _package(spec, skipped)
         except ValueError as exc:
             reasons.append(f"{what} #{index}: {exc}")
+            listeners += isinstance(exc, HttpListenerPackage)
             continue
         if warnings is not None:
             warnings += [f"{what} #{index}: {w}" for w in skipped]
@@ -160,6 +161,9 @@ def parse_registry_server(
             status=status_of(meta.get("status") or server.get("status")),
             updated_at=text(meta.get("updatedAt") or meta.get("updated_at")) or None,
         )
+    if listeners == len(reasons):
+        # Only HTTP-listener packages: the typed refusal, with every package's reason.
+        raise HttpListenerPackage.joined("no usable package or remote: " + "; ".join(reasons))
     raise ValueError("no usable package or remote: " + "; ".join(reasons))
 
 
@@ -288,7 +292,7 @@ def _package(pkg: Any, skipped: list[str]) -> Mapped:
     if ttype != "stdio":
         if transport_of(ttype) is None:
             raise ValueError(f"transport {ttype!r} is not supported; accepted: stdio")
-        raise ValueError(HTTP_PACKAGE.format(ttype=ttype, url=text(transport.get("url")) or "(no url)"))
+        raise HttpListenerPackage(ttype, text(transport.get("url")), ident)
     if rtype not in RUNNERS:
         raise ValueError(f"registryType {rtype or '(none)'!r} is not supported "
                          f"(supported: {', '.join(SUPPORTED_PACKAGES)})")

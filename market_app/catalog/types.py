@@ -160,6 +160,7 @@ class EntryError:
     name: str | None
     reason: str
     index: int | None = None  # position in its payload (page), for items without a usable name
+    code: str = "unmappable"  # or e.g. "http_listener_package"
 
 
 @dataclass

@@ -176,7 +176,7 @@ def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, A
     source = MarketSource.objects.select_for_update().get(pk=source_id)
     now = timezone.now()
     existing = _existing(source_id, None if fetched.full else [e.name for e in fetched.entries])
-    counts = RefreshCounts(errors=[{"name": e.name, "reason": e.reason} for e in fetched.errors])
+    counts = RefreshCounts(errors=[{"name": e.name, "reason": e.reason, "code": e.code} for e in fetched.errors])
     creates: list[MarketEntry] = []
     updates: list[MarketEntry] = []
     seen: set[str] = set()

@@ -144,7 +144,7 @@ def test_entries_missing_name_are_reported_and_others_kept(api: Any, tenant: Any
     source = make_source(tenant, server)
     body = refresh(api, source).json()
     assert body["added"] == 1
-    assert body["errors"] == [{"name": None, "reason": "item #1 has no name"}]
+    assert body["errors"] == [{"name": None, "reason": "item #1 has no name", "code": "unmappable"}]
     source.refresh_from_db()
     assert source.last_status == "partial"
 

@@ -121,3 +121,16 @@ def test_other_documents_are_not_client_configs(doc: Any) -> None:
     assert not is_client_config(doc)
     with pytest.raises(ClientConfigError, match="mcpServers"):
         parse_client_config(doc)
+
+
+def test_a_command_that_serves_http_itself_is_refused_not_turned_into_a_remote() -> None:
+    doc = {"mcpServers": {
+        "listener": {"command": "npx", "args": ["-y", "some-http-mcp"], "type": "streamable-http",
+                     "url": "http://localhost:3001/mcp"},
+        "stdio-with-url-noise": {"type": "stdio", "command": "uvx", "args": ["x"], "url": "http://localhost:9/"},
+    }}
+    found, problems = parse_client_config(doc)
+    assert [s.name for s in found] == ["stdio-with-url-noise"] and found[0].kind == "LOCAL"
+    assert [(p.name, p.code) for p in problems] == [("listener", "http_listener_package")]
+    assert "runs its own HTTP listener (streamable_http at http://localhost:3001/mcp)" in problems[0].reason
+    assert "stdio only" in problems[0].reason and "REMOTE tool" in problems[0].reason

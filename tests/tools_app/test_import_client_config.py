@@ -162,3 +162,14 @@ def test_real_server_from_a_vscode_config_gets_its_input_value(api: Any) -> None
         assert "get_current_time" in {f["name"] for f in tested["functions"]}
     finally:
         adapters.pool().close_all()
+
+
+@pytest.mark.django_db
+def test_import_refuses_a_command_that_serves_http_with_a_typed_code(api: Any) -> None:
+    document = {"mcpServers": {"listener": {"command": "node", "args": ["server.js"], "type": "sse",
+                                            "url": "http://127.0.0.1:8000/sse"}}}
+    body = import_(api, document)
+    assert body["created"] == []
+    assert [(e["name"], e["code"]) for e in body["errors"]] == [("listener", "http_listener_package")]
+    assert "runs its own HTTP listener (sse at http://127.0.0.1:8000/sse)" in body["errors"][0]["message"]
+    assert api.get("/api/v1/tools/?name=listener").json()["count"] == 0

@@ -62,14 +62,16 @@ def _items_from_document(document: Any) -> list[Row]:
     return out
 
 
-def _items_from_client_config(document: Any, *, allow_auto_approve: bool) -> list[Row]:
+def _items_from_client_config(document: Any, *, allow_auto_approve: bool, codes: dict[str, str]) -> list[Row]:
     """(name, tool fields, error) per server of a client config (Claude Desktop, Cursor, Cline, Windsurf,
     VS Code). `${...}` references take the values sent beside the document in `"variables"`; those without
-    one are blanked, listed in `needs_variables` and the tool starts DISABLED."""
+    one are blanked, listed in `needs_variables` and the tool starts DISABLED. Error codes other than
+    `unmappable` (e.g. `http_listener_package`) are put in `codes` by item name."""
     given = document.get("variables") if isinstance(document.get("variables"), dict) else {}
     values = {str(k): str(v) for k, v in given.items() if isinstance(v, str | int | float) and str(v)}
     servers, problems = client_config.parse_client_config(document)
     rows: list[Row] = [(p.name or f"#{p.index}", None, p.reason) for p in problems]
+    codes.update({p.name or f"#{p.index}": p.code for p in problems})
     for server in servers:
         missing = [v for v in server.variables if v.name not in values]
         notes = list(server.notes)
@@ -101,10 +103,12 @@ def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]
     unresolved `${...}` references are handled the same way (`needs_variables`).
     """
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    codes: dict[str, str] = {}
     if isinstance(document, dict) and document.get("format") == EXPORT_FORMAT:
         rows = _items_from_document(document)
     elif client_config.is_client_config(document):
-        rows = _items_from_client_config(document, allow_auto_approve=tenant.allow_imported_auto_approve)
+        rows = _items_from_client_config(document, allow_auto_approve=tenant.allow_imported_auto_approve,
+                                         codes=codes)
     else:
         raise ImportFailed(
             f"unrecognised document; accepted: a Toolhub export (\"format\": \"{EXPORT_FORMAT}\") "
@@ -114,7 +118,7 @@ def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]
     errors: list[dict[str, Any]] = []
     for name, item, error in rows:
         if error or item is None:
-            errors.append({"name": name, "code": "unmappable", "message": error or "cannot map"})
+            errors.append({"name": name, "code": codes.get(name, "unmappable"), "message": error or "cannot map"})
             continue
         tool_type = str(item.get("type", "")).upper()
         if tool_type not in IMPORTABLE_TYPES:

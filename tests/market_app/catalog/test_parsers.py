@@ -228,6 +228,19 @@ def test_registry_errors_name_the_entry() -> None:
     assert [(e.name, e.index) for e in errors] == [("io.github.acme/http-package", 8), (None, 9)]
     assert "runs its own HTTP listener (streamable-http at http://localhost:{port}/mcp)" in errors[0].reason
     assert "stdio only" in errors[0].reason
+    assert [e.code for e in errors] == ["http_listener_package", "unmappable"]
+
+
+def test_list_entry_with_a_command_and_its_own_url_is_refused_as_an_http_listener() -> None:
+    result = parse_document([
+        {"name": "pkg-listener", "package": "some-http-mcp", "url": "http://localhost:3000/mcp"},
+        {"name": "cmd-listener", "command": "python -m srv", "url": "http://localhost:3000/sse"},
+        {"name": "plain-remote", "url": "https://mcp.example.test/mcp"},
+    ])
+    assert [e.name for e in result.entries] == ["plain-remote"]
+    assert [(e.name, e.code) for e in result.errors] == [("pkg-listener", "http_listener_package"),
+                                                        ("cmd-listener", "http_listener_package")]
+    assert "(sse at http://localhost:3000/sse)" in result.errors[1].reason
 
 
 def test_registry_prefer_package() -> None:
