@@ -83,6 +83,8 @@ class Connection:
         self.pid: int | None = None
         self.broken: RuntimeToolError | None = None
         self.retired = False
+        # The last call failed before its request was sent (the session had already closed).
+        self.unsent = False
         self.inflight = 0
         self.last_used = time.monotonic()
         self.connect_ms = 0
@@ -224,14 +226,19 @@ class Connection:
         return scrub_text(text, (value for _name, value in pairs))
 
     def exited(self) -> bool:
-        """A LOCAL server whose process is already gone: nothing sent on this session can reach it."""
+        """A LOCAL server whose process is already gone, or a legacy SSE session whose stream ended (the
+        server restarted or stopped): nothing sent on this session can reach it."""
         channel = self._channel
+        if isinstance(channel, HttpChannel):
+            return channel.stream_ended
         return isinstance(channel, StdioChannel) and channel.process.returncode is not None
 
     def never_reached(self) -> bool:
         """The last failure proves the request never ran: the server forgot the session (404 after a restart)
         or the connection could not even be made. Only then is one retry on a fresh session safe."""
         broken = self.broken
+        if self.unsent:
+            return True
         if isinstance(broken, RemoteHTTPError):
             return broken.details.get("status") == 404
         return isinstance(broken, ConnectionFailed) and "ConnectError" in broken.message
@@ -384,6 +391,8 @@ class Connection:
         self, session: ClientSession, function: str, arguments: dict[str, Any], timeout_s: float,
         progress_callback: Any,
     ) -> ToolResult:
+        channel = self._channel
+        posts_before = channel.posts if isinstance(channel, HttpChannel) else -1
         try:
             with anyio.fail_after(timeout_s):
                 result = await self._watched(session.call_tool(function, arguments,
@@ -398,6 +407,8 @@ class Connection:
             return ToolResult.fail(TIMEOUT, f"{self._where()} call {function!r} timed out after {timeout_s:g} s")
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
+                # Over HTTP, no POST since the call began means the request never left: safe to retry.
+                self.unsent = isinstance(channel, HttpChannel) and channel.posts == posts_before
                 self.broken = await self._translate(exc, starting=False)
                 return ToolResult.fail(EXECUTION_ERROR, self.broken.message, error_type=self.broken.code)
             if exc.code == types.INVALID_PARAMS:

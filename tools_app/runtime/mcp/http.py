@@ -28,6 +28,10 @@ class HttpChannel:
     url: str
     failure: RuntimeToolError | None = None
     failed: anyio.Event = field(default_factory=anyio.Event)
+    # The legacy SSE stream ended (the server restarted or went away): nothing sent on it can be answered.
+    stream_ended: bool = False
+    # POSTs begun on this session: a call that failed with none begun since it started never left Toolhub.
+    posts: int = 0
 
     def record(self, error: RuntimeToolError) -> None:
         if self.failure is None:
@@ -45,6 +49,8 @@ class RecordingTransport(GuardedAsyncTransport):
         self.optional_get = optional_get
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST":
+            self.channel.posts += 1
         try:
             response = await super().handle_async_request(request)
         except OutboundBlocked as exc:
@@ -99,6 +105,45 @@ def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: flo
     return factory
 
 
+class _EndWatch:
+    """The transport's read stream, noting in the channel when it ends (EOF or closed under us).
+
+    Only the read side is wrapped; the SDK's dispatcher reads it with `async with` / `async for` and may
+    look at `last_context`, which are passed through.
+    """
+
+    def __init__(self, inner: Any, channel: HttpChannel) -> None:
+        self._inner = inner
+        self._channel = channel
+
+    async def __aenter__(self) -> _EndWatch:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    def __aiter__(self) -> _EndWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError, anyio.EndOfStream):
+            self._channel.stream_ended = True
+            raise
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.ClosedResourceError, anyio.EndOfStream):
+            self._channel.stream_ended = True
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 @asynccontextmanager
 async def http_transport(
     spec: RemoteSpec, policy: OutboundPolicy, channel: HttpChannel
@@ -115,7 +160,8 @@ async def http_transport(
             sse_read_timeout=SSE_READ_TIMEOUT_S,
             httpx_client_factory=factory,
         ) as (read_stream, write_stream):
-            yield read_stream, write_stream
+            # A legacy SSE session lives exactly as long as its GET stream: its end is how a restart shows.
+            yield _EndWatch(read_stream, channel), write_stream
     else:
         async with factory(headers=headers) as client:
             async with streamable_http_client(spec.url, http_client=client) as (read_stream, write_stream):

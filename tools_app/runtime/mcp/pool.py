@@ -321,7 +321,8 @@ class SessionPool:
         try:
             conn = await self._acquire(spec)
             if conn.exited():
-                # The child died while idle: nothing was sent yet, so a fresh session takes the call.
+                # The child died (or the SSE stream ended) while idle: nothing was sent yet, so a fresh
+                # session takes the call.
                 self._retire(conn)
                 conn = await self._acquire(spec)
         except RuntimeToolError as exc:

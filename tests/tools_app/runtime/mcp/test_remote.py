@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -99,9 +101,9 @@ def test_stateless_json_streamable_server_without_get_stream(pool: SessionPool) 
             assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).data["quantity"] == 12
 
 
-# SSE is not covered yet: its closed stream surfaces as "Connection closed" at call time, which cannot tell
-# whether the POST reached the server, so it is not retried (the second call opens a fresh session).
-@pytest.mark.parametrize("transport", ["streamable_http"])
+# SSE: the restart ends the session's GET stream; that end is noticed while idle and the call goes to a fresh
+# session before anything is sent.
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 def test_the_first_call_after_a_remote_restart_succeeds_on_a_fresh_session(pool: SessionPool, transport: str) -> None:
     from tests.fixtures.mcp_servers import free_port
 
@@ -114,3 +116,43 @@ def test_the_first_call_after_a_remote_restart_succeeds_on_a_fresh_session(pool:
         after = pool.call(spec, "get_inventory", {"sku": "DEMO-001"})
     assert after.success and after.data["quantity"] == 12, after
     assert pool.stats()["sessions_opened"] == 2
+
+
+def test_an_sse_call_sent_on_a_session_that_had_already_closed_is_retried_once(pool: SessionPool) -> None:
+    """The race the idle check cannot see: the stream ends between that check and the send. The SDK then
+    refuses to send at all ("Connection closed" with no POST made), so the call is retried on a fresh
+    session; a call that did reach the server is never repeated (see the next test)."""
+    from tests.fixtures.mcp_servers import free_port
+
+    port = free_port()
+    with http_server(transport="sse", port=port) as url:
+        spec = Specs.remote(url, "sse")
+        assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+    conn = pool._conns[spec.key]
+    channel = conn._channel
+    assert channel is not None and getattr(channel, "stream_ended", False)
+    channel.stream_ended = False  # as if the end had not been seen yet
+    with http_server(transport="sse", port=port):
+        after = pool.call(spec, "get_inventory", {"sku": "DEMO-002"})
+    assert after.success and after.data["quantity"] == 0, after
+    assert pool.stats()["sessions_opened"] == 2
+
+
+def test_an_sse_call_the_server_may_have_run_is_not_repeated(pool: SessionPool) -> None:
+    """The server dies while the call runs: the POST was made, so the failure is reported, not retried."""
+    from tests.fixtures.mcp_servers import free_port
+
+    port = free_port()
+    with http_server(transport="sse", port=port) as url:
+        spec = Specs.remote(url, "sse")
+        assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+        conn = pool._conns[spec.key]
+        assert conn.session is not None
+        results: list[object] = []
+        worker = threading.Thread(target=lambda: results.append(pool.call(spec, "slow", {"seconds": 5})))
+        worker.start()
+        time.sleep(1.0)
+    worker.join(30)
+    (failed,) = results
+    assert not failed.success and failed.error_code == "EXECUTION_ERROR", failed  # type: ignore[attr-defined]
+    assert pool.stats()["sessions_opened"] == 1
