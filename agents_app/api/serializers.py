@@ -23,7 +23,17 @@ class ChatModelIn(StrictInputSerializer):
         required=False, allow_blank=True, allow_null=True, write_only=True, trim_whitespace=False,
         help_text='Write-only. Omitted or "********" keeps the stored key; "" or null clears it.',
     )
-    params = serializers.DictField(required=False, help_text="Extra body fields (temperature, max_tokens, ...)")
+    params = serializers.DictField(
+        required=False,
+        help_text="Extra body fields (temperature, max_tokens, ...); Toolhub reads and never sends `max_tools` "
+                  "(functions per request, default 128) and `supports_vision` (true: tool images reach the "
+                  "model as image parts; otherwise a description)",
+    )
+
+    def validate_params(self, value: dict[str, Any]) -> dict[str, Any]:
+        if "supports_vision" in value and not isinstance(value["supports_vision"], bool):
+            raise serializers.ValidationError("supports_vision must be true or false")
+        return value
 
     def to_input(self) -> ChatModelInput:
         data: dict[str, Any] = dict(self.validated_data)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import httpx2
 
 from agents_app.runtime.approvals import ApprovalRequest, approval_key
-from agents_app.runtime.model_client import ModelClient, ModelConfig, ModelError, ModelTurn
+from agents_app.runtime.model_client import IMAGES_KEY, ModelClient, ModelConfig, ModelError, ModelTurn
 from agents_app.runtime.toolset import Toolset, ToolsetFunction
 from agents_app.runtime.transcript import (
     answer_orphans,
@@ -119,6 +119,40 @@ def display_parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return parts
 
 
+# Images handed to a vision model: raster types only, each at most this many base64 characters (~3 MB),
+# at most MAX_MODEL_IMAGES per tool answer.
+MODEL_IMAGE_TYPES = DISPLAY_IMAGE_TYPES
+MAX_MODEL_IMAGE_CHARS = 4_000_000
+MAX_MODEL_IMAGES = 4
+VISION_NOTE = "[the image(s) above follow as image parts you can view]"
+NO_VISION_NOTE = "[image(s) not shown: this model does not accept images; only the description above is available]"
+
+
+def model_images(result: ToolResult | None) -> list[dict[str, str]]:
+    """The images of a result a vision model can be given (type and base64 data)."""
+    images: list[dict[str, str]] = []
+    for block in result.content if result is not None else []:
+        data = block.get("data")
+        if (block.get("type") == "image" and block.get("mimeType") in MODEL_IMAGE_TYPES and isinstance(data, str)
+                and len(data) <= MAX_MODEL_IMAGE_CHARS and len(images) < MAX_MODEL_IMAGES):
+            images.append({"mimeType": str(block["mimeType"]), "data": data})
+    return images
+
+
+def tool_message(call_id: str, content: str, result: ToolResult | None, vision: bool) -> dict[str, Any]:
+    """The transcript's answer to one call: its text, and for a vision model the images to hand over."""
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": content}
+    if result is None or not any(b.get("type") == "image" for b in result.content):
+        return message
+    images = model_images(result) if vision else []
+    if images:
+        message["content"] = f"{content}\n{VISION_NOTE}"
+        message[IMAGES_KEY] = images
+    else:
+        message["content"] = f"{content}\n{NO_VISION_NOTE}"
+    return message
+
+
 class _ProgressSink(threading.local):
     sink: Callable[[float, float | None, str | None], None] | None = None
 
@@ -187,6 +221,7 @@ def run(
                 execute,
                 result_char_cap,
                 decisions or {},
+                model.vision,
             )
             if approvals:
                 yield _paused(approvals, steps)
@@ -235,6 +270,7 @@ def run(
                 execute,
                 result_char_cap,
                 {},  # approvals never come from inside the run
+                model.vision,
             )
             if approvals:
                 yield _paused(approvals, steps)
@@ -343,6 +379,7 @@ def _process_calls(
     execute: Execute,
     cap: int,
     decisions: Mapping[str, str],
+    vision: bool = False,
 ) -> Generator[Event, None, list[ApprovalRequest]]:
     """Answer one turn's calls: errors at once, approved/unguarded ones concurrently, the rest held.
 
@@ -432,7 +469,7 @@ def _process_calls(
     # Answers go in the assistant's call order, whatever order they finished in.
     for call in calls:
         if call.status != "awaiting_approval":
-            messages.append({"role": "tool", "tool_call_id": call.call_id, "content": call.content})
+            messages.append(tool_message(call.call_id, call.content, call.result, vision))
     for a in approvals:
         yield "approval.required", a.as_event()
     return approvals

@@ -21,8 +21,11 @@ ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "mode
 
 # Keys the loop owns; a ChatModel's `params` must not override them.
 RESERVED_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options", "n"})
-# Model settings Toolhub reads itself and never sends: `max_tools` (functions per request, default 128).
-TOOLHUB_PARAMS = frozenset({"max_tools"})
+# Model settings Toolhub reads itself and never sends: `max_tools` (functions per request, default 128) and
+# `supports_vision` (true: tool images are handed to the model as image parts).
+TOOLHUB_PARAMS = frozenset({"max_tools", "supports_vision"})
+# Transcript keys Toolhub keeps beside a message and never sends as they are (see `wire_messages`).
+IMAGES_KEY = "_images"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,11 @@ class ModelConfig:
     api_key: str = field(default="", repr=False)
     params: dict[str, Any] = field(default_factory=dict)
     timeout_s: float = 60.0
+
+    @property
+    def vision(self) -> bool:
+        """The model accepts image content parts (the ChatModel's `supports_vision` setting)."""
+        return self.params.get("supports_vision") is True
 
 
 class ModelError(Exception):
@@ -71,6 +79,39 @@ class ModelTurn:
                 for c in self.tool_calls
             ]
         return message
+
+
+def wire_messages(messages: list[dict[str, Any]], vision: bool) -> list[dict[str, Any]]:
+    """The transcript as sent: Toolhub's own keys dropped; for a vision model, the images of each block of
+    tool answers follow it as one user message of `image_url` parts (data URLs).
+
+    OpenAI-compatible servers accept only text in `role: tool` messages, so images travel in a user message
+    right after the answers they belong to; it is built per request and never stored, so it counts as no
+    turn of the conversation.
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": [
+                {"type": "text", "text": "The images returned by the tool calls above, in order:"}, *pending]})
+            pending.clear()
+
+    for message in messages:
+        if message.get("role") != "tool":
+            flush()
+        images = message.get(IMAGES_KEY)
+        if images is None:
+            out.append(message)
+            continue
+        out.append({k: v for k, v in message.items() if k != IMAGES_KEY})
+        if vision:
+            for image in images:
+                pending.append({"type": "image_url",
+                                "image_url": {"url": f"data:{image['mimeType']};base64,{image['data']}"}})
+    flush()
+    return out
 
 
 def _host(base_url: str) -> str:
@@ -174,7 +215,8 @@ class ModelClient:
     def stream_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Iterator[str | ModelTurn]:
         """Yield text deltas as they arrive, then the assembled ModelTurn. Raises ModelError only."""
         extra = {k: v for k, v in self.config.params.items() if k not in RESERVED_PARAMS | TOOLHUB_PARAMS}
-        kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": True}
+        kwargs: dict[str, Any] = {"model": self.config.model, "stream": True,
+                                  "messages": wire_messages(messages, self.config.vision)}
         if tools:
             kwargs["tools"] = tools
         if extra:

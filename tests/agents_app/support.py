@@ -15,9 +15,10 @@ MODEL_KEY = "sk-canary-7Hq2Zp91"
 
 
 def make_model(api: Any, llm: FakeLLM | None = None, *, base_url: str = "", api_key: str = MODEL_KEY,
-               name: str = "fake") -> int:
+               name: str = "fake", params: dict[str, Any] | None = None) -> int:
     resp = api.post("/api/v1/models/", {"name": name, "base_url": base_url or (llm.base_url if llm else ""),
-                                        "model": "fake-model", "api_key": api_key}, format="json")
+                                        "model": "fake-model", "api_key": api_key, "params": params or {}},
+                    format="json")
     assert resp.status_code == 201, resp.content
     return int(resp.json()["id"])
 

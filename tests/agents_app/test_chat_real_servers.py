@@ -55,6 +55,33 @@ def test_model_reads_resource_text_and_an_image_placeholder(api: Any, member: An
     assert any(p["type"] == "link" and p["uri"].startswith("demo://resource/") for p in resource_result["parts"])
 
 
+def test_a_vision_model_gets_the_image_as_an_image_part(api: Any, member: Any, start_llm: Any,
+                                                        everything: int) -> None:
+    llm = start_llm([call("everything__get-tiny-image", {}), text("a logo"), call("everything__get-tiny-image", {}),
+                     text("still a logo")])
+    vision = make_agent(api, model=make_model(api, llm, name="vision", params={"supports_vision": True}),
+                        tools=[{"tool": everything}])
+    body = chat(member, vision, "what does it look like?")
+    assert body["status"] == "completed", body
+    sent = llm.requests[1]["messages"]
+    (answer,) = [m for m in sent if m.get("role") == "tool"]
+    assert "[image: image/png, " in answer["content"] and "image parts you can view" in answer["content"]
+    assert "_images" not in answer and "supports_vision" not in llm.requests[1]
+    follow = sent[sent.index(answer) + 1]
+    assert follow["role"] == "user"
+    (part,) = [p for p in follow["content"] if p["type"] == "image_url"]
+    assert part["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
+    # The stored transcript has no extra user turn: a model without vision sees a placeholder only.
+    plain = make_agent(api, model=make_model(api, llm, name="plain"), tools=[{"tool": everything}], name="plain")
+    body = chat(member, plain, "and now?")
+    assert body["status"] == "completed", body
+    sent = llm.requests[3]["messages"]
+    (answer,) = [m for m in sent if m.get("role") == "tool"]
+    assert "[image: image/png, " in answer["content"] and "does not accept images" in answer["content"]
+    assert not any(isinstance(m.get("content"), list) for m in sent)
+    assert "iVBOR" not in str(sent)
+
+
 def test_destructive_hint_holds_a_chat_call_for_approval(api: Any, member: Any, start_llm: Any,
                                                          tmp_path: Any) -> None:
     rs.require("npm")

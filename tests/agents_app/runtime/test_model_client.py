@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,24 @@ def test_process_openai_environment_does_not_reach_the_endpoint(
     sent = llm.headers[0]
     assert sent["authorization"] == f"Bearer {API_KEY}"
     assert "deployment" not in repr(sent)
+
+
+def test_wire_messages_attach_images_after_their_tool_block_for_vision_models_only() -> None:
+    from agents_app.runtime.model_client import wire_messages
+
+    png = {"mimeType": "image/png", "data": "iVBORw0KGgo="}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "[image: image/png, 8 bytes]", "_images": [png]},
+        {"role": "tool", "tool_call_id": "b", "content": "text only"},
+        {"role": "assistant", "content": "done"},
+    ]
+    sent = wire_messages(messages, vision=True)
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert all("_images" not in m for m in sent)
+    assert sent[4]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    plain = wire_messages(messages, vision=False)
+    assert [m["role"] for m in plain] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert all("_images" not in m for m in plain)
+    assert messages[2]["_images"] == [png]  # the transcript itself is left as it is
