@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from core.errors import DomainError, ValidationFailed
 
 MASK = "********"
+# The config key listing secret-map entries (as `map.key`) whose values are not secret.
+NOT_SECRET = "not_secret"
 # Shorter values would shred ordinary text; such "secrets" are not scrubbed.
 MIN_SECRET_CHARS = 4
 # Base64 of a secret at an unknown offset inside a longer blob is matched by its stable middle; that middle
@@ -48,6 +50,13 @@ class SecretsRequired(ValidationFailed):
 # --- masked maps ------------------------------------------------------------------------------------------
 
 
+def plain_keys(config: Mapping[str, Any] | None) -> frozenset[str]:
+    """Keys (as `map.key`) of secret maps that the config marks not secret (`"not_secret": ["env.CURRENCY"]`):
+    their values are shown and edited like any other field, and never kept by the mask."""
+    listed = (config or {}).get(NOT_SECRET)
+    return frozenset(k for k in listed if isinstance(k, str)) if isinstance(listed, list | tuple) else frozenset()
+
+
 def masked_keys(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> list[str]:
     """Keys (as `map.key`) whose value is the mask placeholder."""
     found: list[str] = []
@@ -72,6 +81,7 @@ def merge_masked(
     """
     merged = copy.deepcopy(dict(incoming))
     stored = stored or {}
+    plain = plain_keys(incoming)
     for map_name in secret_maps:
         section = merged.get(map_name)
         if not isinstance(section, dict):
@@ -80,6 +90,12 @@ def merge_masked(
         for key, value in section.items():
             if value == MASK:
                 field = f"{prefix}.{map_name}.{key}" if prefix else f"{map_name}.{key}"
+                if f"{map_name}.{key}" in plain:
+                    # Marking a stored secret "not secret" must not reveal it: its value is sent again.
+                    raise error(
+                        f"{field} is marked not secret ({NOT_SECRET}) but sent as {MASK!r}; send its value",
+                        details={"field": field},
+                    )
                 if key not in old:
                     raise error(
                         f"{field} is {MASK!r} but no value is stored under that key; send the real value",
@@ -94,7 +110,10 @@ def kept_keys(
 ) -> list[str]:
     """Secret keys (as `map.key`) whose stored, non-empty value `incoming` keeps by sending the mask."""
     kept: list[str] = []
+    plain = plain_keys(incoming)
     for name in masked_keys(incoming, secret_maps):
+        if name in plain:
+            continue
         map_name, key = name.split(".", 1)
         if ((stored or {}).get(map_name) or {}).get(key):
             kept.append(name)
@@ -102,24 +121,27 @@ def kept_keys(
 
 
 def mask_maps(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> dict[str, Any]:
-    """The config's structure with every secret-map value replaced by the mask."""
+    """The config's structure with every secret-map value replaced by the mask (but those marked not secret)."""
     if not config:
         return {}
     masked = copy.deepcopy(dict(config))
+    plain = plain_keys(config)
     for map_name in secret_maps:
         section = masked.get(map_name)
         if isinstance(section, Mapping):
-            masked[map_name] = {k: MASK for k in section}
+            masked[map_name] = {k: v if f"{map_name}.{k}" in plain else MASK for k, v in section.items()}
     return masked
 
 
 def secret_values(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) -> list[str]:
     """Every secret value in a config's secret maps (what the scrubber must mask)."""
     values: list[str] = []
+    plain = plain_keys(config)
     for map_name in secret_maps:
         section = (config or {}).get(map_name)
         if isinstance(section, Mapping):
-            values += [v for v in section.values() if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS]
+            values += [v for k, v in section.items()
+                       if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS and f"{map_name}.{k}" not in plain]
     return values
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -87,6 +89,8 @@ class ToolFunction(models.Model):
     annotations = models.JSONField(null=True, blank=True)
     schema_hash = models.CharField(max_length=64)
     approved_hash = models.CharField(max_length=64, blank=True, default="")
+    # What was trusted (description, schemas, annotations), so a CHANGED function can be shown as a diff.
+    approved_definition = models.JSONField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=FunctionState.choices, default=FunctionState.ACTIVE)
     enabled = models.BooleanField(default=True)
     requires_approval = models.BooleanField(null=True, blank=True)
@@ -103,6 +107,11 @@ class ToolFunction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool.name}.{self.name}"
+
+    def definition(self) -> dict[str, Any]:
+        """The definition as offered now (what an approval trusts)."""
+        return {"description": self.description, "input_schema": self.input_schema,
+                "output_schema": self.output_schema, "annotations": self.annotations}
 
     @property
     def annotated_safety(self) -> str | None:

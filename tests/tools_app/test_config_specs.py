@@ -91,7 +91,8 @@ def test_specs_are_introspectable_for_generated_forms() -> None:
     assert configs.SECRET_MAPS == {ToolType.LOCAL: ("env",), ToolType.REMOTE: ("headers",),
                                    ToolType.HTTP: ("headers", "secrets"), ToolType.BUILTIN: ()}
     fields = {f.name: f for f in configs.describe("HTTP")}
-    assert list(fields) == ["method", "url", "headers", "query", "body", "secrets", "input_schema", "timeout_s"]
+    assert list(fields) == ["method", "url", "headers", "query", "body", "secrets", "input_schema", "timeout_s",
+                            "not_secret"]
     assert fields["secrets"].secret and fields["headers"].secret and not fields["url"].secret
     assert fields["url"].required and fields["url"].type == "str" and "path and query" in fields["url"].help
     assert fields["method"].choices == ("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tools_app.errors import InvalidConfig
 
@@ -29,6 +29,12 @@ S = TypeVar("S", bound="ConfigSpec")
 def secret_map(description: str) -> Any:
     """A field mapping names to secret string values: encrypted, write-only, masked, scrubbed from output."""
     return Field(default_factory=dict, description=description, json_schema_extra={"secret": True})
+
+
+def not_secret_field() -> Any:
+    """The list of secret-map entries (`map.key`) whose values are not secret: shown, editable, not scrubbed."""
+    return Field(default_factory=list, description="Entries of the secret maps whose values are not secret, as "
+                                                   "map.key (e.g. env.CURRENCY): shown and editable, not masked")
 
 
 def timeout(default: float, description: str) -> Any:
@@ -96,8 +102,25 @@ class ConfigSpec(BaseModel):
         return cls.model_construct(**dict(stored or {}))
 
     def stored(self) -> dict[str, Any]:
-        """The normalised config to store (defaults filled in)."""
-        return self.model_dump(mode="json")
+        """The normalised config to store (defaults filled in; an empty not_secret list left out, so configs
+        saved before it existed compare equal)."""
+        data = self.model_dump(mode="json")
+        if not data.get("not_secret"):
+            data.pop("not_secret", None)
+        return data
+
+    @field_validator("not_secret", check_fields=False)
+    @classmethod
+    def _not_secret_names_entries(cls, listed: list[str], info: ValidationInfo) -> list[str]:
+        # Declared last in every spec: the secret maps are validated and in `info.data` by now.
+        maps = cls.secret_maps()
+        for item in listed:
+            map_name, _, key = item.partition(".")
+            if map_name not in maps or key not in (info.data.get(map_name) or {}):
+                entries = [f"{m}.{k}" for m in maps for k in (info.data.get(m) or {})]
+                raise ValueError(f"entry {item[:200]!r} names no entry of a secret map "
+                                 f"({', '.join(maps)}); entries: {', '.join(entries) or '(none)'}")
+        return sorted(set(listed))
 
 
 def _is_secret(f: Any) -> bool:

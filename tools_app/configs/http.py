@@ -10,7 +10,14 @@ from urllib.parse import urlsplit
 import jsonschema
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from tools_app.configs.base import ConfigSpec, check_headers, check_http_url, secret_map, timeout
+from tools_app.configs.base import (
+    ConfigSpec,
+    check_headers,
+    check_http_url,
+    not_secret_field,
+    secret_map,
+    timeout,
+)
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 PLACEHOLDER = re.compile(r"\$\{(input|secret)\.([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -44,6 +51,7 @@ class HttpConfig(ConfigSpec):
     input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA),
                                          description="JSON Schema (2020-12) of the call's arguments")
     timeout_s: float = timeout(30, "Total time the request may take")
+    not_secret: list[str] = not_secret_field()
 
     @model_validator(mode="before")
     @classmethod

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from tools_app.configs.base import ConfigSpec, secret_map, timeout
+from tools_app.configs.base import ConfigSpec, not_secret_field, secret_map, timeout
 from tools_app.runtime.mcp.spec import LocalSpec
 
 ENV_NAME = re.compile(r"^[^=\x00]{1,256}$")
@@ -26,6 +26,7 @@ class LocalConfig(ConfigSpec):
     roots: list[str] | None = Field(
         default=None, description="Directories offered to the server as MCP roots (absolute paths); "
                                    "null offers the tenant workspace, [] offers none")
+    not_secret: list[str] = not_secret_field()
 
     @field_validator("roots")
     @classmethod

@@ -6,7 +6,14 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from tools_app.configs.base import ConfigSpec, check_headers, check_http_url, secret_map, timeout
+from tools_app.configs.base import (
+    ConfigSpec,
+    check_headers,
+    check_http_url,
+    not_secret_field,
+    secret_map,
+    timeout,
+)
 from tools_app.runtime.mcp.spec import RemoteSpec
 
 TRANSPORTS = ("streamable_http", "sse")
@@ -20,6 +27,7 @@ class RemoteConfig(ConfigSpec):
                                                          description="streamable_http (current) or sse (legacy)")
     headers: dict[str, str] = secret_map("HTTP headers sent with every request (e.g. Authorization); values are secrets")
     timeout_s: float = timeout(30, "Connect and per-call timeout")
+    not_secret: list[str] = not_secret_field()
 
     @field_validator("url")
     @classmethod

@@ -170,6 +170,11 @@ def _imported_approval(tool: Tool, name: str) -> bool | None:
     return name not in listed
 
 
+def _definition(fn: Offered) -> dict[str, Any]:
+    return {"description": fn.description, "input_schema": fn.input_schema, "output_schema": fn.output_schema,
+            "annotations": fn.annotations}
+
+
 @transaction.atomic
 def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str]]:
     tool = Tool.objects.select_for_update().get(pk=tool.pk)
@@ -187,10 +192,13 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
                 tool=tool, name=name, **fields,
                 state=FunctionState.ACTIVE if first else FunctionState.CHANGED,
                 approved_hash=fn.schema_hash if first else "",
+                approved_definition=_definition(fn) if first else None,
                 requires_approval=_imported_approval(tool, name),
             )
             continue
         trusted = fn.schema_hash == row.approved_hash
+        if trusted and row.approved_definition is None:
+            row.approved_definition = _definition(fn)  # rows trusted before definitions were kept
         for attr, value in fields.items():
             setattr(row, attr, value)
         row.state = FunctionState.ACTIVE if trusted else FunctionState.CHANGED
@@ -211,8 +219,8 @@ def function_approve(*, tenant: Tenant, actor: Any, tool_id: Any, name: str) -> 
     if fn.state == FunctionState.REMOVED:
         raise ToolError(f"function {name!r} is no longer offered by the server; nothing to approve",
                         details={"function": name, "state": fn.state})
-    fn.approved_hash, fn.state = fn.schema_hash, FunctionState.ACTIVE
-    fn.save(update_fields=["approved_hash", "state", "updated_at"])
+    fn.approved_hash, fn.state, fn.approved_definition = fn.schema_hash, FunctionState.ACTIVE, fn.definition()
+    fn.save(update_fields=["approved_hash", "state", "approved_definition", "updated_at"])
     return fn
 
 

@@ -59,12 +59,7 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
     name = check_name(data.name or "")
     if data.config is KEEP or data.config is None:
         raise InvalidConfig(f"config is required for a {data.type} tool", details={"field": "config"})
-    if isinstance(data.config, dict) and (masked := contains_mask(data.type, data.config)):
-        raise InvalidConfig(
-            f"{', '.join('config.' + m for m in masked)} is {MASK!r} but a new tool has no stored value to keep",
-            details={"fields": masked},
-        )
-    config = validate_config(data.type, data.config)
+    config = config_check(tool=None, tool_type=data.type, incoming=data.config)
     tool = Tool(
         tenant=tenant,
         name=name,
@@ -116,11 +111,7 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
     if changes.status is not None:
         tool.status = changes.status
     if changes.config is not KEEP and changes.config != "":
-        if not isinstance(changes.config, dict):
-            raise InvalidConfig("config must be a JSON object, \"\" or omitted", details={"field": "config"})
-        _secrets_follow_origin(tool, changes.config)
-        merged = merge_masked(tool.type, stored=tool.config, incoming=changes.config)
-        config = validate_config(tool.type, merged)
+        config = config_check(tool=tool, tool_type=tool.type, incoming=changes.config)
         if config != tool.config:
             tool.config = config
             _config_changed(tool)
@@ -129,6 +120,24 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
             return tool
     names.save_unique_name(tool, what="tool")
     return tool
+
+
+def config_check(*, tool: Tool | None, tool_type: str, incoming: Any) -> dict[str, Any]:
+    """The config a create (`tool` None) or an update of `tool` would store; raises what the save would raise.
+
+    Writes nothing: the admin's structured form calls it to put each error at its field before saving.
+    """
+    if tool is None:
+        if isinstance(incoming, dict) and (masked := contains_mask(tool_type, incoming)):
+            raise InvalidConfig(
+                f"{', '.join('config.' + m for m in masked)} is {MASK!r} but a new tool has no stored value to keep",
+                details={"fields": masked, "field": f"config.{masked[0]}"},
+            )
+        return validate_config(tool_type, incoming)
+    if not isinstance(incoming, dict):
+        raise InvalidConfig("config must be a JSON object, \"\" or omitted", details={"field": "config"})
+    _secrets_follow_origin(tool, incoming)
+    return validate_config(tool.type, merge_masked(tool.type, stored=tool.config, incoming=incoming))
 
 
 def _secrets_follow_origin(tool: Tool, incoming: dict[str, Any]) -> None:

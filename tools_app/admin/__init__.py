@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html
 
 from core.errors import DomainError
@@ -20,62 +20,72 @@ from tenants_app.admin_scoping import (
 )
 from tenants_app.selectors import tenants_for_admin
 from tools_app import services
+from tools_app.admin.config_form import FORM_TYPES, config_fields
+from tools_app.admin.forms import ToolAdminForm
+from tools_app.admin.pages import ToolPagesMixin, function_badge
 from tools_app.configs import mask_config
 from tools_app.models import FunctionState, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
 from tools_app.services import discovery
 
-
-class ToolAdminForm(forms.ModelForm):
-    """`config` is write-only: the field starts blank and blank keeps the stored value."""
-
-    config_input = forms.CharField(
-        label="Config (JSON)",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 80, "autocomplete": "off"}),
-        help_text='Write-only. Leave blank to keep the stored config; "********" keeps a stored secret value.',
-    )
-
-    class Meta:
-        model = Tool
-        fields = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
-
-    def clean_config_input(self) -> Any:
-        raw = self.cleaned_data.get("config_input", "").strip()
-        if not raw:
-            return services.KEEP
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"config is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("config must be a JSON object")
-        return value
+CONFIG_HELP = ("Fields marked * are required. Rows marked <b>secret</b> are write-only: a stored secret shows "
+               "<code>********</code>, which keeps it; type a new value to replace it. Rows marked <b>shown</b> "
+               "are plain values anyone managing this tool can read back.")
 
 
 class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
     model = ToolFunction
     extra = 0
     can_delete = False
-    fields = ["name", "state", "enabled", "requires_approval", "description", "schema_hash"]
-    readonly_fields = ["name", "state", "enabled", "requires_approval", "description", "schema_hash"]
+    fields = ["name", "badge", "requires_approval", "short_description", "links"]
+    readonly_fields = ["name", "badge", "requires_approval", "short_description", "links"]
+    verbose_name_plural = "Functions (what the server offers)"
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="State")
+    def badge(self, obj: ToolFunction) -> str:
+        return function_badge(obj)
+
+    @admin.display(description="Description")
+    def short_description(self, obj: ToolFunction) -> str:
+        text = obj.description or ""
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    @admin.display(description="")
+    def links(self, obj: ToolFunction) -> str:
+        if obj.state == FunctionState.CHANGED:
+            return format_html('<a class="button" href="{}">Review change</a>',
+                               reverse("admin:tools_app_tool_changes", args=[obj.tool_id]))
+        if obj.state == FunctionState.REMOVED:
+            return ""
+        return format_html('<a href="{}?function={}">Try</a>', reverse("admin:tools_app_tool_try", args=[obj.tool_id]),
+                           obj.name)
+
+
+MAIN_FIELDS = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
+HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
+                 "last_checked_at"]
+
 
 @admin.register(Tool)
-class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
+class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     form = ToolAdminForm
-    list_display = ["name", "tenant", "type", "status", "safety", "health", "last_ok_at", "disabled_until"]
+    change_form_template = "admin/tools_app/tool/change_form.html"
+    list_display = ["name", "tenant", "type", "status", "safety", "health", "awaiting", "last_ok_at"]
+    list_select_related = ["tenant"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = ["config_summary", "config_version", "consecutive_failures", "disabled_until", "last_ok_at",
-                       "last_error", "last_checked_at", "builtin_name"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary"]
     inlines = [ToolFunctionInline]
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
-        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
+            awaiting_count=Count("functions", filter=Q(functions__state=FunctionState.CHANGED)))
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant":
@@ -88,6 +98,24 @@ class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
             fields += ["tenant", "type"]
         return fields
 
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets: list[Any] = [(None, {"fields": MAIN_FIELDS})]
+        if obj is not None and obj.type == ToolType.BUILTIN:
+            fieldsets.append(("Built-in", {"fields": ["builtin_name"],
+                                           "description": "Configured by the built-in registry: nothing to edit."}))
+        else:
+            for tool_type in ([obj.type] if obj is not None else FORM_TYPES):
+                fieldsets.append((f"{ToolType(tool_type).label} config", {
+                    "fields": list(config_fields(tool_type)),
+                    "classes": ["toolhub-config", f"toolhub-config-{tool_type}"],
+                    "description": CONFIG_HELP,
+                }))
+            fieldsets.append(("Advanced", {"fields": ["config_advanced", "config_json"],
+                                           "classes": ["toolhub-advanced"]}))
+        if obj is not None:
+            fieldsets.append(("Health", {"fields": HEALTH_FIELDS}))
+        return fieldsets
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and obj.type == ToolType.BUILTIN:
             return False
@@ -97,6 +125,13 @@ class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
         if obj is not None and obj.type == ToolType.BUILTIN:
             return False
         return super().has_delete_permission(request, obj)
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], add: bool = False,
+                           change: bool = False, form_url: str = "", obj: Any = None) -> Any:
+        if obj is not None:
+            context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
+            context["tool_enabled"] = obj.status == ToolStatus.ENABLED
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="Config (masked)")
     def config_summary(self, obj: Tool) -> str:
@@ -110,13 +145,18 @@ class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
             return f"{obj.consecutive_failures} failure(s)"
         return "ok" if obj.last_ok_at else "unchecked"
 
+    @admin.display(description="Awaiting approval", ordering="awaiting_count")
+    def awaiting(self, obj: Tool) -> str:
+        count = getattr(obj, "awaiting_count", 0)
+        return format_html('<span class="toolhub-badge toolhub-badge-wait">{} function(s)</span>', count) if count else ""
+
     def save_model(self, request: HttpRequest, obj: Tool, form: Any, change: bool) -> None:
         data = services.ToolInput(
             name=form.cleaned_data["name"],
             description=form.cleaned_data.get("description", ""),
             type=None if change else form.cleaned_data["type"],
             status=form.cleaned_data.get("status"),
-            config=form.cleaned_data["config_input"],
+            config=form.cleaned_data.get("config_value", services.KEEP),
             safety=form.cleaned_data.get("safety"),
             requires_approval=form.cleaned_data.get("requires_approval"),
         )
@@ -181,16 +221,23 @@ class ToolAdmin(ServiceAdminMixin, admin.ModelAdmin):
             self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
 
 
+FUNCTION_FIELDS = ["tool", "name", "description", "input_schema", "output_schema", "annotations", "schema_hash",
+                   "approved_hash", "badge", "requires_approval", "safety", "safety_override", "unsupported_reason"]
+
+
 @admin.register(ToolFunction)
 class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
-    list_display = ["name", "tool", "state", "enabled", "requires_approval", "safety", "safety_override",
+    list_display = ["name", "tool", "badge", "requires_approval", "safety", "safety_override",
                     "unsupported_reason", "updated_at"]
+    list_select_related = ["tool"]
     list_filter = ["state", "enabled", tenant_filter("tool__tenant")]
     search_fields = ["name", "tool__name"]
-    readonly_fields = ["tool", "name", "description", "input_schema", "output_schema", "annotations", "schema_hash",
-                       "approved_hash", "state", "enabled", "requires_approval", "safety", "safety_override",
-                       "unsupported_reason"]
+    fields = readonly_fields = FUNCTION_FIELDS  # type: ignore[assignment]
     actions = ["approve", "safety_read_only", "safety_write", "safety_destructive", "safety_from_annotations"]
+
+    @admin.display(description="State")
+    def badge(self, obj: ToolFunction) -> str:
+        return function_badge(obj)
 
     @admin.display(description="Safety (effective)")
     def safety(self, obj: ToolFunction) -> str:

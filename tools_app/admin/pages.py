@@ -1,0 +1,267 @@
+"""Actions on the tool's own page: Test, Refresh, Enable/Disable, Try a function, Review and approve changes.
+
+Each is a POST that calls the same service the API calls and redirects back with a message (POST-redirect-GET);
+Try renders its result on its own page. The tool is looked up through the admin's tenant-scoped queryset, so
+another tenant's tool is a 404 like a missing one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.templatetags.static import static
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from core.errors import DomainError
+from tools_app.models import ApprovalVia, FunctionState, Tool, ToolFunction, ToolStatus
+from tools_app.services import discovery, tool_set_status
+from tools_app.services.invoke import tool_invoke
+
+MAX_RESULT_CHARS = 20_000
+
+
+def changes_line(changes: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {changes.get(k, 0)}" for k in ("added", "changed", "removed"))
+
+
+# --- Try a function: a form generated from the function's JSON Schema -------------------------------------
+
+def schema_inputs(schema: Any, values: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One input per top-level property: text, number, yes/no, a choice, or JSON for anything else."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    required = set(schema.get("required") or [])
+    inputs = []
+    for name, prop in schema["properties"].items():
+        prop = prop if isinstance(prop, dict) else {}
+        kind = prop.get("type")
+        if isinstance(kind, list):
+            kinds = [k for k in kind if k != "null"]
+            kind = kinds[0] if len(kinds) == 1 else None
+        if "enum" in prop and isinstance(prop["enum"], list) and all(isinstance(v, str) for v in prop["enum"]):
+            widget = "choice"
+        elif kind in ("string", "integer", "number", "boolean"):
+            widget = kind
+        else:
+            widget = "json"
+        inputs.append({"name": name, "widget": widget, "required": name in required,
+                       "description": str(prop.get("description") or prop.get("title") or ""),
+                       "choices": prop.get("enum") or [], "value": (values or {}).get(name, ""),
+                       "default": prop.get("default")})
+    return inputs
+
+
+def arguments_from(inputs: list[dict[str, Any]], data: Any) -> tuple[dict[str, Any], list[str]]:
+    """The arguments typed into the generated inputs (blank optional ones left out), and what failed to parse."""
+    args: dict[str, Any] = {}
+    problems: list[str] = []
+    for item in inputs:
+        raw = data.get(f"arg:{item['name']}", "")
+        item["value"] = raw
+        if raw == "":
+            continue  # left out: the function's own validation names a missing required argument
+        try:
+            if item["widget"] == "integer":
+                args[item["name"]] = int(raw)
+            elif item["widget"] == "number":
+                args[item["name"]] = float(raw)
+            elif item["widget"] == "boolean":
+                args[item["name"]] = raw == "true"
+            elif item["widget"] == "json":
+                args[item["name"]] = json.loads(raw)
+            else:
+                args[item["name"]] = raw
+        except ValueError:
+            problems.append(f"{item['name']}: not a valid {item['widget']}")
+    return args, problems
+
+
+# --- the diff of a changed function --------------------------------------------------------------------------
+
+def definition_text(definition: dict[str, Any] | None) -> list[str]:
+    if definition is None:
+        return []
+    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+
+def diff_html(old: dict[str, Any] | None, new: dict[str, Any]) -> SafeString:
+    """A unified diff (old approved definition → what the server offers now), lines marked added/removed."""
+    lines = list(difflib.unified_diff(definition_text(old), definition_text(new), "approved", "offered now",
+                                      lineterm="", n=3))
+    def css(line: str) -> str:
+        if line.startswith(("+++", "---", "@@")):
+            return "diff-meta"
+        return {"+": "diff-add", "-": "diff-del"}.get(line[:1], "diff-ctx")
+    body = format_html_join("\n", '<span class="{}">{}</span>', ((css(line), line) for line in lines))
+    return format_html('<pre class="toolhub-diff">{}</pre>', body or "(no difference in the stored definition)")
+
+
+def function_badge(fn: ToolFunction) -> SafeString:
+    """Never a green tick for a function awaiting approval: it is left out of every toolset until approved."""
+    if fn.state == FunctionState.CHANGED:
+        return format_html('<span class="toolhub-badge toolhub-badge-wait" title="{}">awaiting approval</span>',
+                           "new or changed since it was approved; left out of toolsets until approved")
+    if fn.state == FunctionState.REMOVED:
+        return format_html('<span class="toolhub-badge toolhub-badge-off">removed</span>')
+    if fn.unsupported_reason:
+        return format_html('<span class="toolhub-badge toolhub-badge-off" title="{}">unsupported</span>',
+                           fn.unsupported_reason)
+    if not fn.enabled:
+        return format_html('<span class="toolhub-badge toolhub-badge-off">disabled</span>')
+    return format_html('<span class="toolhub-badge toolhub-badge-ok"><img src="{}" alt="True"> enabled</span>',
+                       static("admin/img/icon-yes.svg"))
+
+
+class ToolPagesMixin:
+    """URLs and views of the actions on a tool's page (mixed into ToolAdmin)."""
+
+    admin_site: Any
+    model: type[Tool]
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        own = [
+            path("<path:object_id>/test/", wrap(self.test_view), name="tools_app_tool_test"),
+            path("<path:object_id>/refresh/", wrap(self.refresh_view), name="tools_app_tool_refresh"),
+            path("<path:object_id>/status/", wrap(self.status_view), name="tools_app_tool_status"),
+            path("<path:object_id>/try/", wrap(self.try_view), name="tools_app_tool_try"),
+            path("<path:object_id>/changes/", wrap(self.changes_view), name="tools_app_tool_changes"),
+        ]
+        return own + super().get_urls()  # type: ignore[misc]
+
+    def _tool(self, request: HttpRequest, object_id: str) -> Tool:
+        tool = self.get_object(request, object_id)  # type: ignore[attr-defined]
+        if tool is None or not self.has_view_permission(request, tool):  # type: ignore[attr-defined]
+            raise Http404("no such tool")
+        return tool  # type: ignore[no-any-return]
+
+    def _back(self, tool: Tool) -> HttpResponseRedirect:
+        return HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]))
+
+    def _post_only(self, request: HttpRequest) -> None:
+        if request.method != "POST":
+            raise Http404("POST only")
+
+    def test_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        self._post_only(request)
+        tool = self._tool(request, object_id)
+        try:
+            body = discovery.tool_test(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+        except DomainError as exc:
+            messages.error(request, f"Test: {exc.message}")
+            return self._back(tool)
+        if body["ok"]:
+            names = ", ".join(f["name"] for f in body["functions"][:10])
+            more = f" and {body['tool_count'] - 10} more" if body["tool_count"] > 10 else ""
+            server = body.get("server") or {}
+            messages.success(request, f"Test OK in {body['latency_ms']} ms: {server.get('name', '?')} "
+                                      f"{server.get('version', '')}, {body['tool_count']} function(s): {names}{more}. "
+                                      f"Compared with the stored functions: {changes_line(body['changes'])}.")
+        else:
+            messages.error(request, f"Test failed after {body['latency_ms']} ms: {body['error']['code']}: "
+                                    f"{body['error']['message']}")
+        return self._back(tool)
+
+    def refresh_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        self._post_only(request)
+        tool = self._tool(request, object_id)
+        try:
+            body = discovery.tool_refresh(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+        except DomainError as exc:
+            messages.error(request, f"Refresh: {exc.message}")
+            return self._back(tool)
+        if body["ok"]:
+            held = body["changes"].get("added", 0) + body["changes"].get("changed", 0)
+            note = " New and changed functions wait for approval: review them below." if held else ""
+            level = messages.WARNING if held else messages.SUCCESS
+            messages.add_message(request, level, f"Refreshed: {body['tool_count']} function(s); "
+                                                 f"{changes_line(body['changes'])}.{note}")
+        else:
+            messages.error(request, f"Refresh failed: {body['error']['code']}: {body['error']['message']}")
+        return self._back(tool)
+
+    def status_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        self._post_only(request)
+        tool = self._tool(request, object_id)
+        status = request.POST.get("status", "")
+        try:
+            tool = tool_set_status(tenant=tool.tenant, actor=request.user, tool_id=tool.pk, status=status)
+        except DomainError as exc:
+            messages.error(request, f"Not changed: {exc.message}")
+            return self._back(tool)
+        messages.success(request, f"{tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
+        return self._back(tool)
+
+    def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        tool = self._tool(request, object_id)
+        functions = list(tool.functions.exclude(state=FunctionState.REMOVED).order_by("name"))
+        chosen_name = request.POST.get("function") or request.GET.get("function") or ""
+        chosen = next((f for f in functions if f.name == chosen_name), functions[0] if functions else None)
+        inputs = schema_inputs(chosen.input_schema if chosen else None)
+        raw_args = request.POST.get("arguments_json", "") if request.method == "POST" else ""
+        result: dict[str, Any] | None = None
+        problems: list[str] = []
+        if request.method == "POST" and chosen is not None:
+            if raw_args.strip():
+                try:
+                    arguments: Any = json.loads(raw_args)
+                except json.JSONDecodeError as exc:
+                    problems.append(f"arguments are not valid JSON: {exc.msg} at line {exc.lineno}")
+                    arguments = None
+            else:
+                arguments, problems = arguments_from(inputs, request.POST)
+            if not problems:
+                try:
+                    invocation = tool_invoke(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                             function=chosen.name, arguments=arguments, via=ApprovalVia.INVOKE)
+                except DomainError as exc:
+                    problems.append(exc.message)
+                else:
+                    result = invocation.body()
+                    result["data_json"] = json.dumps(result.get("data"), indent=2, ensure_ascii=False)[
+                        :MAX_RESULT_CHARS] if result.get("data") is not None else ""
+                    result["text"] = (result.get("text") or "")[:MAX_RESULT_CHARS]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta, "original": tool, "title": f"Try a function of {tool.name}",
+            "tool": tool, "functions": functions, "chosen": chosen, "inputs": inputs, "raw_args": raw_args,
+            "result": result, "problems": problems,
+            "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen else "",
+        }
+        return TemplateResponse(request, "admin/tools_app/tool/try.html", context)
+
+    def changes_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        tool = self._tool(request, object_id)
+        if request.method == "POST":
+            name = request.POST.get("function", "")
+            try:
+                discovery.function_approve(tenant=tool.tenant, actor=request.user, tool_id=tool.pk, name=name)
+            except DomainError as exc:
+                messages.error(request, f"Not approved: {exc.message}")
+            else:
+                messages.success(request, f"Approved {tool.name}.{name}: its current definition is trusted and it "
+                                          "is offered to agents again.")
+            remaining = tool.functions.filter(state=FunctionState.CHANGED).exists()
+            if remaining:
+                return HttpResponseRedirect(reverse("admin:tools_app_tool_changes", args=[tool.pk]))
+            return self._back(tool)
+        changed = [
+            {"fn": fn, "new": fn.approved_definition is None and not fn.approved_hash,
+             "unknown_old": fn.approved_definition is None and bool(fn.approved_hash),
+             "diff": diff_html(fn.approved_definition, fn.definition()),
+             "old_description": (fn.approved_definition or {}).get("description")}
+            for fn in tool.functions.filter(state=FunctionState.CHANGED).order_by("name")
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta, "original": tool, "title": f"Review changed functions of {tool.name}",
+            "tool": tool, "changed": changed,
+        }
+        return TemplateResponse(request, "admin/tools_app/tool/changes.html", context)
