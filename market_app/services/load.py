@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from core.errors import DomainError
-from core.secrets import require_secrets_on_move
+from core.secrets import SECRET_KEY_RE, require_secrets_on_move
 from market_app import selectors
 from market_app.catalog import suggest_tool_name
 from market_app.catalog.common import unique_name
@@ -105,17 +105,27 @@ def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, 
         }
         if install.get("cwd"):
             config["cwd"] = install["cwd"]
-        return config
+        return _shown(config, "env", entry.required_env)
     url = str(install.get("url", ""))
     _refuse_visible_secrets(set(PLACEHOLDER.findall(url)) & secrets & set(env_values), "the URL")
     pool = {**env_values, **header_values}
     template_only = _template_vars(base_headers) - set(base_headers)
     names = [*base_headers, *(k for k in header_values if k not in base_headers and k not in template_only)]
-    return {
+    return _shown({
         "url": _substitute(url, env_values),
         "transport": install.get("transport", "streamable_http"),
         "headers": {k: _substitute(str(header_values.get(k, base_headers.get(k, ""))), pool) for k in names},
-    }
+    }, "headers", entry.required_headers)
+
+
+def _shown(config: dict[str, Any], map_name: str, declared: list[dict[str, Any]]) -> dict[str, Any]:
+    """Variables the catalog declares not secret (and whose names do not look secret) are shown, not masked."""
+    plain = sorted(f"{map_name}.{v['name']}" for v in declared
+                   if v.get("is_secret") is False and not SECRET_KEY_RE.search(v["name"])
+                   and v["name"] in config[map_name])
+    if plain:
+        config["not_secret"] = plain
+    return config
 
 
 def recover_template_values(template: list[Any], args: list[Any]) -> dict[str, str]:
@@ -245,6 +255,11 @@ def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[st
                                 kept=[f"headers.{k}" for k, v in kept_headers.items()
                                       if v and k not in (headers or {}) and v != catalog_headers.get(k)],
                                 field="config.url")
+    # A value the user kept secret stays secret: an update never shows what was masked before.
+    shown = [k for k in config.get("not_secret", []) if k in set(old.get("not_secret") or [])]
+    config.pop("not_secret", None)
+    if shown:
+        config["not_secret"] = shown
     for key in KEPT_ON_UPDATE.get(EntryKind(entry.kind), ()):
         if old.get(key) is not None:
             config.setdefault(key, old[key])

@@ -50,7 +50,9 @@ def test_load_creates_enabled_tool_with_default_name_and_masked_values(api: Any,
     tool = body["tool"]
     assert tool["name"] == "example-weather" and tool["type"] == "LOCAL" and tool["status"] == "ENABLED"
     assert body["message"] == ""
-    assert tool["config_summary"]["env"] == {"REGION": "********", "UNITS": "********", "WEATHER_API_KEY": "********"}
+    # The catalog declares REGION and UNITS not secret: they are shown; the key stays masked.
+    assert tool["config_summary"]["env"] == {"REGION": "eu", "UNITS": "metric", "WEATHER_API_KEY": "********"}
+    assert tool["config_summary"]["not_secret"] == ["env.REGION", "env.UNITS"]
     assert tool["market"]["entry_id"] == e.pk and tool["market"]["update_available"] is False
     assert SECRET not in resp.content.decode()
     stored = Tool.objects.get(pk=tool["id"])

@@ -95,13 +95,13 @@ def test_admin_pages_never_show_the_secret(api: Any, admin_client: Any) -> None:
 
 def test_admin_blank_config_keeps_and_json_replaces(api: Any, admin_client: Any) -> None:
     tool_id = make_tools(api)[1]
-    form = {"name": "local", "description": "edited", "status": "ENABLED", "safety": "WRITE", "config_input": "",
-            "functions-TOTAL_FORMS": "0", "functions-INITIAL_FORMS": "0"}
+    form = {"name": "local", "description": "edited", "status": "ENABLED", "safety": "WRITE", "config_json": "",
+            "config_advanced": "on", "functions-TOTAL_FORMS": "0", "functions-INITIAL_FORMS": "0"}
     resp = admin_client.post(f"/admin/tools_app/tool/{tool_id}/change/", form)
     assert resp.status_code == 302, resp.content[:2000]
     tool = Tool.objects.get(pk=tool_id)
     assert tool.description == "edited" and tool.config["env"]["API_KEY"] == CANARY
-    form["config_input"] = '{"command": "python3", "env": {"API_KEY": "********", "EXTRA": "e"}}'
+    form["config_json"] = '{"command": "python3", "env": {"API_KEY": "********", "EXTRA": "e"}}'
     admin_client.post(f"/admin/tools_app/tool/{tool_id}/change/", form)
     tool.refresh_from_db()
     assert tool.config["env"] == {"API_KEY": CANARY, "EXTRA": "e"}
