@@ -181,9 +181,19 @@ def threshold_of(agent: Agent) -> float:
     return float(getattr(settings, "TOOLHUB_INTENT_THRESHOLD", 0.35))
 
 
-def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
-               question: str) -> tuple[Toolset, dict[str, Any] | None]:
-    """For an agent with routing "intent": the narrowed toolset of this turn and the `intent.routed` event data."""
+def _limit(model_limit: int | None) -> int:
+    ceiling = int(getattr(settings, "TOOLHUB_MODEL_TOOL_LIMIT", 128))
+    return ceiling if model_limit is None or model_limit < 0 else min(ceiling, model_limit)
+
+
+def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, question: str,
+               limit: int | None = None) -> tuple[Toolset, dict[str, Any] | None]:
+    """For an agent with routing "intent": the narrowed toolset of this turn and the `intent.routed` event data.
+
+    `limit` is the model's tool limit (its `max_tools`); a fallback offers at most that many functions
+    (and never more than TOOLHUB_MODEL_TOOL_LIMIT), the best matches' first. The narrowed toolset keeps
+    routing's order, so a later cap at the model's limit cuts from the least relevant end.
+    """
     if agent.routing != AgentRouting.INTENT:
         return toolset, None
     start = time.perf_counter()
@@ -193,11 +203,11 @@ def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
     names = {f"{f.tool_name}__{f.function}": f.qualified_name for f in toolset}
     always_on = [names.get(r, r) for r in (agent.always_on or []) if isinstance(r, str)]
     routing: Routing = decide(matches, available=toolset.names(), threshold=threshold_of(agent),
-                              limit=int(getattr(settings, "TOOLHUB_MODEL_TOOL_LIMIT", 128)),
+                              limit=_limit(limit),
                               margin=float(getattr(settings, "TOOLHUB_INTENT_MARGIN", 0.1)),
                               knowledge=knowledge, always_on=always_on)
-    offered = set(routing.offered)
-    narrowed = Toolset(tuple(f for f in toolset if f.qualified_name in offered), left_out=toolset.left_out)
+    narrowed = Toolset(tuple(f for f in (toolset.get(n) for n in routing.offered) if f is not None),
+                       left_out=toolset.left_out)
     event = routing.event(full_count=len(toolset))
     event["cost_ms"] = int(round((time.perf_counter() - start) * 1000))
     return narrowed, event

@@ -216,24 +216,30 @@ def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset,
     return toolset, secrets
 
 
-def _routed(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset,
-            messages: list[dict[str, Any]]) -> tuple[Toolset, list[Event]]:
+def _routed(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, messages: list[dict[str, Any]],
+            model: ModelConfig) -> tuple[Toolset, list[Event]]:
     """With intent routing, the turn's toolset narrowed to the matched intents (agents_app.intents.routing)."""
     from agents_app.intents.routing import route_turn
 
     question = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-    narrowed, event = route_turn(tenant=tenant, actor=actor, agent=agent, toolset=toolset, question=question)
+    narrowed, event = route_turn(tenant=tenant, actor=actor, agent=agent, toolset=toolset, question=question,
+                                 limit=_model_limit(model))
     return narrowed, [("intent.routed", event)] if event is not None else []
 
+
+
+def _model_limit(model: ModelConfig) -> int:
+    """The model's tool limit (`max_tools`, default 128)."""
+    try:
+        return int(model.params.get("max_tools", DEFAULT_MAX_FUNCTIONS))
+    except (TypeError, ValueError):
+        return DEFAULT_MAX_FUNCTIONS
 
 
 def _capped(toolset: Toolset, model: ModelConfig, preamble: list[Event]) -> tuple[Toolset, list[Event]]:
     """The toolset within the model's limit (`max_tools`, default 128), after any routing chose; what was
     left out, and why (over the limit, or a function Toolhub cannot call), is said in `toolset.limited`."""
-    try:
-        limit = int(model.params.get("max_tools", DEFAULT_MAX_FUNCTIONS))
-    except (TypeError, ValueError):
-        limit = DEFAULT_MAX_FUNCTIONS
+    limit = _model_limit(model)
     toolset = toolset.capped(limit)
     if toolset.left_out:
         preamble = [*preamble, ("toolset.limited", {"offered": len(toolset), "limit": limit,
@@ -276,7 +282,8 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
     persisted = len(messages)
     messages.append({"role": "user", "content": message})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
-    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages)
+    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
+                                model=model)
     toolset, preamble = _capped(toolset, model, preamble)
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
@@ -329,7 +336,8 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
                     messages.append({"role": "tool", "tool_call_id": call_id,
                                      "content": "Error: not executed: the approval expired"})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
-    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages)
+    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
+                                model=model)
     toolset, preamble = _capped(toolset, model, preamble)
     conversation.status = ConversationStatus.RUNNING
     conversation.save(update_fields=["status", "updated_at"])

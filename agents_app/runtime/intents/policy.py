@@ -63,14 +63,15 @@ def decide(
 
     Nodes within `margin` of the best score (and above the threshold) are all taken: two close intents
     both get their functions rather than a coin flip. Below the threshold the whole toolset is offered,
-    the best matches' functions first, capped at `limit` (the model's tool limit).
+    the best matches' and the always-on functions first, capped at `limit` (the model's tool limit).
     """
     pool = list(dict.fromkeys(available))
     in_pool = set(pool)
     matches = tuple(matches)
     if not matches or matches[0].score < threshold:
         best = f"best score {matches[0].score:.2f} ({matches[0].code})" if matches else "no intent matched"
-        first = [f for m in matches for f in m.functions if f in in_pool]
+        # The best matches' functions, then the always-on ones, so a cap at the model's limit keeps both.
+        first = [f for f in [*(f for m in matches for f in m.functions), *always_on] if f in in_pool]
         offered = list(dict.fromkeys([*first, *pool]))
         capped = (f"toolset capped at {limit} of {len(offered)} functions",) if len(offered) > limit else ()
         return Routing("fallback", tuple(offered[:limit]), (), matches, threshold,

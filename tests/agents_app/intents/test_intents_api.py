@@ -249,6 +249,42 @@ def test_fallback_is_capped_at_the_models_tool_limit(api: Any, tenant: Any, memb
     assert len(offered) == 10 and "weather__weather_query" in offered  # the best match's functions come first
 
 
+def test_fallback_uses_the_agents_model_limit_best_match_and_always_on_first(api: Any, tenant: Any, member_client: Any,
+                                                                            start_llm: Any) -> None:
+    make_tree(api, tenant)
+    llm = start_llm([text("ok")])
+    model_id = make_model(api, llm)
+    assert api.patch(f"/api/v1/models/{model_id}/", {"params": {"max_tools": 4}}, format="json").status_code == 200
+    links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
+    agent_id = make_agent(api, model=model_id, tools=links, routing="intent", routing_threshold=0.99,
+                          always_on=["misc7__action_3"])
+    body = chat(member_client(tenant, Role.MEMBER), agent_id, "will it be sunny in Hangzhou this weekend?")
+    routed = events(body, "intent.routed")[0]
+    assert routed["mode"] == "fallback" and routed["offered_count"] == 4
+    assert "toolset capped at 4" in routed["notes"][0]
+    sent = [t["function"]["name"] for t in llm.requests[0]["tools"]]
+    # The cap is the model's (4, not TOOLHUB_MODEL_TOOL_LIMIT); the matches' functions (best first) and the
+    # always-on one come ahead of the rest of the toolset, so the cap keeps them.
+    assert len(sent) == 4 and sent[0] == "weather__weather_query" and "misc7__action_3" in sent
+    assert not events(body, "toolset.limited")
+
+
+def test_always_on_functions_join_routed_turns_but_not_system_answers(api: Any, tenant: Any, member_client: Any,
+                                                                     start_llm: Any) -> None:
+    make_tree(api, tenant)
+    llm = start_llm([text("sunny"), text("hi")])
+    links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
+    agent_id = make_agent(api, model=make_model(api, llm), tools=links, routing="intent",
+                          always_on=["misc7__action_3"])
+    member = member_client(tenant, Role.MEMBER)
+    body = chat(member, agent_id, "will it be sunny in Hangzhou this weekend?")
+    assert events(body, "intent.routed")[0]["offered"] == ["weather__weather_query", "misc7__action_3"]
+    assert [t["function"]["name"] for t in llm.requests[0]["tools"]] == ["weather__weather_query", "misc7__action_3"]
+    body = chat(member, agent_id, "hello there, good morning")  # SYSTEM: answered without tools, always-on too
+    assert events(body, "intent.routed")[0]["mode"] == "system"
+    assert not llm.requests[1].get("tools")
+
+
 def test_agent_routing_all_sends_everything_and_no_routing_event(api: Any, tenant: Any, start_llm: Any) -> None:
     make_tree(api, tenant)
     llm = start_llm([text("ok")])

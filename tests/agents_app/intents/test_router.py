@@ -58,6 +58,13 @@ def test_policy_below_threshold_offers_everything_capped_best_first() -> None:
     assert "below the threshold" in routing.reason and routing.notes
 
 
+def test_policy_fallback_keeps_always_on_functions_within_the_cap() -> None:
+    pool = [f"t__f{i}" for i in range(200)]
+    routing = decide([_m("a", 0.2, functions=("t__f150",))], available=pool, threshold=0.35, limit=3,
+                     always_on=["t__f199", "gone__fn"])
+    assert routing.offered == ("t__f150", "t__f199", "t__f0")  # an always-on ref the run may not offer is skipped
+
+
 def test_policy_system_intent_offers_no_tools() -> None:
     routing = decide([_m("hello", 0.9, "SYSTEM")], available=["a__x"], threshold=0.35, limit=128,
                      always_on=["a__x"])
