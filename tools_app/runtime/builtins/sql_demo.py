@@ -54,6 +54,10 @@ _ORDERS = [
 ]
 
 
+# The same rows, for the demo's Django record models (toolhub_demo.records).
+CUSTOMERS, PRODUCTS, ORDERS = tuple(_CUSTOMERS), tuple(_PRODUCTS), tuple(_ORDERS)
+
+
 def create_demo_database(path: Path | str) -> Path:
     """Create (or recreate) the demo database at `path`; returns its absolute path."""
     target = Path(path).resolve()

@@ -1,0 +1,97 @@
+"""The record tools' arguments as pydantic types: their JSON Schemas are what the model is asked for."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from tools_app.runtime.builtins.registry import BuiltinArgs
+
+MAX_BATCH = 100
+MAX_ROWS = 100
+
+Operator = Literal["eq", "ne", "lt", "lte", "gt", "gte", "in", "contains", "isnull"]
+
+
+class Condition(BuiltinArgs):
+    """One comparison: `field` `op` `value` (a list for `in`, true/false for `isnull`)."""
+
+    field: str = Field(description="A field of the model")
+    op: Operator = Field(description="contains is case-insensitive and for text; in takes a list")
+    value: JsonValue = None
+
+
+class Group(BuiltinArgs):
+    """All of (`and`), any of (`or`) or none of (`not`) the filters inside; exactly one key."""
+
+    and_: list[Filter] | None = Field(default=None, alias="and")
+    or_: list[Filter] | None = Field(default=None, alias="or")
+    not_: Filter | None = Field(default=None, alias="not")
+
+
+Filter = Condition | Group
+Group.model_rebuild()
+
+AggregateFn = Literal["count", "sum", "avg", "min", "max"]
+
+
+class Aggregate(BuiltinArgs):
+    fn: AggregateFn
+    field: str | None = Field(default=None, description="The field to aggregate (not needed for count)")
+    as_: str = Field(alias="as", description="The column name of the result")
+
+
+class Query(BuiltinArgs):
+    """A read of one registered model: filter, free-text search, ordering, columns, paging or grouping."""
+
+    model: str = Field(description="A registered record model (an unknown name is refused listing the models)")
+    filter: Filter | None = None
+    search: str | None = Field(default=None, description="Case-insensitive text matched in the model's search fields")
+    fields: list[str] | None = Field(default=None, description="Columns to return (default: every field)")
+    ordering: list[str] | None = Field(default=None, description="Field names, '-' in front for descending")
+    limit: int = Field(default=20, ge=1, le=MAX_ROWS)
+    offset: int = Field(default=0, ge=0)
+    group_by: list[str] | None = Field(default=None, description="Group rows by these fields (with aggregates)")
+    aggregates: list[Aggregate] | None = Field(default=None, description="Computed columns, per group or overall")
+
+
+class ReadArgs(BuiltinArgs):
+    model: str = Field(description="A registered record model")
+    id: int | None = None
+    ids: list[int] | None = Field(default=None, max_length=MAX_BATCH)
+    fields: list[str] | None = Field(default=None, description="Columns to return (default: every field)")
+
+
+class CreateArgs(BuiltinArgs):
+    model: str = Field(description="A registered record model")
+    record: dict[str, JsonValue] | None = Field(default=None, description="Field values of one new record")
+    records: list[dict[str, JsonValue]] | None = Field(default=None, max_length=MAX_BATCH,
+                                                       description="Several new records, written all or none")
+
+
+class UpdateArgs(BuiltinArgs):
+    model: str = Field(description="A registered record model")
+    record: dict[str, JsonValue] | None = Field(default=None, description="`id` plus the field values to set")
+    records: list[dict[str, JsonValue]] | None = Field(default=None, max_length=MAX_BATCH,
+                                                       description="Several updates (each with its id), all or none")
+
+
+class DeleteArgs(BuiltinArgs):
+    model: str = Field(description="A registered record model")
+    id: int | None = None
+    ids: list[int] | None = Field(default=None, max_length=MAX_BATCH)
+
+
+Widget = Literal["chart", "table", "kpi", "card", "list", "progress", "flow", "pivot"]
+
+
+class ShowDataArgs(BuiltinArgs):
+    query_name: str | None = Field(default=None, description="A saved query, by name")
+    query: Query | None = Field(default=None, description="An ad-hoc query, shaped as query_records takes it")
+    widget: Widget
+    props: dict[str, JsonValue] = Field(default_factory=dict, description=(
+        "chart: {type: bar|line|pie, x, y (column or list), title}; table: {columns, title}; "
+        "kpi: {value, label, unit}; card: {title, fields}; list: {primary, secondary}; "
+        "progress: {value, max (number or column), label}; flow: {step, value, stages}; "
+        "pivot: {rows, columns, value, agg: sum|count}"))
