@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
 from tools_app.runtime.builtins.registry import BuiltinArgs
+
+# A record's field values are a free-form map whose values the model's own fields check (strictly, naming
+# the field): `Any` keeps the schema open there instead of validating every value against JsonValue twice.
+FieldValues = dict[str, Any]
 
 MAX_BATCH = 100
 MAX_ROWS = 100
@@ -65,15 +69,15 @@ class ReadArgs(BuiltinArgs):
 
 class CreateArgs(BuiltinArgs):
     model: str = Field(description="A registered record model")
-    record: dict[str, JsonValue] | None = Field(default=None, description="Field values of one new record")
-    records: list[dict[str, JsonValue]] | None = Field(default=None, max_length=MAX_BATCH,
+    record: FieldValues | None = Field(default=None, description="Field values of one new record")
+    records: list[FieldValues] | None = Field(default=None, max_length=MAX_BATCH,
                                                        description="Several new records, written all or none")
 
 
 class UpdateArgs(BuiltinArgs):
     model: str = Field(description="A registered record model")
-    record: dict[str, JsonValue] | None = Field(default=None, description="`id` plus the field values to set")
-    records: list[dict[str, JsonValue]] | None = Field(default=None, max_length=MAX_BATCH,
+    record: FieldValues | None = Field(default=None, description="`id` plus the field values to set")
+    records: list[FieldValues] | None = Field(default=None, max_length=MAX_BATCH,
                                                        description="Several updates (each with its id), all or none")
 
 
@@ -90,7 +94,7 @@ class ShowDataArgs(BuiltinArgs):
     query_name: str | None = Field(default=None, description="A saved query, by name")
     query: Query | None = Field(default=None, description="An ad-hoc query, shaped as query_records takes it")
     widget: Widget
-    props: dict[str, JsonValue] = Field(default_factory=dict, description=(
+    props: FieldValues = Field(default_factory=dict, description=(
         "chart: {type: bar|line|pie, x, y (column or list), title}; table: {columns, title}; "
         "kpi: {value, label, unit}; card: {title, fields}; list: {primary, secondary}; "
         "progress: {value, max (number or column), label}; flow: {step, value, stages}; "

@@ -48,8 +48,9 @@ def _where(batch: bool, plural: str, index: int) -> str:
 
 
 def _named(spec: RecordModel, obj: Model) -> str:
-    text = str(obj)
-    return f"{spec.name} {obj.pk}" + (f" ({text})" if text and text != f"{spec.name} {obj.pk}" else "")
+    """'order 5 (…)': the record's id and how the model names it (once, if its own name already says the id)."""
+    head, text = f"{spec.name} {obj.pk}", str(obj)[:80]
+    return text if text.startswith(head) else f"{head} ({text})" if text else head
 
 
 def _unique(ids: list[Any], plural: str, batch: bool) -> None:
@@ -272,6 +273,7 @@ def describe_delete(*, tenant: Tenant, user: Any, model: str, id: Any = None, id
     deletable, missing = _delete_plan(spec, tenant=tenant, user=user, wanted=wanted)
     shown = [_named(spec, deletable[pk]) for pk in dict.fromkeys(wanted) if pk in deletable]
     head = f"Delete {len(shown)} {spec.name} record{'s' if len(shown) != 1 else ''}"
-    listed = "; ".join(shown[:20]) + (f"; and {len(shown) - 20} more" if len(shown) > 20 else "")
-    tail = f" ({len(missing)} id(s) match nothing and are skipped: {missing[:20]})" if missing else ""
-    return f"{head}: {listed}{tail}" if shown else f"{head}{tail}"
+    listed = "; ".join(shown[:5]) + (f"; and {len(shown) - 5} more" if len(shown) > 5 else "")
+    tail = f" ({len(missing)} id(s) match nothing and are skipped: {missing[:10]})" if missing else ""
+    # The card holds 500 characters: the count and the skipped ids come first to survive a cut.
+    return f"{head}{tail}: {listed}" if shown else f"{head}{tail}"

@@ -51,6 +51,9 @@ class RecordModel:
     row_filter: RowFilter | None = None
     label: str = ""
     _fields: dict[str, models.Field] = field(default_factory=dict, compare=False, repr=False)  # type: ignore[type-arg]
+    # Worked out once at registration: every value of every record of a batch asks for them.
+    _kinds: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _choices: dict[str, list[Any] | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def pk_name(self) -> str:
@@ -60,11 +63,10 @@ class RecordModel:
         return self._fields[name]
 
     def kind(self, name: str) -> str:
-        return kind_of(self._fields[name])
+        return self._kinds[name]
 
     def choices(self, name: str) -> list[Any] | None:
-        f = self._fields[name]
-        return [value for value, _ in f.flatchoices] if f.choices else None
+        return self._choices[name]
 
     def required(self, name: str) -> bool:
         f = self._fields[name]
@@ -150,7 +152,9 @@ def register(
         raise RecordRegistryError(f"{opts.label}: search_fields {missing_search} are not among the exposed fields")
     spec = RecordModel(name=public, model=model, fields=tuple(by_name), writable=writable,
                        search_fields=tuple(search_fields), tenant_field=tenant_field, row_filter=row_filter,
-                       label=str(opts.verbose_name), _fields=by_name)
+                       label=str(opts.verbose_name), _fields=by_name,
+                       _kinds={n: kind_of(f) for n, f in by_name.items()},
+                       _choices={n: [v for v, _ in f.flatchoices] if f.choices else None for n, f in by_name.items()})
     _REGISTRY[public] = spec
     return spec
 

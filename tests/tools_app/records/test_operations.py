@@ -107,7 +107,7 @@ def test_object_permissions_only(tenant: Any, demo_rows: Any, user_with: Any) ->
     out = ops.read_records(tenant=tenant, user=user, model="order", ids=ids)
     assert [r["id"] for r in out["records"]] == ids[:2] and out["missing"] == ids[2:]
     # Readable but not changeable: refused by name. Not readable: exactly like a missing id.
-    with pytest.raises(PermissionRefused, match=rf"you may not change order {ids[0]} \(order {ids[0]} "):
+    with pytest.raises(PermissionRefused, match=rf"record: you may not change order {ids[0]} \(1 × product "):
         ops.update_records(tenant=tenant, user=user, model="order", record={"id": ids[0], "quantity": 2})
     with pytest.raises(RecordNotFound, match=f"no order record found with id {ids[2]}"):
         ops.update_records(tenant=tenant, user=user, model="order", record={"id": ids[2], "quantity": 2})
