@@ -144,10 +144,17 @@ def sandbox_policy() -> SandboxPolicy:
     )
 
 
-def builtin_context(tenant: Tenant) -> BuiltinContext:
+def builtin_context(tenant: Tenant, user: Any = None, *, dry_run: bool = False) -> BuiltinContext:
+    """The context every registered tool (built-in, record tool, plugin) gets for one call by `user`."""
     interpreters = frozenset(tenant.command_interpreters or ()) & INTERPRETERS
+    user = user if getattr(user, "pk", None) is not None else None  # AnonymousUser is no user
     return BuiltinContext(
         tenant_slug=tenant.slug,
+        tenant_id=tenant.pk,
+        tenant=tenant,
+        user_id=getattr(user, "pk", None),
+        user=user,
+        dry_run=dry_run,
         workspace=workspace_for(tenant),
         # Interpreters run arbitrary code through flags: only with the tenant's explicit opt-in.
         command_allowlist=frozenset(settings.TOOLHUB_COMMAND_ALLOWLIST or DEFAULT_ALLOWLIST) | interpreters,

@@ -54,7 +54,7 @@ def test_builtin_sync_is_idempotent(tenant: Any) -> None:
     from tools_app.services.builtins_sync import sync_builtin_tools
 
     before = list(Tool.objects.filter(tenant=tenant).values_list("pk", "name", "status"))
-    assert sync_builtin_tools(tenant=tenant) == {"added": 0, "updated": 0, "retired": 0}
+    assert sync_builtin_tools(tenant=tenant) == {"added": 0, "updated": 0, "retired": 0, "removed": 0}
     assert list(Tool.objects.filter(tenant=tenant).values_list("pk", "name", "status")) == before
 
 

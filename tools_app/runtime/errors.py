@@ -11,7 +11,17 @@ from core.errors import (
     ToolTimeout,
 )
 
-__all__ = ["BusinessError", "InvalidParams", "OutboundBlocked", "ResponseTooLarge", "RuntimeToolError", "ToolTimeout"]
+__all__ = [
+    "BusinessError", "InvalidParams", "OutboundBlocked", "ResponseTooLarge", "RuntimeToolError", "ToolRefused",
+    "ToolTimeout",
+]
+
+
+class ToolRefused(RuntimeToolError):
+    """A tool refused the call up front (its refusal or before_approval hook, or no user where one is needed)."""
+
+    code = "refused"
+    result_code = "REFUSED"
 
 
 class CapacityExceeded(RuntimeToolError):

@@ -15,6 +15,9 @@ APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
 TIMEOUT = "TIMEOUT"
 BUSINESS_ERROR = "BUSINESS_ERROR"
 EXECUTION_ERROR = "EXECUTION_ERROR"
+# A tool's own refusal (plugin hooks), and a trial run asked of a tool whose effects a rollback cannot undo.
+REFUSED = "REFUSED"
+DRY_RUN_UNSUPPORTED = "DRY_RUN_UNSUPPORTED"
 
 ERROR_CODES = (
     INVALID_PARAMS,
@@ -24,6 +27,8 @@ ERROR_CODES = (
     TIMEOUT,
     BUSINESS_ERROR,
     EXECUTION_ERROR,
+    REFUSED,
+    DRY_RUN_UNSUPPORTED,
 )
 
 

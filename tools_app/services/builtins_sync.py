@@ -1,4 +1,4 @@
-"""Keep one BUILTIN tool row per tenant per registered built-in, idempotently."""
+"""Keep one BUILTIN tool row per tenant per registered tool (built-ins, record tools, plugins), idempotently."""
 
 from __future__ import annotations
 
@@ -6,16 +6,31 @@ from django.db import transaction
 
 from tenants_app.models import Tenant
 from tools_app.models import FunctionState, Tool, ToolFunction, ToolStatus, ToolType
-from tools_app.runtime.builtins import all_builtins
+from tools_app.runtime import registry
+from tools_app.runtime.registry import ToolSpec
 from tools_app.runtime.schemas import schema_hash
+
+COUNTS = ("added", "updated", "retired", "removed")
+
+
+def _specs(refresh: bool) -> tuple[dict[str, ToolSpec], bool]:
+    """The registered tools, and whether every installed plugin loaded (only then may rows be removed)."""
+    specs = {s.name: s for s in registry.all_tools(refresh=refresh)}
+    return specs, not registry.plugin_errors()
 
 
 @transaction.atomic
-def sync_builtin_tools(*, tenant: Tenant) -> dict[str, int]:
-    """Add missing built-ins (dangerous ones DISABLED), refresh definitions, retire vanished ones."""
-    specs = {s.name: s for s in all_builtins()}
+def sync_builtin_tools(*, tenant: Tenant, refresh: bool = False) -> dict[str, int]:
+    """Add missing tools (anything not READ_ONLY DISABLED), refresh definitions, drop vanished ones.
+
+    A tool that is no longer registered (its plugin package was uninstalled) loses its row; its audit
+    rows (ToolCall) stay, keeping the tool's name. While some installed plugin fails to load, a
+    vanished tool is only retired (disabled, functions REMOVED): it may belong to the broken package.
+    `refresh` re-reads the installed packages' entry points first.
+    """
+    specs, all_loaded = _specs(refresh)
     existing = {t.builtin_name: t for t in Tool.objects.select_for_update().filter(tenant=tenant, type=ToolType.BUILTIN)}
-    counts = {"added": 0, "updated": 0, "retired": 0}
+    counts = dict.fromkeys(COUNTS, 0)
     for name, spec in specs.items():
         tool = existing.get(name)
         if tool is None:
@@ -40,17 +55,24 @@ def sync_builtin_tools(*, tenant: Tenant) -> dict[str, int]:
         )
         tool.functions.exclude(name=spec.function_name).update(state=FunctionState.REMOVED)
     for name, tool in existing.items():
-        if name not in specs:
-            tool.functions.update(state=FunctionState.REMOVED)
-            if tool.status != ToolStatus.DISABLED:
-                tool.status = ToolStatus.DISABLED
-                tool.save(update_fields=["status", "updated_at"])
-            counts["retired"] += 1
+        if name in specs:
+            continue
+        if all_loaded:
+            tool.delete()  # ToolCall.tool is SET_NULL: the audit history keeps the call and the tool's name
+            counts["removed"] += 1
+            continue
+        tool.functions.update(state=FunctionState.REMOVED)
+        if tool.status != ToolStatus.DISABLED:
+            tool.status = ToolStatus.DISABLED
+            tool.save(update_fields=["status", "updated_at"])
+        counts["retired"] += 1
     return counts
 
 
-def sync_all_tenants() -> dict[str, int]:
-    total = {"added": 0, "updated": 0, "retired": 0}
+def sync_all_tenants(*, refresh: bool = False) -> dict[str, int]:
+    total = dict.fromkeys(COUNTS, 0)
+    if refresh:
+        registry.discover(refresh=True)
     for tenant in Tenant.objects.all():
         for key, value in sync_builtin_tools(tenant=tenant).items():
             total[key] += value

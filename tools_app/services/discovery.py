@@ -16,8 +16,8 @@ from tools_app import adapters, selectors
 from tools_app.configs import secret_values
 from tools_app.errors import ToolError, ToolNotFound
 from tools_app.models import FunctionState, Safety, Tool, ToolFunction, ToolType
-from tools_app.runtime.builtins import get_builtin
 from tools_app.runtime.errors import RuntimeToolError
+from tools_app.runtime.registry import get_tool
 from tools_app.runtime.schemas import schema_hash
 from tools_app.services import health
 
@@ -78,7 +78,11 @@ def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:
 def _probe(tool: Tool) -> Probe:
     """initialize + tools/list for MCP tools; the registry or the config for built-in and HTTP tools."""
     if tool.type == ToolType.BUILTIN:
-        spec = get_builtin(tool.builtin_name)
+        try:
+            spec = get_tool(tool.builtin_name)
+        except KeyError:  # a plugin whose package was uninstalled; the next sync removes the row
+            return Probe(ok=False, error={"code": "not_found", "message": f"no tool named {tool.builtin_name!r} "
+                                          "is installed (its plugin package may have been removed)"})
         fn = Offered(spec.function_name, spec.description, spec.input_schema)
         return Probe(ok=True, server={"name": "toolhub-builtin", "version": "1"}, functions=[fn])
     if tool.type == ToolType.HTTP:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from core.secrets import redact, scrub_text, scrubber
 from tenants_app.models import Tenant
@@ -25,8 +26,8 @@ from tools_app.models import (
     ToolStatus,
     ToolType,
 )
+from tools_app.runtime import registry
 from tools_app.runtime import result as codes
-from tools_app.runtime.builtins import invoke_builtin
 from tools_app.runtime.content import excerpt
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
@@ -96,14 +97,33 @@ class _Refused(Exception):
         self.code, self.message = code, message
 
 
-def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None) -> ToolResult:
+def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None) -> ToolResult:
+    """A registered tool (built-in, record tool, plugin) as `actor`, inside one transaction unless it opts out.
+
+    In the transaction a failed call is rolled back whole: a tool never leaves half its writes behind.
+    """
+    ctx = adapters.builtin_context(tool.tenant, actor)
+    try:
+        spec = registry.get_tool(tool.builtin_name)
+    except KeyError:
+        spec = None
+    if spec is None or spec.runs_outside_transaction:
+        return registry.invoke_tool(tool.builtin_name, function, arguments, ctx)
+    with transaction.atomic():
+        result = registry.invoke_tool(tool.builtin_name, function, arguments, ctx)
+        if not result.success:
+            transaction.set_rollback(True)
+    return result
+
+
+def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None, actor: Any = None) -> ToolResult:
     """Dispatch to the runtime of the tool's type. Never raises for a tool failure."""
     started = time.monotonic()
     try:
         if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
             result = adapters.pool().call(adapters.server_spec(tool), function, arguments, on_progress=on_progress)
         elif tool.type == ToolType.BUILTIN:
-            result = invoke_builtin(tool.builtin_name, function, arguments, adapters.builtin_context(tool.tenant))
+            result = run_registered(tool, function, arguments, actor)
         else:
             spec = adapters.http_spec(tool)
             result = run_http_tool(spec, arguments, policy=adapters.outbound_policy(timeout_s=float(spec.timeout_s)))
@@ -151,7 +171,7 @@ def tool_invoke(
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                                         result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
                                         conversation=conversation, via=via))
-    result = run(tool, function, arguments, on_progress).scrubbed(scrub)
+    result = run(tool, function, arguments, on_progress, actor=actor).scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:

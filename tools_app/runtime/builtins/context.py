@@ -1,11 +1,11 @@
-"""Per-call context handed to every built-in: the tenant's workspace, command and SQL settings."""
+"""Per-call context handed to every built-in: the plugin ToolContext plus the command and SQL settings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tools_app.runtime.builtins.sandbox import SandboxPolicy
+from tools_app.runtime.plugin import ToolContext
 
 # Harmless aggregates and scalars, named as sqlglot canonicalises them (plus common raw spellings).
 # Nothing here sleeps, reads files, touches the network, changes settings or builds huge values.
@@ -46,12 +46,10 @@ class SqlTarget:
         raise ValueError(f"unsupported SQL target URL scheme in {self.url.split(':', 1)[0]!r}")
 
 
-@dataclass(frozen=True)
-class BuiltinContext:
-    """Everything a built-in may touch for one tenant; nothing else is reachable."""
+@dataclass(frozen=True, kw_only=True)
+class BuiltinContext(ToolContext):
+    """Everything a built-in may touch for one tenant; nothing else is reachable. Every tool gets one."""
 
-    tenant_slug: str
-    workspace: Path
     command_allowlist: frozenset[str] = frozenset()
     interpreters_allowed: frozenset[str] = frozenset()
     sql: SqlTarget | None = None
