@@ -163,6 +163,10 @@ class ToolCall(models.Model):
     conversation = models.ForeignKey("agents_app.Conversation", null=True, blank=True, on_delete=models.SET_NULL)
     # Where the call came from: "api" (direct invoke), "chat" or "gateway" (an MCP client through /mcp/...).
     via = models.CharField(max_length=16, blank=True, default="")
+    # How the call is named for people (a plugin's call_title hook), e.g. "Delete 3 orders"; else the tool's name.
+    title = models.CharField(max_length=200, blank=True, default="")
+    # A trial run: executed inside a transaction that was rolled back, so nothing it did was kept.
+    dry_run = models.BooleanField(default=False)
     arguments = models.JSONField(default=dict)
     status = models.CharField(max_length=24, choices=CallStatus.choices)
     error_code = models.CharField(max_length=32, blank=True, default="")
@@ -204,6 +208,8 @@ class Approval(models.Model):
     held_arguments = EncryptedJSONField(null=True, blank=True)
     count = models.PositiveIntegerField(default=1)
     warning = models.TextField(blank=True, default="")
+    # What the approval card says the call will do (a plugin's before_approval hook), e.g. "delete 37 orders".
+    summary = models.CharField(max_length=500, blank=True, default="")
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -25,6 +25,7 @@ class ApprovalRequest:
     safety: str
     warning: str | None
     call_ids: list[str] = field(default_factory=list)
+    summary: str = ""  # what the approval card shows (the tool's before_approval), "" for the call itself
 
     def as_event(self) -> dict[str, Any]:
         return {
@@ -35,6 +36,7 @@ class ApprovalRequest:
             "arguments": self.arguments,
             "safety": self.safety,
             "warning": self.warning,
+            "summary": self.summary or None,
             "count": len(self.call_ids),
             "call_ids": list(self.call_ids),
         }

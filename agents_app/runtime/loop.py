@@ -26,11 +26,13 @@ from agents_app.runtime.transcript import (
 )
 from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
-from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, ToolResult
+from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, REFUSED, ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
 
 Event = tuple[str, dict[str, Any]]
 Execute = Callable[[ToolsetFunction, dict[str, Any], str], ToolResult]
+# Before a guarded call is held for a person: (a refusal, or None; what the approval card shows).
+Screen = Callable[[ToolsetFunction, dict[str, Any]], tuple[str | None, str]]
 Decision = Literal["approved", "denied"]
 
 DENIED = "DENIED"
@@ -43,6 +45,7 @@ __all__ = [
     "ApprovalRequest",
     "Event",
     "Execute",
+    "Screen",
     "answer_orphans",
     "close_pending",
     "pending_calls",
@@ -77,7 +80,11 @@ class _Call:
 
     def result_event(self) -> dict[str, Any]:
         r = self.result
+        shown = bool(r and r.shown and self.status == "ok")
         return {
+            "shown": shown,
+            # A result drawn for the reader carries its data whole, for the page to draw.
+            **({"data": r.data} if shown and r is not None else {}),
             "call_id": self.call_id,
             "name": self.name,
             "tool": self.fn.tool_name if self.fn else None,
@@ -166,7 +173,7 @@ def progress_reporter() -> Callable[[float, float | None, str | None], None] | N
 
 
 def render_result(result: ToolResult, cap: int) -> str:
-    """What the model reads for one result, capped with a visible notice."""
+    """What the model reads for one result, capped with a visible notice (a result marked shown is kept whole)."""
     if result.success:
         if result.text:
             content = result.text
@@ -176,7 +183,7 @@ def render_result(result: ToolResult, cap: int) -> str:
             content = "(no output)"
     else:
         content = f"Error ({result.error_code}): {result.error or 'tool call failed'}"
-    return truncate(content, cap)
+    return content if result.success and result.shown else truncate(content, cap)
 
 
 def truncate(content: str, cap: int) -> str:
@@ -198,6 +205,7 @@ def run(
     result_char_cap: int = 8000,
     decisions: Mapping[str, str] | None = None,
     http_client: httpx2.Client | None = None,
+    screen: Screen | None = None,
 ) -> Iterator[Event]:
     """Run the agent until a final answer, an approval pause, an error or the step limit.
 
@@ -205,7 +213,8 @@ def run(
     answers), so after the generator ends the caller persists it as is. If it ends with unanswered
     tool calls (a paused run), those are processed first using `decisions` ({approval key:
     "approved"|"denied"}); decisions apply only to the calls pending at this moment, so nothing the
-    model or a tool says later can reuse them. Never raises: failures are `error` events.
+    model or a tool says later can reuse them. `screen` sees each guarded call before it is held: it may
+    refuse it (no one is asked) or give the approval card's text. Never raises: failures are `error` events.
     """
     client: ModelClient | None = None
     steps = steps_taken(messages)
@@ -222,6 +231,7 @@ def run(
                 result_char_cap,
                 decisions or {},
                 model.vision,
+                screen,
             )
             if approvals:
                 yield _paused(approvals, steps)
@@ -271,6 +281,7 @@ def run(
                 result_char_cap,
                 {},  # approvals never come from inside the run
                 model.vision,
+                screen,
             )
             if approvals:
                 yield _paused(approvals, steps)
@@ -292,6 +303,7 @@ def resume(
     decisions: Mapping[str, str],
     result_char_cap: int = 8000,
     http_client: httpx2.Client | None = None,
+    screen: Screen | None = None,
 ) -> Iterator[Event]:
     """Continue a paused run: approved calls execute, denied ones are reported as refused."""
     return run(
@@ -303,6 +315,7 @@ def resume(
         result_char_cap=result_char_cap,
         decisions=decisions,
         http_client=http_client,
+        screen=screen,
     )
 
 
@@ -380,6 +393,7 @@ def _process_calls(
     cap: int,
     decisions: Mapping[str, str],
     vision: bool = False,
+    screen: Screen | None = None,
 ) -> Generator[Event, None, list[ApprovalRequest]]:
     """Answer one turn's calls: errors at once, approved/unguarded ones concurrently, the rest held.
 
@@ -387,6 +401,18 @@ def _process_calls(
     """
     for call in calls:
         _prepare(call, toolset)
+
+    # A guarded call not yet decided may be refused before anyone is asked, or say what its card shows.
+    cards: dict[str, str] = {}
+    if screen is not None and not decisions:  # a resumed batch was screened before it was held
+        for call in calls:
+            if call.result is None and call.fn is not None and call.fn.needs_approval and call.arguments is not None:
+                try:
+                    refused, cards[call.call_id] = screen(call.fn, call.arguments)
+                except Exception:  # noqa: BLE001 - a failing screen shows the plain card
+                    refused = None
+                if refused:
+                    call.result = ToolResult.fail(REFUSED, refused)
 
     # Batch guarded calls by function + canonical arguments; the key covers the batch's call ids.
     groups: dict[tuple[str, str], list[_Call]] = {}
@@ -415,6 +441,7 @@ def _process_calls(
                     safety=fn.safety,
                     warning=approval_warning(fn.safety),
                     call_ids=ids,
+                    summary=cards.get(members[0].call_id, ""),
                 )
             )
 

@@ -40,7 +40,8 @@ from tools_app.models import ApprovalStatus, ApprovalVia, Tool
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
-from tools_app.services.approvals import approval_request, approvals_expire
+from tools_app.services import plugins
+from tools_app.services.approvals import approval_request, approval_screen, approvals_expire
 from tools_app.services.invoke import tool_invoke
 
 DEMO_MODEL_NAME = "toolhub-demo"
@@ -69,6 +70,8 @@ class _Run:
     decisions: dict[str, str] = field(default_factory=dict)
     results: dict[str, ToolResult] = field(default_factory=dict)
     preamble: list[Event] = field(default_factory=list)  # e.g. intent.routed, sent before the loop's events
+    tools: dict[int, Tool] = field(default_factory=dict)  # the toolset's tools, for their plugin hooks
+    titles: dict[str, str] = field(default_factory=dict)  # call id -> how the call is named (call_title)
 
     @property
     def scrub(self) -> Scrubber:
@@ -120,6 +123,7 @@ class ChatRun:
                 decisions=run.decisions,
                 # A tenant's endpoint goes through the outbound guard on every request; the demo model doesn't.
                 http_client=adapters.guarded_http_client() if run.guard_model_url else None,
+                screen=_screen(run),
             )
             scrub = run.scrub
             # A model may echo its key (or a tool secret) split across deltas: hold back what may start one.
@@ -134,6 +138,8 @@ class ChatRun:
                 if rest:
                     yield "message.delta", {"text": rest}
                 data = scrub.value(data)
+                if name in ("tool.call", "tool.result", "tool.progress"):
+                    data = {**data, "title": _title(run, data)}
                 if name == "tool.call":
                     data = _redacted_call(run, data)
                 elif name == "approval.required":
@@ -247,8 +253,14 @@ def _capped(toolset: Toolset, model: ModelConfig, preamble: list[Event]) -> tupl
     return toolset, preamble
 
 
-def _system_message(agent: Agent) -> dict[str, Any]:
-    return {"role": "system", "content": agent.system_prompt or DEFAULT_SYSTEM_PROMPT.format(name=agent.name)}
+def _system_message(agent: Agent, context: str = "") -> dict[str, Any]:
+    """The agent's prompt, then what its tools add for this user (their provide_context hooks)."""
+    prompt = agent.system_prompt or DEFAULT_SYSTEM_PROMPT.format(name=agent.name)
+    return {"role": "system", "content": f"{prompt}\n\n{context}" if context else prompt}
+
+
+def _toolset_tools(tenant: Tenant, toolset: Toolset) -> dict[int, Tool]:
+    return {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in={f.tool_id for f in toolset})}
 
 
 def _claim(conversation: Conversation) -> None:
@@ -285,11 +297,14 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
     toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
                                 model=model)
     toolset, preamble = _capped(toolset, model, preamble)
+    tools = _toolset_tools(tenant, toolset)
+    messages[0] = _system_message(agent, plugins.provided_context(tenant=tenant, actor=actor, tools=tools.values()))
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
     conversation.save()
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
-                toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, preamble=preamble)
+                toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, preamble=preamble,
+                tools=tools)
 
 
 @transaction.atomic
@@ -339,11 +354,14 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
     toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
                                 model=model)
     toolset, preamble = _capped(toolset, model, preamble)
+    tools = _toolset_tools(tenant, toolset)
+    if messages and messages[0].get("role") == "system":
+        messages[0] = _system_message(agent, plugins.provided_context(tenant=tenant, actor=actor, tools=tools.values()))
     conversation.status = ConversationStatus.RUNNING
     conversation.save(update_fields=["status", "updated_at"])
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
                 toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, approvals=batches,
-                approved_call_ids=frozenset(approved), decisions=decisions, preamble=preamble)
+                approved_call_ids=frozenset(approved), decisions=decisions, preamble=preamble, tools=tools)
 
 
 # --- during the run -------------------------------------------------------------------------------
@@ -391,6 +409,40 @@ def _executor(run: _Run) -> loop.Execute:
     return execute
 
 
+def _screen(run: _Run) -> loop.Screen:
+    """Before the loop holds a guarded call: the tool's refusal, or its approval card's text."""
+
+    def screen(fn: Any, arguments: dict[str, Any]) -> tuple[str | None, str]:
+        tool = run.tools.get(fn.tool_id)
+        if tool is None:
+            return None, ""
+        reason = plugins.refusal(tenant=run.tenant, actor=run.actor, tool=tool)
+        if reason:
+            return run.scrub.text(reason), ""
+        card = approval_screen(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function,
+                               arguments=arguments)
+        return (run.scrub.text(card.refuse) if card.refuse else None), run.scrub.text(card.text)
+
+    return screen
+
+
+def _title(run: _Run, data: dict[str, Any]) -> str:
+    """How a call is named for people (the tool's call_title hook), worked out once per call."""
+    call_id = str(data.get("call_id") or "")
+    if call_id in run.titles:
+        return run.titles[call_id]
+    fn = run.toolset.get(str(data.get("name") or ""))
+    tool = run.tools.get(fn.tool_id) if fn is not None else None
+    arguments = data.get("arguments")
+    if tool is None or fn is None:
+        title = str(data.get("name") or "")
+    else:
+        title = run.scrub.text(plugins.call_title(tool, fn.function, arguments if isinstance(arguments, dict) else {}))
+    if call_id:
+        run.titles[call_id] = title
+    return title
+
+
 def _secrets_of(run: _Run, data: dict[str, Any]) -> list[str]:
     fn = run.toolset.get(str(data.get("name") or ""))
     return run.secrets.get(fn.tool_id, []) if fn is not None else []
@@ -407,9 +459,13 @@ def _request_approval(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
     """Record the held batch as an awaiting ToolCall plus an Approval; the event carries its id."""
     fn = run.toolset.get(data["name"])
     assert fn is not None
+    call_ids = list(data.get("call_ids") or [])
+    title = _title(run, {"call_id": call_ids[0] if call_ids else "", "name": data["name"],
+                         "arguments": data.get("arguments")})
     approval = approval_request(
         tenant=run.tenant, actor=run.actor, tool=fn.tool_id, function=fn.function, arguments=data["arguments"],
         agent=run.agent, conversation=run.conversation, via=ApprovalVia.CHAT, count=int(data.get("count") or 1),
+        summary=str(data.get("summary") or ""), title=title,
     )
     run.approvals[data["key"]] = {"id": approval.pk, "call_ids": list(data.get("call_ids") or [])}
     return _pending_out(run, data)
@@ -427,6 +483,8 @@ def _pending_out(run: _Run, data: dict[str, Any]) -> dict[str, Any]:
         "arguments": redact(data.get("arguments") or {}, secrets),
         "safety": data.get("safety"),
         "warning": data.get("warning"),
+        "summary": data.get("summary"),
+        "title": next((run.titles[c] for c in data.get("call_ids") or [] if c in run.titles), data.get("name")),
         "count": data.get("count"),
         "call_ids": data.get("call_ids"),
     }

@@ -119,13 +119,18 @@ class ToolCallOut(serializers.ModelSerializer):
 
     class Meta:
         model = ToolCall
-        fields = ["id", "tool", "tool_name", "function", "actor", "agent", "conversation", "arguments", "status",
-                  "error_code", "error", "cost_ms", "result_excerpt", "result_size", "created_at"]
+        fields = ["id", "tool", "tool_name", "function", "title", "actor", "agent", "conversation", "arguments",
+                  "status", "error_code", "error", "dry_run", "cost_ms", "result_excerpt", "result_size", "created_at"]
 
 
 class InvokeIn(StrictInputSerializer):
     function = serializers.CharField(max_length=128)
     arguments = serializers.DictField(required=False, default=dict)
+    dry_run = serializers.BooleanField(
+        required=False, default=False,
+        help_text="A trial run: for tools a database rollback undoes, run and roll back, answering what would "
+                  "have changed; other tools answer DRY_RUN_UNSUPPORTED",
+    )
 
 
 # `data` would shadow Serializer.data, so the documented output shape is an inline serializer.
@@ -141,7 +146,16 @@ InvokeOut = inline_serializer(
         "call_id": serializers.IntegerField(),
         "approval_id": serializers.IntegerField(required=False, help_text="Set when the call awaits approval"),
         "warning": serializers.CharField(required=False, allow_null=True),
+        "summary": serializers.CharField(required=False, allow_null=True,
+                                         help_text="What the approval card says the call will do"),
         "expires_at": serializers.DateTimeField(required=False),
+        "shown": serializers.BooleanField(help_text="A result drawn for the reader, kept whole"),
+        "title": serializers.CharField(required=False, help_text="How the call is named (the tool's call_title)"),
+        "dry_run": serializers.BooleanField(required=False),
+        "changes": serializers.JSONField(
+            required=False, allow_null=True,
+            help_text="A trial run's rolled-back changes: objects [{model, pk, action}] and write statements per table",
+        ),
     },
 )
 
@@ -156,11 +170,12 @@ class ApprovalOut(serializers.ModelSerializer):
     conversation_id = serializers.IntegerField(source="tool_call.conversation_id", allow_null=True)
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
+    title = serializers.CharField(source="tool_call.title", help_text="How the call is named for people")
 
     class Meta:
         model = Approval
-        fields = ["approval_id", "status", "via", "tool", "tool_id", "function", "arguments", "safety", "count",
-                  "warning", "conversation_id", "requested_by", "decided_by", "decided_at", "expires_at",
+        fields = ["approval_id", "status", "via", "tool", "tool_id", "function", "title", "arguments", "safety",
+                  "count", "warning", "summary", "conversation_id", "requested_by", "decided_by", "decided_at", "expires_at",
                   "created_at"]
 
     def get_safety(self, obj: Approval) -> str | None:

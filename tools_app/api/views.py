@@ -156,6 +156,7 @@ class ToolViewSet(TenantViewSet):
             tool_id=pk,
             function=body.validated_data["function"],
             arguments=body.validated_data.get("arguments", {}),
+            dry_run=body.validated_data.get("dry_run", False),
         )
         return Response(done.body())
 

@@ -38,6 +38,9 @@ class ToolResult:
 
     `content` holds plain JSON dicts (the MCP wire shape: type, mimeType, data/uri/text, annotations)
     so the secret scrubber and the gateway can treat it as data.
+
+    `shown` marks a result drawn for the reader (a table, a chart): chat and the audit keep it whole
+    instead of cutting it to the usual excerpt, so the page can draw exactly what the model read.
     """
 
     success: bool
@@ -48,11 +51,12 @@ class ToolResult:
     cost_ms: int = 0
     content: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    shown: bool = False
 
     @classmethod
     def ok(cls, *, data: Any = None, text: str = "", content: list[dict[str, Any]] | None = None,
-           **meta: Any) -> ToolResult:
-        return cls(success=True, data=data, text=text, content=list(content or []), meta=dict(meta))
+           shown: bool = False, **meta: Any) -> ToolResult:
+        return cls(success=True, data=data, text=text, content=list(content or []), meta=dict(meta), shown=shown)
 
     @classmethod
     def fail(cls, code: str, message: str, **meta: Any) -> ToolResult:

@@ -26,6 +26,7 @@ from tools_app.errors import ApprovalDecided, ApprovalExpired, NotApprover
 from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, Tool, ToolFunction
 from tools_app.runtime import approval_policy
 from tools_app.runtime import result as codes
+from tools_app.runtime.plugin import ApprovalCard
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import canonical_json
 
@@ -61,6 +62,17 @@ def approval_message(tool: Tool, function: str) -> str:
     return f"calls to {tool.name}.{function} need a person's approval" + note
 
 
+def approval_screen(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any) -> ApprovalCard:
+    """Before a call is held: the tool may refuse it outright, or say what its approval card shows.
+
+    Registered tools answer through their before_approval hook (e.g. "delete 37 orders"); for every other
+    tool the card is the call itself.
+    """
+    from tools_app.services import plugins
+
+    return plugins.before_approval(tenant=tenant, actor=actor, tool=tool, arguments=arguments)
+
+
 @transaction.atomic
 def approval_request(
     *,
@@ -73,6 +85,8 @@ def approval_request(
     conversation: Any = None,
     via: str = ApprovalVia.INVOKE,
     count: int = 1,
+    summary: str = "",
+    title: str = "",
 ) -> Approval:
     """Hold a call for a person: an audit row awaiting approval plus a pending Approval.
 
@@ -96,7 +110,7 @@ def approval_request(
     held = ToolResult.fail(codes.APPROVAL_REQUIRED, scrub_text(approval_message(tool, function), secrets))
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=held,
                  status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=agent, conversation=conversation,
-                 via=via)
+                 via=via, title=title)
     return Approval.objects.create(
         tenant=tenant,
         tool_call=call,
@@ -104,6 +118,7 @@ def approval_request(
         via=ApprovalVia(via),
         count=max(1, int(count)),
         warning=approval_policy.approval_warning(_function_safety(tool, function)) or "",
+        summary=scrub_text(summary or "", secrets)[:500],
         held_arguments=None if via == ApprovalVia.CHAT else dict(arguments),
         expires_at=timezone.now() + timedelta(seconds=settings.TOOLHUB_APPROVAL_TTL_S),
     )

@@ -1,4 +1,4 @@
-"""Invoke one function of a tool: checks, the runtime call (outside any transaction), the audit row."""
+"""Invoke one function of a tool: checks, the runtime call (MCP/HTTP outside any transaction), the audit row."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
-from tools_app.services import health
-from tools_app.services.approvals import approval_message, approval_request, needs_approval
+from tools_app.services import health, plugins
+from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
 
 # Failures that say the server is unwell (they feed the breaker); business errors do not.
 BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
@@ -45,12 +45,17 @@ class Invocation:
     result: ToolResult
     call: ToolCall
     approval: Approval | None = None  # set when the call was held for a person
+    changes: dict[str, Any] | None = None  # a trial run's rolled-back changes
 
     def body(self) -> dict[str, Any]:
         out = {**self.result.as_dict(), "call_id": self.call.pk}
+        if self.call.title:
+            out["title"] = self.call.title
+        if self.call.dry_run:
+            out.update(dry_run=True, changes=self.changes)
         if self.approval is not None:
             out.update(approval_id=self.approval.pk, warning=self.approval.warning or None,
-                       expires_at=self.approval.expires_at.isoformat())
+                       summary=self.approval.summary or None, expires_at=self.approval.expires_at.isoformat())
         return out
 
 
@@ -145,24 +150,42 @@ def tool_invoke(
     conversation: Any = None,
     on_progress: Callable[[float, float | None, str | None], None] | None = None,
     via: str = ApprovalVia.INVOKE,
+    dry_run: bool = False,
 ) -> Invocation:
     """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input.
 
     A call that needs approval is held: for direct invoke and the gateway (`via`) an Approval is created
     that runs the call once approved; a chat holds its calls before they get here, so one arriving here
-    unapproved (its policy changed mid-run) is refused.
+    unapproved (its policy changed mid-run) is refused. A registered tool may refuse the user up front
+    (its refusal hook) or refuse the call before anyone is asked (before_approval).
+
+    `dry_run` is a trial run: only for a registered tool whose effects a rollback undoes, run inside a
+    transaction that is rolled back, without approval (nothing it does is kept); it answers what would
+    have changed and is audited as a dry run. Any other tool refuses it (DRY_RUN_UNSUPPORTED).
     """
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
     secrets = secret_values(tool.type, tool.config)
     # The one boundary: every result (body, audit, chat, breaker) is scrubbed here, before any cut.
     scrub = scrubber(secrets)
     fn: ToolFunction | None = None
+    spec = plugins.spec_for(tool)
+    title = plugins.call_title(tool, function, arguments)
     try:
         fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
-        if not approved and needs_approval(tool, fn):
+        reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
+        if reason:
+            raise _Refused(codes.REFUSED, reason)
+        if dry_run:
+            if spec is None or not spec.undone_by_rollback:
+                raise _Refused(codes.DRY_RUN_UNSUPPORTED, _no_trial_run(tool))
+        elif not approved and needs_approval(tool, fn):
+            card = approval_screen(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
+            if card.refuse:
+                raise _Refused(codes.REFUSED, card.refuse)
             if via != ApprovalVia.CHAT:
                 approval = approval_request(tenant=tenant, actor=actor, tool=tool, function=function,
-                                            arguments=arguments, agent=agent, conversation=conversation, via=via)
+                                            arguments=arguments, agent=agent, conversation=conversation, via=via,
+                                            summary=card.text, title=title)
                 held = ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error)
                 return Invocation(held, approval.tool_call, approval)
             raise _Refused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
@@ -170,7 +193,17 @@ def tool_invoke(
         result = ToolResult.fail(refused.code, refused.message).scrubbed(scrub)
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                                         result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
-                                        conversation=conversation, via=via))
+                                        conversation=conversation, via=via, title=title, dry_run=dry_run))
+    if dry_run:
+        assert spec is not None
+        started = time.monotonic()
+        result, changes = plugins.trial_run(spec, tool, function, arguments, actor)
+        result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)
+        result.scrubbed(scrub)
+        call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
+                     status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
+                     conversation=conversation, via=via, title=title, dry_run=dry_run)
+        return Invocation(result, call, changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict())
     result = run(tool, function, arguments, on_progress, actor=actor).scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
@@ -180,8 +213,15 @@ def tool_invoke(
             health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "")
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
                  status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
-                 conversation=conversation, via=via)
+                 conversation=conversation, via=via, title=title, dry_run=dry_run)
     return Invocation(result, call)
+
+
+def _no_trial_run(tool: Tool) -> str:
+    kind = {ToolType.LOCAL: "an MCP server", ToolType.REMOTE: "an MCP server", ToolType.HTTP: "an HTTP tool"}.get(
+        ToolType(tool.type), "a tool whose effects (files, processes, other systems) a database rollback cannot undo")
+    return (f"a trial run (dry_run) is not possible for {tool.name!r}: it is {kind}, so nothing could take back "
+            "what it does; call it without dry_run")
 
 
 def content_excerpt(content: list[dict[str, Any]], cap: int, secrets: list[str]) -> list[dict[str, Any]] | None:
@@ -218,14 +258,20 @@ def logs_excerpt(logs: Any, cap: int, secrets: list[str]) -> list[dict[str, Any]
 
 def audit(
     *, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any, result: ToolResult, status: str,
-    secrets: list[str], agent: Any = None, conversation: Any = None, via: str = "",
+    secrets: list[str], agent: Any = None, conversation: Any = None, via: str = "", title: str = "",
+    dry_run: bool = False,
 ) -> ToolCall:
-    """One audit row: arguments redacted, the result excerpt truncated with its full size recorded."""
+    """One audit row: arguments redacted, the result excerpt truncated with its full size recorded.
+
+    A result marked `shown` (drawn for the reader) is kept whole: text and data, uncut.
+    """
     full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
+    if result.success and result.shown and result.data is not None:
+        full = json.dumps({"text": result.text, "data": result.data}, default=str)
     if not result.success:
         full = result.error or ""
     full = scrub_text(full, secrets)  # before the cut: a cut secret no longer matches
-    cap = settings.TOOLHUB_AUDIT_RESULT_CHARS
+    cap = len(full) if result.success and result.shown else settings.TOOLHUB_AUDIT_RESULT_CHARS
     return ToolCall.objects.create(
         result_content=content_excerpt(result.content, cap, secrets),
         server_logs=logs_excerpt(result.meta.get("logs"), cap, secrets),
@@ -237,6 +283,8 @@ def audit(
         agent=agent,
         conversation=conversation,
         via=via,
+        title=(title or tool.name)[:200],
+        dry_run=dry_run,
         arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),
         status=status,
         error_code=result.error_code or "",
