@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: install run gateway-clients test test-servers lint lock ci clean prod-local bench-load
+.PHONY: install run gateway-clients test test-servers test-plugins lint lock ci clean prod-local bench-load
 .PHONY: sandbox-deps
 
 install: $(STAMP) sandbox-deps
@@ -43,8 +43,13 @@ bench-load: install
 gateway-clients: install
 	$(BIN)/python -m tests.agents_app.gateway.node_clients
 
-test: install test-servers
+test: install test-servers test-plugins
 	$(BIN)/python -m pytest
+
+# The sample tool plugin (examples/toolhub-sample-plugin), installed editable: the plugin tests discover it
+# through its `toolhub.tools` entry points. Test settings offer no plugin unless a test turns it on.
+test-plugins: install
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/toolhub-sample-plugin
 
 # The real third-party MCP servers the suite runs (pinned in tests/fixtures/real_servers/), installed into
 # var/test-servers/ from PyPI and npm; without the registries the tests that need them skip, saying why.

@@ -37,3 +37,18 @@ class ToolsAppConfig(AppConfig):
         for listener in (adapters.release_tool, publish_release):
             if listener not in config_change_listeners:
                 config_change_listeners.append(listener)
+        from django.core.signals import setting_changed
+
+        from tools_app.runtime import registry
+
+        registry.configure(settings.TOOLHUB_TOOL_PLUGINS)
+        setting_changed.connect(_plugins_setting_changed, dispatch_uid="toolhub_tool_plugins")
+
+
+def _plugins_setting_changed(setting: str, value: object, **kwargs: object) -> None:
+    if setting == "TOOLHUB_TOOL_PLUGINS":
+        from tools_app.runtime import registry
+
+        if isinstance(value, str):
+            value = value.split(",")
+        registry.configure(value if isinstance(value, list | tuple | set | frozenset) else None)

@@ -184,6 +184,15 @@ class ToolCall(models.Model):
         indexes = [models.Index(fields=["tenant", "status"]), models.Index(fields=["tenant", "tool"])]
 
 
+class RefusedCall(ToolCall):
+    """The audit rows of calls refused for bad input (the admin's "Refused calls"): see admin_refused."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "refused call"
+        verbose_name_plural = "refused calls"
+
+
 class ApprovalStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     APPROVED = "approved", "Approved"

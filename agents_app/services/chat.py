@@ -42,7 +42,7 @@ from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
 from tools_app.services import plugins
 from tools_app.services.approvals import approval_request, approval_screen, approvals_expire
-from tools_app.services.invoke import tool_invoke
+from tools_app.services.invoke import REFUSED_CODES, call_refused, tool_invoke
 
 DEMO_MODEL_NAME = "toolhub-demo"
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant on Toolhub. Use the offered tools when they help."
@@ -72,6 +72,7 @@ class _Run:
     preamble: list[Event] = field(default_factory=list)  # e.g. intent.routed, sent before the loop's events
     tools: dict[int, Tool] = field(default_factory=dict)  # the toolset's tools, for their plugin hooks
     titles: dict[str, str] = field(default_factory=dict)  # call id -> how the call is named (call_title)
+    arguments: dict[str, Any] = field(default_factory=dict)  # call id -> the arguments the model sent
 
     @property
     def scrub(self) -> Scrubber:
@@ -140,6 +141,10 @@ class ChatRun:
                 data = scrub.value(data)
                 if name in ("tool.call", "tool.result", "tool.progress"):
                     data = {**data, "title": _title(run, data)}
+                if name == "tool.call":
+                    run.arguments[str(data.get("call_id"))] = data.get("arguments")
+                if name == "tool.result":
+                    _audit_refused(run, data)
                 if name == "tool.call":
                     data = _redacted_call(run, data)
                 elif name == "approval.required":
@@ -441,6 +446,20 @@ def _title(run: _Run, data: dict[str, Any]) -> str:
     if call_id:
         run.titles[call_id] = title
     return title
+
+
+def _audit_refused(run: _Run, data: dict[str, Any]) -> None:
+    """A call refused inside the loop (bad arguments, the tool's own refusal) never reached tool_invoke:
+    audit it here, so the admin's "Refused calls" shows what the model got wrong."""
+    if data.get("error_code") not in REFUSED_CODES or str(data.get("call_id")) in run.results:
+        return
+    fn = run.toolset.get(str(data.get("name") or ""))
+    if fn is None:
+        return
+    arguments = run.arguments.get(str(data.get("call_id")), {})
+    call_refused(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id, function=fn.function,
+                 arguments=arguments, code=str(data["error_code"]), message=str(data.get("error") or ""),
+                 agent=run.agent, conversation=run.conversation, via=ApprovalVia.CHAT)
 
 
 def _secrets_of(run: _Run, data: dict[str, Any]) -> list[str]:

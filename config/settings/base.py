@@ -238,6 +238,9 @@ TOOLHUB_WORKSPACE_ROOT = Path(os.environ.get("TOOLHUB_WORKSPACE_ROOT", BASE_DIR 
 TOOLHUB_AGENT_SQL_DB = os.environ.get("TOOLHUB_AGENT_SQL_DB", "agent_sql")
 TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
 TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
+# Tool plugins (the `toolhub.tools` entry-point group) offered to tenants: distribution or entry-point names,
+# comma-separated; `*` = every installed plugin, empty = none.
+TOOLHUB_TOOL_PLUGINS = env_list("TOOLHUB_TOOL_PLUGINS", "*")
 # Empty = RuoYi's list minus interpreters (tools_app.runtime.builtins.command_rules.DEFAULT_ALLOWLIST).
 TOOLHUB_COMMAND_ALLOWLIST = env_list("TOOLHUB_COMMAND_ALLOWLIST")
 # execute_command runs inside bubblewrap (no network, read-only system, the workspace the only writable

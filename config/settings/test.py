@@ -17,6 +17,8 @@ REST_FRAMEWORK = {**REST_FRAMEWORK}  # noqa: F405
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "10000/min", "test": "10000/min"}
 # Tests discover explicitly (one test covers discovery-on-save), so counts are deterministic.
 TOOLHUB_DISCOVER_ON_SAVE = False
+# Whatever plugins the venv holds, a tenant gets the nine built-ins; plugin tests turn plugins on themselves.
+TOOLHUB_TOOL_PLUGINS = []
 TOOLHUB_AGENT_SQL_URL = f"sqlite:///{VAR_DIR / 'test-agent-demo.sqlite3'}"
 # A file, not shared-cache memory: threads (health sweeps, parallel tool calls) then wait on the
 # busy timeout instead of failing with "database table is locked".

@@ -290,3 +290,5 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+from tools_app import admin_refused  # noqa: E402,F401  registers "Refused calls" (its own module)

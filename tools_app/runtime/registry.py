@@ -86,6 +86,7 @@ class ToolSpec:
 HOOKS = ("provide_context", "call_title", "refusal", "before_approval")
 
 _lock = threading.RLock()
+_allowed: frozenset[str] | None = None  # None: every installed plugin
 _static: dict[str, ToolSpec] = {}  # built-ins and host registrations: live for the process
 _discovered: dict[str, ToolSpec] | None = None  # entry-point plugins: re-read on refresh
 _errors: list[PluginError] = []
@@ -146,6 +147,19 @@ def unregister(name: str) -> None:
         _static.pop(name, None)
 
 
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def configure(allowed: Iterable[str] | None) -> None:
+    """Which installed plugins to offer: distribution or entry-point names; None or `*` for all, [] for none."""
+    global _allowed, _discovered
+    wanted = None if allowed is None else frozenset(_norm(a) for a in allowed if a.strip())
+    with _lock:
+        _allowed = None if wanted is not None and "*" in wanted else wanted
+        _discovered = None  # read again under the new rule
+
+
 def discover(*, refresh: bool = False) -> dict[str, ToolSpec]:
     """The tools installed packages offer through `toolhub.tools`, read once per process (or again on refresh).
 
@@ -160,6 +174,8 @@ def discover(*, refresh: bool = False) -> dict[str, ToolSpec]:
         errors: list[PluginError] = []
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
             dist = getattr(ep.dist, "name", "") or "?"
+            if _allowed is not None and not {_norm(dist), _norm(ep.name)} & _allowed:
+                continue
             try:
                 for plugin in _plugins_of(ep.load()):
                     spec = spec_of(plugin, source=f"plugin:{dist}")

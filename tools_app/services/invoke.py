@@ -36,6 +36,8 @@ from tools_app.runtime.schemas import validate_arguments
 from tools_app.services import health, plugins
 from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
 
+# Calls refused for bad input: the admin's "Refused calls" lists these.
+REFUSED_CODES = (codes.INVALID_PARAMS, codes.REFUSED)
 # Failures that say the server is unwell (they feed the breaker); business errors do not.
 BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
 
@@ -215,6 +217,18 @@ def tool_invoke(
                  status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
                  conversation=conversation, via=via, title=title, dry_run=dry_run)
     return Invocation(result, call)
+
+
+def call_refused(*, tenant: Tenant, actor: Any, tool_id: Any, function: str, arguments: Any, code: str,
+                 message: str, agent: Any = None, conversation: Any = None, via: str = ApprovalVia.CHAT) -> ToolCall:
+    """Audit a call refused before it reached `tool_invoke` (a chat's arguments failed the schema, or the
+    tool refused before approval), so "Refused calls" shows what models keep getting wrong."""
+    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    secrets = secret_values(tool.type, tool.config)
+    result = ToolResult.fail(code, message).scrubbed(scrubber(secrets))
+    return audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
+                 status=CallStatus.DENIED, secrets=secrets, agent=agent, conversation=conversation, via=via,
+                 title=plugins.call_title(tool, function, arguments))
 
 
 def _no_trial_run(tool: Tool) -> str:

@@ -10,10 +10,10 @@ from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import client_config, selectors
-from tools_app.configs import contains_mask, mask_config
+from tools_app.configs import contains_mask, mask_config, merge_masked, validate_config
 from tools_app.errors import ImportFailed
-from tools_app.models import ToolStatus, ToolType
-from tools_app.services.tools import ToolInput, tool_create
+from tools_app.models import Tool, ToolStatus, ToolType
+from tools_app.services.tools import ToolInput, tool_create, tool_update
 
 EXPORT_FORMAT = "toolhub.tools/v1"
 IMPORTABLE_TYPES = (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP)
@@ -165,3 +165,86 @@ def _blank_masked(tool_type: str, config: dict[str, Any]) -> list[str]:
         map_name, key = name.split(".", 1)
         config[map_name][key] = ""
     return needs
+
+
+SEED_FIELDS = ("name", "description", "type", "status", "safety", "requires_approval", "config")
+
+
+def tools_seed(*, tenant: Tenant, actor: Any, items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Seed tools from documents, one tool each (`manage.py load_tools`); running it again changes nothing.
+
+    Each item is (source, document) with the fields of an export's tool. Secret values (env, headers,
+    HTTP secrets) are never taken from a document: they are read as the mask, so a new tool is created
+    with them empty, listed in `needs_secrets` and DISABLED (the import path), and an existing tool keeps
+    the values an admin stored. An existing tool of the same name is updated in place when its description,
+    safety, approval flag or config structure differ; its status is the admin's and is left alone.
+    Returns {"created", "updated", "unchanged", "errors"}, each a list naming the source.
+    """
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    out: dict[str, list[dict[str, Any]]] = {"created": [], "updated": [], "unchanged": [], "errors": []}
+    seen: dict[str, str] = {}
+    for source, document in items:
+        problem = _seed_problem(document)
+        name = str(document.get("name")) if isinstance(document, dict) and document.get("name") else ""
+        if not problem and name in seen:
+            problem = ("duplicate_name", f"tool {name!r} is also defined in {seen[name]}")
+        if problem:
+            out["errors"].append({"source": source, "name": name, "code": problem[0], "message": problem[1]})
+            continue
+        seen[name] = source
+        tool_type = str(document["type"]).upper()
+        config = mask_config(tool_type, document.get("config") or {})  # secrets are never read from a file
+        existing = Tool.objects.filter(tenant=tenant, name=name).first()
+        if existing is None:
+            report = tools_import(tenant=tenant, actor=actor, document={"format": EXPORT_FORMAT, "tools": [
+                {**{k: document[k] for k in SEED_FIELDS if k in document}, "type": tool_type, "config": config}]})
+            for row in report["created"]:
+                out["created"].append({"source": source, **row})
+            for err in report["errors"]:
+                out["errors"].append({"source": source, **err})
+            continue
+        if existing.type != tool_type:
+            out["errors"].append({"source": source, "name": name, "code": "type_conflict",
+                                  "message": f"tenant already has a {existing.type} tool named {name!r}; "
+                                             f"the file says {tool_type}"})
+            continue
+        try:  # what the update would store: the file's structure over the stored secret values, validated
+            stored_next = validate_config(tool_type, merge_masked(tool_type, stored=existing.config, incoming=config))
+        except DomainError as exc:
+            out["errors"].append({"source": source, "name": name, "code": exc.code, "message": exc.message})
+            continue
+        wanted: dict[str, Any] = {"description": str(document.get("description") or ""),
+                  "safety": document.get("safety") or existing.safety,
+                  "requires_approval": bool(document.get("requires_approval", existing.requires_approval)),
+                  "config": stored_next}
+        current = {"description": existing.description, "safety": existing.safety,
+                   "requires_approval": existing.requires_approval, "config": existing.config}
+        if wanted == current:
+            out["unchanged"].append({"source": source, "id": existing.pk, "name": name})
+            continue
+        try:
+            with transaction.atomic():
+                tool = tool_update(tenant=tenant, actor=actor, tool_id=existing.pk, changes=ToolInput(
+                    description=wanted["description"], safety=wanted["safety"],
+                    requires_approval=wanted["requires_approval"], config=config))
+        except DomainError as exc:
+            out["errors"].append({"source": source, "name": name, "code": exc.code, "message": exc.message})
+            continue
+        out["updated"].append({"source": source, "id": tool.pk, "name": name,
+                               "changed": sorted(k for k in wanted if wanted[k] != current[k])})
+    return out
+
+
+def _seed_problem(document: Any) -> tuple[str, str] | None:
+    if not isinstance(document, dict):
+        return "invalid_document", "a tool file holds one mapping (name, type, config, ...)"
+    unknown = sorted(set(document) - set(SEED_FIELDS))
+    if unknown:
+        return "unknown_field", f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(SEED_FIELDS)}"
+    if not document.get("name"):
+        return "missing_field", "a tool needs a name"
+    if str(document.get("type", "")).upper() not in IMPORTABLE_TYPES:
+        return "invalid_type", f"type {document.get('type')!r} cannot be seeded; accepted: LOCAL, REMOTE, HTTP"
+    if "config" in document and not isinstance(document["config"], dict):
+        return "invalid_config", "config must be a mapping"
+    return None
