@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0004_toolcall_via'),
+        ('tools_app', '0005_function_approved_definition'),
     ]
 
     operations = [
