@@ -96,3 +96,17 @@ def test_before_approval_refuses_in_chat_before_asking(tenant: Any, api: Any, me
     result = events(body, "tool.result")[0]
     assert result["error_code"] == "REFUSED" and "nothing to rename" in result["error"], result
     assert not Approval.objects.exists() and body["message"] == "nothing matched"
+
+
+def test_bad_arguments_from_the_model_are_audited_as_refused(tenant: Any, api: Any, member_client: Any,
+                                                             start_llm: Any) -> None:
+    member = member_client(tenant, Role.MEMBER)
+    tool = builtin(tenant, "read_file")
+    llm = start_llm([call("read_file__read_file", {"path": "a.txt", "mode": "fast"}), text("sorry")])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool.pk}])
+    body = chat(member, agent_id, "read a.txt")
+    assert events(body, "tool.result")[0]["error_code"] == "INVALID_PARAMS"
+    audit = ToolCall.objects.get(conversation_id=body["conversation_id"])
+    assert (audit.status, audit.error_code, audit.via) == ("denied", "INVALID_PARAMS", "chat")
+    assert audit.arguments == {"path": "a.txt", "mode": "fast"} and "mode" in audit.error
+    assert audit.agent_id == agent_id and audit.actor_id == member.user.pk
