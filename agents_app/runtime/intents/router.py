@@ -88,6 +88,7 @@ class IntentIndex:
                 vectors.append(vec)
         self.texts = texts
         self.row_node = np.asarray(row_node, dtype=np.int64)
+        self.row_start = np.searchsorted(self.row_node, np.arange(len(self.specs)))
         self.embedded_on_build = self._fill_vectors(texts, vectors)
         dim = embedder.dim
         self.matrix = np.stack([v if isinstance(v, np.ndarray) and v.shape == (dim,) else self._zero()
@@ -147,10 +148,10 @@ class IntentIndex:
         unknown = sum(((1.0 + math.log(c)) * math.log(len(self.texts) + 1) + 1.0) ** 2
                       for t, c in bag.items() if t not in self.idf)
         norm = math.sqrt(sum(w * w for w in weights.values()) + unknown) or 1.0
-        for t, w in weights.items():
-            rows, ws = self.postings[t]
-            np.add.at(scores, rows, ws * (w / norm))
-        return scores
+        # One pass over the query's posting lists: concatenate them and sum per row.
+        rows = np.concatenate([self.postings[t][0] for t in weights])
+        ws = np.concatenate([self.postings[t][1] * np.float32(w / norm) for t, w in weights.items()])
+        return np.bincount(rows, weights=ws, minlength=len(self.texts)).astype(np.float32)
 
     def route(self, question: str, *, top_k: int = 3, eligible: Collection[str] | None = None) -> list[Match]:
         """The best `top_k` nodes for the question (restricted to `eligible` codes when given), best first."""
@@ -161,11 +162,11 @@ class IntentIndex:
         sem_rows = self.matrix @ qvec
         lex_rows = self.lexical_scores(question)
         n = len(self.specs)
-        best = np.full(n, -1.0, dtype=np.float32)
-        np.maximum.at(best, self.row_node, sem_rows)
+        # Rows are laid out node by node (every node has at least its profile row): per-node maxima are
+        # one reduceat over the row starts.
+        best = np.maximum.reduceat(sem_rows, self.row_start)
         sem = cfg.centroid_weight * (self.centroids @ qvec) + (1.0 - cfg.centroid_weight) * best
-        lex = np.zeros(n, dtype=np.float32)
-        np.maximum.at(lex, self.row_node, lex_rows)
+        lex = np.maximum.reduceat(lex_rows, self.row_start)
         sem_scaled = np.clip((sem - cfg.semantic_floor) / (cfg.semantic_ceiling - cfg.semantic_floor), 0.0, 1.0)
         fused = cfg.semantic_weight * sem_scaled + (1.0 - cfg.semantic_weight) * np.clip(lex, 0.0, 1.0)
         if eligible is not None:
@@ -181,11 +182,12 @@ class IntentIndex:
             if fused[i] < 0:
                 continue
             spec = self.specs[int(i)]
-            rows = np.nonzero(self.row_node == i)[0]
-            best = rows[int(np.argmax(sem_rows[rows] + lex_rows[rows]))]
+            lo = int(self.row_start[i])
+            hi = int(self.row_start[i + 1]) if i + 1 < n else len(self.texts)
+            closest = lo + int(np.argmax(sem_rows[lo:hi] + lex_rows[lo:hi]))
             out.append(Match(code=spec.code, score=float(round(float(fused[i]), 4)), path=spec.path, kind=spec.kind,
                              functions=spec.functions, semantic=float(sem[i]), lexical=float(lex[i]),
-                             example=self.texts[int(best)]))
+                             example=self.texts[closest]))
         return out
 
 

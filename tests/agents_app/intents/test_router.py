@@ -69,3 +69,54 @@ def test_policy_system_intent_offers_no_tools() -> None:
     routing = decide([_m("hello", 0.9, "SYSTEM")], available=["a__x"], threshold=0.35, limit=128,
                      always_on=["a__x"])
     assert routing.mode == "system" and routing.offered == ()
+
+
+def test_lexical_scores_are_tfidf_cosines_per_example_row() -> None:
+    """The posting-list pass gives each row the cosine of its tf-idf vector with the question's."""
+    import math
+
+    import numpy as np
+
+    index = _index()
+    question = "查询上海待处理的工单 tickets"
+    got = index.lexical_scores(question)
+    q = features(question)
+    n = len(index.texts)
+    unknown = sum(((1.0 + math.log(c)) * math.log(n + 1) + 1.0) ** 2 for t, c in q.items() if t not in index.idf)
+    qw = {t: (1.0 + math.log(c)) * index.idf[t] for t, c in q.items() if t in index.idf}
+    qnorm = math.sqrt(sum(w * w for w in qw.values()) + unknown)
+    for row, text in enumerate(index.texts):
+        dw = {t: (1.0 + math.log(c)) * index.idf[t] for t, c in features(text).items()}
+        dnorm = math.sqrt(sum(w * w for w in dw.values())) or 1.0
+        want = sum(w * dw.get(t, 0.0) for t, w in qw.items()) / (qnorm * dnorm)
+        assert math.isclose(float(got[row]), want, rel_tol=1e-4, abs_tol=1e-6), (text, got[row], want)
+    assert got.dtype == np.float32 and np.count_nonzero(got) >= 2
+
+
+def test_each_match_names_its_own_closest_example() -> None:
+    matches = _index().route("will it rain in Beijing tomorrow", top_k=3)
+    by_code = {m.code: m.example for m in matches}
+    assert by_code["weather"] in ("will it rain tomorrow", "what's the weather like in Beijing today")
+    assert by_code["tickets"] in ("show me the open support tickets", "how many urgent tickets are unresolved",
+                                  "查询待处理的工单", "Tickets")
+
+
+def test_query_vectors_are_cached_per_text_in_a_bounded_lru() -> None:
+    from agents_app.runtime.intents import E5Embedder
+
+    emb = E5Embedder(cache_size=2)
+    first = emb.embed(["will it rain tomorrow"])
+    again = emb.embed(["will it rain tomorrow"])
+    assert (emb.hits, emb.misses) == (1, 1) and (first == again).all()
+    again[0, 0] = 42.0  # callers get a copy: the cached vector stays as it was
+    assert emb.embed(["will it rain tomorrow"])[0, 0] == first[0, 0]
+    emb.embed(["北京今天天气怎么样"])
+    emb.embed(["hello there"])  # a third text evicts the least recently used ("will it rain tomorrow")
+    emb.embed(["will it rain tomorrow"])
+    assert emb.misses == 4
+    emb.embed(["hello there", "你好"])  # batches (example embedding) are never cached
+    assert (emb.hits, emb.misses) == (2, 4)
+    off = E5Embedder(cache_size=0)
+    off.embed(["hello there"])
+    off.embed(["hello there"])
+    assert off.hits == 0
