@@ -42,6 +42,10 @@ class ToolsAppConfig(AppConfig):
         from tools_app.runtime import registry
 
         registry.configure(settings.TOOLHUB_TOOL_PLUGINS)
+        from tools_app.records.tools import register_record_tools
+
+        # Before any sync of BUILTIN rows (post_migrate, a new tenant): the record tools are on the one registry.
+        register_record_tools()
         setting_changed.connect(_plugins_setting_changed, dispatch_uid="toolhub_tool_plugins")
 
 

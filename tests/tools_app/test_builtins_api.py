@@ -15,6 +15,7 @@ from tools_app.models import CallStatus, Tool, ToolCall, ToolFunction, ToolStatu
 pytestmark = pytest.mark.django_db
 
 ALL_BUILTINS = {"read_file", "list_directory", "write_file", "edit_file", "delete_file", "execute_command",
+                "query_records", "read_record", "create_record", "update_record", "delete_record", "show_data",
                 "query_all_tables", "query_table_schema", "execute_sql_query"}
 
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
-from tools_app.runtime.builtins.registry import BuiltinArgs
+from tools_app.runtime.plugin import ToolArgs
 
 # A record's field values are a free-form map whose values the model's own fields check (strictly, naming
 # the field): `Any` keeps the schema open there instead of validating every value against JsonValue twice.
@@ -18,7 +18,7 @@ MAX_ROWS = 100
 Operator = Literal["eq", "ne", "lt", "lte", "gt", "gte", "in", "contains", "isnull"]
 
 
-class Condition(BuiltinArgs):
+class Condition(ToolArgs):
     """One comparison: `field` `op` `value` (a list for `in`, true/false for `isnull`)."""
 
     field: str = Field(description="A field of the model")
@@ -26,7 +26,7 @@ class Condition(BuiltinArgs):
     value: JsonValue = None
 
 
-class Group(BuiltinArgs):
+class Group(ToolArgs):
     """All of (`and`), any of (`or`) or none of (`not`) the filters inside; exactly one key."""
 
     and_: list[Filter] | None = Field(default=None, alias="and")
@@ -40,13 +40,13 @@ Group.model_rebuild()
 AggregateFn = Literal["count", "sum", "avg", "min", "max"]
 
 
-class Aggregate(BuiltinArgs):
+class Aggregate(ToolArgs):
     fn: AggregateFn
     field: str | None = Field(default=None, description="The field to aggregate (not needed for count)")
     as_: str = Field(alias="as", description="The column name of the result")
 
 
-class Query(BuiltinArgs):
+class Query(ToolArgs):
     """A read of one registered model: filter, free-text search, ordering, columns, paging or grouping."""
 
     model: str = Field(description="A registered record model (an unknown name is refused listing the models)")
@@ -60,28 +60,28 @@ class Query(BuiltinArgs):
     aggregates: list[Aggregate] | None = Field(default=None, description="Computed columns, per group or overall")
 
 
-class ReadArgs(BuiltinArgs):
+class ReadArgs(ToolArgs):
     model: str = Field(description="A registered record model")
     id: int | None = None
     ids: list[int] | None = Field(default=None, max_length=MAX_BATCH)
     fields: list[str] | None = Field(default=None, description="Columns to return (default: every field)")
 
 
-class CreateArgs(BuiltinArgs):
+class CreateArgs(ToolArgs):
     model: str = Field(description="A registered record model")
     record: FieldValues | None = Field(default=None, description="Field values of one new record")
     records: list[FieldValues] | None = Field(default=None, max_length=MAX_BATCH,
                                                        description="Several new records, written all or none")
 
 
-class UpdateArgs(BuiltinArgs):
+class UpdateArgs(ToolArgs):
     model: str = Field(description="A registered record model")
     record: FieldValues | None = Field(default=None, description="`id` plus the field values to set")
     records: list[FieldValues] | None = Field(default=None, max_length=MAX_BATCH,
                                                        description="Several updates (each with its id), all or none")
 
 
-class DeleteArgs(BuiltinArgs):
+class DeleteArgs(ToolArgs):
     model: str = Field(description="A registered record model")
     id: int | None = None
     ids: list[int] | None = Field(default=None, max_length=MAX_BATCH)
@@ -90,7 +90,7 @@ class DeleteArgs(BuiltinArgs):
 Widget = Literal["chart", "table", "kpi", "card", "list", "progress", "flow", "pivot"]
 
 
-class ShowDataArgs(BuiltinArgs):
+class ShowDataArgs(ToolArgs):
     query_name: str | None = Field(default=None, description="A saved query, by name")
     query: Query | None = Field(default=None, description="An ad-hoc query, shaped as query_records takes it")
     widget: Widget
