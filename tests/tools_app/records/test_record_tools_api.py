@@ -200,3 +200,15 @@ def test_member_without_any_record_permission_keeps_the_tenants_admin_role_out(t
     admin = member_client(tenant, Role.ADMIN)
     body = invoke(admin, tenant, "read_record", {"model": "customer", "id": 1})
     assert body["error_code"] == "BUSINESS_ERROR" and body["error"].startswith("you may not read customer records")
+
+
+def test_dry_run_of_a_batch_changes_nothing_and_says_what_would(tenant: Any, clerk: Any) -> None:
+    before = Product.objects.count()
+    tool = record_tool(tenant, "create_record")
+    resp = clerk.post(f"/api/v1/tools/{tool.pk}/invoke/", {"function": "create_record", "dry_run": True,
+                                                            "arguments": {"model": "product", "records": new_products(3)}},
+                      format="json")
+    body = resp.json()
+    assert body["success"] and body["data"]["created"] == 3, body
+    assert Product.objects.count() == before
+    assert [c["action"] for c in body["changes"]["objects"] if c["model"] == "toolhub_demo.product"] == ["created"] * 3

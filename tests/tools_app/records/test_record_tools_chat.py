@@ -104,7 +104,12 @@ def test_update_read_and_query_as_the_model_reads_them(tenant: Any, other_tenant
     assert seen[2]["rows"] == [{"status": "cancelled", "count": 1}, {"status": "pending", "count": 1},
                                {"status": "shipped", "count": 4}]
     titles = [c.get("title") for c in events(body, "tool.call")]
-    assert titles[0] in (None, "update 1 order record"), titles
+    assert titles == ["update 1 order record", "read 3 order records", "query_records: order"], titles
+    # provide_context: the models this user may read, with their fields, are in the system prompt.
+    system = llm.requests[0]["messages"][0]["content"]
+    assert "- order: id (integer), customer (reference), product (reference), quantity (integer), " \
+           "status (text: pending|shipped|cancelled), ordered_at (date)" in system, system
+    assert "- customer:" in system and "orders_by_status" in system
 
 
 def test_permissions_in_chat(tenant: Any, api: Any, demo_rows: Any, user_with: Any, start_llm: Any) -> None:
@@ -186,3 +191,11 @@ def test_show_data_returns_rows_and_widget_the_model_reads_too(tenant: Any, api:
     assert json.loads(tool_messages(llm)[0])["rows"] == shown["data"]["rows"]
     assert refused["error"].startswith("props.y: the query has no column(s) ['revenue']; columns: id, customer")
     assert body["message"] == "Most orders are shipped."
+
+
+def test_models_the_user_cannot_read_stay_out_of_the_system_prompt(tenant: Any, api: Any, demo_rows: Any,
+                                                                    user_with: Any, start_llm: Any) -> None:
+    llm = start_llm([text("hello")])
+    chat(make_client(user_with("view_product"), tenant.slug), agent_for(api, tenant, llm), "hi")
+    system = llm.requests[0]["messages"][0]["content"]
+    assert "- product: id (integer), sku (text)" in system and "- order:" not in system and "- customer:" not in system
