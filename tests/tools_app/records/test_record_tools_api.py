@@ -212,3 +212,14 @@ def test_dry_run_of_a_batch_changes_nothing_and_says_what_would(tenant: Any, cle
     assert body["success"] and body["data"]["created"] == 3, body
     assert Product.objects.count() == before
     assert [c["action"] for c in body["changes"]["objects"] if c["model"] == "toolhub_demo.product"] == ["created"] * 3
+
+
+def test_a_delete_the_user_may_not_fully_do_is_refused_before_anyone_is_asked(tenant: Any, demo_rows: Any,
+                                                                               user_with: Any) -> None:
+    user = user_with("view_order")
+    ids = list(Order.objects.filter(tenant=tenant).order_by("pk").values_list("pk", flat=True))
+    assign_perm("toolhub_demo.delete_order", user, Order.objects.get(pk=ids[0]))
+    body = invoke(make_client(user, tenant.slug), tenant, "delete_record", {"model": "order", "ids": ids[:2]})
+    assert not body["success"] and body.get("approval_id") is None, body
+    assert f"you may not delete order {ids[1]} (" in body["error"]
+    assert not Approval.objects.exists() and Order.objects.filter(pk__in=ids[:2]).count() == 2
