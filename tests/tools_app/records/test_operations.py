@@ -114,6 +114,9 @@ def test_object_permissions_only(tenant: Any, demo_rows: Any, user_with: Any) ->
     assert ops.update_records(tenant=tenant, user=user, model="order",
                               record={"id": ids[1], "quantity": 7})["record"]["changes"]["quantity"]["after"] == 7
     assert run_query(tenant=tenant, user=user, query={"model": "order"})["count"] == 2
+    grouped = run_query(tenant=tenant, user=user, query={"model": "order", "group_by": ["status"],
+                                                         "aggregates": [{"fn": "sum", "field": "quantity", "as": "n"}]})
+    assert sum(r["n"] for r in grouped["rows"]) == 1 + 7  # only the two granted rows are aggregated
 
 
 def test_delete_settles_every_id_first(tenant: Any, demo_rows: Any, user_with: Any) -> None:
