@@ -104,6 +104,7 @@ class AgentToolInline(TenantRoleAdminMixin, admin.TabularInline):
     model = AgentTool
     extra = 1
     fields = ["tool", "allowed_functions", "requires_approval"]
+    autocomplete_fields = ["tool"]  # a search box, not a select of every tool (scoped to the current tenant)
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tool":

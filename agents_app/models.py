@@ -68,6 +68,9 @@ class AgentTool(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "tool"], name="uniq_agent_tool")]
 
+    def __str__(self) -> str:
+        return f"{self.agent} uses {self.tool}"
+
 
 class ConversationStatus(models.TextChoices):
     IDLE = "idle", "Idle"
@@ -89,6 +92,9 @@ class Conversation(models.Model):
     class Meta:
         ordering = ["-updated_at"]
 
+    def __str__(self) -> str:
+        return self.title or f"Conversation #{self.pk}"
+
 
 class Message(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
@@ -100,6 +106,10 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+    def __str__(self) -> str:
+        text = " ".join(self.content.split())
+        return f"{self.role}: {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
 # --- intent routing (Ragent's intent tree) ---------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
@@ -140,6 +140,14 @@ def conversation_get(*, tenant: Tenant, user: Any, conversation_id: Any, for_upd
 
 def conversation_messages(*, conversation: Conversation) -> QuerySet[Message]:
     return conversation.messages.order_by("id")
+
+
+def conversation_approvals_all(*, conversation: Conversation) -> QuerySet[Approval]:
+    """Every approval the conversation's runs asked for, decided or not (a reopened transcript shows them all)."""
+    current = [int(batch["id"]) for batch in ((conversation.run_state or {}).get("approvals") or {}).values()]
+    return (Approval.objects.filter(tenant=conversation.tenant)
+            .filter(Q(tool_call__conversation=conversation) | Q(pk__in=current))
+            .select_related("tool_call", "tool_call__tool", "requested_by", "decided_by").order_by("id"))
 
 
 def conversation_approvals(*, conversation: Conversation, pending_only: bool = False) -> QuerySet[Approval]:

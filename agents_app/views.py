@@ -1,4 +1,8 @@
-"""The chat playground: a page that talks to the chat API with the admin session."""
+"""The chat playground: a page that talks to the chat API with the admin session.
+
+Conversations persist: the page lists the user's recent ones and `?conversation=<id>` reopens one (its
+transcript and approvals come from `GET /api/v1/conversations/<id>/`), so a reload resumes where it was.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from agents_app import selectors
 from core.errors import NotFound
 from tenants_app.selectors import membership_get, memberships_for_user
+
+RECENT = 30  # conversations listed beside the chat
 
 
 @login_required(login_url="admin:login")
@@ -29,8 +35,17 @@ def playground(request: HttpRequest) -> HttpResponse:
         return render(request, "agents_app/playground.html", {"memberships": memberships, "tenant": None})
     tenant = membership.tenant
     agents = selectors.usable_agents(tenant=tenant, user=request.user).order_by("name")
+    conversations = list(selectors.conversation_list(tenant=tenant, user=request.user)[:RECENT])
+    current = None
+    wanted = request.GET.get("conversation", "").strip()
+    if wanted:
+        try:
+            current = selectors.conversation_get(tenant=tenant, user=request.user, conversation_id=wanted)
+        except NotFound:
+            raise Http404("no such conversation") from None
     return render(
         request,
         "agents_app/playground.html",
-        {"memberships": memberships, "tenant": tenant, "agents": agents, "role": membership.role},
+        {"memberships": memberships, "tenant": tenant, "agents": agents, "role": membership.role,
+         "conversations": conversations, "current": current},
     )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
@@ -17,3 +20,11 @@ app.autodiscover_tasks()
 def ping() -> str:
     """Proves the broker, a worker and the result path work end to end."""
     return "pong"
+
+
+@worker_ready.connect
+def _announce_ready(**_: Any) -> None:
+    """`make run` waits for this file before printing the login, so the login is the last thing shown."""
+    marker = os.environ.get("TOOLHUB_WORKER_READY_FILE")
+    if marker:
+        Path(marker).touch()

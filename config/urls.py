@@ -4,26 +4,34 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from core.api_root import ApiRootView
 from core.health import healthz
 from core.metrics import metrics_view
 from market_app.api import urls as market_api_urls
 
+api_root = ApiRootView.as_view(
+    entry_points={
+        "tools": "tool-list", "tool_calls": "tool-call-list", "approvals": "approval-list",
+        "models": "chat-model-list", "agents": "agent-list", "conversations": "conversation-list",
+        "intents": "intent-list", "market_sources": "market-source-list", "market_entries": "market-entry-list",
+    },
+    docs={"schema": "schema", "swagger_ui": "docs", "redoc": "redoc"},
+)
+
 api_v1: list[URLPattern | URLResolver] = [
+    path("", api_root, name="api-root"),
     path("", include("tools_app.api.urls")),
     path("", include(market_api_urls.tool_urlpatterns)),
     path("", include("agents_app.api.urls")),
     path("market/", include("market_app.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="schema", template_name="drf_spectacular/redoc_local.html"), name="redoc"),
 ]
 # Unknown /api/ paths get the JSON error envelope (handler404); other paths keep Django's 404 page.
 handler404 = "core.api_root.not_found"
-
-admin.site.site_header = "Toolhub administration"
-admin.site.site_title = "Toolhub"
-admin.site.index_title = "Tools, agents and the market"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),

@@ -32,6 +32,9 @@ class TenantViewSet(viewsets.GenericViewSet):
     at import, so no view can bypass or mutate the check.
     """
 
+    # Ids are integers: a detail route never swallows a word (`/tools/all/`, `/tools/options/`), and a
+    # non-numeric id is the router's 404 rather than a lookup.
+    lookup_value_regex = r"[0-9]+"
     read_role: ClassVar[Role] = Role.VIEWER
     write_role: ClassVar[Role] = Role.ADMIN
     action_roles: ClassVar[Mapping[str, Role]] = MappingProxyType({})

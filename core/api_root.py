@@ -1,18 +1,55 @@
-"""Unknown `/api/...` paths answer the JSON error envelope (handler404), never Django's HTML page."""
+"""The API's front door (`GET /api/v1/` lists its entry points) and the JSON 404 for unknown `/api/...` paths."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import NoReverseMatch, reverse
 from django.views.defaults import page_not_found
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from core.exceptions import error_body
+
+AUTH_NOTE = ("Authenticate with `Authorization: Token <key>` (or the admin session). Name the tenant with "
+             "`X-Tenant: <slug>`; a user who belongs to exactly one tenant may omit it.")
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler404: the JSON error envelope under /api/, Django's own page elsewhere (the admin, /)."""
     if request.path.startswith("/api/"):
         return JsonResponse(
-            error_body("not_found", f"No API endpoint at {request.path}; GET /api/v1/schema/ lists the endpoints."),
+            error_body("not_found", f"No API endpoint at {request.path}; GET /api/v1/ lists the entry points."),
             status=404,
         )
     return page_not_found(request, exception or Http404())
+
+
+class ApiRootView(APIView):
+    """`GET /api/v1/`: each resource's list URL, plus the schema and the docs (no tenant needed)."""
+
+    permission_classes = [AllowAny]
+    # name -> URL name; set by the URLconf, which knows every app's routes (core imports no app).
+    entry_points: dict[str, str] = {}
+    docs: dict[str, str] = {}
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="List the API's entry points")
+    def get(self, request: Request) -> Response:
+        def url(name: str) -> str | None:
+            try:
+                return request.build_absolute_uri(reverse(name))
+            except NoReverseMatch:
+                return None
+
+        body: dict[str, Any] = {
+            "version": "1",
+            "endpoints": {key: u for key, name in self.entry_points.items() if (u := url(name))},
+            "docs": {key: u for key, name in self.docs.items() if (u := url(name))},
+            "auth": AUTH_NOTE,
+        }
+        return Response(body)

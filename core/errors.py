@@ -37,6 +37,15 @@ class TenantRequired(DomainError):
         return "This user belongs to several tenants; send the X-Tenant header with a tenant slug."
 
 
+class TenantNotAvailable(NotFound):
+    """X-Tenant names a tenant the caller is not in; unknown and foreign tenants answer alike (never says which)."""
+
+    code = "tenant_not_available"
+
+    def default_message(self) -> str:
+        return "X-Tenant names no tenant you are a member of."
+
+
 class PermissionDenied(DomainError):
     code = "permission_denied"
     status = 403

@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import BaseParser
+from rest_framework.parsers import FormParser as DRFFormParser
 from rest_framework.parsers import JSONParser as DRFJSONParser
 
 # Past this a body is refused whatever it is; documents with their own rules (tool configs) cap lower.
@@ -99,3 +100,23 @@ class YAMLParser(BaseParser):
 
 class TextYAMLParser(YAMLParser):
     media_type = "text/yaml"
+
+
+class FormParser(DRFFormParser):
+    """Form bodies, except one that is really JSON sent without its content type (`curl -d '{...}'`).
+
+    Parsed as a form, such a body becomes one field named after the whole document, and the serializer
+    would answer "unknown field '{...}'". Saying what happened is more useful, and never echoes the body.
+    """
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = super().parse(stream, media_type, parser_context)
+        keys = list(data.keys())
+        if keys and keys[0].lstrip()[:1] in ("{", "["):
+            raise UnsupportedMediaType(
+                media_type or "application/x-www-form-urlencoded",
+                detail="the body looks like JSON but was sent as a form (Content-Type: "
+                       f"{media_type or 'application/x-www-form-urlencoded'}); send it with "
+                       "Content-Type: application/json (curl: -H 'Content-Type: application/json')",
+            )
+        return data

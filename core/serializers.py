@@ -26,6 +26,18 @@ class StrictInputSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class ChoiceField(serializers.ChoiceField):
+    """A choice field whose error names the accepted values (`"NOPE" is not valid; accepted: A, B`)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError:
+            accepted = ", ".join(str(k) for k in self.choices)
+            shown = str(data)[:64]
+            raise serializers.ValidationError(f"{shown!r} is not a valid choice; accepted: {accepted}") from None
+
+
 class AnyJSONField(serializers.JSONField):
     """A JSON value of any shape (object, string, ...), passed through as parsed.
 

@@ -105,3 +105,20 @@ def sources_due(*, now: datetime | None = None) -> list[int]:
         pk for pk, last, interval in rows
         if last is None or last + timedelta(minutes=interval) <= now
     ]
+
+
+def sources_overview(*, tenant: Tenant, limit: int = 20) -> list[tuple[MarketSource, int]]:
+    """The dashboard's market box: visible sources, each with how many of this tenant's tools loaded from
+    it have a newer catalog entry (update available); 2 queries."""
+    from django.db.models import F
+
+    from tools_app.models import Tool
+
+    sources = list(source_list(tenant=tenant)[:limit])
+    updates = dict(
+        Tool.objects.filter(tenant=tenant, market_entry__source__in=sources)
+        .exclude(market_entry__status=EntryStatus.REMOVED)
+        .exclude(market_hash=F("market_entry__content_hash"))
+        .values("market_entry__source").annotate(n=Count("pk")).values_list("market_entry__source", "n")
+    )
+    return [(source, int(updates.get(source.pk, 0))) for source in sources]

@@ -1,7 +1,10 @@
-"""Admin access by tenant role: owners and admins of a tenant manage its objects in the admin site.
+"""Admin access by tenant role, and the admin's tenant context.
 
-Django's model permissions are not used for tenant staff: the membership role decides, and every
-queryset is filtered to the tenants the user manages (superusers see everything).
+Django's model permissions are not used for tenant staff: the membership role decides. The admin works
+in one tenant at a time, the *current tenant* (kept in the session, switched from the header): every
+admin built on these mixins lists, filters, offers in selects and autocompletes, and opens only that
+tenant's objects (plus global market sources). Superusers switch among all tenants; others among the
+tenants they own or administer.
 """
 
 from __future__ import annotations
@@ -10,22 +13,142 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db import models
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from core.errors import DomainError
+from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
+
+SESSION_KEY = "toolhub_admin_tenant"
+
+
+def current_tenant(request: HttpRequest) -> Tenant | None:
+    """The tenant this admin session works in: the one chosen (if still allowed), else the first by slug."""
+    if hasattr(request, "_toolhub_admin_tenant"):
+        return request._toolhub_admin_tenant  # type: ignore[no-any-return]
+    allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
+    chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
+    tenant = allowed.filter(pk=chosen).first() if isinstance(chosen, int) else None
+    if tenant is None:
+        tenant = allowed.order_by("slug").first()
+        if tenant is not None and hasattr(request, "session"):
+            request.session[SESSION_KEY] = tenant.pk
+    request._toolhub_admin_tenant = tenant  # type: ignore[attr-defined]
+    return tenant
+
+
+def switch_tenant(request: HttpRequest, tenant_id: Any) -> Tenant | None:
+    """Make `tenant_id` the current tenant if the user may manage it; None (nothing changed) otherwise."""
+    try:
+        pk = int(tenant_id)
+    except (TypeError, ValueError):
+        return None
+    tenant = tenants_for_admin(user=request.user).filter(pk=pk).first()
+    if tenant is not None:
+        request.session[SESSION_KEY] = tenant.pk
+        request._toolhub_admin_tenant = tenant  # type: ignore[attr-defined]
+    return tenant
+
+
+def current_tenants(request: HttpRequest) -> QuerySet[Tenant]:
+    """The current tenant as a queryset (empty when the user manages none): for `tenant` selects."""
+    tenant = current_tenant(request)
+    return Tenant.objects.filter(pk=tenant.pk) if tenant is not None else Tenant.objects.none()
+
+
+def tenant_path(model: type[models.Model]) -> tuple[str, bool] | None:
+    """How `model` reaches its tenant: ("tenant", nullable) or ("<fk>__tenant", nullable), one hop at most.
+
+    A nullable tenant means "global" (market sources): those rows are shown in every tenant.
+    """
+    if model is Tenant:
+        return None
+    for field in model._meta.fields:
+        if field.name == "tenant" and field.many_to_one and field.related_model is Tenant:
+            return "tenant", bool(field.null)
+    for field in model._meta.fields:
+        related = field.related_model if field.many_to_one else None
+        if related is None or related is Tenant:
+            continue
+        for inner in related._meta.fields:  # type: ignore[union-attr]
+            if inner.name == "tenant" and inner.many_to_one and inner.related_model is Tenant:
+                return f"{field.name}__tenant", bool(inner.null)
+    return None
+
+
+def scope_to_current(request: HttpRequest, qs: QuerySet[Any]) -> QuerySet[Any]:
+    """`qs` narrowed to the current tenant (and global rows where the tenant may be null)."""
+    path = tenant_path(qs.model)
+    if path is None:
+        return qs
+    field, nullable = path
+    tenant = current_tenant(request)
+    where = Q(**{field: tenant}) if tenant is not None else Q(pk__in=[])
+    if nullable:
+        where |= Q(**{f"{field}__isnull": True})
+    return qs.filter(where)
 
 
 def manages_any_tenant(request: HttpRequest) -> bool:
     user = request.user
     if not (user.is_active and user.is_staff):
         return False
-    return bool(user.is_superuser) or tenants_for_admin(user=user).exists()
+    if user.is_superuser:
+        return True
+    # Asked once per model admin on every page (index, sidebar): answered once per request.
+    if not hasattr(request, "_toolhub_manages_any"):
+        request._toolhub_manages_any = tenants_for_admin(user=user).exists()  # type: ignore[attr-defined]
+    return bool(request._toolhub_manages_any)  # type: ignore[attr-defined]
 
 
 class TenantRoleAdminMixin:
-    """Grants view/add/change/delete to tenant owners/admins; querysets must still be tenant-filtered."""
+    """Grants view/add/change/delete to tenant owners/admins, and keeps every page in the current tenant.
+
+    Querysets (lists, change pages, history, autocompletes, actions), foreign-key selects and related
+    list filters are narrowed to the current tenant here, beneath whatever a subclass adds; the
+    tenant column and "by tenant" filter are dropped, since the header already says which tenant it is.
+    """
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return scope_to_current(request, super().get_queryset(request))  # type: ignore[misc]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        related = db_field.related_model
+        if related is Tenant:
+            kwargs["queryset"] = current_tenants(request)
+            kwargs.setdefault("initial", current_tenant(request))
+            if db_field.null and request.user.is_superuser:  # type: ignore[union-attr]
+                kwargs.setdefault("empty_label", "(global: every tenant)")  # e.g. a global market source
+            else:
+                kwargs.setdefault("empty_label", None)
+        elif tenant_path(related) is not None:
+            base = kwargs.get("queryset")
+            kwargs["queryset"] = scope_to_current(request, base if base is not None else related._default_manager.all())
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)  # type: ignore[misc]
+        return [name for name in shown if name != "tenant"] or shown
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        kept: list[Any] = []
+        for item in super().get_list_filter(request):  # type: ignore[misc]
+            if isinstance(item, type) and getattr(item, "is_tenant_filter", False):
+                continue
+            if isinstance(item, str) and self._is_fk(item):
+                # A plain related filter would list every tenant's objects; related-only lists what is shown.
+                item = (item, admin.RelatedOnlyFieldListFilter)
+            kept.append(item)
+        return kept
+
+    def _is_fk(self, name: str) -> bool:
+        try:
+            field = self.model._meta.get_field(name)  # type: ignore[attr-defined]
+        except Exception:
+            return False
+        return bool(getattr(field, "many_to_one", False) or getattr(field, "many_to_many", False))
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return manages_any_tenant(request)
@@ -87,6 +210,8 @@ def tenant_filter(field_path: str = "tenant") -> type[admin.SimpleListFilter]:
     """A "by tenant" list filter that offers only the tenants the viewer manages (never other tenants' names)."""
 
     class TenantFilter(admin.SimpleListFilter):
+        # The admin works in one tenant at a time: TenantRoleAdminMixin drops this filter from its lists.
+        is_tenant_filter = True
         title = "tenant"
         parameter_name = f"{field_path}__id__exact"
 

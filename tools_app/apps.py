@@ -48,6 +48,17 @@ class ToolsAppConfig(AppConfig):
         register_record_tools()
         setting_changed.connect(_plugins_setting_changed, dispatch_uid="toolhub_tool_plugins")
 
+        # The approvals queue and the dashboard panels live beside the tool admin (tools_app.admin), not in it.
+        from django.contrib import admin
+
+        from tools_app import admin_dashboard
+        from tools_app.admin_approvals import ApprovalAdmin
+        from tools_app.models import Approval
+
+        if not admin.site.is_registered(Approval):
+            admin.site.register(Approval, ApprovalAdmin)
+        admin_dashboard.register()
+
 
 def _plugins_setting_changed(setting: str, value: object, **kwargs: object) -> None:
     if setting == "TOOLHUB_TOOL_PLUGINS":

@@ -67,7 +67,7 @@ class Tool(models.Model):
         permissions = [("use_tool", "Can use the tool in chats and invocations")]
 
     def __str__(self) -> str:
-        return f"{self.tenant_id}:{self.name}"
+        return self.name
 
     @property
     def in_failure_window(self) -> bool:
@@ -183,6 +183,9 @@ class ToolCall(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["tenant", "status"]), models.Index(fields=["tenant", "tool"])]
 
+    def __str__(self) -> str:
+        return f"{self.tool_name}.{self.function} ({self.get_status_display().lower()}, call #{self.pk})"
+
 
 class RefusedCall(ToolCall):
     """The audit rows of calls refused for bad input (the admin's "Refused calls"): see admin_refused."""
@@ -228,3 +231,6 @@ class Approval(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Approval #{self.pk} ({self.get_status_display().lower()})"

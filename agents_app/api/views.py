@@ -218,7 +218,7 @@ class ConversationViewSet(TenantViewSet):
         )
         context = {
             "messages": selectors.conversation_messages(conversation=conversation),
-            "approvals": selectors.conversation_approvals(conversation=conversation),
+            "approvals": selectors.conversation_approvals_all(conversation=conversation),
         }
         return Response(s.ConversationOut(conversation, context=context).data)
 

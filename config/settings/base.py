@@ -30,7 +30,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "tenants_app.admin_apps.ToolhubAdminConfig",  # django.contrib.admin with Toolhub's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / ReDoc assets served locally
     "guardian",
     "tenants_app",
     "tools_app",
@@ -136,7 +137,7 @@ REST_FRAMEWORK = {
     # JSON bodies deeper than TOOLHUB_MAX_JSON_DEPTH are refused before any view runs (nothing written).
     "DEFAULT_PARSER_CLASSES": [
         "core.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
+        "core.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 20,
@@ -156,6 +157,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # The docs pages load Swagger UI and ReDoc from our static files, never a CDN (they work offline).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "ToolStatusEnum": "tools_app.models.ToolStatus",
         "CallStatusEnum": "tools_app.models.CallStatus",

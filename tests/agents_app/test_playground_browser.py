@@ -15,6 +15,28 @@ from tools_app import adapters
 
 CHROMIUM = Path("/usr/bin/chromium")
 
+
+def sync_playwright_browser() -> Any:
+    from tests.browser import chromium
+
+    return _Browser(chromium)
+
+
+class _Browser:
+    """chromium() without the monkeypatch (the test sets DJANGO_ALLOW_ASYNC_UNSAFE itself)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def __enter__(self) -> Any:
+        self.mp = pytest.MonkeyPatch()
+        self.cm = self.factory(self.mp)
+        return self.cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cm.__exit__(*exc)
+        self.mp.undo()
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
@@ -61,4 +83,62 @@ def test_chat_with_approval_in_the_browser(live_server: Any, tenant: Any, api: A
             expect(page.locator(".assistant").last).to_have_text("Deleted old.log for you.")
         finally:
             browser.close()
+    assert not target.exists()
+
+
+def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
+        live_server: Any, tenant: Any, api: Any, start_llm: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    from tests.browser import shot
+
+    user = UserFactory(username="robin", password="pw-browser-5", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
+    workspace = adapters.workspace_for(tenant)
+    (workspace / "stock.json").write_text('[{"sku": "DEMO-001", "qty": 12}, {"sku": "DEMO-002", "qty": 0}]')
+    target = workspace / "old.log"
+    target.write_text("x")
+    reader = builtin(tenant, "read_file", enable=True)
+    deleter = builtin(tenant, "delete_file", enable=True)
+    llm = start_llm([call("read_file__read_file", {"path": "stock.json"}), text("Two SKUs, one sold out."),
+                     call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log.")])
+    make_agent(api, model=make_model(api, llm), tools=[{"tool": reader.pk}, {"tool": deleter.pk}], name="stock")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+    with sync_playwright_browser() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(20_000)
+        page.goto(f"{live_server.url}/admin/login/?next=/playground/")
+        page.fill("#id_username", "robin")
+        page.fill("#id_password", "pw-browser-5")
+        page.click("input[type=submit]")
+        page.wait_for_url("**/playground/")
+        page.fill("#message", "what is in stock?")
+        page.click("#send")
+        table = page.locator(".tool-result table.result-table")
+        expect(table).to_contain_text("DEMO-002")
+        expect(table.locator("th")).to_have_text(["sku", "qty"])
+        expect(page.locator(".assistant").last).to_have_text("Two SKUs, one sold out.")
+        page.fill("#message", "now delete old.log")
+        page.click("#send")
+        expect(page.locator(".approval button.approve")).to_be_visible()
+        assert "conversation=" in page.url
+
+        page.reload()  # the run is paused: the reopened page shows the transcript and the pending approval
+        expect(page.locator("#conversations a.current")).to_contain_text("awaiting approval")
+        expect(page.locator(".user").first).to_have_text("what is in stock?")
+        expect(page.locator(".tool-result table.result-table")).to_contain_text("DEMO-001")
+        approve = page.locator(".approval button.approve")
+        expect(approve).to_be_visible()
+        shot(page, "playground-waiting-after-reload")
+        assert target.exists()
+        approve.click()
+        expect(page.locator(".approval .decision")).to_have_text("Approved by robin.")
+        expect(page.locator(".assistant").last).to_have_text("Deleted old.log.")
+
+        page.reload()  # decided and finished: the box says what was decided, no buttons
+        expect(page.locator(".assistant").last).to_have_text("Deleted old.log.")
+        expect(page.locator(".approval .decision")).to_have_text("Approved by robin.")
+        expect(page.locator(".approval button")).to_have_count(0)
+        shot(page, "playground-resumed")
     assert not target.exists()

@@ -1,5 +1,5 @@
 """API polish (issue 12): the root redirects to the admin, unknown API paths answer the JSON envelope,
-(`GET /api/v1/` listing entry points is not wired yet)."""
+`GET /api/v1/` lists the entry points, the docs are served locally, and common mistakes get clear errors."""
 
 from __future__ import annotations
 
@@ -45,3 +45,63 @@ def test_known_routes_still_answer(api: Any) -> None:
     assert api.get("/api/v1/tools/").status_code == 200
     missing = api.get("/api/v1/tools/999999/")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+def test_api_root_lists_the_entry_points() -> None:
+    resp = Client().get("/api/v1/")
+    assert resp.status_code == 200
+    body = resp.json()
+    for name in ("tools", "approvals", "agents", "conversations", "market_sources", "market_entries"):
+        assert body["endpoints"][name].startswith("http://testserver/api/v1/"), name
+    assert body["endpoints"]["tools"].endswith("/api/v1/tools/")
+    assert set(body["docs"]) == {"schema", "swagger_ui", "redoc"}
+    assert "X-Tenant" in body["auth"]
+
+
+@pytest.mark.parametrize("word", ["all", "options", "export", "import"])
+def test_a_word_never_reaches_a_detail_route(api: Any, word: str) -> None:
+    # Ids are digits only: PUT /tools/all/ is the `all` route's 405, never a lookup of the id "all".
+    resp = api.put(f"/api/v1/tools/{word}/", {"name": "x"}, format="json")
+    assert resp.status_code in (404, 405), resp.content
+    assert api.get("/api/v1/agents/abc/").status_code == 404
+
+
+@pytest.mark.parametrize("page, asset", [("/api/v1/docs/", "swagger-ui"), ("/api/v1/redoc/", "redoc")])
+def test_docs_load_their_assets_locally(api: Any, page: str, asset: str) -> None:
+    client = Client()
+    client.force_login(api.user)
+    html = client.get(page).content.decode()
+    assert "/static/drf_spectacular_sidecar/" in html and asset in html
+    assert "cdn.jsdelivr" not in html and "unpkg.com" not in html and "https://" not in html.split("<body")[0]
+
+
+def test_json_sent_as_a_form_says_so(api: Any) -> None:
+    body = '{"name": "x", "type": "REMOTE", "config": {"headers": {"Authorization": "Bearer s3cr3t"}}}'
+    resp = api.post("/api/v1/tools/", data=body, content_type="application/x-www-form-urlencoded")
+    assert resp.status_code == 415
+    error = resp.json()["error"]
+    assert error["code"] == "unsupported_media_type"
+    assert "Content-Type: application/json" in error["message"] and "looks like JSON" in error["message"]
+    assert "s3cr3t" not in resp.content.decode() and "unknown field" not in error["message"]
+
+
+def test_a_real_form_still_parses(api: Any) -> None:
+    resp = api.post("/api/v1/tools/", data="name=x&type=NOPE", content_type="application/x-www-form-urlencoded")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid"
+
+
+def test_invalid_tool_type_lists_the_valid_ones(api: Any) -> None:
+    resp = api.post("/api/v1/tools/", {"name": "x", "type": "MCP"}, format="json")
+    assert resp.status_code == 400
+    message = resp.json()["error"]["details"]["type"][0]
+    assert "'MCP'" in message and "BUILTIN, LOCAL, REMOTE, HTTP" in message
+
+
+def test_a_tenant_you_are_not_in_is_named_as_the_problem(api: Any, other_tenant: Any) -> None:
+    foreign = api.get("/api/v1/tools/", HTTP_X_TENANT=other_tenant.slug)
+    unknown = api.get("/api/v1/tools/", HTTP_X_TENANT="no-such-tenant")
+    assert foreign.status_code == unknown.status_code == 404
+    assert foreign.json() == unknown.json()  # never says whether the tenant exists
+    error = foreign.json()["error"]
+    assert error["code"] == "tenant_not_available" and "X-Tenant" in error["message"]
+    assert error["details"]["your_tenants"] == ["acme"] and other_tenant.slug not in foreign.content.decode()

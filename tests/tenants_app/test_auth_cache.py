@@ -54,4 +54,6 @@ def test_a_removed_member_gets_the_same_404_as_a_stranger(tenant: Any, member_cl
     assert client.get("/api/v1/tools/").status_code == 200
     Membership.objects.get(user=client.user, tenant=tenant).delete()
     resp = client.get("/api/v1/tools/")
-    assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
+    assert resp.status_code == 404 and resp.json()["error"]["code"] == "tenant_not_available"
+    # Answered as for a tenant that does not exist (test_tenancy checks the bodies are equal).
+    assert resp.json() == client.get("/api/v1/tools/", HTTP_X_TENANT="no-such-tenant").json()

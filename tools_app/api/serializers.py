@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from core.secrets import KEEP
-from core.serializers import AnyJSONField, IdField, StrictInputSerializer
+from core.serializers import AnyJSONField, ChoiceField, IdField, StrictInputSerializer
 from tools_app.configs import mask_config
 from tools_app.models import Approval, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
 from tools_app.services import ToolInput
@@ -17,10 +17,10 @@ from tools_app.services import ToolInput
 class ToolIn(StrictInputSerializer):
     name = serializers.CharField(max_length=64)
     description = serializers.CharField(required=False, allow_blank=True, max_length=4000)
-    type = serializers.ChoiceField(choices=ToolType.choices)
-    status = serializers.ChoiceField(choices=ToolStatus.choices, required=False)
+    type = ChoiceField(choices=ToolType.choices)
+    status = ChoiceField(choices=ToolStatus.choices, required=False)
     config = AnyJSONField(required=False, help_text='Object to set; omitted or "" keeps; "********" keeps a key')
-    safety = serializers.ChoiceField(choices=Safety.choices, required=False)
+    safety = ChoiceField(choices=Safety.choices, required=False)
     requires_approval = serializers.BooleanField(required=False)
 
     def to_input(self) -> ToolInput:
@@ -30,7 +30,7 @@ class ToolIn(StrictInputSerializer):
 
 
 class StatusIn(StrictInputSerializer):
-    status = serializers.ChoiceField(choices=ToolStatus.choices)
+    status = ChoiceField(choices=ToolStatus.choices)
 
 
 class IdsIn(StrictInputSerializer):

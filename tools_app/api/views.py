@@ -32,7 +32,9 @@ LIST_FILTERS = [
 
 
 class ToolViewSet(TenantViewSet):
-    lookup_value_regex = r"[^/]+"
+    # Starts with a digit (never a word such as all/options); DELETE /tools/{ids}/ takes a comma-separated
+    # list, whose bad members parse_ids names in a 400.
+    lookup_value_regex = r"[0-9][^/]*"
     # Members call tools (their use_tool grants and the approval policy apply); managing them needs an admin.
     action_roles = {"invoke": Role.MEMBER}
     serializer_class = s.ToolOut

@@ -7,6 +7,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -34,33 +37,42 @@ class Command(BaseCommand):
         banner = [
             "",
             "Toolhub is running.",
-            f"  Admin:     {url}/admin/   login {login.username} / {login.password}",
             f"  API:       {url}/api/v1/  (docs: {url}/api/v1/docs/)",
             f"  MCP:       {url}/mcp/<tenant>/agents/<agent id>/   (Authorization: Bearer <API token>; "
             "client configs on each agent's admin page)",
-            f"  API token: {login.token}   (header: Authorization: Token <key>; X-Tenant: demo)",
             *login.lines,
-            "",
         ]
         worker = None
+        ready_file = settings.VAR_DIR / f"worker-ready.{os.getpid()}"
+        ready_file.unlink(missing_ok=True)
         if not opts["no_worker"]:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "config", "worker", "--beat", "--pool=solo",
                  "--loglevel=WARNING", "-s", str(settings.VAR_DIR / "celery-beat-schedule")],
-                start_new_session=True,
+                start_new_session=True, env={**os.environ, "TOOLHUB_WORKER_READY_FILE": str(ready_file)},
             )
-            banner.insert(-1, f"  Worker:    embedded Celery worker + beat (pid {worker.pid}, broker {settings.CELERY_BROKER_URL.split('@')[-1]})")
+            banner.append(f"  Worker:    embedded Celery worker + beat (pid {worker.pid}, broker {settings.CELERY_BROKER_URL.split('@')[-1]})")
         if demo_model is not None:
-            banner.insert(-1, f"  Chat:      {url}/playground/   demo model at {settings.TOOLHUB_DEMO_MODEL_URL} "
-                              f"(pid {demo_model.pid}): a few fixed rules, NOT an AI; add a ChatModel for real answers")
-        self.stdout.write("\n".join(banner))
+            banner.append(f"  Chat:      {url}/playground/   demo model at {settings.TOOLHUB_DEMO_MODEL_URL} "
+                          f"(pid {demo_model.pid}): a few fixed rules, NOT an AI; add a ChatModel for real answers")
+        # The login comes last, after the worker's and the web server's start-up output, so it is what
+        # stays on screen.
+        banner += [
+            f"  Admin:     {url}/admin/   login {login.username} / {login.password}",
+            f"  API token: {login.token}   (header: Authorization: Token <key>; X-Tenant: demo, optional "
+            "for a user of one tenant)",
+            "",
+        ]
+        server = uvicorn.Server(uvicorn.Config("config.asgi:application", host=opts["host"], port=int(opts["port"]),
+                                               lifespan="on", log_level="info"))
+        threading.Thread(target=self._announce, args=(server, worker, ready_file, banner), daemon=True).start()
         # SIGTERM (e.g. from a process manager) must unwind through `finally` so children stop too.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             # Uvicorn on config.asgi: Django, streaming chat and the MCP gateway (/mcp/...) in one server.
-            uvicorn.run("config.asgi:application", host=opts["host"], port=int(opts["port"]), lifespan="on",
-                        log_level="info")
+            server.run()
         finally:
+            ready_file.unlink(missing_ok=True)
             # A second Ctrl-C or SIGTERM must not cut the cleanup short and orphan the children.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -69,6 +81,18 @@ class Command(BaseCommand):
                     # Each child leads its own process group: SIGTERM, wait, then SIGKILL whatever is left.
                     kill_process_group(child.pid, term_wait_s=10)
                     child.wait(timeout=5)
+
+    def _announce(self, server: uvicorn.Server, worker: subprocess.Popen[bytes] | None, ready_file: Path,
+                  banner: list[str]) -> None:
+        """Print the banner once the web server listens and the worker said it is ready (or 60 s passed)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            worker_done = worker is None or ready_file.exists() or worker.poll() is not None
+            if server.started and worker_done:
+                break
+            time.sleep(0.2)
+        self.stdout.write("\n".join(banner))
+        self.stdout.flush()
 
     def _start_demo_model(self) -> subprocess.Popen[bytes] | None:
         """Without TOOLHUB_DEMO_MODEL_URL, run the rule-based demo model so agents without a model can chat."""

@@ -1,0 +1,59 @@
+"""Headless Chromium for browser tests: launch, log in, and save a screenshot under var/screenshots/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+# Marks for every browser test module: real Chromium, a live server and a transactional database.
+MARKS = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
+                                                      "(.ci/run installs it: apt-get install chromium)"),
+]
+
+
+@contextmanager
+def chromium(monkeypatch: Any) -> Iterator[Any]:
+    """A headless browser; Playwright's sync API keeps an event loop in this thread, so the ORM must be told."""
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-background-networking", "--headless=new"]
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def login(page: Any, base_url: str, username: str, password: str, next_url: str = "/admin/") -> None:
+    page.set_default_timeout(20_000)
+    page.goto(f"{base_url}/admin/login/?next={next_url}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{next_url}")
+
+
+def shot(page: Any, name: str, *, full_page: bool = True) -> Path:
+    folder = Path(settings.VAR_DIR) / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def overflows(page: Any) -> bool:
+    """Whether the page is wider than the window (a horizontal scrollbar for the whole page)."""
+    return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1"))

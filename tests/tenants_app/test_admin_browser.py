@@ -1,0 +1,95 @@
+"""The admin frame in headless Chromium: switch tenants, and the dashboard at 1280 px and at phone width."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from market_app.models import MarketEntry, MarketSource
+from tenants_app.models import Role
+from tests.browser import MARKS, chromium, login, overflows, shot
+from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tools_app.models import CallStatus, ToolCall
+
+pytestmark = MARKS
+
+
+def busy_tenant(tenant: Any) -> None:
+    """A tenant with tools in every health state, a day of calls and a market source with an update."""
+    now = timezone.now()
+    ToolFactory(tenant=tenant, name="inventory", last_ok_at=now, last_checked_at=now)
+    ToolFactory(tenant=tenant, name="weather", last_ok_at=now, consecutive_failures=1, last_error="connect timeout")
+    tripped = ToolFactory(tenant=tenant, name="crm-remote", consecutive_failures=3, last_error="HTTP 502 from upstream",
+                          disabled_until=now + timedelta(minutes=4))
+    ToolFactory(tenant=tenant, name="search")
+    rows = []
+    for hour in range(24):
+        for i in range(3 + (hour * 7) % 11):
+            tool = ("inventory", "weather", "read_file")[i % 3]
+            failed = (hour + i) % 13 == 0
+            rows.append(ToolCall(tenant=tenant, tool_name=tool, function="call", cost_ms=20 + (i * 37 + hour * 11) % 400,
+                                 status=CallStatus.ERROR if failed else CallStatus.OK,
+                                 created_at=now - timedelta(hours=hour, minutes=i)))
+    ToolCall.objects.bulk_create(rows)
+    source = MarketSource.objects.create(tenant=tenant, name="Team catalog", url="http://127.0.0.1:9/c.json",
+                                         last_refresh_at=now - timedelta(minutes=12), last_status="ok",
+                                         last_counts={"added": 2, "updated": 1, "unchanged": 9, "removed": 0,
+                                                      "errors_total": 0})
+    entry = MarketEntry.objects.create(source=source, name="crm", content_hash="v2")
+    tripped.market_entry, tripped.market_hash = entry, "v1"
+    tripped.save()
+
+
+def test_switch_tenants_from_the_header(live_server: Any, tenant: Any, other_tenant: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    user = UserFactory(username="both", password="pw-browser-3", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    MembershipFactory(tenant=other_tenant, user=user, role=Role.OWNER)
+    ToolFactory(tenant=tenant, name="alpha-tool")
+    ToolFactory(tenant=other_tenant, name="omega-tool")
+
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        login(page, live_server.url, "both", "pw-browser-3", next_url="/admin/tools_app/tool/")
+        expect(page.locator("#toolhub-tenant-select")).to_have_value(str(tenant.pk))
+        expect(page.locator("#result_list")).to_contain_text("alpha-tool")
+        expect(page.locator("#result_list")).not_to_contain_text("omega-tool")
+        page.select_option("#toolhub-tenant-select", str(other_tenant.pk))
+        page.wait_for_load_state()
+        expect(page.locator(".messagelist")).to_contain_text(f"Now working in tenant {other_tenant.slug}")
+        expect(page.locator("#result_list")).to_contain_text("omega-tool")
+        expect(page.locator("#result_list")).not_to_contain_text("alpha-tool")
+        shot(page, "admin-tenant-switched")
+        page.goto(f"{live_server.url}/admin/")  # the choice is kept in the session
+        expect(page.locator("#toolhub-tenant-select")).to_have_value(str(other_tenant.pk))
+
+
+def test_dashboard_at_desktop_and_phone_width(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    user = UserFactory(username="dash", password="pw-browser-4", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
+    busy_tenant(tenant)
+
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        login(page, live_server.url, "dash", "pw-browser-4")
+        health = page.locator("#panel-health")
+        expect(health).to_contain_text("crm-remote")
+        expect(health).to_contain_text("min left")
+        expect(page.locator("#calls-chart rect")).not_to_have_count(0)
+        expect(page.locator("#cost-per-tool")).to_contain_text("inventory")
+        expect(page.locator("#panel-market")).to_contain_text("1 available")
+        assert not overflows(page)
+        shot(page, "admin-dashboard-1280")
+
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True)
+        login(phone, live_server.url, "dash", "pw-browser-4")
+        expect(phone.locator("#panel-health")).to_be_visible()
+        assert not overflows(phone)
+        box = phone.locator("#panel-activity").bounding_box()
+        assert box is not None and box["width"] <= 390
+        shot(phone, "admin-dashboard-phone")

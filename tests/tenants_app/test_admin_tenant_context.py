@@ -1,0 +1,121 @@
+"""The admin works in one tenant at a time: switcher, and nothing of another tenant anywhere (issue 12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from agents_app.models import Agent
+from tenants_app.models import Role
+from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tools_app.models import Tool, ToolCall
+
+pytestmark = pytest.mark.django_db
+
+
+def admin_client(*tenants: Any, superuser: bool = False) -> Client:
+    user = UserFactory(is_staff=True, is_superuser=superuser)
+    for t in tenants:
+        MembershipFactory(tenant=t, user=user, role=Role.ADMIN)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def seed(tenant: Any, word: str) -> Tool:
+    tool = ToolFactory(tenant=tenant, name=f"{word}-tool", description=f"{word} secret plans")
+    ToolCall.objects.create(tenant=tenant, tool=tool, tool_name=tool.name, function=f"{word}_fn", status="ok")
+    Agent.objects.create(tenant=tenant, name=f"{word}-agent")
+    return tool
+
+
+PAGES = ["/admin/", "/admin/tools_app/tool/", "/admin/tools_app/toolcall/", "/admin/tools_app/toolfunction/",
+         "/admin/tools_app/approval/?status=all", "/admin/agents_app/agent/", "/admin/agents_app/conversation/",
+         "/admin/tenants_app/membership/", "/admin/market_app/marketsource/",
+         "/admin/agents_app/agent/add/"]
+
+
+def test_a_tenant_admin_sees_nothing_of_another_tenant(tenant: Any, other_tenant: Any) -> None:
+    seed(tenant, "alpha")
+    theirs = seed(other_tenant, "omega")
+    client = admin_client(tenant)
+    for page in PAGES:
+        resp = client.get(page)
+        assert resp.status_code == 200, page
+        html = resp.content.decode()
+        assert "omega" not in html and other_tenant.slug not in html, page
+    assert b"alpha-tool" in client.get("/admin/tools_app/tool/").content
+    # Autocomplete, change page and history of a foreign object: nothing.
+    for term, found in (("omega", []), ("tool", ["alpha-tool"])):
+        auto = client.get("/admin/autocomplete/", {"app_label": "agents_app", "model_name": "agenttool",
+                                                   "field_name": "tool", "term": term})
+        assert auto.status_code == 200
+        assert [r["text"] for r in auto.json()["results"]] == found
+    for url in (f"/admin/tools_app/tool/{theirs.pk}/change/", f"/admin/tools_app/tool/{theirs.pk}/history/"):
+        resp = client.get(url, follow=True)
+        assert b"omega" not in resp.content or b"doesn" in resp.content, url
+        assert b"secret plans" not in resp.content
+
+
+def test_switching_tenants_changes_every_list(tenant: Any, other_tenant: Any) -> None:
+    seed(tenant, "alpha")
+    seed(other_tenant, "omega")
+    client = admin_client(tenant, other_tenant)
+    home = client.get("/admin/").content.decode()
+    assert 'id="toolhub-tenant-select"' in home and f">{tenant.slug} —" in home and f">{other_tenant.slug} —" in home
+    listing = client.get("/admin/tools_app/tool/").content
+    assert b"alpha-tool" in listing and b"omega-tool" not in listing
+    resp = client.post("/admin/tenant/", {"tenant": other_tenant.pk, "next": "/admin/tools_app/tool/5/change/"})
+    assert resp.status_code == 302 and resp["Location"] == "/admin/tools_app/tool/"
+    listing = client.get("/admin/tools_app/tool/").content
+    assert b"omega-tool" in listing and b"alpha-tool" not in listing
+    calls = client.get("/admin/tools_app/toolcall/").content
+    assert b"omega_fn" in calls and b"alpha_fn" not in calls
+
+
+def test_switching_to_a_tenant_you_do_not_manage_changes_nothing(tenant: Any, other_tenant: Any) -> None:
+    seed(tenant, "alpha")
+    seed(other_tenant, "omega")
+    client = admin_client(tenant)
+    client.post("/admin/tenant/", {"tenant": other_tenant.pk})
+    listing = client.get("/admin/tools_app/tool/").content
+    assert b"alpha-tool" in listing and b"omega-tool" not in listing
+
+
+def test_new_objects_go_to_the_current_tenant_only(tenant: Any, other_tenant: Any) -> None:
+    client = admin_client(tenant, other_tenant)
+    page = client.get("/admin/agents_app/agent/add/").content.decode()
+    select = page[page.index('id="id_tenant"'):]
+    select = select[:select.index("</select>")]
+    assert f'value="{tenant.pk}" selected' in select and f'value="{other_tenant.pk}"' not in select
+
+
+def test_names_are_readable(tenant: Any) -> None:
+    tool = seed(tenant, "alpha")
+    call = ToolCall.objects.get(tool=tool)
+    assert str(tool) == "alpha-tool"
+    assert str(call).startswith("alpha-tool.alpha_fn (ok")
+    html = Client()
+    page = admin_client(tenant).get(f"/admin/tools_app/toolcall/{call.pk}/change/").content.decode()
+    assert "ToolCall object" not in page and f"{tenant.pk}:alpha-tool" not in page
+    assert html is not None
+
+
+def test_sections_are_ordered_by_use(tenant: Any) -> None:
+    html = admin_client(tenant, superuser=True).get("/admin/").content.decode()
+    order = [html.index(f'class="app-{label} module') for label in ("tools_app", "agents_app", "market_app",
+                                                                         "tenants_app")]
+    assert order == sorted(order)
+    tools = html[order[0]:order[1]]
+    assert tools.index("Tools") < tools.index("Approvals") < tools.index("Tool calls")
+
+
+def test_superuser_also_works_in_one_tenant(tenant: Any, other_tenant: Any) -> None:
+    seed(tenant, "alpha")
+    seed(other_tenant, "omega")
+    client = admin_client(superuser=True)
+    listing = client.get("/admin/tools_app/tool/").content
+    assert (b"alpha-tool" in listing) != (b"omega-tool" in listing)
+    assert TenantFactory is not None

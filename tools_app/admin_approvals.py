@@ -1,0 +1,283 @@
+"""The approvals queue in the admin: pending requests of the current tenant, decided one by one or in a batch.
+
+Every decision goes through tools_app.services.approvals.approval_decide (the one rule: who may decide,
+expiry, running a held direct call); this page only shows and forwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince, timeuntil
+
+from core.errors import DomainError
+from core.secrets import redact
+from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant
+from tools_app import selectors
+from tools_app.configs import secret_values
+from tools_app.models import Approval, ApprovalStatus, ApprovalVia, ToolFunction, function_safety
+from tools_app.services.approvals import approval_decide
+
+ARGUMENTS_SHOWN = 300  # characters of the (redacted) arguments shown in the list
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Pending (and not yet expired) by default: the queue is what waits for a person."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("pending", "Pending"), ("approved", "Approved"), ("denied", "Denied"), ("expired", "Expired"),
+                ("all", "All")]
+
+    def choices(self, changelist: Any) -> Any:
+        value = self.value() or "pending"
+        for key, label in self.lookup_choices:
+            yield {"selected": value == key, "query_string": changelist.get_query_string({self.parameter_name: key}),
+                   "display": label}
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Approval]) -> QuerySet[Approval]:
+        value = self.value() or "pending"
+        now = timezone.now()
+        if value == "pending":
+            return queryset.filter(status=ApprovalStatus.PENDING, expires_at__gt=now)
+        if value == "expired":
+            return queryset.filter(status=ApprovalStatus.EXPIRED) | queryset.filter(
+                status=ApprovalStatus.PENDING, expires_at__lte=now)
+        if value in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED):
+            return queryset.filter(status=value)
+        return queryset
+
+
+class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+    list_display = ["request", "arguments_shown", "requester", "safety_shown", "waiting", "state", "decide"]
+    list_display_links = ["request"]
+    change_list_template = "admin/approvals/change_list.html"
+    list_filter = [StatusFilter, "via"]
+    search_fields = ["tool_call__tool_name", "tool_call__function", "requested_by__username"]
+    list_per_page = 50
+    actions = ["approve_selected", "deny_selected"]
+    fields = ["request", "state", "source", "requested_by", "safety_shown", "count_shown", "warning",
+              "arguments_full", "created_at", "expires_at", "decided_by", "decided_at", "decide"]
+    readonly_fields = ["request", "state", "source", "requested_by", "safety_shown", "count_shown", "warning",
+                       "arguments_full", "created_at", "expires_at", "decided_by", "decided_at", "decide"]
+
+    # --- access: view for the tenant's owners/admins, writes only through the decide service ------------
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
+        tenant = current_tenant(request)
+        if tenant is None:
+            return Approval.objects.none()
+        fn = ToolFunction.objects.filter(tool_id=OuterRef("tool_call__tool_id"), name=OuterRef("tool_call__function"))
+        return (
+            selectors.approvals_visible(tenant=tenant, user=request.user)
+            .select_related("tool_call__agent", "tool_call__conversation", "tenant")
+            .annotate(fn_override=Subquery(fn.values("safety_override")[:1]),
+                      fn_annotations=Subquery(fn.values("annotations")[:1], output_field=JSONField()))
+            .order_by("expires_at", "id")
+        )
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = list(super().get_list_display(request))
+        if request.GET.get("status", "pending") == "pending":
+            shown.remove("state")  # every row is pending: the column would only repeat the filter
+        return shown
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        return {k: v for k, v in super().get_actions(request).items() if k in ("approve_selected", "deny_selected")}
+
+    def has_view_or_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_view_permission(request, obj)
+
+    # --- columns --------------------------------------------------------------------------------------
+
+    @admin.display(description="Request", ordering="tool_call__tool_name")
+    def request(self, obj: Approval) -> str:
+        count = f" ×{obj.count}" if obj.count > 1 else ""
+        return f"#{obj.pk} {obj.tool_call.tool_name}.{obj.tool_call.function}{count}"
+
+    @admin.display(description="Requested by", ordering="requested_by__username")
+    def requester(self, obj: Approval) -> str:
+        return format_html("{}<br><span class='quiet'>{}</span>", obj.requested_by, self.source(obj))
+
+    @admin.display(description="Waiting", ordering="created_at")
+    def waiting(self, obj: Approval) -> str:
+        expiry = self.expiry(obj)
+        left = expiry[3:] + " left" if expiry.startswith("in ") else expiry
+        return format_html("{}<br><span class='quiet'>{}</span>", timesince(obj.created_at, depth=1), left)
+
+    def _arguments(self, obj: Approval) -> Any:
+        # Audited arguments are redacted on write; scrubbing again with the tool's current secrets also
+        # catches a value that became a secret since (one scrubber, core.secrets).
+        tool = obj.tool_call.tool
+        secrets = secret_values(tool.type, tool.config) if tool is not None else []
+        return redact(obj.tool_call.arguments, secrets)
+
+    @admin.display(description="Arguments (secrets redacted)")
+    def arguments_shown(self, obj: Approval) -> str:
+        import json
+
+        text = json.dumps(self._arguments(obj), ensure_ascii=False, sort_keys=True)
+        if len(text) > ARGUMENTS_SHOWN:
+            text = text[:ARGUMENTS_SHOWN] + "…"
+        return format_html("<code>{}</code>", text)
+
+    @admin.display(description="Arguments (secrets redacted)")
+    def arguments_full(self, obj: Approval) -> str:
+        import json
+
+        return format_html("<pre>{}</pre>", json.dumps(self._arguments(obj), ensure_ascii=False, indent=2,
+                                                        sort_keys=True))
+
+    @admin.display(description="From")
+    def source(self, obj: Approval) -> str:
+        call = obj.tool_call
+        if obj.via == ApprovalVia.CHAT:
+            agent = call.agent.name if call.agent is not None else "an agent"
+            where = f" (conversation #{call.conversation_id})" if call.conversation_id else ""
+            return f"agent {agent}{where}"
+        if obj.via == ApprovalVia.GATEWAY:
+            return f"MCP gateway, agent {call.agent.name}" if call.agent is not None else "MCP gateway"
+        return "direct call (API)"
+
+    @admin.display(description="Safety")
+    def safety_shown(self, obj: Approval) -> str:
+        tool = obj.tool_call.tool
+        safety = function_safety(tool_safety=tool.safety, override=getattr(obj, "fn_override", "") or "",
+                                 annotations=getattr(obj, "fn_annotations", None)) if tool is not None else "?"
+        css = {"DESTRUCTIVE": "bad", "WRITE": "warn", "READ_ONLY": "ok"}.get(str(safety), "muted")
+        return format_html('<span class="toolhub-badge {}" title="{}">{}</span>', css, obj.warning or "", safety)
+
+    @admin.display(description="Calls")
+    def count_shown(self, obj: Approval) -> str:
+        return f"×{obj.count}" if obj.count > 1 else "1"
+
+    @admin.display(description="Age", ordering="created_at")
+    def age(self, obj: Approval) -> str:
+        return timesince(obj.created_at) + " ago"
+
+    @admin.display(description="Expiry", ordering="expires_at")
+    def expiry(self, obj: Approval) -> str:
+        if obj.status != ApprovalStatus.PENDING:
+            return "-"
+        if obj.expires_at <= timezone.now():
+            return "expired"
+        return "in " + timeuntil(obj.expires_at, depth=1)
+
+    @admin.display(description="Status", ordering="status")
+    def state(self, obj: Approval) -> str:
+        if obj.status == ApprovalStatus.PENDING and obj.expires_at <= timezone.now():
+            return format_html('<span class="toolhub-badge muted">{}</span>', "expired")
+        css = {"pending": "warn", "approved": "ok", "denied": "bad"}.get(obj.status, "muted")
+        label = obj.get_status_display()
+        if obj.decided_by_id and obj.status in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED):
+            return format_html('<span class="toolhub-badge {}">{}</span> by {}', css, label, obj.decided_by)
+        return format_html('<span class="toolhub-badge {}">{}</span>', css, label)
+
+    @admin.display(description="Decide")
+    def decide(self, obj: Approval) -> str:
+        if obj.status != ApprovalStatus.PENDING or obj.expires_at <= timezone.now():
+            return "-"
+        url = reverse("admin:tools_app_approval_decide", args=[obj.pk])
+        count = f" ×{obj.count}" if obj.count > 1 else ""
+        # The row sits inside the changelist's form (which carries the CSRF token): `formaction` sends
+        # that form to this approval's decide URL instead of the bulk-action handler.
+        return format_html_join(
+            " ", '<button type="submit" formaction="{}" name="decision" value="{}" class="{}">{}{}</button>',
+            [(url, "approve", "toolhub-approve", "Approve", count), (url, "deny", "toolhub-deny", "Deny", count)],
+        )
+
+    # --- deciding -------------------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        return [path("<int:approval_id>/decide/", self.admin_site.admin_view(self.decide_view),
+                     name="tools_app_approval_decide"), *super().get_urls()]
+
+    def _decide(self, request: HttpRequest, approval: Approval, approve: bool) -> bool:
+        tenant = approval.tenant  # the queue lists only the current tenant's approvals
+        what = f"#{approval.pk} {approval.tool_call.tool_name}.{approval.tool_call.function}"
+        try:
+            decision = approval_decide(tenant=tenant, actor=request.user, approval_id=approval.pk, approve=approve)
+        except DomainError as exc:
+            self.message_user(request, f"{what}: not decided: {exc.message}", messages.ERROR)
+            return False
+        verb = "approved" if approve else "denied"
+        calls = f" ({approval.count} calls)" if approval.count > 1 else ""
+        if decision.invocation is not None:
+            body = decision.invocation.body()
+            outcome = "it ran: OK" if body.get("success") else f"it ran and failed: {body.get('error_code')}"
+            self.message_user(request, f"{what}{calls} {verb}; {outcome} (call #{body.get('call_id')}).",
+                              messages.SUCCESS if body.get("success") else messages.WARNING)
+        elif approval.via == ApprovalVia.CHAT and approve:
+            self.message_user(request, f"{what}{calls} approved; the conversation continues when it is resumed "
+                                       "(the playground does so when reopened).", messages.SUCCESS)
+        else:
+            self.message_user(request, f"{what}{calls} {verb}.", messages.SUCCESS)
+        return True
+
+    def decide_view(self, request: HttpRequest, approval_id: int) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        approval = self.get_queryset(request).filter(pk=approval_id).first()
+        changelist = reverse("admin:tools_app_approval_changelist")
+        if approval is None:
+            self.message_user(request, "That approval does not exist (or is not yours to see).", messages.ERROR)
+            return HttpResponseRedirect(changelist)
+        decision = request.POST.get("decision")
+        if decision not in ("approve", "deny"):
+            self.message_user(request, "Choose approve or deny.", messages.ERROR)
+        else:
+            self._decide(request, approval, decision == "approve")
+        return HttpResponseRedirect(changelist)
+
+    def _batch(self, request: HttpRequest, queryset: QuerySet[Approval], approve: bool) -> HttpResponse | None:
+        verb = "approve" if approve else "deny"
+        rows = list(queryset)
+        if request.POST.get("confirmed") != "yes":
+            # The batch is shown, with how many calls it covers, before anything is decided.
+            context = {
+                **self.admin_site.each_context(request),
+                "title": f"{verb.capitalize()} {len(rows)} request(s)?",
+                "opts": self.model._meta,
+                "rows": [(a, self.source(a), self.count_shown(a), self.arguments_shown(a)) for a in rows],
+                "calls": sum(a.count for a in rows),
+                "verb": verb,
+                "action": f"{verb}_selected",
+                "selected": [a.pk for a in rows],
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/approvals/confirm_decision.html", context)
+        done = sum(self._decide(request, a, approve) for a in rows)
+        self.message_user(request, f"{done} of {len(rows)} request(s) {'approved' if approve else 'denied'}.")
+        return None
+
+    @admin.action(description="Approve selected requests…")
+    def approve_selected(self, request: HttpRequest, queryset: QuerySet[Approval]) -> HttpResponse | None:
+        return self._batch(request, queryset, True)
+
+    @admin.action(description="Deny selected requests…")
+    def deny_selected(self, request: HttpRequest, queryset: QuerySet[Approval]) -> HttpResponse | None:
+        return self._batch(request, queryset, False)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        # The queue needs its width more than the section menu.
+        context = {**(extra_context or {}), "title": "Approvals queue", "is_nav_sidebar_enabled": False}
+        return super().changelist_view(request, context)
