@@ -32,9 +32,8 @@ def current_tenant(request: HttpRequest) -> Tenant | None:
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
     tenant = allowed.filter(pk=chosen).first() if isinstance(chosen, int) else None
     if tenant is None:
+        # Not stored: the default costs the same query each time, and no page view has to write the session.
         tenant = allowed.order_by("slug").first()
-        if tenant is not None and hasattr(request, "session"):
-            request.session[SESSION_KEY] = tenant.pk
     request._toolhub_admin_tenant = tenant  # type: ignore[attr-defined]
     return tenant
 
