@@ -206,6 +206,7 @@ def run(
     decisions: Mapping[str, str] | None = None,
     http_client: httpx2.Client | None = None,
     screen: Screen | None = None,
+    system: Callable[[], str] | None = None,
 ) -> Iterator[Event]:
     """Run the agent until a final answer, an approval pause, an error or the step limit.
 
@@ -214,7 +215,8 @@ def run(
     tool calls (a paused run), those are processed first using `decisions` ({approval key:
     "approved"|"denied"}); decisions apply only to the calls pending at this moment, so nothing the
     model or a tool says later can reuse them. `screen` sees each guarded call before it is held: it may
-    refuse it (no one is asked) or give the approval card's text. Never raises: failures are `error` events.
+    refuse it (no one is asked) or give the approval card's text. `system`, when given, is asked for the
+    system message before every model call (tools' provide_context). Never raises: failures are `error` events.
     """
     client: ModelClient | None = None
     steps = steps_taken(messages)
@@ -244,6 +246,7 @@ def run(
             if client is None:
                 client = ModelClient(model, http_client=http_client)
             turn: ModelTurn | None = None
+            _refresh_system(messages, system)
             try:
                 for item in client.stream_turn(messages, tools):
                     if isinstance(item, str):
@@ -304,6 +307,7 @@ def resume(
     result_char_cap: int = 8000,
     http_client: httpx2.Client | None = None,
     screen: Screen | None = None,
+    system: Callable[[], str] | None = None,
 ) -> Iterator[Event]:
     """Continue a paused run: approved calls execute, denied ones are reported as refused."""
     return run(
@@ -316,7 +320,17 @@ def resume(
         decisions=decisions,
         http_client=http_client,
         screen=screen,
+        system=system,
     )
+
+
+def _refresh_system(messages: list[dict[str, Any]], system: Callable[[], str] | None) -> None:
+    if system is None or not messages or messages[0].get("role") != "system":
+        return
+    try:
+        messages[0] = {**messages[0], "content": system()}
+    except Exception:  # noqa: BLE001 - the prompt built before the run stays
+        return
 
 
 def _paused(approvals: list[ApprovalRequest], steps: int) -> Event:

@@ -8,7 +8,7 @@ generator early (a client that hangs up) still persists a consistent transcript.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -125,6 +125,7 @@ class ChatRun:
                 # A tenant's endpoint goes through the outbound guard on every request; the demo model doesn't.
                 http_client=adapters.guarded_http_client() if run.guard_model_url else None,
                 screen=_screen(run),
+                system=_system(run),
             )
             scrub = run.scrub
             # A model may echo its key (or a tool secret) split across deltas: hold back what may start one.
@@ -302,8 +303,7 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
     toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
                                 model=model)
     toolset, preamble = _capped(toolset, model, preamble)
-    tools = _toolset_tools(tenant, toolset)
-    messages[0] = _system_message(agent, plugins.provided_context(tenant=tenant, actor=actor, tools=tools.values()))
+    tools = _toolset_tools(tenant, toolset)  # their provide_context joins the prompt before each model call
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
     conversation.save()
@@ -360,8 +360,6 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
                                 model=model)
     toolset, preamble = _capped(toolset, model, preamble)
     tools = _toolset_tools(tenant, toolset)
-    if messages and messages[0].get("role") == "system":
-        messages[0] = _system_message(agent, plugins.provided_context(tenant=tenant, actor=actor, tools=tools.values()))
     conversation.status = ConversationStatus.RUNNING
     conversation.save(update_fields=["status", "updated_at"])
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
@@ -429,6 +427,19 @@ def _screen(run: _Run) -> loop.Screen:
         return (run.scrub.text(card.refuse) if card.refuse else None), run.scrub.text(card.text)
 
     return screen
+
+
+def _system(run: _Run) -> Callable[[], str] | None:
+    """The system message before each model call: the agent's prompt, then what its tools add now."""
+    specs = [plugins.spec_for(t) for t in run.tools.values()]
+    if not any(spec is not None and "provide_context" in spec.hooks for spec in specs):
+        return None
+
+    def system() -> str:
+        context = plugins.provided_context(tenant=run.tenant, actor=run.actor, tools=run.tools.values())
+        return str(run.scrub.text(_system_message(run.agent, context)["content"]))
+
+    return system
 
 
 def _title(run: _Run, data: dict[str, Any]) -> str:

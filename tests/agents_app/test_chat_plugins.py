@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from agents_app.models import Conversation
 from tenants_app.models import Role
 from tests.agents_app.support import builtin, chat, events, make_agent, make_model
 from tests.factories import UserFactory
 from tests.fixtures.fake_llm import call, text
 from tests.tools_app.test_plugins_api import SAMPLE, sample_installed
 from tools_app.models import Approval, ToolCall
+from tools_app.runtime import registry
+from tools_app.runtime.plugin import ToolContext, ToolPlugin
+from tools_app.runtime.result import ToolResult
 from tools_app.services.builtins_sync import sync_builtin_tools
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
@@ -110,3 +115,41 @@ def test_bad_arguments_from_the_model_are_audited_as_refused(tenant: Any, api: A
     assert (audit.status, audit.error_code, audit.via) == ("denied", "INVALID_PARAMS", "chat")
     assert audit.arguments == {"path": "a.txt", "mode": "fast"} and "mode" in audit.error
     assert audit.agent_id == agent_id and audit.actor_id == member.user.pk
+
+
+class _Clock(ToolPlugin):
+    """Says how often its context was asked for: each model call of a run must see a fresh one."""
+
+    name = "test_clock"
+    description = "Tell the time."
+    asked = 0
+
+    def execute(self, args: Any, ctx: ToolContext) -> ToolResult:
+        return ToolResult.ok(text="noon")
+
+    def provide_context(self, ctx: ToolContext) -> str | None:
+        type(self).asked += 1
+        return f"context #{type(self).asked} for {ctx.user.get_username()}"
+
+
+@pytest.fixture
+def clock(tenant: Any) -> Iterator[Any]:
+    registry.register(_Clock)
+    _Clock.asked = 0
+    sync_builtin_tools(tenant=tenant)
+    yield builtin(tenant, "test_clock")
+    registry.unregister(_Clock.name)
+
+
+def test_provide_context_is_asked_again_before_every_model_call(tenant: Any, api: Any, member_client: Any,
+                                                                start_llm: Any, clock: Any) -> None:
+    member = member_client(tenant, Role.MEMBER, user=UserFactory(username="ada"))
+    llm = start_llm([call("test_clock__test_clock", {}), text("it is noon")])
+    agent_id = agent_with(api, llm, clock)
+    body = chat(member, agent_id, "what time is it?")
+    assert body["message"] == "it is noon"
+    first, second = (r["messages"][0]["content"] for r in llm.requests[-2:])
+    assert first.startswith("Be brief.\n\ncontext #") and first.endswith(" for ada")
+    assert first != second  # asked again after the tool ran
+    stored = Conversation.objects.get(pk=body["conversation_id"]).run_state["messages"][0]["content"]
+    assert stored == second

@@ -49,7 +49,7 @@ def call_title(tool: Tool, function: str, arguments: Any) -> str:
 def refusal(*, tenant: Tenant, actor: Any, tool: Tool) -> str | None:
     """The tool's up-front refusal for this user (its refusal hook, or no user where one is required)."""
     spec = spec_for(tool)
-    if spec is None:
+    if spec is None or not (spec.plugin.requires_user or "refusal" in spec.hooks):
         return None
     ctx = adapters.builtin_context(tenant, actor)
     if spec.plugin.requires_user and ctx.user is None:
