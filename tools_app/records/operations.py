@@ -92,7 +92,7 @@ def _reference_targets(spec: RecordModel, *, tenant: Tenant, user: Any,
 
 def _apply(spec: RecordModel, obj: Model, values: dict[str, Any], targets: dict[str, set[Any]], where: str) -> None:
     for name, raw in values.items():
-        value = field_value(spec, name, raw, where=where)
+        value = field_value(spec, name, raw, where=where, convert=False)  # _clean converts and validates
         f = spec.model_field(name)
         if spec.kind(name) == REFERENCE and value is not None and value not in targets.get(name, set()):
             label = getattr(registered_for(f.related_model), "name", None) or f.related_model._meta.model_name  # type: ignore[union-attr]

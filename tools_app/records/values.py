@@ -60,8 +60,11 @@ def _json_type_ok(kind: str, value: Any) -> bool:
     return True
 
 
-def field_value(spec: RecordModel, name: str, value: Any, *, where: str) -> Any:
-    """One input value read strictly: its JSON type, its choices, then Django's own conversion."""
+def field_value(spec: RecordModel, name: str, value: Any, *, where: str, convert: bool = True) -> Any:
+    """One input value read strictly: its JSON type, its choices, then Django's own conversion.
+
+    `convert=False` leaves the conversion to the model's full_clean, which a write runs anyway.
+    """
     kind = spec.kind(name)
     f = spec.model_field(name)
     if not _json_type_ok(kind, value):
@@ -76,7 +79,7 @@ def field_value(spec: RecordModel, name: str, value: Any, *, where: str) -> Any:
     if choices is not None and value not in choices:
         raise InvalidParams(f"{where}: {value!r} is not a choice of field {name!r}; choices: {choices}",
                             details={"field": name, "choices": choices})
-    if kind == REFERENCE:
+    if kind == REFERENCE or not convert:
         return value
     try:
         return f.to_python(value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from core.secrets import Scrubber
@@ -73,8 +73,9 @@ class ToolResult:
         return self
 
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("meta", None)
+        # Shallow on purpose: a deep copy of a 100-record `data` cost more than rendering it (bench/records.py).
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "meta"}
+        out["content"] = list(self.content)
         if not out["content"] and self.text:
             # Built-in and HTTP tools answer text only: the same list shape for every caller.
             out["content"] = [{"type": "text", "text": self.text}]
