@@ -117,15 +117,25 @@ def _sku_argument(parameters: dict[str, Any]) -> str:
 
 
 def demo_reply(body: dict[str, Any]) -> Turn:
-    """Deterministic rules: look up a mentioned SKU with an offered *get_inventory tool, then report it."""
+    """Deterministic rules: look up a mentioned SKU with an offered *get_inventory tool, then report it; asked for
+    a chart with show_data offered, show the demo's orders by status."""
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
-        excerpt = _content_text(last.get("content"))[:500]
-        return Turn(text=f"{DEMO_NOTICE} The tool returned: {excerpt}")
+        content = _content_text(last.get("content"))
+        if content.startswith("{") and '"widget":' in content:
+            return Turn(text=f"{DEMO_NOTICE} The chart above shows the orders in each status, from your records.")
+        return Turn(text=f"{DEMO_NOTICE} The tool returned: {content[:500]}")
     user_text = next(
         (_content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
     )
+    if "chart" in user_text.lower():
+        for tool in body.get("tools") or []:
+            fn = tool.get("function") or {}
+            if str(fn.get("name", "")).endswith("show_data"):
+                return Turn(tool_calls=[ToolCallSpec(fn["name"], {
+                    "query_name": "orders_by_status", "widget": "chart",
+                    "props": {"type": "bar", "x": "status", "y": ["orders", "units"], "title": "Orders by status"}})])
     sku = SKU_RE.search(user_text)
     if sku:
         for tool in body.get("tools") or []:

@@ -22,12 +22,12 @@ ADMIN_USERNAME = "admin"
 
 def demo_seeders() -> list[Callable[[Tenant, Any], list[str]]]:
     """Each demo part, in order: `seeder(tenant, admin_user) -> lines to print`."""
-    from toolhub_demo.agents import seed_agents
+    from toolhub_demo.agents import seed_agents, seed_records_agent
     from toolhub_demo.market import seed_market
     from toolhub_demo.records import seed_records
     from toolhub_demo.tools import seed_tools
 
-    return [seed_tools, seed_records, seed_agents, seed_market]
+    return [seed_tools, seed_records, seed_agents, seed_records_agent, seed_market]
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from guardian.shortcuts import assign_perm
 
+from agents_app.models import Agent
 from tests.agents_app.support import MODEL_KEY, chat, events, make_agent, make_model
 from tests.conftest import make_client
 from tests.fixtures.fake_llm import call, llm_servers, text
@@ -199,3 +200,19 @@ def test_models_the_user_cannot_read_stay_out_of_the_system_prompt(tenant: Any, 
     chat(make_client(user_with("view_product"), tenant.slug), agent_for(api, tenant, llm), "hi")
     system = llm.requests[0]["messages"][0]["content"]
     assert "- product: id (integer), sku (text)" in system and "- order:" not in system and "- customer:" not in system
+
+
+def test_the_demo_model_answers_a_chart_request_with_show_data(tenant: Any, api: Any, demo_rows: Any,
+                                                              user_with: Any, start_llm: Any, settings: Any) -> None:
+    from toolhub_demo.agents import RECORDS_AGENT_NAME, seed_records_agent
+
+    llm = start_llm(None, api_key=None)  # the rule-based demo model of `make run`
+    settings.TOOLHUB_DEMO_MODEL_URL = llm.base_url
+    assert seed_records_agent(tenant, api.user)
+    agent = Agent.objects.get(tenant=tenant, name=RECORDS_AGENT_NAME)
+    assert sorted(agent.agent_tools.values_list("tool__name", flat=True)) == ["query_records", "read_record",
+                                                                               "show_data"]
+    body = chat(make_client(user_with("view_order"), tenant.slug), agent.pk, "a chart of orders please")
+    shown = results(body)[0]
+    assert shown["shown"] and shown["data"]["widget"]["props"]["type"] == "bar", shown
+    assert "The chart above shows the orders in each status" in body["message"]
