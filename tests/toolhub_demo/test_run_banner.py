@@ -1,0 +1,52 @@
+"""`make run` (manage.py toolhub_run): the login is the last thing printed, after the worker's banner."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+pytestmark: list[Any] = [pytest.mark.timeout(180)]
+
+
+def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "TOOLHUB_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings.dev",
+           "TOOLHUB_ADMIN_PASSWORD": "banner-test-pw", "PYTHONUNBUFFERED": "1"}
+    env.pop("DATABASE_URL", None)
+    proc = subprocess.Popen([sys.executable, "manage.py", "toolhub_run", "--port", str(port)],
+                            cwd=str(settings.BASE_DIR), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+            if "API token:" in line:
+                break
+    finally:
+        from tools_app.runtime.procenv import kill_process_group
+
+        kill_process_group(proc.pid, term_wait_s=10)
+        proc.wait(timeout=10)
+    text = "\n".join(lines)
+    assert "API token:" in text, text[-3000:]
+    login = next(i for i, line in enumerate(lines) if "login admin / banner-test-pw" in line)
+    worker = next(i for i, line in enumerate(lines) if "[queues]" in line)
+    server = next(i for i, line in enumerate(lines) if "Uvicorn running on" in line)
+    assert worker < login and server < login
+    assert lines.index(next(line for line in lines if "API token:" in line)) == len(lines) - 1
+
