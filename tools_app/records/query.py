@@ -117,7 +117,13 @@ def _ordering(spec: RecordModel, ordering: list[str] | None, columns: list[str],
         if name not in allowed:
             raise InvalidParams(f"ordering: cannot order by {name!r}; it takes {', '.join(allowed)} "
                                 "('-' in front for descending)", details={"accepted": allowed})
-        out.append(("-" if item.startswith("-") else "") + ("pk" if name == "id" and not grouped else name))
+        if name == "id" and not grouped:
+            column = "pk"
+        elif name in spec.fields and spec.kind(name) == REFERENCE:
+            column = spec.model_field(name).attname  # the id itself, never the related model's own ordering
+        else:
+            column = name
+        out.append(("-" if item.startswith("-") else "") + column)
     if not grouped and "pk" not in out and "-pk" not in out:
         out.append("pk")  # a stable order for paging
     return out

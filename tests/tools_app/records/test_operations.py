@@ -185,3 +185,13 @@ def test_row_filter_narrows_reads_and_writes(tenant: Any, demo_rows: Any, user_w
         assert Order.objects.get(pk=visible.pk).status == "pending"
     finally:
         records.register(Order, fields=list(spec.fields[1:]))
+
+
+def test_ordering_and_grouping_by_a_reference_use_its_id(tenant: Any, demo_rows: Any, user_with: Any) -> None:
+    user = user_with("view_order")
+    out = run_query(tenant=tenant, user=user, query={"model": "order", "fields": ["customer"],
+                                                     "ordering": ["-customer"]})
+    assert [r["customer"] for r in out["rows"]] == sorted((r["customer"] for r in out["rows"]), reverse=True)
+    grouped = run_query(tenant=tenant, user=user, query={"model": "order", "group_by": ["customer"],
+                                                         "ordering": ["customer"]})
+    assert [r["count"] for r in grouped["rows"]] == [2, 2, 1, 1]
