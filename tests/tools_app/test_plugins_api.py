@@ -81,6 +81,15 @@ def test_installed_plugins_get_builtin_rows_off_unless_read_only(plugins_on: Any
     assert registry.get_tool("sample_retitle").source == f"plugin:{SAMPLE}"
 
 
+def test_the_api_says_where_a_registered_tool_comes_from(plugins_on: Any, api: Any) -> None:
+    shown = api.get(f"/api/v1/tools/{tool(plugins_on, 'sample_retitle').pk}/").json()
+    assert shown["registered"] == {"source": f"plugin:{SAMPLE}", "dry_run": True, "runs_outside_transaction": False,
+                                   "requires_user": True,
+                                   "hooks": ["before_approval", "call_title", "provide_context", "refusal"]}
+    builtin = api.get(f"/api/v1/tools/{tool(plugins_on, 'read_file').pk}/").json()["registered"]
+    assert (builtin["source"], builtin["dry_run"], builtin["hooks"]) == ("builtin", False, [])
+
+
 def test_plugins_are_offered_only_when_the_setting_allows(tenant: Any) -> None:
     # Test settings offer none: a tenant gets the nine built-ins whatever the venv holds.
     names = set(Tool.objects.filter(tenant=tenant, type=ToolType.BUILTIN).values_list("name", flat=True))

@@ -67,9 +67,24 @@ class ToolOut(ToolListOut):
     config_summary = serializers.SerializerMethodField()
     functions = FunctionOut(many=True, read_only=True)
     market = serializers.SerializerMethodField()
+    registered = serializers.SerializerMethodField(
+        help_text="For a BUILTIN tool, where it comes from (builtin, host, plugin:<package>), its hooks and "
+                  "whether a trial run (dry_run) is possible; null for other types or a removed plugin")
 
     class Meta(ToolListOut.Meta):
-        fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market"]
+        fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market",
+                                            "registered"]
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_registered(self, tool: Tool) -> dict[str, Any] | None:
+        from tools_app.services.plugins import spec_for
+
+        spec = spec_for(tool)
+        if spec is None:
+            return None
+        return {"source": spec.source, "hooks": sorted(spec.hooks), "dry_run": spec.undone_by_rollback,
+                "runs_outside_transaction": spec.runs_outside_transaction,
+                "requires_user": bool(spec.plugin.requires_user)}
 
     @extend_schema_field(serializers.JSONField())
     def get_config_summary(self, tool: Tool) -> dict[str, Any]:
