@@ -8,15 +8,18 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
 
 from core.errors import DomainError
 from core.secrets import KEEP, MASK
 from market_app import services
+from market_app.catalog import suggest_tool_name
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import memberships_for_user, tenants_for_admin
+from tools_app.models import Tool
 
 
 def _visible(request: HttpRequest, prefix: str = "") -> Q:
@@ -60,6 +63,7 @@ class SourceAdminForm(forms.ModelForm):
 @admin.register(MarketSource)
 class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
     form = SourceAdminForm
+    change_form_template = "admin/market_app/marketsource/change_form.html"
     list_display = ["name", "scope", "url", "format", "enabled", "last_refresh_at", "last_status", "last_result"]
     list_filter = ["enabled", "format", "last_status"]
     search_fields = ["name", "url"]
@@ -126,6 +130,24 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
         for source in queryset:
             self.delete_model(request, source)
 
+    def get_urls(self) -> list[Any]:
+        return [path("<path:object_id>/refresh/", self.admin_site.admin_view(self.refresh_view),
+                     name="market_app_marketsource_refresh"), *super().get_urls()]
+
+    def refresh_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The Refresh button of a source's page: the same service as the API, counts in a message."""
+        source = self.get_object(request, object_id)
+        if request.method != "POST" or source is None:
+            raise Http404("no such source")
+        try:
+            counts = services.source_refresh(source_id=source.pk, tenant=source.tenant, actor=request.user)
+        except DomainError as exc:
+            self.message_user(request, f"Refresh: {exc.message}", messages.ERROR)
+        else:
+            level = messages.WARNING if counts["errors_total"] else messages.SUCCESS
+            self.message_user(request, f"Refreshed {source.name}: {counts_line(counts)}", level)
+        return HttpResponseRedirect(reverse("admin:market_app_marketsource_change", args=[source.pk]))
+
     @admin.action(description="Refresh selected sources now")
     def refresh_sources(self, request: HttpRequest, queryset: QuerySet[MarketSource]) -> None:
         for source in queryset:
@@ -147,9 +169,42 @@ def target_tenant(user: Any, entry: MarketEntry) -> Tenant | None:
     return membership.tenant if membership else None
 
 
+class LoadForm(forms.Form):
+    """Load an entry: the tool's name, the tenant, and a value per declared variable (secret ones write-only)."""
+
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=64, help_text="The tool's name in the tenant (lowercase, digits, - and _).")
+
+    def __init__(self, *args: Any, entry: MarketEntry, tenants: QuerySet[Tenant], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = tenants  # type: ignore[attr-defined]
+        self.fields["name"].initial = suggest_tool_name(entry.name)
+        self.variables: list[tuple[str, str, dict[str, Any]]] = []
+        for what, declared in (("env", entry.required_env), ("headers", entry.required_headers)):
+            for var in declared:
+                field_name = f"{what}__{var['name']}"
+                secret = bool(var.get("is_secret"))
+                self.fields[field_name] = forms.CharField(
+                    label=f"{var['name']} ({'header' if what == 'headers' else 'env'})",
+                    required=bool(var.get("is_required")) and var.get("default") is None,
+                    initial=None if secret else var.get("default"),
+                    help_text=" · ".join(x for x in (str(var.get("description") or ""),
+                                                      "secret: stored encrypted, never shown again" if secret else
+                                                      "shown on the tool's page") if x),
+                    widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}) if secret else forms.TextInput(),
+                )
+                self.variables.append((what, var["name"], var))
+
+    def values(self, what: str) -> dict[str, str]:
+        return {name: self.cleaned_data[f"{what}__{name}"] for w, name, _ in self.variables
+                if w == what and self.cleaned_data.get(f"{what}__{name}")}
+
+
 @admin.register(MarketEntry)
 class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    change_form_template = "admin/market_app/marketentry/change_form.html"
     list_display = ["name", "source", "kind", "status", "version", "is_shell_command", "updated_at"]
+    list_select_related = ["source"]
     # Related-only: the source filter offers the sources of visible entries, never other tenants' names.
     list_filter = [("source", admin.RelatedOnlyFieldListFilter), "kind", "status", "is_shell_command"]
     search_fields = ["name", "title", "description"]
@@ -158,6 +213,74 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MarketEntry]:
         return super().get_queryset(request).filter(_visible(request, "source__")).select_related("source")
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [path("<path:object_id>/load/", wrap(self.load_view), name="market_app_marketentry_load"),
+                path("<path:object_id>/update/", wrap(self.update_view), name="market_app_marketentry_update"),
+                *super().get_urls()]
+
+    def _tenants(self, request: HttpRequest, entry: MarketEntry) -> QuerySet[Tenant]:
+        """Where this user may load the entry: its source's tenant, or (global entries) any tenant they manage."""
+        managed = tenants_for_admin(user=request.user)
+        return managed.filter(pk=entry.source.tenant_id) if entry.source.tenant_id else managed.order_by("slug")
+
+    def _loaded_tools(self, request: HttpRequest, entry: MarketEntry) -> list[Tool]:
+        return list(Tool.objects.filter(market_entry=entry, tenant__in=tenants_for_admin(user=request.user))
+                    .select_related("tenant").order_by("tenant__slug", "name"))
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        entry = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if entry is not None:
+            extra["load_form"] = getattr(request, "_load_form", None) or LoadForm(
+                entry=entry, tenants=self._tenants(request, entry))
+            extra["loaded_tools"] = [{"tool": t, "outdated": t.market_hash != entry.content_hash}
+                                     for t in self._loaded_tools(request, entry)]
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _entry(self, request: HttpRequest, object_id: str) -> MarketEntry:
+        entry = self.get_object(request, object_id)
+        if request.method != "POST" or entry is None:
+            raise Http404("no such entry")
+        return entry
+
+    def load_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        entry = self._entry(request, object_id)
+        form = LoadForm(request.POST, entry=entry, tenants=self._tenants(request, entry))
+        if form.is_valid():
+            tenant = form.cleaned_data["tenant"]
+            try:
+                loaded = services.entry_load(tenant=tenant, actor=request.user, entry_id=entry.pk,
+                                             name=form.cleaned_data["name"], env=form.values("env"),
+                                             headers=form.values("headers"))
+            except DomainError as exc:
+                form.add_error(None, exc.message)
+            else:
+                note = f" {loaded.message}" if loaded.message else ""
+                self.message_user(request, f"Loaded {entry.name} into {tenant.slug} as tool {loaded.tool.name!r}.{note}",
+                                  messages.WARNING if loaded.message else messages.SUCCESS)
+                return HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[loaded.tool.pk]))
+        # Re-show the entry page with the form's errors and its typed (non-secret) values.
+        request._load_form = form  # type: ignore[attr-defined]
+        request.method = "GET"
+        return self.change_view(request, object_id)
+
+    def update_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        entry = self._entry(request, object_id)
+        tool = next((t for t in self._loaded_tools(request, entry) if str(t.pk) == request.POST.get("tool")), None)
+        if tool is None:
+            raise Http404("no such tool")
+        try:
+            updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+        except DomainError as exc:
+            self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
+        else:
+            note = f" {updated.message}" if updated.message else ""
+            self.message_user(request, f"Updated {tool.name} to the current {entry.name} (config version "
+                                       f"{updated.tool.config_version}); your values were kept.{note}")
+        return HttpResponseRedirect(reverse("admin:market_app_marketentry_change", args=[entry.pk]))
 
     @admin.action(description="Load into my tenant")
     def load_into_tenant(self, request: HttpRequest, queryset: QuerySet[MarketEntry]) -> None:

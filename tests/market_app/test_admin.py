@@ -106,3 +106,57 @@ def test_entry_admin_is_searchable(root: Client, tenant: Any) -> None:
     EntryFactory(source=SourceFactory(tenant=tenant), name="files-srv")
     page = root.get("/admin/market_app/marketentry/?q=weather").content.decode()
     assert "weather-srv" in page and "files-srv" not in page
+
+
+def test_entry_page_loads_with_values_and_updates_a_loaded_tool(root: Client, tenant: Any) -> None:
+    from tools_app.configs import mask_config
+
+    source = SourceFactory(tenant=tenant)
+    entry = EntryFactory(source=source, name="io.example/kb", kind="REMOTE",
+                         install={"url": "https://kb.example.test/mcp", "transport": "streamable_http"},
+                         required_headers=[{"name": "X-Api-Key", "is_secret": True, "is_required": True},
+                                           {"name": "X-Team", "is_secret": False, "is_required": False}])
+    page = f"/admin/market_app/marketentry/{entry.pk}/change/"
+    assert 'id="toolhub-load-form"' in root.get(page).content.decode()
+    missing = root.post(f"/admin/market_app/marketentry/{entry.pk}/load/",
+                        {"tenant": tenant.pk, "name": "kb", "headers__X-Team": "blue"})
+    assert missing.status_code == 200 and "This field is required" in missing.content.decode()
+    assert 'value="blue"' in missing.content.decode()
+    done = root.post(f"/admin/market_app/marketentry/{entry.pk}/load/",
+                     {"tenant": tenant.pk, "name": "kb", "headers__X-Api-Key": CANARY, "headers__X-Team": "blue"})
+    tool = Tool.objects.get(tenant=tenant, name="kb")
+    assert done.status_code == 302 and done.url.endswith(f"/tools_app/tool/{tool.pk}/change/")
+    assert mask_config("REMOTE", tool.config)["headers"] == {"X-Api-Key": "********", "X-Team": "blue"}
+    type(entry).objects.filter(pk=entry.pk).update(content_hash="newer", install={
+        "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
+    listing = root.get(page).content.decode()
+    assert "update available" in listing
+    root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk})
+    tool.refresh_from_db()
+    assert tool.config["url"].endswith("/v2") and tool.config["headers"]["X-Api-Key"] == CANARY
+    assert tool.market_hash == "newer"
+
+
+def test_source_page_refresh_button_shows_counts(root: Client, tenant: Any) -> None:
+    with CatalogServer() as server:
+        server.json("/c.json", [{"name": "alpha", "url": "https://a.example.test/mcp"}])
+        source = SourceFactory(tenant=tenant, url=server.url("/c.json"))
+        page = root.get(f"/admin/market_app/marketsource/{source.pk}/change/").content.decode()
+        assert 'id="toolhub-source-refresh"' in page
+        resp = root.post(f"/admin/market_app/marketsource/{source.pk}/refresh/", follow=True)
+    assert "added 1, updated 0, unchanged 0, removed 0, errors 0" in resp.content.decode()
+
+
+def test_entry_load_page_offers_only_own_tenants(tenant: Any, other_tenant: Any) -> None:
+    call_command("add_member", "acme", "tina", "--role", "admin", "--password", "pw")
+    client = Client()
+    assert client.login(username="tina", password="pw")
+    shared = EntryFactory(source=SourceFactory(tenant=None), name="shared-entry")
+    theirs = EntryFactory(source=SourceFactory(tenant=other_tenant), name="theirs-entry")
+    page = client.get(f"/admin/market_app/marketentry/{shared.pk}/change/").content.decode()
+    assert ">acme<" in page and "globex" not in page.lower()
+    assert client.get(f"/admin/market_app/marketentry/{theirs.pk}/change/").status_code in (302, 404)
+    assert client.post(f"/admin/market_app/marketentry/{theirs.pk}/load/",
+                       {"tenant": other_tenant.pk, "name": "x"}).status_code == 404
+    refused = client.post(f"/admin/market_app/marketentry/{shared.pk}/load/", {"tenant": other_tenant.pk, "name": "x"})
+    assert refused.status_code == 200 and not Tool.objects.filter(name="x").exists()

@@ -14,7 +14,7 @@ from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserF
 from tests.fixtures.mcp_servers import MINI
 from tools_app import configs
 from tools_app.admin.config_form import config_fields
-from tools_app.models import Tool, ToolType
+from tools_app.models import Tool, ToolFunction, ToolType
 
 pytestmark = pytest.mark.django_db
 
@@ -188,3 +188,37 @@ def test_changelist_queries_do_not_grow_with_tools(staff: Client, tenant: Any) -
     add(9_990, 10)
     assert Tool.objects.filter(tenant=tenant).count() >= 10_000
     assert count() == small
+
+
+def test_tenant_admin_sees_nothing_of_another_tenant(tenant: Any) -> None:
+    from django.core.management import call_command
+
+    other = TenantFactory(slug="globex")
+    mine = ToolFactory(tenant=tenant, name="mine-tool")
+    theirs = ToolFactory(tenant=other, name="theirs-tool", description="globex-only")
+    ToolFunction.objects.create(tool=mine, name="mine_fn", schema_hash="a", input_schema={})
+    ToolFunction.objects.create(tool=theirs, name="theirs_fn", schema_hash="b", input_schema={})
+    call_command("add_member", "acme", "tina2", "--role", "admin", "--password", "pw")
+    client = Client()
+    assert client.login(username="tina2", password="pw")
+    pages = {
+        "/admin/tools_app/tool/": "mine-tool",
+        "/admin/tools_app/tool/?q=tool": "mine-tool",
+        "/admin/tools_app/toolfunction/": "mine_fn",
+        f"/admin/tools_app/tool/{mine.pk}/try/": "mine_fn",
+        f"/admin/tools_app/tool/{mine.pk}/change/": "mine_fn",
+        "/admin/autocomplete/?app_label=tools_app&model_name=toolfunction&field_name=tool&term=tool": "mine-tool",
+    }
+    for url, expected in pages.items():
+        resp = client.get(url)
+        body = resp.content.decode()
+        assert resp.status_code == 200, url
+        assert expected in body, url
+        for leak in ("theirs", "globex"):
+            assert leak not in body, (url, leak)
+    # Filter parameters naming the other tenant or its tool show nothing of it.
+    for url in (f"/admin/tools_app/tool/?tenant__id__exact={other.pk}",
+                f"/admin/tools_app/toolfunction/?tool__tenant__id__exact={other.pk}",
+                f"/admin/tools_app/toolfunction/?tool__id__exact={theirs.pk}"):
+        body = client.get(url, follow=True).content.decode()
+        assert "theirs" not in body, url

@@ -36,8 +36,8 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
     model = ToolFunction
     extra = 0
     can_delete = False
-    fields = ["name", "badge", "requires_approval", "short_description", "links"]
-    readonly_fields = ["name", "badge", "requires_approval", "short_description", "links"]
+    fields = ["name", "badge", "approval", "short_description", "links"]
+    readonly_fields = ["name", "badge", "approval", "short_description", "links"]
     verbose_name_plural = "Functions (what the server offers)"
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -49,6 +49,11 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
     @admin.display(description="State")
     def badge(self, obj: ToolFunction) -> str:
         return function_badge(obj)
+
+    @admin.display(description="Asks approval")
+    def approval(self, obj: ToolFunction) -> str:
+        return {True: "always", False: "never"}.get(obj.requires_approval, "as the tool") \
+            if obj.requires_approval is not None else "as the tool"
 
     @admin.display(description="Description")
     def short_description(self, obj: ToolFunction) -> str:
@@ -77,6 +82,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/tools_app/tool/change_form.html"
     list_display = ["name", "tenant", "type", "status", "safety", "health", "awaiting", "last_ok_at"]
     list_select_related = ["tenant"]
+    ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
     readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary"]
@@ -97,6 +103,9 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
         if obj is not None:
             fields += ["tenant", "type"]
         return fields
+
+    def get_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.inlines if obj is not None else []  # a new tool has no functions until discovered
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets: list[Any] = [(None, {"fields": MAIN_FIELDS})]

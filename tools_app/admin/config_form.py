@@ -50,19 +50,24 @@ class RowsWidget(forms.Widget):
             '<option value="1"{}>secret</option><option value="0"{}>shown</option></select></td>',
             name, " selected" if secret else "", "" if secret else " selected",
         ) if self.secret_column else ""
-        hint = ' title="stored secret: leave ******** to keep it, type to replace it"' if row.get("value") == MASK else ""
+        value = row.get("value", "")
+        hint = ' title="stored secret: leave ******** to keep it, type to replace it"' if value == MASK else ""
+        # A secret typed into a form that failed to save is kept, in a box that does not display it.
+        kind = "password" if secret and value and value != MASK else "text"
         return format_html(
             '<tr class="toolhub-row"><td><input type="text" name="{}-key" value="{}" class="toolhub-key" '
             'autocomplete="off" spellcheck="false" aria-label="name"></td>'
-            '<td><input type="text" name="{}-value" value="{}" class="toolhub-value{}" autocomplete="off" '
+            '<td><input type="{}" name="{}-value" value="{}" class="toolhub-value{}" autocomplete="{}" '
             'spellcheck="false" aria-label="value"{}></td>{}'
             '<td><button type="button" class="toolhub-remove-row" title="remove row">&times;</button></td></tr>',
-            name, row.get("key", ""), name, row.get("value", ""), " toolhub-secret" if secret else "",
-            SafeString(hint), flag,
+            name, row.get("key", ""), kind, name, value, " toolhub-secret" if secret else "",
+            "new-password" if kind == "password" else "off", SafeString(hint), flag,
         )
 
     def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
         rows = [r for r in (value or []) if isinstance(r, dict)]
+        while rows and not rows[-1].get("key") and not rows[-1].get("value"):
+            rows.pop()  # a re-shown form offers the same few blank rows, not more each time
         rows += [{"key": "", "value": "", "secret": self.secret_column}] * ROW_BLANKS
         head = format_html("<th>Name</th><th>Value</th>{}<th></th>",
                            SafeString("<th>Secret?</th>") if self.secret_column else "")
@@ -121,6 +126,7 @@ def _doc_field(doc: FieldDoc) -> forms.Field:
     label, help_text = doc.name.replace("_", " ").capitalize(), doc.help
     common: dict[str, Any] = {"label": label, "help_text": help_text, "required": False}
     if doc.type.startswith("dict[str, str]"):
+        common["help_text"] = help_text.replace("listed in not_secret", "marked shown")
         return RowsField(secret_column=doc.secret, **common)
     if doc.type.startswith("list[str]"):
         return LinesField(**common)
@@ -133,7 +139,14 @@ def _doc_field(doc: FieldDoc) -> forms.Field:
     if doc.type == "str" or doc.type.startswith("str |") or doc.type.startswith("Optional[str]"):
         return forms.CharField(initial=doc.default or "", widget=forms.TextInput(attrs={"size": 70}), **common)
     # Anything else (a JSON body template, an input schema) is JSON text.
-    return forms.JSONField(initial=doc.default, widget=forms.Textarea(attrs={"rows": 6, "cols": 70}), **common)
+    return JSONTextField(initial=doc.default, widget=forms.Textarea(attrs={"rows": 6, "cols": 70}), **common)
+
+
+class JSONTextField(forms.JSONField):
+    """JSON text where "no value" is an empty box, not the word null."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
 
 
 def spec_docs(tool_type: str) -> list[FieldDoc]:

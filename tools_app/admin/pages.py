@@ -99,7 +99,8 @@ def diff_html(old: dict[str, Any] | None, new: dict[str, Any]) -> SafeString:
         if line.startswith(("+++", "---", "@@")):
             return "diff-meta"
         return {"+": "diff-add", "-": "diff-del"}.get(line[:1], "diff-ctx")
-    body = format_html_join("\n", '<span class="{}">{}</span>', ((css(line), line) for line in lines))
+    # Each line is a block of its own: no newline between them (a <pre> would show it as an empty line).
+    body = format_html_join("", '<span class="{}">{}</span>', ((css(line), line or " ") for line in lines))
     return format_html('<pre class="toolhub-diff">{}</pre>', body or "(no difference in the stored definition)")
 
 
@@ -178,8 +179,8 @@ class ToolPagesMixin:
             messages.error(request, f"Refresh: {exc.message}")
             return self._back(tool)
         if body["ok"]:
-            held = body["changes"].get("added", 0) + body["changes"].get("changed", 0)
-            note = " New and changed functions wait for approval: review them below." if held else ""
+            held = tool.functions.filter(state=FunctionState.CHANGED).count()
+            note = f" {held} new or changed function(s) wait for approval: review them." if held else ""
             level = messages.WARNING if held else messages.SUCCESS
             messages.add_message(request, level, f"Refreshed: {body['tool_count']} function(s); "
                                                  f"{changes_line(body['changes'])}.{note}")

@@ -42,7 +42,8 @@ class HttpConfig(ConfigSpec):
 
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(default="GET", description="HTTP method")
     url: str = Field(description="http(s) URL; ${input.x} / ${secret.y} only in the path and query")
-    headers: dict[str, str] = secret_map("Request headers (templates allowed); values are secrets")
+    headers: dict[str, str] = secret_map(
+        "Request headers (templates allowed); values are secret unless listed in not_secret")
     query: dict[str, str] = Field(default_factory=dict, description="Query parameters (templates allowed)")
     body: Any = Field(default=None, description="JSON body template (not sent with GET)")
     secrets: dict[str, str] = Field(default_factory=dict, validate_default=True,

@@ -18,7 +18,8 @@ class LocalConfig(ConfigSpec):
 
     command: str = Field(min_length=1, description="The program to start (looked up on PATH), e.g. npx or uvx")
     args: list[str] = Field(default_factory=list, description="Command-line arguments, one per item")
-    env: dict[str, str] = secret_map("Environment variables for the server; values are secrets")
+    env: dict[str, str] = secret_map(
+        "Environment variables for the server; values are secret unless listed in not_secret")
     cwd: str | None = Field(default=None, description="Working directory (default: the tenant workspace)")
     startup_timeout_s: float = timeout(30, "How long the server may take to answer initialize")
     call_timeout_s: float = timeout(60, "How long one call may take")

@@ -25,7 +25,8 @@ class RemoteConfig(ConfigSpec):
     url: str = Field(description="The server's MCP endpoint, http:// or https://")
     transport: Literal["streamable_http", "sse"] = Field(default="streamable_http",
                                                          description="streamable_http (current) or sse (legacy)")
-    headers: dict[str, str] = secret_map("HTTP headers sent with every request (e.g. Authorization); values are secrets")
+    headers: dict[str, str] = secret_map(
+        "HTTP headers sent with every request (e.g. Authorization); values are secret unless listed in not_secret")
     timeout_s: float = timeout(30, "Connect and per-call timeout")
     not_secret: list[str] = not_secret_field()
 

@@ -1,0 +1,244 @@
+"""The tool and market admin pages in headless Chromium, as a tenant admin uses them; each saves a screenshot."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from market_app.models import MarketEntry, MarketSource
+from tenants_app.models import Role
+from tests.factories import MembershipFactory, UserFactory
+from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
+from tools_app import adapters
+from tools_app.models import FunctionState, Tool, ToolFunction
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
+                                                      "(.ci/run installs it: apt-get install chromium)"),
+]
+
+
+@pytest.fixture
+def page(live_server: Any, tenant: Any, monkeypatch: Any) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    user = UserFactory(username="tina", password="pw-browser-2", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls in the test are sync.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-background-networking", "--headless=new"]
+        )
+        try:
+            p = browser.new_page(viewport={"width": 1280, "height": 900})
+            p.set_default_timeout(20_000)
+            p.goto(f"{live_server.url}/admin/login/?next=/admin/")
+            p.fill("#id_username", "tina")
+            p.fill("#id_password", "pw-browser-2")
+            p.click("input[type=submit]")
+            p.wait_for_url("**/admin/")
+            p.base = live_server.url
+            yield p
+        finally:
+            browser.close()
+            adapters.pool().close_all()
+
+
+def shot(page: Any, name: str, readme: str = "") -> None:
+    """The whole page; with `readme` (a selector), also a small picture of that part, at most 720 px high
+    (var/screenshots/readme-<name>.png: the README's candidates)."""
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    if readme:
+        box = page.locator(readme).first.bounding_box()
+        scroll = page.evaluate("({x: window.scrollX, y: window.scrollY})")
+        clip = {"x": box["x"] + scroll["x"] - 8, "y": box["y"] + scroll["y"] - 8, "width": min(box["width"] + 16, 1100),
+                "height": min(box["height"] + 16, 720)}
+        page.screenshot(path=str(SHOTS / f"readme-{name}.png"), full_page=True, clip=clip)
+
+
+def fill_row(page: Any, field: str, index: int, key: str, value: str, secret: bool | None = None) -> None:
+    rows = page.locator(f"#id_{field} tr.toolhub-row")
+    while rows.count() <= index:
+        page.click(f"#id_{field} .toolhub-add-row")
+    row = rows.nth(index)
+    row.locator("input.toolhub-key").fill(key)
+    row.locator("input.toolhub-value").fill(value)
+    if secret is not None:
+        row.locator("select.toolhub-secret-flag").select_option("1" if secret else "0")
+
+
+def shown_rows(page: Any, field: str) -> dict[str, str]:
+    """The rows of a key/value field as the page shows them (name -> value box content)."""
+    return dict(page.evaluate(
+        """(id) => Array.from(document.querySelectorAll(`#${id} tr.toolhub-row`))
+              .map(r => [r.querySelector('.toolhub-key').value, r.querySelector('.toolhub-value').value])
+              .filter(([k]) => k)""", f"id_{field}"))
+
+
+def add_tool(page: Any, tenant: Any, tool_type: str, name: str) -> None:
+    page.goto(f"{page.base}/admin/tools_app/tool/add/")
+    page.select_option("#id_tenant", str(tenant.pk))
+    page.fill("#id_name", name)
+    page.select_option("#id_type", tool_type)
+    for other in {"LOCAL", "REMOTE", "HTTP"} - {tool_type}:
+        assert page.locator(f"fieldset.toolhub-config-{other}").is_hidden()
+
+
+def test_local_tool_created_tested_and_tried_from_its_page(page: Any, tenant: Any) -> None:
+    from playwright.sync_api import expect
+
+    add_tool(page, tenant, "LOCAL", "inventory-local")
+    page.fill("#id_local_command", sys.executable)
+    page.fill("#id_local_args", str(MINI))
+    fill_row(page, "local_env", 0, "CURRENCY", "EUR", secret=False)
+    fill_row(page, "local_env", 1, "INVENTORY_TOKEN", "tok-browser-1234", secret=True)
+    shot(page, "tool-add-local-form")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    tool = Tool.objects.get(tenant=tenant, name="inventory-local")
+    assert tool.config["env"] == {"CURRENCY": "EUR", "INVENTORY_TOKEN": "tok-browser-1234"}
+    assert shown_rows(page, "local_env") == {"CURRENCY": "EUR", "INVENTORY_TOKEN": "********"}
+    assert "tok-browser-1234" not in page.content()
+
+    page.click("#toolhub-test")
+    expect(page.locator(".messagelist")).to_contain_text("Test OK in")
+    page.click("#toolhub-refresh")
+    expect(page.locator(".messagelist")).to_contain_text("Refreshed")
+    expect(page.locator(".field-badge").first).to_contain_text("enabled")
+    shot(page, "tool-change-local", readme="fieldset.toolhub-config-LOCAL")
+
+    page.click("#toolhub-try")
+    page.select_option("#id_function", "get_inventory")
+    page.fill("#arg-sku", "DEMO-001")
+    page.click("#toolhub-run")
+    expect(page.locator("#toolhub-result h2")).to_contain_text("Result: ok in")
+    expect(page.locator("#toolhub-result")).to_contain_text("DEMO-001")
+    shot(page, "tool-try-function", readme="#content-main")
+
+
+def test_remote_tool_keeps_its_secret_while_a_shown_header_changes(page: Any, tenant: Any) -> None:
+    from playwright.sync_api import expect
+
+    with http_server() as url:
+        add_tool(page, tenant, "REMOTE", "inventory-remote")
+        page.fill("#id_remote_url", url)
+        fill_row(page, "remote_headers", 0, "Authorization", "Bearer remote-secret-999", secret=True)
+        fill_row(page, "remote_headers", 1, "X-Tenant", "acme", secret=False)
+        page.click("input[name=_continue]")
+        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+        assert shown_rows(page, "remote_headers") == {"Authorization": "********", "X-Tenant": "acme"}
+        page.locator("#id_remote_headers input.toolhub-value").nth(1).fill("globex")
+        page.click("input[name=_continue]")
+        expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+        shot(page, "tool-keep-secret")
+        page.click("#toolhub-test")
+        expect(page.locator(".messagelist")).to_contain_text("Test OK in")
+    tool = Tool.objects.get(tenant=tenant, name="inventory-remote")
+    assert tool.config["headers"] == {"Authorization": "Bearer remote-secret-999", "X-Tenant": "globex"}
+
+
+def test_http_tool_failed_save_keeps_typed_values_then_saves(page: Any, tenant: Any) -> None:
+    from playwright.sync_api import expect
+
+    add_tool(page, tenant, "HTTP", "weather")
+    page.select_option("#id_http_method", "POST")
+    page.fill("#id_http_url", "http://127.0.0.1:9/weather/${input.city}?key=${secret.api_key}")
+    fill_row(page, "http_headers", 0, "X-Units", "metric", secret=False)
+    fill_row(page, "http_secrets", 0, "apikey", "typed-key-555")  # a typo: the URL names ${secret.api_key}
+    page.fill("#id_http_input_schema", '{"type": "object", "properties": {"city": {"type": "string"}}}')
+    page.click("input[name=_continue]")
+    expect(page.locator(".errornote")).to_be_visible()
+    expect(page.locator(".field-http_secrets .errorlist")).to_contain_text("${secret.api_key}")
+    assert page.input_value("#id_http_url") == "http://127.0.0.1:9/weather/${input.city}?key=${secret.api_key}"
+    assert shown_rows(page, "http_headers") == {"X-Units": "metric"}
+    typed_secret = page.locator("#id_http_secrets input.toolhub-value").nth(0)
+    assert typed_secret.input_value() == "typed-key-555" and typed_secret.get_attribute("type") == "password"
+    assert page.input_value("#id_http_method") == "POST"
+    shot(page, "tool-failed-save-kept")
+    page.locator("#id_http_secrets input.toolhub-key").nth(0).fill("api_key")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    tool = Tool.objects.get(tenant=tenant, name="weather")
+    assert tool.config["secrets"] == {"api_key": "typed-key-555"} and tool.config["method"] == "POST"
+
+
+def test_changed_function_is_approved_after_reading_the_diff(page: Any, tenant: Any, tmp_path: Any) -> None:
+    from playwright.sync_api import expect
+
+    add_tool(page, tenant, "LOCAL", "changing")
+    page.fill("#id_local_command", sys.executable)
+    page.fill("#id_local_args", str(CHANGING))
+    fill_row(page, "local_env", 0, "TOOLHUB_FIXTURE_STATE", str(tmp_path / "state"), secret=False)
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    page.click("#toolhub-refresh")  # first discovery: trusted
+    expect(page.locator(".messagelist")).to_contain_text("Refreshed")
+    page.click("#toolhub-refresh")  # `restock` appears: held
+    expect(page.locator(".messagelist")).to_contain_text("added 1")
+    page.click("#toolhub-refresh")  # `lookup` gains a field: held for approval
+    expect(page.locator(".messagelist")).to_contain_text("changed 1")
+    row = page.locator("tr", has_text="lookup").first
+    expect(row).to_contain_text("awaiting approval")
+    assert row.locator("img[alt=True]").count() == 0  # no green tick while awaiting approval
+    page.click("#toolhub-review")
+    expect(page.locator("#change-lookup .diff-add").first).to_be_visible()
+    expect(page.locator("#change-lookup .toolhub-diff")).to_contain_text("warehouse")
+    shot(page, "tool-approve-diff", readme="#content-main")
+    expect(page.locator("#change-restock")).to_contain_text("new function")
+    page.click("#approve-lookup")
+    expect(page.locator(".messagelist")).to_contain_text("Approved changing.lookup")
+    fn = ToolFunction.objects.get(tool__name="changing", name="lookup")
+    assert fn.state == FunctionState.ACTIVE and "warehouse" in fn.input_schema["properties"]
+
+
+def test_market_entry_loaded_from_its_page(page: Any, tenant: Any) -> None:
+    from playwright.sync_api import expect
+
+    source = MarketSource.objects.create(tenant=tenant, name="Team catalog", url="http://127.0.0.1:9/c.json")
+    entry = MarketEntry.objects.create(
+        source=source, name="io.example/inventory", title="Inventory", description="Stock levels", kind="LOCAL",
+        install={"command": sys.executable, "args": [str(MINI)]}, content_hash="h1",
+        required_env=[{"name": "INVENTORY_TOKEN", "is_secret": True, "is_required": True},
+                      {"name": "CURRENCY", "is_secret": False, "is_required": False, "default": "EUR"}])
+    page.goto(f"{page.base}/admin/market_app/marketentry/{entry.pk}/change/")
+    page.fill("#id_name", "market-inventory")
+    page.fill("#id_env__INVENTORY_TOKEN", "market-secret-777")
+    shot(page, "market-entry-load")
+    page.click("#toolhub-load-submit")
+    expect(page.locator(".messagelist")).to_contain_text("as tool 'market-inventory'")
+    assert shown_rows(page, "local_env") == {"INVENTORY_TOKEN": "********", "CURRENCY": "EUR"}
+    page.click("#toolhub-test")
+    expect(page.locator(".messagelist")).to_contain_text("Test OK in")
+    tool = Tool.objects.get(tenant=tenant, name="market-inventory")
+    assert tool.config["env"]["INVENTORY_TOKEN"] == "market-secret-777" and tool.market_entry_id == entry.pk
+    assert "market-secret-777" not in page.content()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_tool_pages_fit_the_screen(page: Any, tenant: Any, width: int) -> None:
+    tool = Tool.objects.create(tenant=tenant, name="wide-tool", type="REMOTE", description="x " * 200, config={
+        "url": "http://127.0.0.1:9/" + "very-long-path-segment/" * 8, "transport": "streamable_http",
+        "headers": {"X-Team": "blue", "Authorization": "Bearer wide-secret-1"}, "timeout_s": 30.0,
+        "not_secret": ["headers.X-Team"]})
+    ToolFunction.objects.create(tool=tool, name="a_rather_long_function_name_for_layout", schema_hash="h",
+                                description="d " * 100, input_schema={}, state=FunctionState.CHANGED)
+    page.set_viewport_size({"width": width, "height": 900})
+    for url in ("/admin/tools_app/tool/", f"/admin/tools_app/tool/{tool.pk}/change/",
+                f"/admin/tools_app/tool/{tool.pk}/try/", f"/admin/tools_app/tool/{tool.pk}/changes/"):
+        page.goto(page.base + url)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, (url, width, overflow)
+        if url.endswith("/change/"):
+            shot(page, f"tool-change-{width}px")
