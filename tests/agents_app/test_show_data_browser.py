@@ -90,5 +90,32 @@ def test_show_data_chart_in_the_playground(live_server: Any, tenant: Any, api: A
             assert any("/static/agents_app/vendor/chart-4.6.1.umd.min.js" in s for s in scripts), scripts
             assert outside == [], outside  # no CDN, nothing fetched from anywhere but Toolhub
             page.screenshot(path=str(shots / "show_data_chart.png"), full_page=True)
+            # Every other widget, drawn by the same script from rows shaped like show_data's answer.
+            drawn_text = page.evaluate(r"""() => {
+                const rows = [{status: "pending", orders: 2, units: 4}, {status: "shipped", orders: 3, units: 4}];
+                const columns = ["status", "orders", "units"];
+                const props = {
+                    table: {columns: ["status", "units"]}, kpi: {value: "orders", label: "Orders"},
+                    card: {title: "status", fields: ["orders"]}, list: {primary: "status", secondary: "units"},
+                    progress: {value: "orders", max: "units", label: "status"},
+                    flow: {step: "status", value: "orders", stages: ["pending", "shipped", "delivered"]},
+                    pivot: {rows: "status", columns: "units", value: "orders", agg: "sum"},
+                };
+                const out = {};
+                for (const [type, p] of Object.entries(props)) {
+                    const holder = document.createElement("div");
+                    document.body.appendChild(holder);
+                    window.ToolhubWidgets.render({widget: {type: type, props: p}, columns: columns, rows: rows}, holder);
+                    out[type] = holder.innerText.replace(/\s+/g, " ").trim();
+                }
+                return out;
+            }""")
+            assert drawn_text["table"] == "status units pending 4 shipped 4", drawn_text
+            assert drawn_text["kpi"] == "2 Orders"
+            assert drawn_text["card"] == "pending orders 2 shipped orders 3"
+            assert drawn_text["list"] == "pending · 4 shipped · 4"
+            assert drawn_text["progress"] == "pending 2 / 4 shipped 3 / 4"
+            assert drawn_text["flow"] == "pending 2 → shipped 3 → delivered 0"
+            assert drawn_text["pivot"] == "status \\ units 4 pending 2 shipped 3"
         finally:
             browser.close()

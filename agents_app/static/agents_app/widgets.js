@@ -151,7 +151,8 @@
     const box = el("div", "widget widget-" + widget.type);
     box.dataset.widget = widget.type || "";
     parent.appendChild(box);
-    if (props.title) box.appendChild(el("div", "widget-title", props.title));
+    // A card's `title` names the column heading each card, not a title for the widget.
+    if (props.title && widget.type !== "card") box.appendChild(el("div", "widget-title", props.title));
     const draw = RENDER[widget.type];
     if (!draw) { box.appendChild(el("div", "note", "(unknown widget " + widget.type + ")")); return box; }
     draw(box, {columns: display.columns || [], rows: display.rows || []}, props);
