@@ -1,4 +1,4 @@
-"""Agents app config: connects the metrics."""
+"""Agents app config: connects the metrics and the snapshot invalidation signals."""
 
 from django.apps import AppConfig
 
@@ -12,3 +12,6 @@ class AgentsAppConfig(AppConfig):
         from agents_app import metrics
 
         metrics.connect()
+        from agents_app import signals
+
+        signals.connect()

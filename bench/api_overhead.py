@@ -5,6 +5,11 @@ and GET /tools/{id}/ vs a bare Django view (/healthz), on the dev server and on 
 
 `prod` needs PostgreSQL and Redis (it runs deploy/prod_local.py). Goals (issue 16): invoke p50 within 5 ms of
 the direct SDK call; GET /tools/{id}/ p50 within 2x the bare view.
+
+On the dev server every request is sent with `Connection: close`: runserver writes a response's headers and
+body in two small writes on a socket without TCP_NODELAY, so on a kept-alive connection the body waits for
+the client's delayed ACK (~40 ms on Linux) whatever the view does; that stall is the dev server's, not the
+API's. The production server (uvicorn) sets TCP_NODELAY and is measured on one kept-alive connection.
 """
 
 from __future__ import annotations
@@ -91,9 +96,11 @@ def production() -> Iterator[tuple[str, str, str]]:
         yield hosts[0], token, "prod"
 
 
-def measure(base: str, token: str, tenant: str, n: int) -> dict[str, list[float]]:
-    client = httpx2.Client(base_url=base, headers={"Authorization": f"Token {token}", "X-Tenant": tenant},
-                           timeout=60)
+def measure(base: str, token: str, tenant: str, n: int, *, keep_alive: bool = True) -> dict[str, list[float]]:
+    headers = {"Authorization": f"Token {token}", "X-Tenant": tenant}
+    if not keep_alive:
+        headers["Connection"] = "close"
+    client = httpx2.Client(base_url=base, headers=headers, timeout=60)
     name = f"bench-inventory-{os.getpid()}"
     created = client.post("/api/v1/tools/", json={"name": name, "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(SERVER)], "startup_timeout_s": 60}})
@@ -125,12 +132,13 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=300)
     parser.add_argument("--targets", default="runserver,prod")
     args = parser.parse_args()
+    print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])}")
     direct_ms = asyncio.run(direct(args.n))
     print(f"direct SDK call (stdio, warm):          {summary(direct_ms)}")
     targets = {"runserver": runserver, "prod": production}
     for name in args.targets.split(","):
         with targets[name]() as (base, token, tenant):
-            got = measure(base, token, tenant, args.n)
+            got = measure(base, token, tenant, args.n, keep_alive=name != "runserver")
         d50 = pct(direct_ms, 50)
         print(f"[{name}] invoke via API:               {summary(got['invoke'])}")
         print(f"[{name}] GET /tools/{{id}}/:              {summary(got['detail'])}")
@@ -143,6 +151,7 @@ def main() -> None:
             "detail_over_bare_p50": round(g50 / b50, 2), "goal_detail_over_bare": 2,
         }))
         sys.stdout.flush()
+    print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
 
 
 if __name__ == "__main__":

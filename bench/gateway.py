@@ -1,10 +1,16 @@
 """What the MCP gateway adds: a warm tools/call through /mcp/<tenant>/agents/<id>/ vs a direct SDK call to the
-same server, and throughput with 32 concurrent gateway clients.
+same server, and throughput with 32 concurrent gateway clients; then the same side by side with IBM
+ContextForge 1.1.0's virtual server (/servers/<id>/mcp) over one streamable-HTTP upstream.
 
-    .venv/bin/python bench/gateway.py [-n 300] [--clients 32] [--calls 20]
+    .venv/bin/python bench/gateway.py [-n 300] [--clients 32] [--calls 20] [--no-contextforge]
 
-Starts uvicorn on config.asgi (dev settings, SQLite in a scratch var dir). Goals (issue 13): p50 within 5 ms of
-direct, p95 under 2x direct. The ContextForge comparison of the issue is not run here (it needs Python 3.12).
+Part 1 (stdio upstream): Toolhub's LOCAL tool through the gateway vs the direct stdio SDK call. Part 2 (HTTP
+upstream: the inventory server on streamable HTTP on loopback): the direct SDK call, Toolhub's REMOTE tool
+through the gateway and ContextForge's virtual server, tools/list and tools/call, and 32 concurrent clients.
+ContextForge runs on Python 3.12 from PyPI (found or installed into var/contextforge by bench/_contextforge.py;
+skipped with the reason when it cannot be had), one uvicorn worker on SQLite like Toolhub here.
+Both servers start on uvicorn with one worker (Toolhub: config.asgi, dev settings, SQLite in a scratch var dir).
+Goals (issue 13): p50 within 5 ms of direct, p95 under 2x direct; 32 clients: >= 5x ContextForge's throughput.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx2
 from _common import ROOT, free_port, pct, scratch_toolhub, summary  # type: ignore[import-not-found]
@@ -31,66 +38,92 @@ ARGS = {"sku": "DEMO-001"}
 WARMUP = 20
 
 
+async def _timed(session: ClientSession, name: str, n: int, *, listing: bool = False) -> list[float]:
+    async def once() -> None:
+        if listing:
+            tools = await session.list_tools()
+            assert any(t.name == name for t in tools.tools), tools
+        else:
+            result = await session.call_tool(name, ARGS)
+            assert not result.is_error, result
+
+    for _ in range(WARMUP):
+        await once()
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await once()
+        samples.append((time.perf_counter() - t) * 1000)
+    return samples
 
 
-async def direct(n: int) -> list[float]:
+async def direct_stdio(n: int) -> list[float]:
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await _timed(session, "get_inventory", n)
 
 
-async def _timed(session: ClientSession, name: str, n: int) -> list[float]:
-    for _ in range(WARMUP):
-        await session.call_tool(name, ARGS)
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        result = await session.call_tool(name, ARGS)
-        samples.append((time.perf_counter() - t) * 1000)
-        assert not result.is_error, result
-    return samples
-
-
 @contextmanager
-def _session_client(token: str) -> Iterator[httpx2.AsyncClient]:
-    yield httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=300))
+def _session_client(token: str | None) -> Iterator[httpx2.AsyncClient]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    yield httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=300))
 
 
-async def through_gateway(url: str, token: str, name: str, n: int) -> list[float]:
+async def over_http(url: str, token: str | None, name: str, n: int, *, lists: bool = False) -> dict[str, list[float]]:
+    """Warm tools/call (and tools/list) samples over one streamable-HTTP session."""
     with _session_client(token) as http:
         async with http, streamable_http_client(url, http_client=http) as (read, write), \
                 ClientSession(read, write) as session:
             await session.initialize()
-            return await _timed(session, name, n)
+            out = {"call": await _timed(session, name, n)}
+            if lists:
+                out["list"] = await _timed(session, name, n, listing=True)
+            return out
 
 
-async def concurrent(url: str, token: str, name: str, clients: int, calls: int) -> tuple[float, list[float]]:
+async def concurrent(url: str, token: str | None, name: str, clients: int, calls: int) -> tuple[float, list[float]]:
     """(calls per second, per-call latencies) of `clients` sessions each making `calls` warm calls at once."""
     start = asyncio.Event()
+    ready = 0
     latencies: list[float] = []
 
     async def one() -> None:
+        nonlocal ready
         with _session_client(token) as http:
             async with http, streamable_http_client(url, http_client=http) as (read, write), \
                     ClientSession(read, write) as session:
                 await session.initialize()
                 await session.call_tool(name, ARGS)
+                ready += 1
                 await start.wait()
                 for _ in range(calls):
                     t = time.perf_counter()
-                    await session.call_tool(name, ARGS)
+                    result = await session.call_tool(name, ARGS)
                     latencies.append((time.perf_counter() - t) * 1000)
+                    assert not result.is_error, result
 
     tasks = [asyncio.create_task(one()) for _ in range(clients)]
-    await asyncio.sleep(0)
-    while sum(1 for t in tasks if t.done()) == 0 and len(latencies) == 0:
-        await asyncio.sleep(2)  # let every client connect and warm up
-        break
+    end = time.monotonic() + 120
+    while ready < clients and time.monotonic() < end and not any(t.done() for t in tasks):
+        await asyncio.sleep(0.05)  # every client connected and warm before the clock starts
     began = time.perf_counter()
     start.set()
     await asyncio.gather(*tasks)
     return clients * calls / (time.perf_counter() - began), latencies
+
+
+def _wait_up(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"{url}: the server exited ({proc.returncode})")
+        try:
+            httpx2.get(url, timeout=2)
+            return
+        except httpx2.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up")
 
 
 @contextmanager
@@ -103,30 +136,114 @@ def toolhub() -> Iterator[tuple[str, str]]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            try:
-                if httpx2.get(f"{base}/healthz", timeout=2).status_code < 500:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.3)
+        _wait_up(f"{base}/healthz", proc)
         yield base, token
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
 
 
-def setup_agent(base: str, token: str) -> tuple[str, str]:
-    """The inventory tool (LOCAL, stdio) and an agent linked to it; (endpoint URL, qualified function name)."""
+@contextmanager
+def http_upstream() -> Iterator[str]:
+    """The inventory server on streamable HTTP on loopback; yields its /mcp URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--transport", "streamable-http", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_up(f"http://127.0.0.1:{port}/mcp", proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def setup_agent(base: str, token: str, *, name: str, config: dict[str, Any], tool_type: str) -> tuple[str, str]:
+    """A tool and an agent linked to it; (the agent's endpoint URL, the qualified function name)."""
     api = httpx2.Client(base_url=base, headers={"Authorization": f"Token {token}", "X-Tenant": "bench"}, timeout=60)
-    created = api.post("/api/v1/tools/", json={"name": "inventory", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(SERVER)], "startup_timeout_s": 60}})
+    created = api.post("/api/v1/tools/", json={"name": name, "type": tool_type, "config": config})
     assert created.status_code == 201, created.text
     tool_id = created.json()["id"]
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
-    agent = api.post("/api/v1/agents/", json={"name": "bench", "model": None, "tools": [{"tool": tool_id}]})
+    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/")
+    assert refreshed.status_code == 200 and refreshed.json().get("ok"), refreshed.text
+    agent = api.post("/api/v1/agents/", json={"name": f"bench-{name}", "model": None, "tools": [{"tool": tool_id}]})
     assert agent.status_code == 201, agent.text
-    return f"{base}/mcp/bench/agents/{agent.json()['id']}/", "inventory__get_inventory"
+    return f"{base}/mcp/bench/agents/{agent.json()['id']}/", f"{name}__get_inventory"
+
+
+def part_stdio(args: argparse.Namespace, base: str, token: str) -> dict[str, Any]:
+    direct_ms = asyncio.run(direct_stdio(args.n))
+    print(f"direct SDK call (stdio, warm):              {summary(direct_ms)}")
+    url, name = setup_agent(base, token, name="inventory", tool_type="LOCAL",
+                            config={"command": sys.executable, "args": [str(SERVER)], "startup_timeout_s": 60})
+    gateway_ms = asyncio.run(over_http(url, token, name, args.n))["call"]
+    print(f"Toolhub gateway, LOCAL tool (warm):         {summary(gateway_ms)}")
+    rate, lat = asyncio.run(concurrent(url, token, name, args.clients, args.calls))
+    print(f"Toolhub, {args.clients} concurrent clients:            {rate:.1f} calls/s, {summary(lat)}")
+    d50, d95, g50, g95 = pct(direct_ms, 50), pct(direct_ms, 95), pct(gateway_ms, 50), pct(gateway_ms, 95)
+    return {
+        "upstream": "stdio",
+        "direct_p50_ms": round(d50, 2), "gateway_p50_ms": round(g50, 2), "gateway_p95_ms": round(g95, 2),
+        "gateway_minus_direct_p50_ms": round(g50 - d50, 2), "goal_p50_minus_direct_ms": 5,
+        "gateway_over_direct_p50": round(g50 / d50, 2),
+        "gateway_over_direct_p95": round(g95 / d95, 2), "goal_p95_over_direct": 2,
+        "concurrent_clients": args.clients, "gateway_calls_per_s": round(rate, 1),
+    }
+
+
+def part_http(args: argparse.Namespace, base: str, token: str) -> dict[str, Any]:
+    import _contextforge  # type: ignore[import-not-found]
+
+    out: dict[str, Any] = {"upstream": "streamable_http"}
+    with http_upstream() as upstream:
+        direct = asyncio.run(over_http(upstream, None, "get_inventory", args.n, lists=True))
+        print(f"direct SDK (HTTP upstream) tools/call:      {summary(direct['call'])}")
+        print(f"direct SDK (HTTP upstream) tools/list:      {summary(direct['list'])}")
+        url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
+                                config={"url": upstream, "transport": "streamable_http"})
+        toolhub_ms = asyncio.run(over_http(url, token, name, args.n, lists=True))
+        print(f"Toolhub gateway tools/call:                 {summary(toolhub_ms['call'])}")
+        print(f"Toolhub gateway tools/list:                 {summary(toolhub_ms['list'])}")
+        toolhub_rate, lat = asyncio.run(concurrent(url, token, name, args.clients, args.calls))
+        print(f"Toolhub, {args.clients} concurrent clients:            {toolhub_rate:.1f} calls/s, {summary(lat)}")
+        d_call, d_list = pct(direct["call"], 50), pct(direct["list"], 50)
+        t_call, t_list = pct(toolhub_ms["call"], 50), pct(toolhub_ms["list"], 50)
+        out.update({"direct_call_p50_ms": round(d_call, 2), "direct_list_p50_ms": round(d_list, 2),
+                    "toolhub_call_p50_ms": round(t_call, 2), "toolhub_list_p50_ms": round(t_list, 2),
+                    "toolhub_call_over_direct_p50": round(t_call / d_call, 2),
+                    "toolhub_list_over_direct_p50": round(t_list / d_list, 2),
+                    "toolhub_calls_per_s": round(toolhub_rate, 1)})
+        if not args.contextforge:
+            out["contextforge"] = "skipped (--no-contextforge)"
+            return out
+        executable, how = _contextforge.find_or_install()
+        if executable is None:
+            print(f"ContextForge skipped: {how}")
+            out["contextforge"] = f"skipped: {how}"
+            return out
+        print(f"ContextForge {_contextforge.VERSION}: {how}; starting it (SQLite, one worker) ...", flush=True)
+        try:
+            with _contextforge.running(executable, upstream) as cf:
+                cf_ms = asyncio.run(over_http(cf.server_url, cf.token, cf.tool_name, args.n, lists=True))
+                print(f"ContextForge tools/call:                    {summary(cf_ms['call'])}")
+                print(f"ContextForge tools/list:                    {summary(cf_ms['list'])}")
+                cf_rate, lat = asyncio.run(concurrent(cf.server_url, cf.token, cf.tool_name, args.clients,
+                                                      args.calls))
+                print(f"ContextForge, {args.clients} concurrent clients:       {cf_rate:.1f} calls/s, {summary(lat)}")
+        except RuntimeError as exc:
+            print(f"ContextForge skipped: it did not start or register the server: {exc}")
+            out["contextforge"] = f"skipped: {str(exc).splitlines()[0]}"
+            return out
+        c_call, c_list = pct(cf_ms["call"], 50), pct(cf_ms["list"], 50)
+        out.update({"contextforge": _contextforge.VERSION,
+                    "contextforge_call_p50_ms": round(c_call, 2), "contextforge_list_p50_ms": round(c_list, 2),
+                    "contextforge_call_over_direct_p50": round(c_call / d_call, 2),
+                    "contextforge_list_over_direct_p50": round(c_list / d_list, 2),
+                    "contextforge_over_toolhub_call_p50": round(c_call / t_call, 2),
+                    "contextforge_over_toolhub_list_p50": round(c_list / t_list, 2),
+                    "contextforge_calls_per_s": round(cf_rate, 1),
+                    "toolhub_over_contextforge_throughput": round(toolhub_rate / cf_rate, 2),
+                    "goal_toolhub_over_contextforge_throughput": 5})
+    return out
 
 
 def main() -> None:
@@ -134,23 +251,20 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=300)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--no-contextforge", dest="contextforge", action="store_false",
+                        help="leave ContextForge out of part 2")
+    parser.add_argument("--parts", default="stdio,http", help="stdio, http or both (default)")
     args = parser.parse_args()
-    direct_ms = asyncio.run(direct(args.n))
-    print(f"direct SDK call (stdio, warm):     {summary(direct_ms)}")
     with toolhub() as (base, token):
-        url, name = setup_agent(base, token)
-        gateway_ms = asyncio.run(through_gateway(url, token, name, args.n))
-        print(f"through the gateway (warm):        {summary(gateway_ms)}")
-        rate, lat = asyncio.run(concurrent(url, token, name, args.clients, args.calls))
-        print(f"{args.clients} concurrent gateway clients:    {rate:.1f} calls/s, {summary(lat)}")
-    d50, d95, g50, g95 = pct(direct_ms, 50), pct(direct_ms, 95), pct(gateway_ms, 50), pct(gateway_ms, 95)
-    print(json.dumps({
-        "gateway_minus_direct_p50_ms": round(g50 - d50, 2), "goal_p50_minus_direct_ms": 5,
-        "gateway_over_direct_p50": round(g50 / d50, 2),
-        "gateway_over_direct_p95": round(g95 / d95, 2), "goal_p95_over_direct": 2,
-        "concurrent_clients": args.clients, "gateway_calls_per_s": round(rate, 1),
-        "contextforge": "not measured (needs Python 3.12)",
-    }))
+        print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+        results = []
+        if "stdio" in args.parts:
+            results.append(part_stdio(args, base, token))
+        if "http" in args.parts:
+            results.append(part_http(args, base, token))
+    for result in results:
+        print(json.dumps(result))
+    print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
 
 
 if __name__ == "__main__":

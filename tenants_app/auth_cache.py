@@ -14,39 +14,23 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import transaction
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 
+from core import hotcache
 from tenants_app.models import Membership, Tenant
 
 T = TypeVar("T")
-_GENERATION = "toolhub:authgen"
 _MISSING = object()
 
 
-def _generation() -> int:
-    value = cache.get(_GENERATION)
-    if value is None:
-        cache.add(_GENERATION, 1, timeout=None)
-        value = cache.get(_GENERATION, 1)
-    return int(value)
-
-
-def _bump() -> None:
-    try:
-        cache.incr(_GENERATION)
-    except ValueError:
-        cache.set(_GENERATION, 2, timeout=None)
-
-
 def bump_generation(**kwargs: Any) -> None:
-    """Forget every cached identity lookup: now, and again after commit (a request that re-cached the old
-    rows between the two sees them dropped)."""
-    _bump()
-    transaction.on_commit(_bump)
+    """Forget every cached identity lookup (and every hot-path snapshot that depends on identities or
+    grants): now, and again after commit (a request that re-cached the old rows between the two sees them
+    dropped)."""
+    hotcache.bump(hotcache.AUTH)
 
 
 def cached(kind: str, key: str, load: Callable[[], T]) -> T:
@@ -54,7 +38,7 @@ def cached(kind: str, key: str, load: Callable[[], T]) -> T:
     if ttl <= 0:
         return load()
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-    full = f"toolhub:{kind}:{_generation()}:{digest}"
+    full = f"toolhub:{kind}:{hotcache.generations(hotcache.AUTH)[0]}:{digest}"
     hit = cache.get(full, _MISSING)
     if hit is not _MISSING:
         return hit  # type: ignore[return-value]
@@ -80,6 +64,12 @@ class CachedTokenAuthentication(TokenAuthentication):
 
 
 def connect() -> None:
-    for model in (Token, get_user_model(), Tenant, Membership):
+    from guardian.models import GroupObjectPermission, UserObjectPermission
+
+    # Object grants (use_tool, use_agent) and group membership decide what a user may use: the same bump.
+    for model in (Token, get_user_model(), Tenant, Membership, UserObjectPermission, GroupObjectPermission):
         post_save.connect(bump_generation, sender=model, dispatch_uid=f"authcache-save-{model.__name__}")
         post_delete.connect(bump_generation, sender=model, dispatch_uid=f"authcache-delete-{model.__name__}")
+    m2m_changed.connect(bump_generation, sender=get_user_model().groups.through, dispatch_uid="authcache-groups")
+    m2m_changed.connect(bump_generation, sender=get_user_model().user_permissions.through,
+                        dispatch_uid="authcache-user-perms")

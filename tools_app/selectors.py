@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 from guardian.shortcuts import get_objects_for_user
 
+from core import hotcache
 from core.errors import NotFound
 from core.ids import as_id
 from tenants_app.models import Role, Tenant
 from tenants_app.selectors import is_tenant_admin, membership_role
+from tools_app.configs import secret_values
 from tools_app.errors import ToolNotFound
 from tools_app.models import (
     Approval,
@@ -64,6 +69,58 @@ def tool_get(*, tenant: Tenant, tool_id: Any) -> Tool:
         return Tool.objects.get(tenant=tenant, pk=as_id(tool_id) or 0)
     except Tool.DoesNotExist:
         raise ToolNotFound() from None
+
+
+@dataclass(frozen=True)
+class ToolSnapshot:
+    """A tool as the hot path reads it: the row (config decrypted once), its functions, its secret values.
+
+    Shared by the process's threads: read it, never change it. `tool()` hands out a private copy.
+    """
+
+    row: Tool
+    functions: Mapping[str, ToolFunction]
+    secrets: tuple[str, ...]
+
+    def tool(self, tenant: Tenant) -> Tool:
+        tool = copy.copy(self.row)
+        tool.tenant = tenant  # the caller's own tenant object, never one shared across requests
+        return tool
+
+
+def tool_snapshot(*, tenant: Tenant, tool_id: Any, fresh: bool = False) -> ToolSnapshot:
+    """The tool and its functions from this process's memory while nothing in the tenant changed
+    (core.hotcache), or from the database when `fresh`; ToolNotFound alike for a missing and another
+    tenant's tool."""
+    pk = as_id(tool_id)
+
+    def load() -> ToolSnapshot | None:
+        tool = Tool.objects.filter(tenant=tenant, pk=pk or 0).prefetch_related("functions").first()
+        if tool is None:
+            return None
+        functions = {f.name: f for f in tool.functions.all()}
+        return ToolSnapshot(row=tool, functions=MappingProxyType(functions),
+                            secrets=tuple(secret_values(tool.type, tool.config)))
+
+    if pk is None:
+        found = None
+    elif fresh:
+        found = load()
+    else:
+        found = hotcache.remembered("tool", (tenant.pk, pk), (hotcache.tenant_scope(tenant.pk),), load)
+    if found is None:
+        raise ToolNotFound()
+    return found
+
+
+def usable_tool_ids(*, tenant: Tenant, user: Any) -> frozenset[int]:
+    """Ids of `usable_tools`, kept in memory until the tenant's tools or anyone's role or grants change."""
+    user_id = getattr(user, "pk", None)
+    if user_id is None:
+        return frozenset(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True))
+    return hotcache.remembered(
+        "usable-tools", (tenant.pk, user_id), (hotcache.AUTH, hotcache.tenant_scope(tenant.pk)),
+        lambda: frozenset(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True)))
 
 
 def tool_get_for_update(*, tenant: Tenant, tool_id: Any) -> Tool:

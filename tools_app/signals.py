@@ -1,13 +1,15 @@
-"""Signal wiring: built-ins for new tenants and after migrate; pool release on config change."""
+"""Signal wiring: built-ins for new tenants and after migrate; hot-path snapshots dropped on change."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models.signals import post_migrate, post_save
+from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
+from core import hotcache
 from tenants_app.models import Tenant
+from tools_app.models import Tool, ToolFunction
 
 
 @receiver(post_save, sender=Tenant)
@@ -28,3 +30,23 @@ def _after_migrate(sender: Any, **kwargs: Any) -> None:
 
 
 post_migrate.connect(_after_migrate)
+
+
+def _tool_changed(sender: Any, instance: Tool, **kwargs: Any) -> None:
+    hotcache.bump_tenant(instance.tenant_id)
+
+
+def _function_changed(sender: Any, instance: ToolFunction, **kwargs: Any) -> None:
+    field = ToolFunction._meta.get_field("tool")
+    tenant_id: int | None
+    if field.is_cached(instance):  # type: ignore[attr-defined]
+        tenant_id = instance.tool.tenant_id
+    else:
+        tenant_id = Tool.objects.filter(pk=instance.tool_id).values_list("tenant_id", flat=True).first()
+    hotcache.bump_tenant(tenant_id)
+
+
+# Invoke and the gateway keep snapshots of tools and functions (core.hotcache): any change drops them.
+for _signal in (post_save, post_delete):
+    _signal.connect(_tool_changed, sender=Tool, dispatch_uid=f"hotcache-tool-{_signal is post_save}")
+    _signal.connect(_function_changed, sender=ToolFunction, dispatch_uid=f"hotcache-function-{_signal is post_save}")

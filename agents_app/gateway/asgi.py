@@ -25,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 from agents_app.gateway import service
 from agents_app.gateway.server import PRINCIPAL_KEY, ListChangedWatcher, build_server, db
 from agents_app.gateway.sessions import SharedSessionManager
+from core import tracing
 from core.errors import NotFound
 
 logger = logging.getLogger(__name__)
@@ -133,6 +134,16 @@ class GatewayApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        if not tracing.enabled():
+            await self._request(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        with tracing.span(f"MCP {scope.get('method', '')}", {"http.request.method": scope.get("method"),
+                                                             "url.path": scope["path"]},
+                          kind="server", context=tracing.extract(headers)):
+            await self._request(scope, receive, send)
+
+    async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = PATH_RE.match(scope["path"])
         if match is None:
             await _drain(receive, scope)

@@ -140,8 +140,8 @@ def _mcp_tool(fn: GatewayFunction) -> types.Tool:
 
 
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
-    functions = service.list_functions(principal)
-    return functions, service.fingerprint_of(principal, functions)
+    made = service.listing(principal)
+    return list(made.functions), made.fingerprint
 
 
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:

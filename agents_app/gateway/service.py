@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -22,13 +24,16 @@ from agents_app import selectors
 from agents_app.models import Agent
 from agents_app.runtime.toolset import ToolsetFunction, qualify
 from agents_app.services.chat import build_toolset
+from core import hotcache
 from core.errors import NotFound
 from core.secrets import redact, scrub_text
+from tenants_app import auth_cache
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_get
 from tools_app import adapters
 from tools_app import selectors as tool_selectors
 from tools_app.configs import secret_values
+from tools_app.errors import ToolNotFound
 from tools_app.models import (
     Approval,
     ApprovalStatus,
@@ -105,13 +110,18 @@ class CallOutcome:
 
 
 def user_for_token(key: str) -> Any | None:
-    """The active user an API token (`create_token`) belongs to, else None."""
+    """The active user an API token (`create_token`) belongs to, else None (the API's cached lookup)."""
     if not key or len(key) > 128:
         return None
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
+
+    def load() -> tuple[Any, Any] | None:
+        token = Token.objects.select_related("user").filter(key=key).first()
+        return (token.user, token) if token is not None else None
+
+    found = auth_cache.cached("token", key, load)
+    if found is None or not found[0].is_active:
         return None
-    return token.user
+    return found[0]
 
 
 def authenticate(*, token: str, tenant_slug: str, agent_id: str) -> Principal | None:
@@ -123,12 +133,26 @@ def authenticate(*, token: str, tenant_slug: str, agent_id: str) -> Principal | 
 
 
 def resolve(*, user: Any, tenant_slug: str, agent_id: str) -> Principal:
-    """The caller's membership and the agent; NotFound alike for a foreign tenant, a missing or foreign agent."""
+    """The caller's membership and the agent; NotFound alike for a foreign tenant, a missing or foreign agent.
+
+    Warm, nothing here queries: the membership is cached (tenants_app.auth_cache) and the agent this user
+    may use is kept in memory until the tenant's agents or anyone's grants change (core.hotcache).
+    """
     membership = membership_get(user=user, tenant_slug=tenant_slug)
     tenant = membership.tenant
-    agent = selectors.agent_get(tenant=tenant, agent_id=agent_id)
-    if not selectors.agent_may_use(tenant=tenant, user=user, agent=agent):
-        raise NotFound()  # disabled or not granted: the same answer as a missing agent
+
+    def load() -> Agent | None:
+        try:
+            agent = selectors.agent_get(tenant=tenant, agent_id=agent_id)
+        except NotFound:
+            return None
+        # Disabled or not granted: the same answer as a missing agent.
+        return agent if selectors.agent_may_use(tenant=tenant, user=user, agent=agent) else None
+
+    agent = hotcache.remembered("gateway-agent", (tenant.pk, user.pk, str(agent_id)),
+                                (hotcache.AUTH, hotcache.tenant_scope(tenant.pk)), load)
+    if agent is None:
+        raise NotFound()
     return Principal(user=user, tenant=tenant, role=Role(membership.role), agent=agent)
 
 
@@ -140,9 +164,28 @@ def refresh(principal: Principal) -> Principal:
 # --- the agent's functions ------------------------------------------------------------------------
 
 
-def list_functions(principal: Principal) -> list[GatewayFunction]:
-    """The agent's functions exactly as chat assembles them for this user, with MCP annotations."""
+@dataclass(frozen=True)
+class Listing:
+    """What tools/list answers one user for one agent, by name, and its fingerprint."""
+
+    functions: tuple[GatewayFunction, ...]
+    by_name: Mapping[str, GatewayFunction]
+    fingerprint: str
+    valid_until: float | None = None  # a linked tool's breaker pause runs out then (time.time())
+
+
+def listing(principal: Principal) -> Listing:
+    """The agent's functions for this user, assembled once and kept in memory until anything they depend on
+    changes: the tenant's tools, functions, agents and links, or anyone's role or grants (the same changes
+    that make tools/list answer differently and so send list_changed), or a breaker's pause running out."""
+    key = (principal.tenant.pk, principal.agent.pk, principal.user.pk)
+    return hotcache.remembered("gateway-listing", key, (hotcache.AUTH, hotcache.tenant_scope(principal.tenant.pk)),
+                               lambda: _assemble(principal), valid_until=lambda made: made.valid_until)
+
+
+def _assemble(principal: Principal) -> Listing:
     toolset, _secrets = build_toolset(tenant=principal.tenant, actor=principal.user, agent=principal.agent)
+    linked = [link.tool_id for link in principal.agent.agent_tools.all()]
     keys = [(f.tool_id, f.function) for f in toolset]
     titles: dict[tuple[int, str], str] = {}
     if keys:
@@ -153,7 +196,7 @@ def list_functions(principal: Principal) -> list[GatewayFunction]:
             title = (annotations or {}).get("title") if isinstance(annotations, dict) else None
             if isinstance(title, str) and title:
                 titles[(tool_id, name)] = title
-    return [
+    functions = tuple(
         GatewayFunction(
             name=f.qualified_name,
             description=f.description,
@@ -164,7 +207,18 @@ def list_functions(principal: Principal) -> list[GatewayFunction]:
             function=f,
         )
         for f in toolset
-    ]
+    )
+    # A paused tool comes back when its pause runs out, with no write to signal it: the listing lives no longer.
+    paused = (Tool.objects.filter(tenant=principal.tenant, pk__in=linked, disabled_until__gt=timezone.now())
+              .order_by("disabled_until").values_list("disabled_until", flat=True).first()) if linked else None
+    return Listing(functions=functions, by_name=MappingProxyType({f.name: f for f in functions}),
+                         fingerprint=fingerprint_of(principal, list(functions)),
+                         valid_until=paused.timestamp() if paused is not None else None)
+
+
+def list_functions(principal: Principal) -> list[GatewayFunction]:
+    """The agent's functions exactly as chat assembles them for this user, with MCP annotations."""
+    return list(listing(principal).functions)
 
 
 def fingerprint(principal: Principal) -> str:
@@ -173,7 +227,7 @@ def fingerprint(principal: Principal) -> str:
         current = refresh(principal)
     except NotFound:
         return ""
-    return fingerprint_of(current, list_functions(current))
+    return listing(current).fingerprint
 
 
 def fingerprint_of(principal: Principal, functions: list[GatewayFunction]) -> str:
@@ -193,7 +247,7 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
     the same user calls the same function with the same arguments through this agent after that, the
     run's result is answered (once) instead of a second run or a second request.
     """
-    functions = {f.name: f for f in list_functions(principal)}
+    functions = listing(principal).by_name
     fn = functions.get(name)
     if fn is None:
         return CallOutcome(ToolResult.fail(codes.NOT_FOUND, f"unknown tool {name!r}; available: {sorted(functions)}"))
@@ -322,8 +376,10 @@ def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
 
 
 def _secrets(principal: Principal, fn: GatewayFunction) -> list[str]:
-    tool = tool_selectors.tool_get(tenant=principal.tenant, tool_id=fn.function.tool_id)
-    return secret_values(tool.type, tool.config)
+    try:
+        return list(tool_selectors.tool_snapshot(tenant=principal.tenant, tool_id=fn.function.tool_id).secrets)
+    except ToolNotFound:
+        return []  # deleted since the listing: nothing of it can be in a result any more
 
 
 def redacted_arguments(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from agents_app.runtime.transcript import (
     pending_calls,
     steps_taken,
 )
+from core import tracing
 from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, REFUSED, ToolResult
@@ -247,14 +248,24 @@ def run(
                 client = ModelClient(model, http_client=http_client)
             turn: ModelTurn | None = None
             _refresh_system(messages, system)
-            try:
-                for item in client.stream_turn(messages, tools):
-                    if isinstance(item, str):
-                        yield "message.delta", {"text": item}
-                    else:
-                        turn = item
-            except ModelError as exc:
-                yield "error", {"code": exc.code, "message": exc.message, "steps": steps}
+            failed: ModelError | None = None
+            with tracing.span(f"chat {model.model}", {"gen_ai.operation.name": "chat",
+                                                      "gen_ai.request.model": model.model,
+                                                      "toolhub.step": steps + 1}, kind="client",
+                              current=False) as current:
+                try:
+                    for item in client.stream_turn(messages, tools):
+                        if isinstance(item, str):
+                            yield "message.delta", {"text": item}
+                        else:
+                            turn = item
+                except ModelError as exc:
+                    failed = exc
+                    tracing.set_attributes(current, **{"error.type": exc.code})
+                if turn is not None:
+                    tracing.set_attributes(current, **{"gen_ai.response.tool_calls": len(turn.tool_calls)})
+            if failed is not None:
+                yield "error", {"code": failed.code, "message": failed.message, "steps": steps}
                 return
             assert turn is not None
             steps += 1

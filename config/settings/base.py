@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "core.logging.RequestIdMiddleware",
+    "core.http_tracing.TracingMiddleware",  # only with an OTLP endpoint (core.tracing); else it removes itself
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, API docs) straight from the web process; no separate file server needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -99,6 +100,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
         }
     )
+    if "DB_CONN_MAX_AGE" not in os.environ:
+        # Keep each thread's connection: opening one runs the PRAGMAs above and closing the last one
+        # checkpoints the WAL, which cost several ms on every request and every gateway call.
+        DATABASES["default"]["CONN_MAX_AGE"] = 300
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -123,6 +128,10 @@ TOOLHUB_MAX_JSON_DEPTH = int(os.environ.get("TOOLHUB_MAX_JSON_DEPTH", "1000"))
 
 # Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
 TOOLHUB_AUTH_CACHE_S = int(os.environ.get("TOOLHUB_AUTH_CACHE_S", "30"))
+# Invoke's tool/function reads and the gateway's principal and toolset are kept in process memory this long
+# at most (0 = off); any change to a tenant's tools, functions, agents, links or grants drops them at once
+# in every process (core.hotcache).
+TOOLHUB_HOT_CACHE_S = int(os.environ.get("TOOLHUB_HOT_CACHE_S", "60"))
 
 # core.api resolves the request tenant through this (core imports no app).
 TOOLHUB_TENANT_RESOLVER = "tenants_app.resolution.resolve_tenant"

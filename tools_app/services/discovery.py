@@ -139,7 +139,8 @@ def _body(probe: Probe, changes: dict[str, list[str]]) -> dict[str, Any]:
 def probe_and_record(tool: Tool) -> Probe:
     """Probe, and feed the outcome to the breaker (the Test button, refreshes and health checks alike)."""
     probe = probe_tool(tool)
-    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""))
+    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""),
+                          tenant_id=tool.tenant_id)
     return probe
 
 

@@ -12,6 +12,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core import hotcache
 from tools_app.models import Tool, ToolStatus, ToolType
 
 log = logging.getLogger(__name__)
@@ -19,9 +20,13 @@ LAST_ERROR_CHARS = 2000
 
 
 @transaction.atomic
-def record_outcome(*, tool_id: int, ok: bool, error: str = "") -> None:
+def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | None = None) -> None:
     """Success resets the breaker; the Nth consecutive failure opens it for the cooldown."""
     now = timezone.now()
+    # Bulk updates send no signals: invoke's and the gateway's snapshots of this tool are dropped here.
+    if tenant_id is None:
+        tenant_id = Tool.objects.filter(pk=tool_id).values_list("tenant_id", flat=True).first()
+    hotcache.bump_tenant(tenant_id)
     if ok:
         Tool.objects.filter(pk=tool_id).update(
             consecutive_failures=0, disabled_until=None, last_ok_at=now, last_checked_at=now, last_error=""

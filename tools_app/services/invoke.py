@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
+from core import tracing
 from core.secrets import redact, scrub_text, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters, selectors
@@ -61,8 +62,13 @@ class Invocation:
         return out
 
 
-def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any) -> ToolFunction:
-    """Everything that must hold before a call; raises _Refused with a ToolResult code."""
+def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any,
+                   snapshot: selectors.ToolSnapshot | None = None) -> ToolFunction:
+    """Everything that must hold before a call; raises _Refused with a ToolResult code.
+
+    With the tool's `snapshot`, its functions and the user's usable tools come from memory (core.hotcache);
+    without, from the database.
+    """
     if tool.status != ToolStatus.ENABLED:
         raise _Refused(codes.DISABLED, f"tool {tool.name!r} is disabled")
     if tool.in_failure_window:
@@ -71,9 +77,14 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
             f"tool {tool.name!r} failed {tool.consecutive_failures} times in a row and is paused until "
             f"{tool.disabled_until:%Y-%m-%d %H:%M:%S} UTC",
         )
-    if not selectors.usable_tools(tenant=tenant, user=actor).filter(pk=tool.pk).exists():
+    if snapshot is not None:
+        usable = tool.pk in selectors.usable_tool_ids(tenant=tenant, user=actor)
+        functions: Mapping[str, ToolFunction] = snapshot.functions
+    else:
+        usable = selectors.usable_tools(tenant=tenant, user=actor).filter(pk=tool.pk).exists()
+        functions = {f.name: f for f in tool.functions.all()}
+    if not usable:
         raise _Refused(codes.DISABLED, f"you may not use tool {tool.name!r} (no use_tool permission)")
-    functions = {f.name: f for f in tool.functions.all()}
     fn = functions.get(function)
     if fn is None or fn.state == FunctionState.REMOVED:
         known = sorted(n for n, f in functions.items() if f.state == FunctionState.ACTIVE)
@@ -126,16 +137,24 @@ def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None)
 def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None, actor: Any = None) -> ToolResult:
     """Dispatch to the runtime of the tool's type. Never raises for a tool failure."""
     started = time.monotonic()
-    try:
-        if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
-            result = adapters.pool().call(adapters.server_spec(tool), function, arguments, on_progress=on_progress)
-        elif tool.type == ToolType.BUILTIN:
-            result = run_registered(tool, function, arguments, actor)
-        else:
-            spec = adapters.http_spec(tool)
-            result = run_http_tool(spec, arguments, policy=adapters.outbound_policy(timeout_s=float(spec.timeout_s)))
-    except RuntimeToolError as exc:
-        result = ToolResult.fail(exc.result_code, exc.message)
+    mcp = tool.type in (ToolType.LOCAL, ToolType.REMOTE)
+    with tracing.span(f"tools/call {function}" if mcp else f"{tool.type.lower()} {function}",
+                      {"mcp.method.name": "tools/call" if mcp else None, "gen_ai.tool.name": function,
+                       "toolhub.tool": tool.name, "toolhub.tool.type": tool.type}, kind="client") as current:
+        try:
+            if mcp:
+                result = adapters.pool().call(adapters.server_spec(tool), function, arguments,
+                                              on_progress=on_progress)
+            elif tool.type == ToolType.BUILTIN:
+                result = run_registered(tool, function, arguments, actor)
+            else:
+                spec = adapters.http_spec(tool)
+                result = run_http_tool(spec, arguments,
+                                       policy=adapters.outbound_policy(timeout_s=float(spec.timeout_s)))
+        except RuntimeToolError as exc:
+            result = ToolResult.fail(exc.result_code, exc.message)
+        tracing.set_attributes(current, **{"toolhub.success": result.success,
+                                           "error.type": result.error_code or None})
     result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)
     return result
 
@@ -165,15 +184,38 @@ def tool_invoke(
     transaction that is rolled back, without approval (nothing it does is kept); it answers what would
     have changed and is audited as a dry run. Any other tool refuses it (DRY_RUN_UNSUPPORTED).
     """
-    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
-    secrets = secret_values(tool.type, tool.config)
+    with tracing.span("toolhub.invoke", {"toolhub.tenant": tenant.slug, "toolhub.function": function,
+                                         "toolhub.via": via, "toolhub.approved": approved,
+                                         "toolhub.dry_run": dry_run}) as current:
+        done = _invoke(tenant=tenant, actor=actor, tool_id=tool_id, function=function, arguments=arguments,
+                       approved=approved, agent=agent, conversation=conversation, on_progress=on_progress, via=via,
+                       dry_run=dry_run)
+        tracing.set_attributes(current, **{"toolhub.tool": done.call.tool_name, "toolhub.call_id": done.call.pk,
+                                           "toolhub.status": done.call.status,
+                                           "error.type": done.result.error_code or None})
+        return done
+
+
+def _invoke(
+    *, tenant: Tenant, actor: Any, tool_id: Any, function: str, arguments: Any, approved: bool, agent: Any,
+    conversation: Any, on_progress: Callable[[float, float | None, str | None], None] | None, via: str,
+    dry_run: bool,
+) -> Invocation:
+    # Warm, the tool, its functions and who may use it come from this process's memory (no query); any
+    # change to them drops the snapshot in every process first (tools_app.selectors.tool_snapshot). A call
+    # a person approved is rare and may have waited long: it is checked against the rows themselves.
+    snapshot = selectors.tool_snapshot(tenant=tenant, tool_id=tool_id, fresh=approved)
+    checked_against = None if approved else snapshot
+    tool = snapshot.tool(tenant)
+    secrets = list(snapshot.secrets)
     # The one boundary: every result (body, audit, chat, breaker) is scrubbed here, before any cut.
     scrub = scrubber(secrets)
     fn: ToolFunction | None = None
     spec = plugins.spec_for(tool)
     title = plugins.call_title(tool, function, arguments)
     try:
-        fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
+        fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
+                            snapshot=checked_against)
         reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
         if reason:
             raise _Refused(codes.REFUSED, reason)
@@ -210,9 +252,9 @@ def tool_invoke(
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:
-                health.record_outcome(tool_id=tool.pk, ok=True)
+                health.record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
         else:
-            health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "")
+            health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id)
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
                  status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
                  conversation=conversation, via=via, title=title, dry_run=dry_run)

@@ -1,0 +1,128 @@
+"""Process-local snapshots of hot-path reads, valid while the shared generation numbers they were read under stand.
+
+A generation is one integer per scope in the shared cache (Redis in production): `auth` for identities and
+grants, `tenant:<id>` for a tenant's tools, functions, agents and links. Any change bumps its scope, now and
+again after commit (a reader that re-loaded the old rows between the two sees them dropped), so every
+process sharing the cache reloads on its next request. A snapshot lives in the memory of one process (never
+pickled into the shared cache: a tool's snapshot holds its decrypted config) and is found only under the
+very generations it was loaded at; TOOLHUB_HOT_CACHE_S bounds its life anyway, for writes that bypass the
+signals. Generations start at a random number, so a cleared cache never brings back an old snapshot.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+
+T = TypeVar("T")
+AUTH = "auth"
+_PREFIX = "toolhub:gen:"
+_MAX_ENTRIES = 4096
+
+
+def tenant_scope(tenant_id: Any) -> str:
+    return f"tenant:{int(tenant_id)}"
+
+
+def _fresh() -> int:
+    return secrets.randbits(62)
+
+
+def generations(*scopes: str) -> tuple[int, ...]:
+    """The current generation of each scope, in one round trip to the shared cache."""
+    keys = [_PREFIX + scope for scope in scopes]
+    found = cache.get_many(keys)
+    missing = [key for key in keys if key not in found]
+    for key in missing:
+        cache.add(key, _fresh(), timeout=None)
+    if missing:
+        found.update(cache.get_many(missing))
+    return tuple(int(found.get(key, 0)) for key in keys)
+
+
+def _bump_now(scopes: tuple[str, ...]) -> None:
+    for scope in scopes:
+        key = _PREFIX + scope
+        try:
+            cache.incr(key)
+        except ValueError:
+            cache.set(key, _fresh(), timeout=None)
+
+
+def bump(*scopes: str) -> None:
+    """Drop every snapshot read under these scopes, in every process: now, and again after commit."""
+    _bump_now(scopes)
+    transaction.on_commit(lambda: _bump_now(scopes))
+
+
+def bump_tenant(tenant_id: Any) -> None:
+    if tenant_id is not None:
+        bump(tenant_scope(tenant_id))
+
+
+class _Snapshots:
+    """A small LRU of (kind, key) -> (stamp, expires, value), shared by the process's threads."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple[str, Hashable], tuple[tuple[int, ...], float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, key: Hashable, stamp: tuple[int, ...], now: float) -> tuple[bool, Any]:
+        with self._lock:
+            item = self._items.get((kind, key))
+            if item is None or item[0] != stamp or item[1] <= now:
+                return False, None
+            self._items.move_to_end((kind, key))
+            return True, item[2]
+
+    def put(self, kind: str, key: Hashable, stamp: tuple[int, ...], expires: float, value: Any) -> None:
+        with self._lock:
+            self._items[(kind, key)] = (stamp, expires, value)
+            self._items.move_to_end((kind, key))
+            while len(self._items) > _MAX_ENTRIES:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_snapshots = _Snapshots()
+
+
+def remembered(kind: str, key: Hashable, scopes: tuple[str, ...], load: Callable[[], T],
+               *, valid_until: Callable[[T], float | None] | None = None) -> T:
+    """`load()`'s value for (kind, key), reused while `scopes` keep the generations it was loaded under.
+
+    `valid_until(value)` may shorten its life to a wall-clock time (time.time()) after which the value
+    would answer differently without any write (a breaker's pause running out).
+    """
+    ttl = float(settings.TOOLHUB_HOT_CACHE_S)
+    if ttl <= 0:
+        return load()
+    stamp = generations(*scopes)
+    now = time.time()
+    hit, value = _snapshots.get(kind, key, stamp, now)
+    if hit:
+        return value  # type: ignore[no-any-return]
+    value = load()
+    expires = now + ttl
+    if valid_until is not None:
+        until = valid_until(value)
+        if until is not None:
+            expires = min(expires, until)
+    _snapshots.put(kind, key, stamp, expires, value)
+    return value
+
+
+def clear_local() -> None:
+    """Forget this process's snapshots (tests; the shared generations are left alone)."""
+    _snapshots.clear()

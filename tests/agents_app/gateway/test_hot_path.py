@@ -1,0 +1,79 @@
+"""The gateway's hot path: a warm tools/call resolves the caller and the agent's toolset from memory and writes
+only its audit row; every change that alters tools/list is seen on the next message (and by list_changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents_app.gateway import service
+from tools_app import adapters
+
+NAME = "inventory__get_inventory"
+ARGS = {"sku": "DEMO-001"}
+
+
+@pytest.fixture(autouse=True)
+def _close_pool() -> Any:
+    yield
+    adapters.pool().close_all()
+
+
+def principal(setup: Any) -> service.Principal:
+    found = service.authenticate(token=setup.token, tenant_slug=setup.tenant.slug, agent_id=str(setup.agent_id))
+    assert found is not None
+    return found
+
+
+def test_a_warm_call_queries_only_to_write_its_audit_row(setup: Any) -> None:
+    first = service.call_function(principal(setup), NAME, ARGS)
+    assert first.result.success, first.result
+    with CaptureQueriesContext(connection) as ctx:
+        who = principal(setup)
+        fingerprint = service.fingerprint(who)
+        done = service.call_function(who, NAME, ARGS)
+        secrets = service.secrets_of(who, done.function)
+    assert done.result.success and fingerprint and secrets == []
+    queries = [q["sql"] for q in ctx.captured_queries]
+    assert len(queries) == 1 and queries[0].startswith('INSERT INTO "tools_app_toolcall"'), queries
+
+
+def test_a_change_reaches_the_next_listing_and_call(setup: Any) -> None:
+    who = principal(setup)
+    before = service.fingerprint(who)
+    assert NAME in {f.name for f in service.list_functions(who)}
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"enabled": False},
+                           format="json")
+    assert resp.status_code == 200, resp.content
+    who = principal(setup)
+    assert NAME not in {f.name for f in service.list_functions(who)}
+    assert service.fingerprint(who) != before  # what makes the watcher send list_changed
+    refused = service.call_function(who, NAME, ARGS)
+    assert refused.result.error_code == "NOT_FOUND"
+
+
+def test_an_agent_edit_and_a_disable_reach_the_next_message(setup: Any) -> None:
+    who = principal(setup)
+    assert service.call_function(who, NAME, ARGS).result.success
+    resp = setup.api.patch(f"/api/v1/agents/{setup.agent_id}/", {"description": "changed"}, format="json")
+    assert resp.status_code == 200, resp.content
+    assert principal(setup).agent.description == "changed"
+    resp = setup.api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": []}, format="json")
+    assert resp.status_code == 200, resp.content
+    assert service.list_functions(principal(setup)) == []
+    resp = setup.api.patch(f"/api/v1/agents/{setup.agent_id}/", {"status": "DISABLED"}, format="json")
+    assert resp.status_code == 200, resp.content
+    with pytest.raises(service.NotFound):
+        principal(setup)
+
+
+def test_a_revoked_token_is_refused_on_the_next_message(setup: Any) -> None:
+    from rest_framework.authtoken.models import Token
+
+    assert principal(setup)
+    Token.objects.filter(key=setup.token).delete()
+    assert service.authenticate(token=setup.token, tenant_slug=setup.tenant.slug,
+                                agent_id=str(setup.agent_id)) is None

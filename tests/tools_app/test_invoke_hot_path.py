@@ -1,0 +1,114 @@
+"""The lean invoke path: a warm invoke writes its audit row and reads nothing else from the database; any
+change to the tool, its functions or the caller's grants still holds on the very next call."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from guardian.shortcuts import assign_perm, remove_perm
+
+from tenants_app.models import Role
+from tests.fixtures.mcp_servers import INVENTORY
+from tools_app import adapters
+from tools_app.models import CallStatus, Tool, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ARGS = {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}
+
+
+@pytest.fixture
+def inventory(api: Any) -> Iterator[int]:
+    resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20}}, format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
+    yield tool_id
+    adapters.pool().close_all()
+
+
+def invoke(client: Any, tool_id: int) -> dict[str, Any]:
+    resp = client.post(f"/api/v1/tools/{tool_id}/invoke/", ARGS, format="json")
+    assert resp.status_code == 200, resp.content
+    return dict(resp.json())
+
+
+def warm_queries(client: Any, tool_id: int) -> list[str]:
+    assert invoke(client, tool_id)["success"]  # warms the pool, the identity cache and the snapshots
+    with CaptureQueriesContext(connection) as ctx:
+        body = invoke(client, tool_id)
+    assert body["success"] is True and ToolCall.objects.filter(pk=body["call_id"], status=CallStatus.OK).exists()
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+@pytest.mark.parametrize("role", [Role.ADMIN, Role.MEMBER])
+def test_a_warm_invoke_makes_one_query_its_audit_row(tenant: Any, member_client: Any, inventory: int,
+                                                     role: Role) -> None:
+    queries = warm_queries(member_client(tenant, role), inventory)
+    assert len(queries) == 1, queries
+    assert queries[0].startswith('INSERT INTO "tools_app_toolcall"')
+
+
+def test_disable_and_enable_hold_on_the_next_call(api: Any, inventory: int) -> None:
+    assert invoke(api, inventory)["success"]
+    assert api.put(f"/api/v1/tools/{inventory}/status/", {"status": "DISABLED"}, format="json").status_code == 200
+    refused = invoke(api, inventory)
+    assert refused["success"] is False and refused["error_code"] == "DISABLED"
+    assert api.put(f"/api/v1/tools/{inventory}/status/", {"status": "ENABLED"}, format="json").status_code == 200
+    assert invoke(api, inventory)["success"]
+
+
+def test_a_disabled_function_is_refused_on_the_next_call(api: Any, inventory: int) -> None:
+    assert invoke(api, inventory)["success"]
+    resp = api.patch(f"/api/v1/tools/{inventory}/functions/get_inventory/", {"enabled": False}, format="json")
+    assert resp.status_code == 200, resp.content
+    refused = invoke(api, inventory)
+    assert refused["error_code"] == "DISABLED" and "disabled" in refused["error"]
+
+
+def test_a_grant_to_someone_else_narrows_the_tool_on_the_next_call(tenant: Any, member_client: Any,
+                                                                   inventory: int) -> None:
+    member, other = member_client(tenant, Role.MEMBER), member_client(tenant, Role.MEMBER)
+    assert invoke(member, inventory)["success"]
+    tool = Tool.objects.get(pk=inventory)
+    assign_perm("tools_app.use_tool", other.user, tool)  # the tool is now restricted to its grantees
+    refused = invoke(member, inventory)
+    assert refused["error_code"] == "DISABLED" and "use_tool" in refused["error"]
+    assert invoke(other, inventory)["success"]
+    remove_perm("tools_app.use_tool", other.user, tool)
+    assert invoke(member, inventory)["success"]
+
+
+def test_a_demoted_member_is_refused_on_the_next_call(tenant: Any, member_client: Any, inventory: int) -> None:
+    from tenants_app.models import Membership
+
+    member = member_client(tenant, Role.MEMBER)
+    assert invoke(member, inventory)["success"]
+    membership = Membership.objects.get(user=member.user, tenant=tenant)
+    membership.role = Role.VIEWER
+    membership.save()
+    assert member.post(f"/api/v1/tools/{inventory}/invoke/", ARGS, format="json").status_code == 403
+
+
+def test_a_deleted_tool_is_not_found_on_the_next_call(api: Any, inventory: int) -> None:
+    assert invoke(api, inventory)["success"]
+    assert api.delete(f"/api/v1/tools/{inventory}/").status_code == 204
+    resp = api.post(f"/api/v1/tools/{inventory}/invoke/", ARGS, format="json")
+    assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
+
+
+def test_another_tenants_tool_stays_not_found_warm(api: Any, other_api: Any, inventory: int) -> None:
+    assert invoke(api, inventory)["success"]  # the snapshot is warm in this process
+    resp = other_api.post(f"/api/v1/tools/{inventory}/invoke/", ARGS, format="json")
+    assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
+
+
+def test_with_the_hot_cache_off_every_call_reads_the_rows(api: Any, inventory: int, settings: Any) -> None:
+    settings.TOOLHUB_HOT_CACHE_S = 0
+    queries = warm_queries(api, inventory)
+    assert len(queries) > 1 and any("tools_app_tool" in q and q.startswith("SELECT") for q in queries)
