@@ -15,7 +15,9 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -36,19 +38,46 @@ def _fresh() -> int:
     return secrets.randbits(62)
 
 
+# One request reads each generation once (its token, membership, tool and grants then agree with each other);
+# a bump in the same request forgets them, so the request sees its own writes.
+_request_memo: ContextVar[dict[str, int] | None] = ContextVar("toolhub_hotcache_generations", default=None)
+
+
+@contextmanager
+def request_scope() -> Iterator[None]:
+    """Around one HTTP request or gateway message (core.logging's middleware, the gateway's ASGI app)."""
+    token = _request_memo.set({})
+    try:
+        yield
+    finally:
+        _request_memo.reset(token)
+
+
 def generations(*scopes: str) -> tuple[int, ...]:
-    """The current generation of each scope, in one round trip to the shared cache."""
-    keys = [_PREFIX + scope for scope in scopes]
-    found = cache.get_many(keys)
-    missing = [key for key in keys if key not in found]
-    for key in missing:
-        cache.add(key, _fresh(), timeout=None)
-    if missing:
-        found.update(cache.get_many(missing))
-    return tuple(int(found.get(key, 0)) for key in keys)
+    """The current generation of each scope, in one round trip to the shared cache (none when this request
+    already read them)."""
+    memo = _request_memo.get()
+    wanted = [scope for scope in scopes if memo is None or scope not in memo]
+    if wanted:
+        keys = [_PREFIX + scope for scope in wanted]
+        found = cache.get_many(keys)
+        missing = [key for key in keys if key not in found]
+        for key in missing:
+            cache.add(key, _fresh(), timeout=None)
+        if missing:
+            found.update(cache.get_many(missing))
+        read = {scope: int(found.get(_PREFIX + scope, 0)) for scope in wanted}
+        if memo is None:
+            return tuple(read[scope] for scope in scopes)
+        memo.update(read)
+    assert memo is not None
+    return tuple(memo[scope] for scope in scopes)
 
 
 def _bump_now(scopes: tuple[str, ...]) -> None:
+    memo = _request_memo.get()
+    if memo is not None:
+        memo.clear()
     for scope in scopes:
         key = _PREFIX + scope
         try:

@@ -13,6 +13,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from core import hotcache
+
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("toolhub_request_id", default="")
 call_id: contextvars.ContextVar[str] = contextvars.ContextVar("toolhub_call_id", default="")
 _INCOMING_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -59,7 +61,8 @@ class RequestIdMiddleware:
         rid = incoming if _INCOMING_ID.match(incoming) else uuid.uuid4().hex
         token = request_id.set(rid)
         try:
-            response = self.get_response(request)
+            with hotcache.request_scope():
+                response = self.get_response(request)
         finally:
             request_id.reset(token)
         response["X-Request-ID"] = rid

@@ -118,6 +118,15 @@ def set_attributes(current: Any, **attributes: Any) -> None:
         current.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
 
+def current_context() -> Any:
+    """The active trace context (to hand to work that runs in another task), None when tracing is off."""
+    if _tracer is None:
+        return None
+    from opentelemetry import context
+
+    return context.get_current()
+
+
 def extract(headers: Mapping[str, str]) -> Any:
     """The caller's trace context from W3C `traceparent`/`tracestate` headers (None when tracing is off)."""
     if _tracer is None:

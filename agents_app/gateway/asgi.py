@@ -23,7 +23,7 @@ from mcp.server.sse import SseServerTransport
 from starlette.types import Receive, Scope, Send
 
 from agents_app.gateway import service
-from agents_app.gateway.server import PRINCIPAL_KEY, ListChangedWatcher, build_server, db
+from agents_app.gateway.server import PRINCIPAL_KEY, TRACE_KEY, ListChangedWatcher, build_server, db
 from agents_app.gateway.sessions import SharedSessionManager
 from core import tracing
 from core.errors import NotFound
@@ -141,7 +141,7 @@ class GatewayApp:
         with tracing.span(f"MCP {scope.get('method', '')}", {"http.request.method": scope.get("method"),
                                                              "url.path": scope["path"]},
                           kind="server", context=tracing.extract(headers)):
-            await self._request(scope, receive, send)
+            await self._request({**scope, TRACE_KEY: tracing.current_context()}, receive, send)
 
     async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = PATH_RE.match(scope["path"])

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 
 from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
+from core import hotcache, tracing
 from core.errors import NotFound
 from core.secrets import scrub_text
 from tools_app.runtime import approval_policy
@@ -33,6 +34,7 @@ from tools_app.runtime import approval_policy
 logger = logging.getLogger(__name__)
 
 PRINCIPAL_KEY = "toolhub.principal"
+TRACE_KEY = "toolhub.trace_context"  # the HTTP request span's context, for handlers (core.tracing)
 SERVER_VERSION = "1"
 T = TypeVar("T")
 
@@ -43,7 +45,10 @@ async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     def job() -> T:
         close_old_connections()
         try:
-            return fn(*args, **kwargs)
+            # One hop reads each snapshot generation once. Not wider: a session's handlers run in a task
+            # spawned under its first request's context, which must not pin that request's reads.
+            with hotcache.request_scope():
+                return fn(*args, **kwargs)
         finally:
             close_old_connections()
 
@@ -240,6 +245,16 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
                         ) -> types.CallToolResult:
+        if not tracing.enabled():
+            return await _call_tool(ctx, params)
+        # The handler runs in the session's task: its span hangs under this message's HTTP request span.
+        parent = getattr(ctx.request, "scope", {}).get(TRACE_KEY) if ctx.request is not None else None
+        with tracing.span(f"tools/call {params.name}", {"mcp.method.name": "tools/call",
+                                                        "gen_ai.tool.name": params.name}, context=parent):
+            return await _call_tool(ctx, params)
+
+    async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+                         ) -> types.CallToolResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
         outcome, rendered = await db(_call, principal, params.name, arguments)

@@ -57,6 +57,7 @@ class Receiver:
                         value = a.value
                         attributes[a.key] = getattr(value, value.WhichOneof("value"))
                     self.spans.append({"name": span.name, "trace_id": span.trace_id.hex(),
+                                       "start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
                                        "span_id": span.span_id.hex(), "parent": span.parent_span_id.hex(),
                                        "kind": span.kind, "attributes": attributes, "service": service,
                                        "status": span.status.code})
@@ -175,5 +176,9 @@ def test_a_gateway_tools_call_is_traced(receiver: Receiver, tenant: Any, member_
     exported(receiver)
     [invoke] = [s for s in receiver.named("toolhub.invoke") if s["attributes"].get("toolhub.via") == "gateway"]
     [mcp] = receiver.named("tools/call get_inventory")
+    [handler] = receiver.named("tools/call inventory__get_inventory")
     http = {s["span_id"]: s for s in receiver.named("MCP POST")}
-    assert invoke["parent"] in http and mcp["parent"] == invoke["span_id"]
+    assert mcp["parent"] == invoke["span_id"] and invoke["parent"] == handler["span_id"]
+    request = http[handler["parent"]]  # the POST that carried this tools/call, not the session's first one
+    assert request["start"] <= handler["start"] and handler["end"] <= request["end"]
+    assert request["trace_id"] == handler["trace_id"] == invoke["trace_id"] == mcp["trace_id"]
