@@ -212,8 +212,8 @@ def _assemble(principal: Principal) -> Listing:
     paused = (Tool.objects.filter(tenant=principal.tenant, pk__in=linked, disabled_until__gt=timezone.now())
               .order_by("disabled_until").values_list("disabled_until", flat=True).first()) if linked else None
     return Listing(functions=functions, by_name=MappingProxyType({f.name: f for f in functions}),
-                         fingerprint=fingerprint_of(principal, list(functions)),
-                         valid_until=paused.timestamp() if paused is not None else None)
+                   fingerprint=fingerprint_of(principal, list(functions)),
+                   valid_until=paused.timestamp() if paused is not None else None)
 
 
 def list_functions(principal: Principal) -> list[GatewayFunction]:
