@@ -16,9 +16,9 @@ from core.secrets import KEEP, MASK
 from market_app import services
 from market_app.catalog import suggest_tool_name
 from market_app.models import MarketEntry, MarketSource
-from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin
-from tenants_app.models import Role, Tenant
-from tenants_app.selectors import memberships_for_user, tenants_for_admin
+from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, current_tenant, current_tenants
+from tenants_app.models import Tenant
+from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
 
 
@@ -160,15 +160,6 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
             self.message_user(request, f"{source.name}: {counts_line(counts)}", level)
 
 
-def target_tenant(user: Any, entry: MarketEntry) -> Tenant | None:
-    """Where the admin's Load goes: the entry source's tenant, else the user's first owner/admin tenant."""
-    if entry.source.tenant_id is not None:
-        return entry.source.tenant
-    membership = memberships_for_user(user=user).filter(role__in=[Role.OWNER, Role.ADMIN]).order_by(
-        "tenant__slug").first()
-    return membership.tenant if membership else None
-
-
 class LoadForm(forms.Form):
     """Load an entry: the tool's name, the tenant, and a value per declared variable (secret ones write-only)."""
 
@@ -221,13 +212,13 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 *super().get_urls()]
 
     def _tenants(self, request: HttpRequest, entry: MarketEntry) -> QuerySet[Tenant]:
-        """Where this user may load the entry: its source's tenant, or (global entries) any tenant they manage."""
-        managed = tenants_for_admin(user=request.user)
-        return managed.filter(pk=entry.source.tenant_id) if entry.source.tenant_id else managed.order_by("slug")
+        """Where the entry loads: the tenant the admin works in (an entry shown is that tenant's or global)."""
+        tenants = current_tenants(request)
+        return tenants.filter(pk=entry.source.tenant_id) if entry.source.tenant_id else tenants
 
     def _loaded_tools(self, request: HttpRequest, entry: MarketEntry) -> list[Tool]:
-        return list(Tool.objects.filter(market_entry=entry, tenant__in=tenants_for_admin(user=request.user))
-                    .select_related("tenant").order_by("tenant__slug", "name"))
+        return list(Tool.objects.filter(market_entry=entry, tenant__in=current_tenants(request))
+                    .select_related("tenant").order_by("name"))
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
@@ -280,12 +271,14 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             note = f" {updated.message}" if updated.message else ""
             self.message_user(request, f"Updated {tool.name} to the current {entry.name} (config version "
                                        f"{updated.tool.config_version}); your values were kept.{note}")
+        if request.POST.get("back") == "tool":  # the button on the tool's own page
+            return HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]))
         return HttpResponseRedirect(reverse("admin:market_app_marketentry_change", args=[entry.pk]))
 
     @admin.action(description="Load into my tenant")
     def load_into_tenant(self, request: HttpRequest, queryset: QuerySet[MarketEntry]) -> None:
         for entry in queryset:
-            tenant = target_tenant(request.user, entry)
+            tenant = current_tenant(request)  # the tenant the admin works in (entries shown are its or global)
             if tenant is None:
                 self.message_user(request, f"{entry.name}: you are owner or admin of no tenant", messages.ERROR)
                 continue

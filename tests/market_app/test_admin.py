@@ -160,3 +160,20 @@ def test_entry_load_page_offers_only_own_tenants(tenant: Any, other_tenant: Any)
                        {"tenant": other_tenant.pk, "name": "x"}).status_code == 404
     refused = client.post(f"/admin/market_app/marketentry/{shared.pk}/load/", {"tenant": other_tenant.pk, "name": "x"})
     assert refused.status_code == 200 and not Tool.objects.filter(name="x").exists()
+
+
+def test_tool_page_offers_the_market_update(root: Client, tenant: Any) -> None:
+    source = SourceFactory(tenant=tenant)
+    entry = EntryFactory(source=source, name="io.example/kb2", kind="REMOTE",
+                         install={"url": "https://kb.example.test/mcp", "transport": "streamable_http"})
+    root.post(f"/admin/market_app/marketentry/{entry.pk}/load/", {"tenant": tenant.pk, "name": "kb2"})
+    tool = Tool.objects.get(tenant=tenant, name="kb2")
+    page = f"/admin/tools_app/tool/{tool.pk}/change/"
+    assert 'id="toolhub-market-update"' not in root.get(page).content.decode()
+    type(entry).objects.filter(pk=entry.pk).update(content_hash="v2", install={
+        "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
+    assert 'id="toolhub-market-update"' in root.get(page).content.decode()
+    back = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "back": "tool"})
+    assert back.status_code == 302 and back.url.endswith(page)
+    tool.refresh_from_db()
+    assert tool.config["url"].endswith("/v2") and tool.market_hash == "v2"

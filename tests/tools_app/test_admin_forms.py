@@ -222,3 +222,17 @@ def test_tenant_admin_sees_nothing_of_another_tenant(tenant: Any) -> None:
                 f"/admin/tools_app/toolfunction/?tool__id__exact={theirs.pk}"):
         body = client.get(url, follow=True).content.decode()
         assert "theirs" not in body, url
+
+
+def test_function_switch_on_the_tool_page(staff: Client, tenant: Any) -> None:
+    tool = ToolFactory(tenant=tenant, name="remote")
+    fn = ToolFunction.objects.create(tool=tool, name="lookup", schema_hash="a", approved_hash="a", input_schema={})
+    page = staff.get(f"/admin/tools_app/tool/{tool.pk}/change/").content.decode()
+    assert 'form="toolhub-fn-form" name="toggle" value="lookup:0"' in page and 'id="toolhub-fn-form"' in page
+    done = staff.post(f"/admin/tools_app/tool/{tool.pk}/function/", {"toggle": "lookup:0"}, follow=True)
+    assert "lookup is now disabled" in done.content.decode()
+    fn.refresh_from_db()
+    assert fn.enabled is False
+    assert 'value="lookup:1"' in done.content.decode()
+    missing = staff.post(f"/admin/tools_app/tool/{tool.pk}/function/", {"toggle": "nope:1"}, follow=True)
+    assert "has no function" in missing.content.decode()

@@ -67,8 +67,12 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
                                reverse("admin:tools_app_tool_changes", args=[obj.tool_id]))
         if obj.state == FunctionState.REMOVED:
             return ""
-        return format_html('<a href="{}?function={}">Try</a>', reverse("admin:tools_app_tool_try", args=[obj.tool_id]),
-                           obj.name)
+        # The buttons belong to a form outside the tool's own form (HTML `form` attribute): no nesting.
+        return format_html(
+            '<a href="{}?function={}">Try</a> <button type="submit" form="toolhub-fn-form" name="toggle" '
+            'value="{}:{}" class="toolhub-fn-toggle">{}</button>',
+            reverse("admin:tools_app_tool_try", args=[obj.tool_id]), obj.name, obj.name,
+            "0" if obj.enabled else "1", "Disable" if obj.enabled else "Enable")
 
 
 MAIN_FIELDS = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
@@ -140,6 +144,9 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
         if obj is not None:
             context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
+            entry = obj.market_entry
+            context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
+                and entry.status != "removed"
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="Config (masked)")

@@ -134,6 +134,7 @@ class ToolPagesMixin:
             path("<path:object_id>/status/", wrap(self.status_view), name="tools_app_tool_status"),
             path("<path:object_id>/try/", wrap(self.try_view), name="tools_app_tool_try"),
             path("<path:object_id>/changes/", wrap(self.changes_view), name="tools_app_tool_changes"),
+            path("<path:object_id>/function/", wrap(self.function_view), name="tools_app_tool_function"),
         ]
         return own + super().get_urls()  # type: ignore[misc]
 
@@ -198,6 +199,23 @@ class ToolPagesMixin:
             messages.error(request, f"Not changed: {exc.message}")
             return self._back(tool)
         messages.success(request, f"{tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
+        return self._back(tool)
+
+    def function_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A function's own switch (the buttons in the functions table): `toggle` is "<name>:1" or "<name>:0"."""
+        self._post_only(request)
+        tool = self._tool(request, object_id)
+        name, _, flag = request.POST.get("toggle", "").rpartition(":")
+        if flag not in ("0", "1") or not name:
+            messages.error(request, 'Not changed: send toggle="<function>:1" or "<function>:0"')
+            return self._back(tool)
+        try:
+            discovery.function_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk, name=name,
+                                      enabled=flag == "1", requires_approval=...)
+        except DomainError as exc:
+            messages.error(request, f"Not changed: {exc.message}")
+        else:
+            messages.success(request, f"{tool.name}.{name} is now {'enabled' if flag == '1' else 'disabled'}.")
         return self._back(tool)
 
     def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
