@@ -128,3 +128,24 @@ def test_rotation_keeps_every_config_readable(api: Any, settings: Any, capsys: A
                 list(Tool.objects.exclude(type="BUILTIN"))
     finally:
         crypto.reset_keys()
+
+
+def test_not_secret_entries_are_shown_and_never_reveal_a_stored_secret(api: Any) -> None:
+    created = api.post("/api/v1/tools/", {"name": "kb", "type": "REMOTE", "config": {
+        "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": f"Bearer {CANARY}", "X-Tenant": "acme"},
+        "not_secret": ["headers.X-Tenant"]}}, format="json")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["config_summary"]["headers"] == {"Authorization": "********", "X-Tenant": "acme"}
+    assert CANARY not in created.content.decode()
+    tool_id = body["id"]
+    reveal = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
+        "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "********", "X-Tenant": "acme"},
+        "not_secret": ["headers.Authorization", "headers.X-Tenant"]}}, format="json")
+    assert reveal.status_code == 400 and "config.headers.Authorization" in reveal.content.decode()
+    assert CANARY not in reveal.content.decode()
+    unknown = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
+        "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "********"}, "not_secret": ["headers.Nope"]}},
+        format="json")
+    assert unknown.status_code == 400 and unknown.json()["error"]["details"]["field"] == "config.not_secret"
+    assert Tool.objects.get(pk=tool_id).config["headers"]["Authorization"] == f"Bearer {CANARY}"
