@@ -85,16 +85,21 @@ def setup(base: str, token: str, model_url: str) -> tuple[int, int]:
 
 
 def web_pids() -> list[int]:
-    """gunicorn processes (masters and workers) of this topology."""
+    """gunicorn processes (masters and workers) of this topology: not another prod_local's on the machine
+    (a bench or a test run of someone else), which would count in the soak's RSS and fds."""
+    marker = f"TOOLHUB_PROD_LOCAL_DB={DB}".encode()
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+                if b"gunicorn" not in cmd or b"deploy/gunicorn.conf.py" not in cmd:
+                    continue
+                if marker not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    continue
             except OSError:
                 continue
-            if b"gunicorn" in cmd and b"deploy/gunicorn.conf.py" in cmd:
-                pids.append(int(entry))
+            pids.append(int(entry))
     return pids
 
 
@@ -109,14 +114,17 @@ def worker_pids() -> list[int]:
 
 
 def mcp_servers() -> list[int]:
+    """Inventory servers started by this topology's web workers."""
+    web = set(web_pids())
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-            if b"inventory_server.py" in cmd:
+            if b"inventory_server.py" in cmd and ppid in web:
                 found.append(int(entry))
     return found
 
