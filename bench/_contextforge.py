@@ -103,6 +103,9 @@ def running(executable: Path, upstream_url: str) -> Iterator[ContextForge]:
         "MCPGATEWAY_UI_ENABLED": "false", "MCPGATEWAY_ADMIN_API_ENABLED": "true",
         # The upstream is on loopback, which ContextForge refuses by default (as Toolhub's outbound guard does).
         "SSRF_ALLOW_LOCALHOST": "true", "CACHE_TYPE": "memory", "REDIS_URL": "", "LOG_LEVEL": "ERROR",
+        # Its per-user limit (100 MCP requests a minute) would refuse the bench; Toolhub's bench lifts its
+        # throttles the same way (TOOLHUB_THROTTLE_INVOKE).
+        "RATE_LIMITING_ENABLED": "false", "TOOL_RATE_LIMIT": "1000000",
         "HOST": "127.0.0.1", "PORT": str(port),
     }
     log = open(scratch / "contextforge.log", "wb")  # noqa: SIM115 - closed in finally
