@@ -56,3 +56,9 @@ class ApprovalDecided(Conflict):
 
 class NotApprover(PermissionDenied):
     code = "permission_denied"
+
+
+class InvalidAnswer(ToolError):
+    """An answer that does not fit the approval: a server question's schema, or an answer to no question."""
+
+    code = "invalid_answer"

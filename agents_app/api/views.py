@@ -79,6 +79,7 @@ def _collect(run: ChatRun) -> dict[str, Any]:
 
 def _respond(request: Request, run: ChatRun, stream: bool) -> StreamingHttpResponse | Response:
     if stream:
+        run.interactive = True  # the user sees events as they come, so a server may ask them mid-call
         return _stream(run)
     return Response(s.ChatOut(_collect(run)).data)
 

@@ -100,6 +100,9 @@ class _Call:
         }
 
 
+# Marks an event a running call posts (event_reporter), beside its progress reports.
+EVENT_KEY = "__event__"
+
 # Images larger than this (base64 characters) are shown as a placeholder, not streamed to the page.
 MAX_DISPLAY_IMAGE_CHARS = 1_500_000
 DISPLAY_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -163,6 +166,7 @@ def tool_message(call_id: str, content: str, result: ToolResult | None, vision: 
 
 class _ProgressSink(threading.local):
     sink: Callable[[float, float | None, str | None], None] | None = None
+    events: Callable[[str, dict[str, Any]], None] | None = None
 
 
 _progress = _ProgressSink()
@@ -171,6 +175,12 @@ _progress = _ProgressSink()
 def progress_reporter() -> Callable[[float, float | None, str | None], None] | None:
     """Inside an `execute` call: where the tool's progress goes (a `tool.progress` event), else None."""
     return _progress.sink
+
+
+def event_reporter() -> Callable[[str, dict[str, Any]], None] | None:
+    """Inside an `execute` call: how to put an event of this call into the run's stream while the call runs
+    (e.g. a server's question for the user); callable from any thread. None outside a call."""
+    return _progress.events
 
 
 def render_result(result: ToolResult, cap: int) -> str:
@@ -484,7 +494,7 @@ def _process_calls(
             yield "tool.result", call.result_event()
 
     if runnable:
-        # Workers post progress and completion to one queue, so progress streams while calls run.
+        # Workers post progress, events and completion to one queue, so they stream while calls run.
         posted: queue.Queue[tuple[_Call, ToolResult | None, dict[str, Any] | None]] = queue.Queue()
 
         def work(call: _Call) -> None:
@@ -493,11 +503,14 @@ def _process_calls(
             def report(progress: float, total: float | None, message: str | None) -> None:
                 posted.put((call, None, {"progress": progress, "total": total, "message": message}))
 
-            _progress.sink = report
+            def emit(name: str, data: dict[str, Any]) -> None:
+                posted.put((call, None, {EVENT_KEY: name, **data}))
+
+            _progress.sink, _progress.events = report, emit
             try:
                 result = _safe_execute(execute, call.fn, call.arguments, call.call_id)
             finally:
-                _progress.sink = None
+                _progress.sink = _progress.events = None
             posted.put((call, result, None))
 
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(runnable))) as pool:
@@ -506,6 +519,13 @@ def _process_calls(
             remaining = len(runnable)
             while remaining:
                 call, result, progress = posted.get()
+                if progress is not None and EVENT_KEY in progress:
+                    event = dict(progress)
+                    name = str(event.pop(EVENT_KEY))
+                    yield name, {"call_id": call.call_id, "name": call.name,
+                                 "tool": call.fn.tool_name if call.fn else None,
+                                 "function": call.fn.function if call.fn else None, **event}
+                    continue
                 if progress is not None:
                     yield "tool.progress", {"call_id": call.call_id, "name": call.name,
                                             "tool": call.fn.tool_name if call.fn else None,

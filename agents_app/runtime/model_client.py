@@ -273,3 +273,61 @@ class ModelClient:
             for _, slot in sorted(calls.items())
         ]
         yield turn
+
+
+def sampling_messages(params: dict[str, Any], vision: bool) -> list[dict[str, Any]]:
+    """An MCP sampling/createMessage request's messages in OpenAI form (system prompt first).
+
+    Text stays text; an image is an image part for a vision model, a placeholder otherwise; other content
+    (audio, tool use) is described, never dropped silently.
+    """
+    out: list[dict[str, Any]] = []
+    if params.get("systemPrompt"):
+        out.append({"role": "system", "content": str(params["systemPrompt"])})
+    for message in params.get("messages") or []:
+        role = "assistant" if message.get("role") == "assistant" else "user"
+        blocks = message.get("content")
+        blocks = blocks if isinstance(blocks, list) else [blocks]
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                parts.append({"type": "text", "text": str(block.get("text") or "")})
+            elif kind == "image" and vision and role == "user":
+                parts.append({"type": "image_url",
+                              "image_url": {"url": f"data:{block.get('mimeType')};base64,{block.get('data')}"}})
+            else:
+                parts.append({"type": "text", "text": f"[{kind or 'content'}: {block.get('mimeType') or 'not shown'}]"})
+        if all(p["type"] == "text" for p in parts):
+            out.append({"role": role, "content": "\n".join(p["text"] for p in parts)})
+        else:
+            out.append({"role": role, "content": parts})
+    return out
+
+
+def sample(config: ModelConfig, params: dict[str, Any], *, http_client: httpx2.Client | None = None) -> dict[str, Any]:
+    """Answer an MCP sampling/createMessage request with `config`'s model; the CreateMessageResult as JSON.
+
+    The request's `maxTokens`, `temperature` and `stopSequences` apply on top of the model's own params;
+    its model preferences are advisory and the agent's model is used. Raises ModelError only.
+    """
+    extra = dict(config.params)
+    if isinstance(params.get("maxTokens"), int):
+        extra["max_tokens"] = params["maxTokens"]
+    if isinstance(params.get("temperature"), int | float):
+        extra["temperature"] = params["temperature"]
+    if params.get("stopSequences"):
+        extra["stop"] = list(params["stopSequences"])
+    tuned = ModelConfig(base_url=config.base_url, model=config.model, api_key=config.api_key, params=extra,
+                        timeout_s=config.timeout_s)
+    turn: ModelTurn | None = None
+    with ModelClient(tuned, http_client=http_client) as client:
+        for item in client.stream_turn(sampling_messages(params, config.vision), []):
+            if isinstance(item, ModelTurn):
+                turn = item
+    assert turn is not None
+    stop = {"stop": "endTurn", "length": "maxTokens"}.get(turn.finish_reason or "", "endTurn")
+    return {"role": "assistant", "content": {"type": "text", "text": turn.content}, "model": config.model,
+            "stopReason": stop}

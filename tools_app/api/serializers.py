@@ -202,6 +202,13 @@ class ApprovalOut(serializers.ModelSerializer):
         return str(fn.safety) if fn is not None else str(tool.safety)
 
 
+class ApprovalApproveIn(StrictInputSerializer):
+    answer = serializers.DictField(
+        required=False, allow_null=True, default=None,
+        help_text="Only for a server's question held during a chat (MCP elicitation): the fields it asked for, "
+                  "checked against its schema; the answer goes back to the waiting call")
+
+
 class ApprovalDecisionOut(ApprovalOut):
     """Schema of a decision: the approval; approving a direct invoke adds the invoke body's fields."""
 

@@ -50,7 +50,9 @@ class ToolViewSet(TenantViewSet):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(s.ToolListOut(page, many=True).data)
 
-    @extend_schema(responses=s.ToolOut)
+    # The id is an integer here: the route's pattern is loose only for DELETE's comma-separated ids, and a
+    # string id in the schema would name `GET /tools/all/` (another operation) as this one.
+    @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)], responses=s.ToolOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
         return Response(s.ToolOut(self._tool(pk)).data)
 
@@ -231,20 +233,24 @@ class ApprovalViewSet(TenantViewSet):
         approval = selectors.approval_get_visible(tenant=request.tenant, user=request.user, approval_id=pk)  # type: ignore[attr-defined]
         return Response(s.ApprovalOut(approval).data)
 
-    def _decide(self, request: Request, pk: Any, approve: bool) -> Response:
+    def _decide(self, request: Request, pk: Any, approve: bool, answer: Any = None) -> Response:
         decision = approvals.approval_decide(
-            tenant=request.tenant, actor=request.user, approval_id=pk, approve=approve  # type: ignore[attr-defined]
+            tenant=request.tenant, actor=request.user, approval_id=pk, approve=approve,  # type: ignore[attr-defined]
+            answer=answer,
         )
         approval = selectors.approval_get_visible(
             tenant=request.tenant, user=request.user, approval_id=decision.approval.pk  # type: ignore[attr-defined]
         )
         return Response({**s.ApprovalOut(approval).data, **decision.body()})
 
-    @extend_schema(request=None, responses=s.ApprovalDecisionOut)
+    @extend_schema(request=s.ApprovalApproveIn, responses=s.ApprovalDecisionOut)
     @action(detail=True, methods=["post"], url_path="approve")
     def approve(self, request: Request, pk: Any = None) -> Response:
-        """Approve; a direct-invoke request runs now and the answer carries the invoke body."""
-        return self._decide(request, pk, approve=True)
+        """Approve; a direct-invoke request runs now and the answer carries the invoke body. A server's
+        question held during a chat (elicitation) is approved with `answer`."""
+        body = s.ApprovalApproveIn(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        return self._decide(request, pk, approve=True, answer=body.validated_data.get("answer"))
 
     @extend_schema(request=None, responses=s.ApprovalDecisionOut)
     @action(detail=True, methods=["post"], url_path="deny")

@@ -28,6 +28,12 @@ class LocalConfig(ConfigSpec):
         default=None, description="Directories offered to the server as MCP roots (absolute paths); "
                                    "null offers the tenant workspace, [] offers none")
     not_secret: list[str] = not_secret_field()
+    sampling: bool = Field(default=False, description="Offer MCP sampling: when an agent's call asks for a model "
+                                                      "completion, the agent's own model answers it once the "
+                                                      "chat's user approves (off by default)")
+    elicitation: bool = Field(default=True, description="Offer MCP elicitation: a server's question during a "
+                                                        "streamed chat is shown to the user, whose answer goes back; "
+                                                        "elsewhere it is declined with the reason")
 
     @field_validator("roots")
     @classmethod
@@ -62,4 +68,5 @@ class LocalConfig(ConfigSpec):
         return LocalSpec(command=self.command, args=tuple(self.args), env=tuple(sorted(self.env.items())),
                          cwd=self.cwd or None, startup_timeout_s=float(self.startup_timeout_s),
                          call_timeout_s=float(self.call_timeout_s), version_check=bool(self.version_check),
-                         roots=default_roots if self.roots is None else tuple(self.roots))
+                         roots=default_roots if self.roots is None else tuple(self.roots),
+                         sampling=self.sampling, elicitation=self.elicitation)

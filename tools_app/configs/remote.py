@@ -29,6 +29,12 @@ class RemoteConfig(ConfigSpec):
         "HTTP headers sent with every request (e.g. Authorization); values are secret unless listed in not_secret")
     timeout_s: float = timeout(30, "Connect and per-call timeout")
     not_secret: list[str] = not_secret_field()
+    sampling: bool = Field(default=False, description="Offer MCP sampling: when an agent's call asks for a model "
+                                                      "completion, the agent's own model answers it once the "
+                                                      "chat's user approves (off by default)")
+    elicitation: bool = Field(default=True, description="Offer MCP elicitation: a server's question during a "
+                                                        "streamed chat is shown to the user, whose answer goes back; "
+                                                        "elsewhere it is declined with the reason")
 
     @field_validator("url")
     @classmethod
@@ -48,4 +54,4 @@ class RemoteConfig(ConfigSpec):
 
     def target(self) -> RemoteSpec:
         return RemoteSpec(url=self.url, transport=self.transport, headers=tuple(sorted(self.headers.items())),
-                          timeout_s=float(self.timeout_s))
+                          timeout_s=float(self.timeout_s), sampling=self.sampling, elicitation=self.elicitation)

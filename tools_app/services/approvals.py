@@ -9,6 +9,7 @@ Who may see: the requester and the tenant's owners/admins; to anyone else an app
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,13 +23,14 @@ from core.secrets import scrub_text
 from tenants_app.models import Tenant
 from tools_app import selectors
 from tools_app.configs import secret_values
-from tools_app.errors import ApprovalDecided, ApprovalExpired, NotApprover
+from tools_app.errors import ApprovalDecided, ApprovalExpired, InvalidAnswer, NotApprover
 from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, Tool, ToolFunction
 from tools_app.runtime import approval_policy
 from tools_app.runtime import result as codes
+from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.plugin import ApprovalCard
 from tools_app.runtime.result import ToolResult
-from tools_app.runtime.schemas import canonical_json
+from tools_app.runtime.schemas import canonical_json, validate_arguments
 
 if TYPE_CHECKING:
     from tools_app.services.invoke import Invocation
@@ -138,6 +140,96 @@ def _pending_identical(*, tenant: Tenant, actor: Any, tool: Tool, function: str,
     return None
 
 
+# --- a server's own requests during a call (MCP sampling and elicitation) ----------------------------------
+
+# Key of `held_arguments` that marks an approval as a server's mid-call request, not a held call.
+CLIENT_REQUEST = "client_request"
+CLIENT_REQUEST_KINDS = {"sampling": "a completion from the agent's model (MCP sampling)",
+                        "elicitation": "an answer from you (MCP elicitation)"}
+CLIENT_REQUEST_POLL_S = 0.2
+
+
+@transaction.atomic
+def client_request_hold(*, tenant: Tenant, actor: Any, tool: Tool | int, function: str, kind: str,
+                        question: dict[str, Any], agent: Any = None, conversation: Any = None,
+                        wait_s: float) -> Approval:
+    """Hold a server's sampling or elicitation request, made during an agent's call, for the chat's user.
+
+    It is an approval like any other (an audit row awaiting approval plus a pending Approval via the chat),
+    so the same rule says who decides (`may_decide`) and the same API decides; the question is kept
+    (encrypted) with it, and an elicitation's answer comes with the approval. It expires when the call
+    can no longer use the answer (`wait_s`).
+    """
+    from tools_app.services.invoke import audit
+
+    if not isinstance(tool, Tool):
+        tool = selectors.tool_get(tenant=tenant, tool_id=tool)
+    secrets = secret_values(tool.type, tool.config)
+    asks = CLIENT_REQUEST_KINDS[kind]
+    held = ToolResult.fail(codes.APPROVAL_REQUIRED, f"{tool.name}.{function} asks for {asks}")
+    call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments={"request": kind}, result=held,
+                 status=CallStatus.AWAITING_APPROVAL, secrets=secrets, agent=agent, conversation=conversation,
+                 via=ApprovalVia.CHAT)
+    return Approval.objects.create(
+        tenant=tenant, tool_call=call, requested_by=actor, via=ApprovalVia.CHAT, count=1, warning="",
+        held_arguments={CLIENT_REQUEST: kind, "question": question},
+        expires_at=timezone.now() + timedelta(seconds=max(1.0, wait_s)),
+    )
+
+
+def client_request_wait(*, tenant: Tenant, approval_id: int, wait_s: float) -> tuple[str, dict[str, Any] | None]:
+    """Block until the held request is decided or `wait_s` passes (then it expires); (status, answer).
+
+    Polls the database, so a decision made through any web process counts.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        status = Approval.objects.filter(pk=approval_id, tenant=tenant).values_list("status", flat=True).first()
+        if status != ApprovalStatus.PENDING or time.monotonic() >= deadline:
+            break
+        time.sleep(CLIENT_REQUEST_POLL_S)
+    with transaction.atomic():
+        approval = Approval.objects.select_for_update(of=("self",)).select_related("tool_call").get(pk=approval_id)
+        if approval.status == ApprovalStatus.PENDING:
+            _expire_one(approval, reason="was not answered in time", now=timezone.now())
+            return ApprovalStatus.EXPIRED, None
+        held = approval.held_arguments if isinstance(approval.held_arguments, dict) else {}
+        if approval.held_arguments is not None:
+            approval.held_arguments = None
+            approval.save(update_fields=["held_arguments"])
+        return approval.status, held.get("answer")
+
+
+def client_request_of(approval: Approval) -> str | None:
+    """"sampling"/"elicitation" when the approval holds a server's mid-call request, else None."""
+    held = approval.held_arguments
+    kind = held.get(CLIENT_REQUEST) if isinstance(held, dict) else None
+    return kind if kind in CLIENT_REQUEST_KINDS else None
+
+
+def _check_answer(approval: Approval, kind: str | None, approve: bool, answer: Any) -> dict[str, Any] | None:
+    if answer is None and not (kind == "elicitation" and approve):
+        return None
+    if kind != "elicitation":
+        raise InvalidAnswer("only a server's question (an elicitation) takes an answer; this approval has none")
+    if not approve:
+        raise InvalidAnswer("a denied question takes no answer")
+    question = (approval.held_arguments or {}).get("question") or {}
+    if answer is None:
+        if question.get("mode", "form") != "form":
+            return {}  # a URL question is accepted without fields
+        answer = {}  # approving without an answer sends no fields: fine only if the server requires none
+    if not isinstance(answer, dict):
+        raise InvalidAnswer("answer must be a JSON object of the fields the server asked for")
+    schema = question.get("requestedSchema")
+    if isinstance(schema, dict):
+        try:
+            validate_arguments(schema, answer)
+        except InvalidParams as exc:
+            raise InvalidAnswer(f"the answer does not fit the server's question: {exc.message}") from None
+    return answer
+
+
 @dataclass
 class ApprovalDecision:
     """A recorded decision; `invocation` is the call's outcome when approving ran it (invoke, gateway)."""
@@ -164,14 +256,18 @@ def may_decide(*, tenant: Tenant, actor: Any, approval: Approval) -> tuple[bool,
     )
 
 
-def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool) -> ApprovalDecision:
+def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool,
+                    answer: Any = None) -> ApprovalDecision:
     """Approve or deny a pending request; approving a direct-invoke or gateway request runs the call.
+
+    A server's question held during a chat (elicitation) is approved with the user's `answer` (checked
+    against the question's schema), which goes back to the waiting call; denying declines it.
 
     An approval the actor may not see is NotFound (exactly like a missing one); one they may see but
     not decide is NotApprover (403); an expired one is marked expired and refused (409); a decided one
     is refused (409), so two concurrent approvals run the call once.
     """
-    approval, expired = _decide(tenant=tenant, actor=actor, approval_id=approval_id, approve=approve)
+    approval, expired = _decide(tenant=tenant, actor=actor, approval_id=approval_id, approve=approve, answer=answer)
     if expired:
         raise ApprovalExpired(
             "this approval request expired; send the request again",
@@ -184,7 +280,7 @@ def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bo
 
 
 @transaction.atomic
-def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool) -> tuple[Approval, bool]:
+def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool, answer: Any = None) -> tuple[Approval, bool]:
     approval = selectors.approval_get_visible(tenant=tenant, user=actor, approval_id=approval_id, for_update=True)
     allowed, why = may_decide(tenant=tenant, actor=actor, approval=approval)
     if not allowed:
@@ -197,16 +293,24 @@ def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool) -> t
     if approval.expires_at <= now:
         _expire_one(approval, reason="expired", now=now)
         return approval, True
+    kind = client_request_of(approval)
+    checked = _check_answer(approval, kind, approve, answer)
     approval.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
     approval.decided_by, approval.decided_at = actor, now
     held = approval.held_arguments
-    approval.held_arguments = None
+    # A server's question keeps the answer for the waiting call (client_request_wait clears it).
+    approval.held_arguments = {**held, "answer": checked} if kind and isinstance(held, dict) else None
     approval.save(update_fields=["status", "decided_by", "decided_at", "held_arguments"])
     approval.held_arguments = held  # kept in memory for the run that follows the commit
     if not approve:
         call = approval.tool_call
         call.status, call.error = CallStatus.DENIED, "denied by a person"
         call.save(update_fields=["status", "error"])
+    elif kind:
+        call = approval.tool_call
+        call.status, call.error_code, call.error = CallStatus.OK, "", ""
+        call.result_excerpt = "answered by a person" if kind == "elicitation" else "approved by a person"
+        call.save(update_fields=["status", "error_code", "error", "result_excerpt"])
     return approval, False
 
 

@@ -32,6 +32,7 @@ from tools_app.runtime import result as codes
 from tools_app.runtime.content import excerpt
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
+from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.services import health, plugins
@@ -134,7 +135,8 @@ def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None)
     return result
 
 
-def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None, actor: Any = None) -> ToolResult:
+def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None, actor: Any = None,
+        client_requests: ClientRequests | None = None) -> ToolResult:
     """Dispatch to the runtime of the tool's type. Never raises for a tool failure."""
     started = time.monotonic()
     mcp = tool.type in (ToolType.LOCAL, ToolType.REMOTE)
@@ -144,7 +146,7 @@ def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any =
         try:
             if mcp:
                 result = adapters.pool().call(adapters.server_spec(tool), function, arguments,
-                                              on_progress=on_progress)
+                                              on_progress=on_progress, client_requests=client_requests)
             elif tool.type == ToolType.BUILTIN:
                 result = run_registered(tool, function, arguments, actor)
             else:
@@ -172,6 +174,7 @@ def tool_invoke(
     on_progress: Callable[[float, float | None, str | None], None] | None = None,
     via: str = ApprovalVia.INVOKE,
     dry_run: bool = False,
+    client_requests: ClientRequests | None = None,
 ) -> Invocation:
     """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input.
 
@@ -183,13 +186,16 @@ def tool_invoke(
     `dry_run` is a trial run: only for a registered tool whose effects a rollback undoes, run inside a
     transaction that is rolled back, without approval (nothing it does is kept); it answers what would
     have changed and is audited as a dry run. Any other tool refuses it (DRY_RUN_UNSUPPORTED).
+
+    `client_requests` answers the server's sampling and elicitation requests during the call (the chat's);
+    without it they are declined with the reason.
     """
     with tracing.span("toolhub.invoke", {"toolhub.tenant": tenant.slug, "toolhub.function": function,
                                          "toolhub.via": via, "toolhub.approved": approved,
                                          "toolhub.dry_run": dry_run}) as current:
         done = _invoke(tenant=tenant, actor=actor, tool_id=tool_id, function=function, arguments=arguments,
                        approved=approved, agent=agent, conversation=conversation, on_progress=on_progress, via=via,
-                       dry_run=dry_run)
+                       dry_run=dry_run, client_requests=client_requests)
         tracing.set_attributes(current, **{"toolhub.tool": done.call.tool_name, "toolhub.call_id": done.call.pk,
                                            "toolhub.status": done.call.status,
                                            "error.type": done.result.error_code or None})
@@ -199,7 +205,7 @@ def tool_invoke(
 def _invoke(
     *, tenant: Tenant, actor: Any, tool_id: Any, function: str, arguments: Any, approved: bool, agent: Any,
     conversation: Any, on_progress: Callable[[float, float | None, str | None], None] | None, via: str,
-    dry_run: bool,
+    dry_run: bool, client_requests: ClientRequests | None = None,
 ) -> Invocation:
     # Warm, the tool, its functions and who may use it come from this process's memory (no query); any
     # change to them drops the snapshot in every process first (tools_app.selectors.tool_snapshot). A call
@@ -248,7 +254,7 @@ def _invoke(
                      status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
                      conversation=conversation, via=via, title=title, dry_run=dry_run)
         return Invocation(result, call, changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict())
-    result = run(tool, function, arguments, on_progress, actor=actor).scrubbed(scrub)
+    result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests).scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:

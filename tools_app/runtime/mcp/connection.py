@@ -29,6 +29,7 @@ from tools_app.runtime.errors import (
     ToolTimeout,
     WrongTransport,
 )
+from tools_app.runtime.mcp.client_requests import NOBODY, ClientRequestRefused, ClientRequests
 from tools_app.runtime.mcp.discovery import FunctionInfo, build_discovery, list_all_tools, to_tool_result
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
@@ -92,6 +93,8 @@ class Connection:
         self._fresh_listing = False
         # Log lists of the calls in flight: a server's log message goes to every call running when it came.
         self._log_sinks: list[list[dict[str, Any]]] = []
+        # Who answers a server's sampling/elicitation request: the handlers of the calls in flight.
+        self._askers: list[ClientRequests] = []
         self._roots_asked = asyncio.Event()
         self._channel: StdioChannel | HttpChannel | None = None
         self._failed = asyncio.Event()
@@ -132,6 +135,8 @@ class Connection:
                     client_info=CLIENT_INFO,
                     list_roots_callback=self._list_roots if self._roots() else None,
                     logging_callback=self._on_log,
+                    sampling_callback=self._on_sampling if self.spec.target.sampling else None,
+                    elicitation_callback=self._on_elicitation if self.spec.target.elicitation else None,
                 ))
                 self.session = session
                 with anyio.fail_after(self.spec.startup_timeout_s):
@@ -174,6 +179,49 @@ class Connection:
         for sink in self._log_sinks:
             if len(sink) < MAX_LOGS_PER_CALL:
                 sink.append(entry)
+
+    def _asker(self) -> tuple[ClientRequests | None, str]:
+        """The handlers of the call the server's request belongs to, or (None, why it cannot be told).
+
+        JSON-RPC does not say which of our requests a server request belongs to; with one call in flight
+        (or several of the same asker) it is that call's. Several callers at once cannot be told apart, and
+        guessing could put one user's question to another, so the request is declined.
+        """
+        askers = {id(a): a for a in self._askers}
+        if len(askers) == 1:
+            return next(iter(askers.values())), ""
+        if not askers:
+            return None, "declined: the server asked outside any tool call"
+        return None, ("declined: several calls from different callers are running on this session, so Toolhub "
+                      "cannot tell which one the request belongs to")
+
+    async def _ask(self, handler: Any, payload: dict[str, Any]) -> dict[str, Any] | types.ErrorData:
+        try:
+            answer: dict[str, Any] = await anyio.to_thread.run_sync(handler, payload, abandon_on_cancel=True)
+            return answer
+        except ClientRequestRefused as exc:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=self.redact(exc.message))
+        except Exception as exc:  # noqa: BLE001 - a handler's failure is the server's answer, not ours
+            return types.ErrorData(code=types.INTERNAL_ERROR,
+                                   message=f"declined: Toolhub could not answer ({type(exc).__name__})")
+
+    async def _on_sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        asker, why = self._asker()
+        if asker is None or asker.sample is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=why or (asker or NOBODY).no_sample)
+        answer = await self._ask(asker.sample, params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if isinstance(answer, types.ErrorData):
+            return answer
+        return types.CreateMessageResult.model_validate(answer)
+
+    async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        asker, why = self._asker()
+        if asker is None or asker.elicit is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=why or (asker or NOBODY).no_elicit)
+        answer = await self._ask(asker.elicit, params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if isinstance(answer, types.ErrorData):
+            return answer
+        return types.ElicitResult.model_validate(answer)
 
     async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         target = self.spec.target
@@ -226,11 +274,12 @@ class Connection:
         return scrub_text(text, (value for _name, value in pairs))
 
     def exited(self) -> bool:
-        """A LOCAL server whose process is already gone, or a legacy SSE session whose stream ended (the
-        server restarted or stopped): nothing sent on this session can reach it."""
+        """A LOCAL server whose process is already gone, a legacy SSE session whose stream ended, or an HTTP
+        session whose transport already failed while idle (e.g. the streamable GET stream could not reconnect
+        to a restarting server): nothing sent on this session can reach it."""
         channel = self._channel
         if isinstance(channel, HttpChannel):
-            return channel.stream_ended
+            return channel.stream_ended or channel.failure is not None
         return isinstance(channel, StdioChannel) and channel.process.returncode is not None
 
     def never_reached(self) -> bool:
@@ -352,18 +401,22 @@ class Connection:
         return build_discovery(self.init_result, functions, int((time.monotonic() - started) * 1000))
 
     async def call(
-        self, function: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFn | None = None
+        self, function: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFn | None = None,
+        client_requests: ClientRequests | None = None,
     ) -> ToolResult:
         """One tools/call; connection-level failures mark the connection broken so the pool replaces it.
 
         With `on_progress` the request carries a progressToken and each progress notification is passed on.
-        The server's log messages sent meanwhile come back in `meta["logs"]`.
+        The server's log messages sent meanwhile come back in `meta["logs"]`. A sampling or elicitation
+        request the server makes meanwhile goes to `client_requests` (none: declined with the reason).
         """
         session = self._require_session()
         self.inflight += 1
         self.last_used = time.monotonic()
         logs: list[dict[str, Any]] = []
         self._log_sinks.append(logs)
+        asker = client_requests or NOBODY
+        self._askers.append(asker)
         progress_callback = None
         if on_progress is not None:
             report = on_progress
@@ -384,6 +437,7 @@ class Connection:
             return out
         finally:
             self._log_sinks.remove(logs)
+            self._askers.remove(asker)
             self.inflight -= 1
             self.last_used = time.monotonic()
 

@@ -24,6 +24,7 @@ from tools_app.runtime.errors import (
     ToolTimeout,
     WrongTransport,
 )
+from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.connection import Connection, ProgressFn, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
@@ -114,14 +115,15 @@ class SessionPool:
         return self._run(self._discover(spec), spec.startup_timeout_s + spec.call_timeout_s + SYNC_SLACK_S)
 
     def call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None,
-             on_progress: ProgressFn | None = None) -> ToolResult:
+             on_progress: ProgressFn | None = None, client_requests: ClientRequests | None = None) -> ToolResult:
         """One tools/call through the warm session; every failure comes back as a failed ToolResult.
 
-        `on_progress(progress, total, message)` is called (on the pool's thread) for each progress notification.
+        `on_progress(progress, total, message)` is called (on the pool's thread) for each progress notification;
+        the server's sampling/elicitation requests during the call go to `client_requests` (else declined).
         """
         timeout = timeout_s or spec.call_timeout_s
         try:
-            return self._run(self._call(spec, function, arguments, timeout, on_progress),
+            return self._run(self._call(spec, function, arguments, timeout, on_progress, client_requests),
                              spec.startup_timeout_s + timeout + SYNC_SLACK_S)
         except ToolTimeout as exc:
             return ToolResult.fail(TIMEOUT, exc.message)
@@ -184,8 +186,9 @@ class SessionPool:
         return await self._on_loop(self._discover(spec))
 
     async def acall(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float | None = None,
-                    on_progress: ProgressFn | None = None) -> ToolResult:
-        return await self._on_loop(self._call(spec, function, arguments, timeout_s or spec.call_timeout_s, on_progress))
+                    on_progress: ProgressFn | None = None, client_requests: ClientRequests | None = None) -> ToolResult:
+        return await self._on_loop(self._call(spec, function, arguments, timeout_s or spec.call_timeout_s, on_progress,
+                                              client_requests))
 
     # ---- loop-side implementation ----------------------------------------------------------------
 
@@ -310,14 +313,15 @@ class SessionPool:
             raise
 
     async def _call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
-                    on_progress: ProgressFn | None = None) -> ToolResult:
+                    on_progress: ProgressFn | None = None, client_requests: ClientRequests | None = None) -> ToolResult:
         started = time.monotonic()
-        result = await self._call_inner(spec, function, arguments, timeout_s, on_progress)
+        result = await self._call_inner(spec, function, arguments, timeout_s, on_progress, client_requests)
         result.cost_ms = int((time.monotonic() - started) * 1000)
         return result
 
     async def _call_inner(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
-                          on_progress: ProgressFn | None = None) -> ToolResult:
+                          on_progress: ProgressFn | None = None,
+                          client_requests: ClientRequests | None = None) -> ToolResult:
         try:
             conn = await self._acquire(spec)
             if conn.exited():
@@ -344,7 +348,7 @@ class SessionPool:
         except InvalidParams as exc:
             return ToolResult.fail("INVALID_PARAMS", exc.message, **exc.details)
         try:
-            result = await conn.call(function, arguments, timeout_s, on_progress)
+            result = await conn.call(function, arguments, timeout_s, on_progress, client_requests)
         finally:
             if conn.broken is not None or conn.retired:
                 self._retire(conn)
@@ -357,7 +361,7 @@ class SessionPool:
         except RuntimeToolError:
             return result
         try:
-            return await fresh.call(function, arguments, timeout_s, on_progress)
+            return await fresh.call(function, arguments, timeout_s, on_progress, client_requests)
         finally:
             if fresh.broken is not None or fresh.retired:
                 self._retire(fresh)

@@ -16,6 +16,9 @@ class LocalSpec:
     version_check: bool = False
     # Directories offered to the server as MCP roots (absolute paths); empty offers no roots capability.
     roots: tuple[str, ...] = ()
+    # Client capabilities offered in initialize (see runtime.mcp.client_requests).
+    sampling: bool = False
+    elicitation: bool = True
 
     # Env values are secrets: keep them out of reprs that may reach logs.
     def __repr__(self) -> str:
@@ -32,6 +35,8 @@ class RemoteSpec:
     transport: str = "streamable_http"
     headers: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 30
+    sampling: bool = False
+    elicitation: bool = True
 
     # Header values are secrets: keep them out of reprs that may reach logs.
     def __repr__(self) -> str:
