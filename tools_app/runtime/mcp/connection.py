@@ -283,13 +283,15 @@ class Connection:
         return isinstance(channel, StdioChannel) and channel.process.returncode is not None
 
     def never_reached(self) -> bool:
-        """The last failure proves the request never ran: the server forgot the session (404 after a restart)
+        """The last failure proves the request never ran: the server forgot the session (404, or 400, after a restart)
         or the connection could not even be made. Only then is one retry on a fresh session safe."""
         broken = self.broken
         if self.unsent:
             return True
         if isinstance(broken, RemoteHTTPError):
-            return broken.details.get("status") == 404
+            # 404 is the spec's answer to an unknown session; the TypeScript SDK's servers answer 400 ("No valid
+            # session ID"). Either way the HTTP layer refused the request before any tool ran.
+            return broken.details.get("status") in (400, 404)
         return isinstance(broken, ConnectionFailed) and "ConnectError" in broken.message
 
     def _where(self) -> str:

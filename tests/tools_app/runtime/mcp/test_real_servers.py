@@ -108,3 +108,37 @@ def test_wrong_transport_probe_names_the_one_that_answers(pool: SessionPool, npm
             pool.probe(specs.remote(url, configured, timeout_s=10))
     assert caught.value.details["answered"] == answered
     assert f"set transport {answered!r}" in caught.value.message
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_the_first_call_after_the_real_server_restarts_succeeds(pool: SessionPool, npm_servers: None, specs: Specs,
+                                                                transport: str) -> None:
+    """server-everything restarted on the same port: the next call goes to a fresh session, with no error."""
+    from tests.fixtures.mcp_servers import free_port
+
+    port = free_port()
+    served = "streamableHttp" if transport == "streamable_http" else "sse"
+    with rs.everything_http(served, port=port) as (url, _proc):
+        spec = specs.remote(url, transport, timeout_s=20)
+        assert pool.call(spec, "echo", {"message": "before"}).text == "Echo: before"
+    with rs.everything_http(served, port=port):
+        after = pool.call(spec, "echo", {"message": "after"})
+    assert after.success and after.text == "Echo: after", after
+    assert pool.stats()["sessions_opened"] == 2
+
+
+def test_a_stdio_real_server_that_died_is_replaced_for_the_next_call(pool: SessionPool, npm_servers: None,
+                                                                     specs: Specs) -> None:
+    import os
+    import signal
+    import time
+
+    spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"], startup_timeout_s=30)
+    assert pool.call(spec, "echo", {"message": "one"}).success
+    pid = pool._conns[spec.key].pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)
+    again = pool.call(spec, "echo", {"message": "two"})
+    assert again.success and again.text == "Echo: two", again
+    assert pool.stats()["sessions_opened"] == 2
