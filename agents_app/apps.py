@@ -1,4 +1,4 @@
-"""Agents app config: connects the metrics and the snapshot invalidation signals."""
+"""Agents app config: connects the metrics, the snapshot invalidation signals and the intent routers' change signals."""
 
 from django.apps import AppConfig
 
@@ -9,9 +9,9 @@ class AgentsAppConfig(AppConfig):
     verbose_name = "Agents"
 
     def ready(self) -> None:
-        from agents_app import metrics
+        from agents_app import metrics, signals
+        from agents_app.intents import routing
 
         metrics.connect()
-        from agents_app import signals
-
         signals.connect()
+        routing.connect()

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.utils import timezone
 
 from agents_app import selectors as agent_selectors
@@ -38,12 +40,43 @@ class TreeIndex:
 
 
 _cache: dict[int, TreeIndex] = {}
+_checked: dict[int, tuple[int, float]] = {}  # tenant id -> (local generation, monotonic time of the last check)
 _lock = threading.Lock()
+_generation = 0  # bumped by every intent write in this process (signals, and again on commit)
 
 
 def clear_cache() -> None:
     with _lock:
         _cache.clear()
+        _checked.clear()
+
+
+def _bump() -> None:
+    global _generation
+    with _lock:
+        _generation += 1
+
+
+def tree_changed(**_: Any) -> None:
+    """Signal receiver: an intent node, example or function link changed in this process.
+
+    Bumped now and again after commit, so a route that re-read the old tree between the two rebuilds.
+    """
+    _bump()
+    transaction.on_commit(_bump)
+
+
+def connect() -> None:
+    from agents_app.models import IntentExample, IntentNode
+
+    for model in (IntentNode, IntentExample):
+        post_save.connect(tree_changed, sender=model, dispatch_uid=f"intents-save-{model.__name__}")
+        post_delete.connect(tree_changed, sender=model, dispatch_uid=f"intents-delete-{model.__name__}")
+    m2m_changed.connect(tree_changed, sender=IntentNode.functions.through, dispatch_uid="intents-functions")
+
+
+def _now() -> float:
+    return time.monotonic()
 
 
 def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
@@ -85,16 +118,26 @@ def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
 
 
 def tree_index(*, tenant: Tenant) -> TreeIndex:
-    """The tenant's router, rebuilt only when its tree signature changed."""
-    signature = selectors.tree_signature(tenant=tenant)
+    """The tenant's router, rebuilt only when its tree signature changed.
+
+    A warm route reads nothing from the database: the signature is read again only after a write in this
+    process, or every TOOLHUB_INTENT_RECHECK_S seconds for writes made by other processes.
+    """
+    recheck = float(getattr(settings, "TOOLHUB_INTENT_RECHECK_S", 2.0))
     with _lock:
         cached = _cache.get(tenant.pk)
-    if cached is not None and cached.signature == signature:
+        generation = _generation
+        last = _checked.get(tenant.pk)
+    now = _now()
+    if cached is not None and last is not None and last[0] == generation and now - last[1] < recheck:
         return cached
-    built = _build(tenant, signature)
+    signature = selectors.tree_signature(tenant=tenant)
+    if cached is None or cached.signature != signature:
+        cached = _build(tenant, signature)
     with _lock:
-        _cache[tenant.pk] = built
-    return built
+        _cache[tenant.pk] = cached
+        _checked[tenant.pk] = (generation, now)
+    return cached
 
 
 def _qualified(toolset: Toolset) -> dict[FnKey, str]:

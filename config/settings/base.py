@@ -327,3 +327,5 @@ TOOLHUB_MCP_ELICIT_TIMEOUT_S = float(os.environ.get("TOOLHUB_MCP_ELICIT_TIMEOUT_
 TOOLHUB_INTENT_THRESHOLD = float(os.environ.get("TOOLHUB_INTENT_THRESHOLD", "0.35"))
 TOOLHUB_INTENT_MARGIN = float(os.environ.get("TOOLHUB_INTENT_MARGIN", "0.1"))
 TOOLHUB_MODEL_TOOL_LIMIT = int(os.environ.get("TOOLHUB_MODEL_TOOL_LIMIT", "128"))
+# A warm intent router re-reads its tree signature after a local write, or this often for other processes'.
+TOOLHUB_INTENT_RECHECK_S = float(os.environ.get("TOOLHUB_INTENT_RECHECK_S", "2"))

@@ -345,3 +345,28 @@ def test_route_for_an_agent_names_its_functions_and_knowledge_tool(api: Any, ten
                                   "functions": ["books__book_search", "docs__search_docs"]}
     assert "info-weather" not in [m["intent"] for m in body["matches"]]  # the agent has no weather tool
     assert api.post("/api/v1/intents/route/", {"question": "x", "agent": 99999}, format="json").status_code == 404
+
+
+def test_a_warm_route_reads_no_tree_and_sees_changes(api: Any, tenant: Any, settings: Any,
+                                                      django_assert_num_queries: Any, monkeypatch: Any) -> None:
+    from agents_app.models import IntentNode
+
+    make_tree(api, tenant)
+    settings.TOOLHUB_INTENT_RECHECK_S = 60.0
+    clock = [1000.0]
+    monkeypatch.setattr(routing, "_now", lambda: clock[0])
+    first = routing.tree_index(tenant=tenant)
+    with django_assert_num_queries(0):
+        assert routing.tree_index(tenant=tenant) is first
+    # A write through this process is seen on the next route.
+    node = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "chat-hello")
+    assert api.patch(f"/api/v1/intents/{node['id']}/", {"status": "DISABLED", "version": 1},
+                     format="json").status_code == 200
+    second = routing.tree_index(tenant=tenant)
+    assert second is not first and "chat-hello" not in second.kinds
+    # A write by another process (no signal here) is seen once the recheck interval has passed.
+    IntentNode.objects.filter(tenant=tenant, code="chat-hello").update(status="ENABLED", version=3)
+    assert routing.tree_index(tenant=tenant) is second
+    clock[0] += 61.0
+    third = routing.tree_index(tenant=tenant)
+    assert third is not second and "chat-hello" in third.kinds
