@@ -191,7 +191,8 @@ TOOLHUB_DEV_KEY_FILE = Path(os.environ.get("TOOLHUB_DEV_KEY_FILE", VAR_DIR / "de
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        # One connection pool per process (core.cache): Django's own makes one per request under ASGI.
+        {"BACKEND": "core.cache.SharedPoolRedisCache", "LOCATION": REDIS_URL}
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
