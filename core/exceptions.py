@@ -35,8 +35,8 @@ _DRF_CODES: dict[type[Exception], str] = {
 }
 
 
-def _unavailable(exc: Exception) -> str | None:
-    """Which backing service is down, when the error is an outage rather than a bug."""
+def unavailable_service(exc: BaseException) -> str | None:
+    """Which backing service is down ("database", "cache"), when the error is an outage rather than a bug."""
     from django.db import InterfaceError, OperationalError
 
     if isinstance(exc, OperationalError | InterfaceError):
@@ -76,7 +76,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
         busy["Retry-After"] = "1"
         return busy
-    if (service := _unavailable(exc)) is not None:
+    if (service := unavailable_service(exc)) is not None:
         # A restart of PostgreSQL or Redis: say so and when to retry; the next request reconnects by itself.
         logger.warning("%s unavailable: %s", service, type(exc).__name__)
         outage = Response(

@@ -20,13 +20,21 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.sse import SseServerTransport
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service
-from agents_app.gateway.server import PRINCIPAL_KEY, TRACE_KEY, ListChangedWatcher, build_server, db
+from agents_app.gateway.server import (
+    PRINCIPAL_KEY,
+    TRACE_KEY,
+    ListChangedWatcher,
+    ServiceUnavailable,
+    build_server,
+    db,
+)
 from agents_app.gateway.sessions import SharedSessionManager
 from core import tracing
 from core.errors import NotFound
+from core.exceptions import unavailable_service
 
 logger = logging.getLogger(__name__)
 
@@ -135,13 +143,47 @@ class GatewayApp:
         if scope["type"] != "http":
             return
         if not tracing.enabled():
-            await self._request(scope, receive, send)
+            await self._guarded(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
         with tracing.span(f"MCP {scope.get('method', '')}", {"http.request.method": scope.get("method"),
                                                              "url.path": scope["path"]},
                           kind="server", context=tracing.extract(headers)):
-            await self._request({**scope, TRACE_KEY: tracing.current_context()}, receive, send)
+            await self._guarded({**scope, TRACE_KEY: tracing.current_context()}, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A restart of PostgreSQL or Redis answers 503 `service_unavailable` with Retry-After, as the API
+        does, not a 500 page; once a response has started there is nothing left to say it with."""
+        started = False
+        body_read = scope.get("method") not in ("POST", "PUT", "PATCH", "DELETE")
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        async def reading() -> Message:
+            nonlocal body_read
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body"):
+                body_read = True
+            return message
+
+        try:
+            await self._request(scope, reading, tracked)
+        except Exception as exc:
+            service = exc.service if isinstance(exc, ServiceUnavailable) else unavailable_service(exc)
+            if service is None or started:
+                raise
+            logger.warning("gateway: %s unavailable: %s", service, type(exc).__name__)
+            if not body_read:
+                await _drain(receive, scope)
+            retry = str(ServiceUnavailable.RETRY_AFTER_S).encode()
+            await _json(send, 503, {"error": {"code": "service_unavailable",
+                                              "message": f"The {service} is briefly unavailable; retry shortly.",
+                                              "details": {"service": service,
+                                                          "retry_after_s": ServiceUnavailable.RETRY_AFTER_S}}},
+                        [(b"retry-after", retry)])
 
     async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = PATH_RE.match(scope["path"])

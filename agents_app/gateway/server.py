@@ -28,6 +28,7 @@ from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
 from core.errors import NotFound
+from core.exceptions import unavailable_service
 from core.secrets import scrub_text
 from tools_app.runtime import approval_policy
 
@@ -37,6 +38,22 @@ PRINCIPAL_KEY = "toolhub.principal"
 TRACE_KEY = "toolhub.trace_context"  # the HTTP request span's context, for handlers (core.tracing)
 SERVER_VERSION = "1"
 T = TypeVar("T")
+
+
+class ServiceUnavailable(MCPError):
+    """PostgreSQL or Redis is restarting: a typed JSON-RPC error a client may retry, never the driver's text.
+
+    The HTTP layer (gateway.asgi) answers it, before a response has started, as the API's 503
+    `service_unavailable` with Retry-After."""
+
+    CODE = -32001  # JSON-RPC's implementation-defined server error range
+    RETRY_AFTER_S = 2
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        super().__init__(code=self.CODE, message=f"The {service} is briefly unavailable; retry shortly.",
+                         data={"code": "service_unavailable", "service": service,
+                               "retry_after_s": self.RETRY_AFTER_S})
 
 
 async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -49,6 +66,11 @@ async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             # spawned under its first request's context, which must not pin that request's reads.
             with hotcache.request_scope():
                 return fn(*args, **kwargs)
+        except Exception as exc:
+            if (service := unavailable_service(exc)) is None:
+                raise
+            logger.warning("gateway: %s unavailable: %s", service, type(exc).__name__)
+            raise ServiceUnavailable(service) from None
         finally:
             close_old_connections()
 

@@ -1,0 +1,75 @@
+"""A restart of PostgreSQL or Redis under the gateway: a 503 `service_unavailable` with Retry-After before the
+response has started, a typed JSON-RPC error inside a session; never a 500 page or the driver's message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx2
+import pytest
+from django.db import OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from agents_app.gateway import server, service
+from tests.agents_app.gateway.clients import connect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+
+
+@pytest.mark.parametrize(("exc", "what"), [
+    (OperationalError("terminating connection due to administrator command"), "database"),
+    (RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."), "cache"),
+])
+def test_an_outage_while_authenticating_answers_503_with_retry_after(
+    served: Any, setup: Any, monkeypatch: Any, exc: Exception, what: str
+) -> None:
+    def down(**kwargs: Any) -> Any:
+        raise exc
+
+    monkeypatch.setattr(service, "authenticate", down)
+    resp = httpx2.post(served.endpoint("acme", setup.agent_id), json=INITIALIZE,
+                       headers={**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"})
+    assert resp.status_code == 503
+    assert resp.headers["retry-after"] == "2"
+    error = resp.json()["error"]
+    assert error["code"] == "service_unavailable" and error["details"]["service"] == what
+    assert "administrator" not in resp.text and "refused" not in resp.text
+
+
+def test_an_outage_during_tools_call_is_a_typed_error_and_the_next_call_works(
+    served: Any, setup: Any, monkeypatch: Any
+) -> None:
+    real = server._call
+    state = {"down": True}
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if state["down"]:
+            raise OperationalError("terminating connection due to administrator command")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(server, "_call", flaky)
+
+    async def scenario() -> tuple[Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            try:
+                await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+            except Exception as exc:  # noqa: BLE001 - the SDK raises the JSON-RPC error
+                failed: Any = exc
+            else:
+                failed = None
+            state["down"] = False
+            return failed, await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    failed, after = asyncio.run(scenario())
+    assert failed is not None
+    error = failed.error
+    assert error.code == server.ServiceUnavailable.CODE
+    assert error.data == {"code": "service_unavailable", "service": "database", "retry_after_s": 2}
+    assert "administrator" not in json.dumps(error.model_dump())
+    assert not after.is_error and "DEMO-001" in after.content[0].text
