@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -20,8 +20,13 @@ LAST_ERROR_CHARS = 2000
 
 
 @transaction.atomic
-def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | None = None) -> None:
-    """Success resets the breaker; the Nth consecutive failure opens it for the cooldown."""
+def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | None = None,
+                   started_at: datetime | None = None) -> None:
+    """Success resets the breaker; the Nth consecutive failure opens it for the cooldown.
+
+    A failed call that started before the last failure was recorded (`started_at`) is the same incident, not
+    one more failure in a row: when a server process dies, every call in flight on it (in every web process)
+    fails at once, and counting each would pause a tool that the pool has already respawned."""
     now = timezone.now()
     # Bulk updates send no signals: invoke's and the gateway's snapshots of this tool are dropped here.
     if tenant_id is None:
@@ -32,9 +37,13 @@ def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | 
             consecutive_failures=0, disabled_until=None, last_ok_at=now, last_checked_at=now, last_error=""
         )
         return
-    Tool.objects.filter(pk=tool_id).update(
+    rows = Tool.objects.filter(pk=tool_id)
+    if started_at is not None:
+        rows = rows.exclude(consecutive_failures__gt=0, last_checked_at__gt=started_at)
+    if not rows.update(
         consecutive_failures=F("consecutive_failures") + 1, last_checked_at=now, last_error=error[:LAST_ERROR_CHARS]
-    )
+    ):
+        return
     Tool.objects.filter(pk=tool_id, consecutive_failures__gte=settings.TOOLHUB_BREAKER_THRESHOLD).update(
         disabled_until=now + timedelta(seconds=settings.TOOLHUB_BREAKER_COOLDOWN_S)
     )

@@ -6,10 +6,12 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from core import tracing
 from core.secrets import redact, scrub_text, scrubber
@@ -260,7 +262,8 @@ def _invoke(
             if tool.consecutive_failures or tool.last_ok_at is None:
                 health.record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
         else:
-            health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id)
+            health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id,
+                                  started_at=timezone.now() - timedelta(milliseconds=result.cost_ms or 0))
     call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
                  status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
                  conversation=conversation, via=via, title=title, dry_run=dry_run)
