@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import threading
 
+import pytest
+
 from core.cache import SharedPoolRedisCache
+from tests.fixtures.mcp_servers import free_port, wait_listening
 
 
 def pool_of(backend: SharedPoolRedisCache) -> object:
@@ -33,3 +38,35 @@ def test_other_servers_and_options_get_their_own_pool() -> None:
     assert pool_of(SharedPoolRedisCache("redis://127.0.0.1:6379/14", {})) is not pool_of(base)
     assert pool_of(SharedPoolRedisCache("redis://127.0.0.1:6379/15", {"OPTIONS": {"max_connections": 7}})) \
         is not pool_of(base)
+
+
+def _redis_server(port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(port, proc=proc)
+    return proc
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_the_shared_pool_reconnects_by_itself_after_redis_restarts() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    port = free_port()  # a server of this test's own: the shared Redis is never restarted by a test
+    server = _redis_server(port)
+    try:
+        backend = SharedPoolRedisCache(f"redis://127.0.0.1:{port}/0", {})
+        backend.set("k", 1)
+        assert backend.get("k") == 1
+        server.kill()
+        server.wait(10)
+        with pytest.raises(RedisConnectionError):  # mapped to 503 service_unavailable (core.exceptions)
+            backend.get("k")
+        server = _redis_server(port)
+        # The pool's connections died with the old server; the next command reconnects without a restart
+        # of the process (the data went with the old server: --save "").
+        assert backend.get("k") is None
+        backend.set("k", 2)
+        assert SharedPoolRedisCache(f"redis://127.0.0.1:{port}/0", {}).get("k") == 2
+    finally:
+        server.kill()
+        server.wait(10)
