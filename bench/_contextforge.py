@@ -86,8 +86,9 @@ def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 180) -> No
 
 
 @contextmanager
-def running(executable: Path, upstream_url: str) -> Iterator[ContextForge]:
-    """ContextForge on a free loopback port with SQLite, the upstream registered and one virtual server."""
+def running(executable: Path, upstream_url: str, *, workers: int = 1) -> Iterator[ContextForge]:
+    """ContextForge on a free loopback port with SQLite, the upstream registered and one virtual server;
+    `workers` uvicorn worker processes (bench/load/run.py gives it as many as Toolhub's web workers)."""
     scratch = ROOT / "var" / "bench-contextforge"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
@@ -109,7 +110,8 @@ def running(executable: Path, upstream_url: str) -> Iterator[ContextForge]:
         "HOST": "127.0.0.1", "PORT": str(port),
     }
     log = open(scratch / "contextforge.log", "wb")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen([str(executable), "--host", "127.0.0.1", "--port", str(port)], cwd=scratch, env=env,
+    extra = ["--workers", str(workers)] if workers > 1 else []
+    proc = subprocess.Popen([str(executable), "--host", "127.0.0.1", "--port", str(port), *extra], cwd=scratch, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
 

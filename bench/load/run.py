@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -65,7 +65,7 @@ def demo_model_script() -> Path:
     raise SystemExit("no demo model script found")
 
 
-def setup(base: str, token: str, model_url: str) -> tuple[int, int]:
+def setup(base: str, token: str, model_url: str) -> tuple[int, int, str]:
     import httpx2
 
     c = httpx2.Client(base_url=base, headers={"Authorization": f"Token {token}", "X-Tenant": "prod"}, timeout=60)
@@ -81,7 +81,7 @@ def setup(base: str, token: str, model_url: str) -> tuple[int, int]:
                                             "tools": [{"tool": tool["id"], "allowed_functions": None,
                                                        "requires_approval": False}]}).json()
     assert "id" in agent, agent
-    return int(tool["id"]), int(agent["id"])
+    return int(tool["id"]), int(agent["id"]), str(tool["name"])
 
 
 def web_pids() -> list[int]:
@@ -144,6 +144,8 @@ def footprint() -> tuple[int, int]:
 
 def locust(locust_bin: Path, env: dict[str, str], users: int, seconds: int, tag: str) -> subprocess.Popen[bytes]:
     OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{tag}-events.tsv").unlink(missing_ok=True)
+    env = {**env, "LOAD_EVENT_LOG": str(OUT / f"{tag}-events.tsv")}
     return subprocess.Popen(
         [str(locust_bin), "-f", str(Path(__file__).parent / "locustfile.py"), "--headless", "-u", str(users),
          "-r", str(users), "-t", f"{seconds}s", "--csv", str(OUT / tag), "--only-summary", "--stop-timeout", "10"],
@@ -186,81 +188,310 @@ def restart_postgres() -> None:
                    capture_output=True)
 
 
+
+def gateway_rows_ok(since: float, until: float) -> int:
+    import psycopg
+
+    with psycopg.connect(f"postgres://postgres@127.0.0.1:5432/{DB}") as conn:
+        row = conn.execute("SELECT count(*) FROM tools_app_toolcall WHERE via = 'gateway' AND status = 'ok' "
+                           "AND created_at >= to_timestamp(%s) AND created_at <= to_timestamp(%s)",
+                           (since - 1, until + 5)).fetchone()
+    return int(row[0] if row else 0)
+
+
+def read_events(tag: str) -> list[tuple[float, str, str, float]]:
+    """(time the answer came, request name, outcome, latency ms) of every request of a Locust run."""
+    out = []
+    path = OUT / f"{tag}-events.tsv"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        parts = line.split("\t")
+        if len(parts) == 4:
+            out.append((float(parts[0]), parts[1], parts[2], float(parts[3])))
+    return out
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float) -> float | None:
+    """Seconds until `check()` holds, or None."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if check():
+            return time.monotonic() - start
+        time.sleep(0.1)
+    return None
+
+
+def kill_web_worker() -> str:
+    before = set(worker_pids())
+    victim = sorted(before)[0]
+    os.kill(victim, signal.SIGKILL)
+    back = wait_until(lambda: len(set(worker_pids()) - before) >= 1 and len(worker_pids()) >= len(before), 60)
+    return f"gunicorn worker {victim} SIGKILLed; " + (
+        f"its master started a new one in {back:.1f}s" if back is not None else "no new worker within 60s")
+
+
+def kill_mcp_servers() -> str:
+    victims = mcp_servers()
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    back = wait_until(lambda: bool(set(mcp_servers()) - set(victims)), 30)
+    return f"{len(victims)} MCP server process(es) SIGKILLed; " + (
+        f"a new one was spawned {back:.1f}s later" if back is not None else "none respawned within 30s (on demand)")
+
+
+def restart_redis_timed() -> str:
+    t = time.monotonic()
+    restart_redis()
+    return f"redis-server down and up again in {time.monotonic() - t:.1f}s"
+
+
+def restart_postgres_timed() -> str:
+    t = time.monotonic()
+    restart_postgres()
+    return f"PostgreSQL restarted in {time.monotonic() - t:.1f}s"
+
+
+FAULTS: list[tuple[str, Callable[[], str]]] = [
+    ("kill a web worker", kill_web_worker),
+    ("restart Redis", restart_redis_timed),
+    ("restart PostgreSQL", restart_postgres_timed),
+    ("kill the MCP server", kill_mcp_servers),
+]
+
+
+def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int, gap: int) -> dict[str, object]:
+    """One Locust run; every `gap` seconds a fault. Per fault: failures by class until the next, recovery time
+    (fault to the last failure after which everything succeeded), the slowest answer, audit rows lost."""
+    warm = 8
+    total = warm + gap * len(FAULTS) + 2
+    phase_start = time.time()
+    proc = locust(locust_bin, env, users, total, "faults")
+    time.sleep(warm)
+    marks: list[tuple[str, float, int, str, float]] = []
+    try:
+        for i, (name, action) in enumerate(FAULTS):
+            at = time.time()
+            lines = count_calls(call_log)
+            what = action()
+            marks.append((name, at, lines, what, time.time()))
+            time.sleep(max(0.0, phase_start + warm + gap * (i + 1) - time.time()))
+    finally:
+        if subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], capture_output=True).returncode != 0:
+            restart_redis()  # never leave the shared Redis down
+        proc.wait()
+    phase_end = time.time()
+    events = read_events("faults")
+    ids = [int(x) for x in call_log.read_text().split()]
+    report: dict[str, object] = {}
+    print(f"faults under load ({users} users, one every {gap}s; load average {os.getloadavg()[0]:.2f}):")
+    for i, (name, at, first_line, what, back_at) in enumerate(marks):
+        until = marks[i + 1][1] if i + 1 < len(marks) else phase_end
+        window = [e for e in events if at <= e[0] < until]
+        failures = [e for e in window if e[2] != "ok"]
+        by_class: dict[str, int] = {}
+        for e in failures:
+            by_class[e[2]] = by_class.get(e[2], 0) + 1
+        last_fail = max((e[0] for e in failures), default=None)
+        ok_after = [e for e in window if last_fail is not None and e[0] > last_fail and e[2] == "ok"]
+        recovered = last_fail is None or (ok_after and until - last_fail >= 2)
+        recovery = 0.0 if last_fail is None else last_fail - at
+        last_line = marks[i + 1][2] if i + 1 < len(marks) else len(ids)
+        lost = audit_rows_missing_ids(ids[first_line:last_line])
+        untyped = sum(n for c, n in by_class.items() if c.startswith(("untyped", "timeout")) or "no Retry-After" in c)
+        slowest = max((e[3] for e in window), default=0.0)
+        classes = ", ".join(f"{c} {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])) or "none"
+        recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
+        after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
+        print(f"  {name}: {what}")
+        print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
+              f"recovered {recovery_text}; slowest answer "
+              f"{slowest / 1000:.1f}s; audit rows lost: {lost} of {last_line - first_line} completed invokes")
+        print(f"    failures later than 0.5s after the fault was over: {after_back}")
+        report[name] = {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
+                        "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
+                        "failed_after_back": after_back}
+    gw_ok = sum(1 for e in events if e[1] == "MCP tools/call" and e[2] == "ok")
+    gw_rows = gateway_rows_ok(phase_start, phase_end)
+    print(f"  gateway tools/call answered ok: {gw_ok}; gateway audit rows (ok) in the phase: {gw_rows} "
+          f"({'none lost' if gw_rows >= gw_ok else f'{gw_ok - gw_rows} LOST'})")
+    report["gateway_audit_lost"] = max(0, gw_ok - gw_rows)
+    return report
+
+
+def audit_rows_missing_ids(ids: list[int]) -> int:
+    import psycopg
+
+    if not ids:
+        return 0
+    with psycopg.connect(f"postgres://postgres@127.0.0.1:5432/{DB}") as conn:
+        found = conn.execute("SELECT count(*) FROM tools_app_toolcall WHERE id = ANY(%s)", (ids,)).fetchone()
+    return len(set(ids)) - int(found[0] if found else 0)
+
+
+def read_rows(tag: str) -> dict[str, dict[str, float]]:
+    """Per request name (and "Aggregated"): requests, req/s, p50/p95/p99 ms, error rate."""
+    out = {}
+    with open(OUT / f"{tag}_stats.csv") as fh:
+        for r in csv.DictReader(fh):
+            n = float(r["Request Count"]) or 1
+            out[r["Name"]] = {"requests": float(r["Request Count"]), "rps": float(r["Requests/s"]),
+                              "p50": float(r["50%"]), "p95": float(r["95%"]), "p99": float(r["99%"]),
+                              "error_rate": float(r["Failure Count"]) / n}
+    return out
+
+
+def setup_remote(base: str, token: str, upstream: str) -> tuple[int, int, str]:
+    """A REMOTE tool on the shared streamable-HTTP upstream and an agent (no model) exposing it."""
+    import httpx2
+
+    c = httpx2.Client(base_url=base, headers={"Authorization": f"Token {token}", "X-Tenant": "prod"}, timeout=60)
+    name = f"cmp-inventory-{int(time.time())}"
+    tool = c.post("/api/v1/tools/", json={"name": name, "type": "REMOTE",
+                                          "config": {"url": upstream, "transport": "streamable_http"}}).json()
+    assert c.post(f"/api/v1/tools/{tool['id']}/refresh/").status_code == 200
+    agent = c.post("/api/v1/agents/", json={"name": f"cmp-agent-{int(time.time())}", "model": None,
+                                            "tools": [{"tool": tool["id"]}]}).json()
+    assert "id" in agent, agent
+    return int(tool["id"]), int(agent["id"]), name
+
+
+def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str], token: str, users: int,
+                         duration: int) -> dict[str, object]:
+    """The same list/invoke/gateway mix (no chat) against Toolhub and ContextForge over one upstream."""
+    import _contextforge  # type: ignore[import-not-found]
+    from gateway import http_upstream  # type: ignore[import-not-found]
+
+    executable, how = _contextforge.find_or_install()
+    if executable is None:
+        print(f"ContextForge comparison skipped: {how}")
+        return {"skipped": how}
+    workers = 2 * int(os.environ.get("WEB_CONCURRENCY", "2"))
+    with http_upstream() as upstream:
+        tool_id, agent_id, name = setup_remote(hosts[0], token, upstream)
+        th_env = {**env, "LOAD_TOOL_ID": str(tool_id), "LOAD_AGENT_ID": str(agent_id), "LOAD_TOOL_NAME": name,
+                  "LOAD_CHAT": "0", "LOAD_CALL_LOG": str(OUT / "cmp-calls.txt")}
+        locust(locust_bin, th_env, users, duration, "cmp-toolhub").wait()
+        toolhub = read_rows("cmp-toolhub")
+        load_th = os.getloadavg()[0]
+        print(f"ContextForge {_contextforge.VERSION}: {how}; starting it ({workers} uvicorn workers, SQLite) ...",
+              flush=True)
+        try:
+            with _contextforge.running(executable, upstream, workers=workers) as cf:
+                cf_env = {**env, "LOAD_TARGET": "contextforge", "LOAD_HOSTS": cf.base, "LOAD_CF_BASE": cf.base,
+                          "LOAD_CF_TOKEN": cf.token, "LOAD_CF_TOOL": cf.tool_name, "LOAD_CF_SERVER_URL": cf.server_url,
+                          "LOAD_CALL_LOG": str(OUT / "cmp-calls-cf.txt")}
+                locust(locust_bin, cf_env, users, duration, "cmp-contextforge").wait()
+        except RuntimeError as exc:
+            print(f"ContextForge comparison skipped: it did not start or register the server: {exc}")
+            return {"skipped": str(exc).splitlines()[0]}
+        forge = read_rows("cmp-contextforge")
+    print(f"Toolhub vs ContextForge {_contextforge.VERSION}, same mix without chat (3 list : 6 invoke : 2 gateway "
+          f"tools/call), {users} users, {duration}s each, one streamable-HTTP upstream; Toolhub {workers} web workers "
+          f"in 2 processes on PostgreSQL + Redis, ContextForge {workers} workers on SQLite; load average "
+          f"{load_th:.2f} / {os.getloadavg()[0]:.2f}:")
+    labels = {"GET /tools/": "list tools (GET /api/v1/tools/ | GET /tools)",
+              "POST invoke": "invoke (POST /tools/{id}/invoke/ | POST /rpc tools/call)",
+              "MCP tools/call": "gateway tools/call (/mcp/.../agents/{id}/ | /servers/{id}/mcp)",
+              "Aggregated": "all requests (MCP initialize included)"}
+    out: dict[str, object] = {}
+    for key, label in labels.items():
+        t, c = toolhub.get(key), forge.get(key)
+        if not t or not c:
+            continue
+        print(f"  {label}")
+        for who, r in (("Toolhub", t), ("ContextForge", c)):
+            print(f"    {who:<13} {r['rps']:7.1f} req/s  p50 {r['p50']:5.0f} ms  p95 {r['p95']:5.0f} ms  "
+                  f"p99 {r['p99']:5.0f} ms  errors {r['error_rate']:.2%}")
+        ratio_rps = t["rps"] / c["rps"] if c["rps"] else float("inf")
+        ratio_p50 = c["p50"] / t["p50"] if t["p50"] else float("inf")
+        print(f"    ratio: Toolhub throughput {ratio_rps:.2f}x ContextForge's; ContextForge p50 {ratio_p50:.2f}x "
+              f"Toolhub's")
+        out[key] = {"toolhub": t, "contextforge": c, "throughput_ratio": round(ratio_rps, 2),
+                    "p50_ratio_cf_over_toolhub": round(ratio_p50, 2)}
+    return out
+
+
+def print_stats(label: str, r: dict[str, float]) -> None:
+    print(f"{label}: {r['rps']:.0f} req/s  p50 {r['p50']:.0f} ms  p95 {r['p95']:.0f} ms  p99 {r['p99']:.0f} ms  "
+          f"errors {r['error_rate']:.2%}  ({r['requests']:.0f} requests)")
+
+
+def soak(locust_bin: Path, env: dict[str, str], call_log: Path, calls: int, users: int) -> dict[str, float]:
+    """Footprint after warm-up vs after `calls` more invokes; MCP server processes back to baseline."""
+    rss0, fds0 = footprint()
+    servers0 = len(mcp_servers())
+    start_calls = count_calls(call_log)
+    proc = locust(locust_bin, env, users, 3600, "soak")
+    deadline = time.monotonic() + 900
+    while count_calls(call_log) - start_calls < calls and time.monotonic() < deadline:
+        time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(60)
+    rss1, fds1 = footprint()
+    done = count_calls(call_log) - start_calls
+    servers1 = len(mcp_servers())
+    print(f"soak over {done} invokes ({users} users): web RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB "
+          f"({(rss1 - rss0) / max(rss0, 1):+.1%}), open fds {fds0} -> {fds1} ({(fds1 - fds0) / max(fds0, 1):+.1%}); "
+          f"goal: within 10%")
+    print(f"MCP server processes: {servers0} before the soak, {servers1} after (goal: back to baseline, at most one "
+          f"warm session per web worker = {len(worker_pids())})")
+    return {"invokes": done, "rss_change": (rss1 - rss0) / max(rss0, 1), "fds_change": (fds1 - fds0) / max(fds0, 1),
+            "servers_before": servers0, "servers_after": servers1}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=30, help="seconds per load phase")
-    parser.add_argument("--soak-calls", type=int, default=10_000)
+    parser.add_argument("--users", default="32,128", help="user counts of the load phases")
+    parser.add_argument("--soak-calls", type=int, default=10_000, help="invokes of the soak (0: no soak)")
+    parser.add_argument("--fault-users", type=int, default=32)
+    parser.add_argument("--fault-gap", type=int, default=20, help="seconds between faults")
     parser.add_argument("--skip-faults", action="store_true")
+    parser.add_argument("--cf-users", type=int, default=32, help="users of the ContextForge comparison")
+    parser.add_argument("--contextforge", choices=("auto", "no"), default="auto",
+                        help="auto: the same workload against ContextForge where it installs, ratios printed")
     args = parser.parse_args()
+    began = time.monotonic()
     locust_bin = ensure_locust()
+    user_counts = [int(u) for u in args.users.split(",") if u.strip()]
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 CPUs shared)")
     model_port = free_port()
     model = subprocess.Popen([sys.executable, str(demo_model_script()), "--port", str(model_port)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    report: dict[str, object] = {}
     try:
         with topology() as (hosts, token):
-            tool_id, agent_id = setup(hosts[0], token, f"http://127.0.0.1:{model_port}/v1")
+            tool_id, agent_id, tool_name = setup(hosts[0], token, f"http://127.0.0.1:{model_port}/v1")
             call_log = OUT / "calls.txt"
             OUT.mkdir(parents=True, exist_ok=True)
             call_log.write_text("")
             env = {**os.environ, "LOAD_HOSTS": ",".join(hosts), "LOAD_TOKEN": token, "LOAD_TENANT": "prod",
-                   "LOAD_TOOL_ID": str(tool_id), "LOAD_AGENT_ID": str(agent_id), "LOAD_CALL_LOG": str(call_log)}
-            servers_before = len(mcp_servers())
-            results = {}
-            for users in (32, 128):
+                   "LOAD_TOOL_ID": str(tool_id), "LOAD_AGENT_ID": str(agent_id), "LOAD_TOOL_NAME": tool_name,
+                   "LOAD_CALL_LOG": str(call_log)}
+            for users in user_counts:
                 locust(locust_bin, env, users, args.duration, f"u{users}").wait()
-                results[users] = read_stats(f"u{users}")
-                r = results[users]
-                print(f"{users:>4} users: {r['rps']:.0f} req/s  p50 {r['p50']:.0f} ms  p95 {r['p95']:.0f} ms  "
-                      f"p99 {r['p99']:.0f} ms  errors {r['error_rate']:.2%}  ({r['requests']:.0f} requests)")
-            # Soak: footprint after warm-up vs after --soak-calls more invokes.
-            rss0, fds0 = footprint()
-            start_calls = count_calls(call_log)
-            soak = locust(locust_bin, env, 32, 3600, "soak")
-            deadline = time.monotonic() + 900
-            while count_calls(call_log) - start_calls < args.soak_calls and time.monotonic() < deadline:
-                time.sleep(1)
-            soak.send_signal(signal.SIGINT)
-            soak.wait(60)
-            rss1, fds1 = footprint()
-            done = count_calls(call_log) - start_calls
-            print(f"soak over {done} invokes: web RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB "
-                  f"({(rss1 - rss0) / max(rss0, 1):+.1%}), open fds {fds0} -> {fds1} ({(fds1 - fds0) / max(fds0, 1):+.1%}); "
-                  f"goal: within 10%")
-            workers = len(worker_pids())
-            print(f"MCP server processes: {servers_before} before load, {len(mcp_servers())} after "
-                  f"(goal: at most one warm session per web worker = {workers}; none leaked)")
+                report[f"u{users}"] = r = read_stats(f"u{users}")
+                print_stats(f"{users:>4} users (Toolhub, 2 web processes x {os.environ.get('WEB_CONCURRENCY', '2')} "
+                            f"workers)", r)
+            if args.soak_calls:
+                report["soak"] = soak(locust_bin, env, call_log, args.soak_calls, 32)
             if not args.skip_faults:
-                run_faults(locust_bin, env, call_log, args.duration)
+                report["faults"] = run_faults(locust_bin, env, call_log, args.fault_users, args.fault_gap)
+                locust(locust_bin, env, 8, 10, "recovery").wait()
+                rec = read_stats("recovery")
+                print_stats("after the faults, 8 users for 10 s (goal: 0 errors, recovered by itself)", rec)
+                report["recovery_error_rate"] = rec["error_rate"]
+            if args.contextforge != "no":
+                report["contextforge"] = compare_contextforge(locust_bin, env, hosts, token, args.cf_users,
+                                                              args.duration)
             missing = audit_rows_missing(call_log)
-            print(f"completed invokes: {count_calls(call_log)}; audit rows missing: {missing} (goal 0)")
+            print(f"completed invokes in the whole run: {count_calls(call_log)}; audit rows missing: {missing} (goal 0)")
+            report["audit_missing"] = missing
     finally:
         model.terminate()
         model.wait(10)
-
-
-def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, duration: int) -> None:
-    total = max(duration, 50)
-    proc = locust(locust_bin, env, 32, total, "faults")
-    faults = [
-        ("kill a web worker", lambda: os.kill(worker_pids()[0], signal.SIGKILL)),
-        ("restart Redis", restart_redis),
-        ("restart PostgreSQL", restart_postgres),
-        ("kill the MCP server", lambda: [os.kill(p, signal.SIGKILL) for p in mcp_servers()]),
-    ]
-    step = total / (len(faults) + 1)
-    for i, (name, action) in enumerate(faults, 1):
-        time.sleep(step if i == 1 else step)
-        action()
-        print(f"  fault at ~{step * i:.0f}s: {name}")
-    proc.wait()
-    r = read_stats("faults")
-    print(f"under faults: {r['rps']:.0f} req/s, errors {r['error_rate']:.2%} of {r['requests']:.0f} requests "
-          f"(failures by cause in {OUT / 'faults_failures.csv'})")
-    # Recovery: a short clean run after the faults must be error-free.
-    locust(locust_bin, env, 8, 10, "recovery").wait()
-    rec = read_stats("recovery")
-    print(f"after faults: {rec['rps']:.0f} req/s, errors {rec['error_rate']:.2%} (goal 0: recovered by itself)")
-    print(json.dumps({"faults_error_rate": round(r["error_rate"], 4), "recovery_error_rate": rec["error_rate"]}))
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"wall time {time.monotonic() - began:.0f}s")
+    (OUT / "report.json").write_text(json.dumps(report, indent=1, default=str))
 
 
 if __name__ == "__main__":
