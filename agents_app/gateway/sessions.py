@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from uuid import uuid4
 
 import anyio
 from anyio.abc import TaskStatus
 from django.conf import settings
 from django.core.cache import cache
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    authorization_context,
+)
 from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
@@ -28,6 +33,8 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import InitializeRequestParams
 from starlette.types import Receive, Scope, Send
+
+from agents_app.gateway.transport import LateCommitTransport
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +68,27 @@ def forget(session_id: str) -> None:
 
 
 class SharedSessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, plus adoption of sessions opened by another process."""
+    """The SDK's session manager, plus adoption of sessions opened by another process, and transports that
+    answer a request with plain JSON when they have nothing to stream (agents_app.gateway.transport)."""
+
+    def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
+        return LateCommitTransport(
+            mcp_session_id=session_id, is_json_response_enabled=self.json_response, event_store=self.event_store,
+            security_settings=self.security_settings, retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        # The SDK's admission, with this module's transport.
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            return None
+        transport = self._transport(uuid4().hex)
+        session_id = transport.mcp_session_id
+        assert session_id is not None
+        if requestor is not None:
+            self._session_owners[session_id] = requestor
+        self._server_instances[session_id] = transport
+        return transport
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = next((v.decode("latin-1") for k, v in scope.get("headers", [])
@@ -90,11 +117,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 return
             if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
                 return
-            transport = StreamableHTTPServerTransport(
-                mcp_session_id=session_id, is_json_response_enabled=self.json_response, event_store=self.event_store,
-                security_settings=self.security_settings, retry_interval=self.retry_interval,
-                idle_timeout=self.session_idle_timeout,
-            )
+            transport = self._transport(session_id)
             self._server_instances[session_id] = transport
             self._session_owners[session_id] = authorization_context(user)
         version = str(record.get("protocol_version") or params.protocol_version)
