@@ -18,6 +18,21 @@ CHANNEL = "toolhub:tool-release"
 _ME = uuid.uuid4().hex
 _started = False
 _lock = threading.Lock()
+_on_reconnect: list[Callable[[], None]] = []
+
+
+def on_reconnect(callback: Callable[[], None]) -> None:
+    """Call `callback` (in the listener's thread) each time the listener is subscribed again after losing
+    Redis: state kept only in Redis may be gone (a restart without persistence) and can be written again."""
+    _on_reconnect.append(callback)
+
+
+def _reconnected() -> None:
+    for callback in list(_on_reconnect):
+        try:
+            callback()
+        except Exception:  # one failing hook must not stop the listener or the others
+            logger.exception("after a Redis reconnect: %r failed", callback)
 
 
 def publish_release(tool_id: int) -> None:
@@ -53,15 +68,20 @@ def _listen(release: Callable[[int], None]) -> None:
 
     import redis
 
+    lost = False
     while True:
         try:
             client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5, health_check_interval=30)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             pubsub.subscribe(CHANNEL)
+            if lost:
+                lost = False
+                _reconnected()
             for message in pubsub.listen():
                 sender, _, tool = str(message.get("data", b""), "utf-8", "replace").partition(":")
                 if sender != _ME and tool.isdigit():
                     release(int(tool))
         except redis.RedisError as exc:  # Redis restarted: resubscribe
+            lost = True
             logger.warning("pool release listener reconnecting: %s", type(exc).__name__)
             time.sleep(1)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import re
+import weakref
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.sse import SseServerTransport
 from starlette.types import Message, Receive, Scope, Send
 
-from agents_app.gateway import service
+from agents_app.gateway import service, sessions
 from agents_app.gateway.server import (
     PRINCIPAL_KEY,
     TRACE_KEY,
@@ -35,6 +36,7 @@ from agents_app.gateway.sessions import SharedSessionManager
 from core import tracing
 from core.errors import NotFound
 from core.exceptions import unavailable_service
+from tools_app import pool_broadcast
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,15 @@ class GatewayApp:
             app=self.server, stateless=self.stateless, json_response=False,
             session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
         )
+        if not self.stateless:
+            # Session records live in Redis; after a restart that lost them, write this process's again.
+            manager = weakref.ref(self.manager)
+
+            def record_again() -> None:
+                if (alive := manager()) is not None:
+                    sessions.record_again(alive.live_sessions())
+
+            pool_broadcast.on_reconnect(record_again)
         self.sse = SseServerTransport("/messages/")
         self._started: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None

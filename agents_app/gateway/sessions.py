@@ -49,10 +49,27 @@ def _ttl() -> int:
     return int(settings.TOOLHUB_MCP_SESSION_IDLE_S) + 60
 
 
+# The records of the sessions this process serves, so they can be written again after Redis lost them
+# (a restart without persistence): otherwise a session would answer only on the process holding it.
+_served: dict[str, dict[str, Any]] = {}
+
+
 def remember(*, session_id: str, owner: dict[str, Any], protocol_version: str, client_params: Any) -> None:
     """Record a session at its handshake (called from the initialize middleware)."""
-    cache.set(_key(session_id), {"owner": dict(owner), "protocol_version": protocol_version,
-                                 "client_params": client_params}, timeout=_ttl())
+    record = {"owner": dict(owner), "protocol_version": protocol_version, "client_params": client_params}
+    _served[session_id] = record
+    cache.set(_key(session_id), record, timeout=_ttl())
+
+
+def record_again(live: set[str]) -> int:
+    """After a Redis restart: write the record of every session this process still serves (`live`) that the
+    cache no longer holds (an ended session leaves `_served` when its manager discards it). Returns how many
+    were written."""
+    written = 0
+    for session_id, record in list(_served.items()):
+        if session_id in live and cache.add(_key(session_id), record, timeout=_ttl()):
+            written += 1
+    return written
 
 
 def recall(session_id: str) -> dict[str, Any] | None:
@@ -99,6 +116,13 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         if session_id and scope.get("method") == "DELETE" and session_id not in self._server_instances:
             await anyio.to_thread.run_sync(forget, session_id)
 
+    def live_sessions(self) -> set[str]:
+        return set(list(self._server_instances))
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        _served.pop(session_id, None)
+        await super()._discard_session(session_id, transport)
+
     async def _adopt(self, session_id: str, scope: Scope) -> None:
         user = scope.get("user")
         if not isinstance(user, AuthenticatedUser):
@@ -121,6 +145,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             self._server_instances[session_id] = transport
             self._session_owners[session_id] = authorization_context(user)
         version = str(record.get("protocol_version") or params.protocol_version)
+        _served[session_id] = record
 
         async def run_adopted(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             async with transport.connect() as (read_stream, write_stream):

@@ -73,3 +73,34 @@ def test_an_outage_during_tools_call_is_a_typed_error_and_the_next_call_works(
     assert error.data == {"code": "service_unavailable", "service": "database", "retry_after_s": 2}
     assert "administrator" not in json.dumps(error.model_dump())
     assert not after.is_error and "DEMO-001" in after.content[0].text
+
+
+def _post(url: str, token: str, body: dict[str, Any], session_id: str | None = None,
+          method: str = "POST") -> httpx2.Response:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", "Mcp-Protocol-Version": "2025-06-18"}
+    if session_id:
+        headers["Mcp-Session-Id"] = session_id
+    return httpx2.request(method, url, json=body if method == "POST" else None, headers=headers, timeout=60)
+
+
+def test_sessions_are_recorded_again_when_redis_comes_back_empty(served_pair: Any, setup: Any) -> None:
+    from django.core.cache import cache
+
+    from agents_app.gateway import sessions
+    from tools_app import pool_broadcast
+
+    first, second = served_pair
+    url_a, url_b = first.endpoint("acme", setup.agent_id), second.endpoint("acme", setup.agent_id)
+    init = _post(url_a, setup.token, INITIALIZE)
+    session_id = init.headers["mcp-session-id"]
+    assert _post(url_a, setup.token, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 session_id).status_code == 202
+    ended = _post(url_a, setup.token, INITIALIZE).headers["mcp-session-id"]
+    assert _post(url_a, setup.token, {}, ended, method="DELETE").status_code == 200
+    cache.delete_many([sessions._key(session_id), sessions._key(ended)])  # what a Redis restart without persistence does
+    tools_list = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert _post(url_b, setup.token, tools_list, session_id).status_code == 404  # the other process cannot adopt it
+    pool_broadcast._reconnected()  # what the listener does once it is subscribed again
+    listed = _post(url_b, setup.token, tools_list, session_id)
+    assert listed.status_code == 200 and "inventory__get_inventory" in listed.text
+    assert cache.get(sessions._key(ended)) is None  # an ended session is not brought back
