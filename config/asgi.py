@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
+
+from core.asgi import get_asgi_application  # noqa: E402 (after the settings module is chosen)
+
+# Middleware and view in one thread hop per request (core.asgi), not one per middleware hook.
 django_app = get_asgi_application()
 
 

@@ -70,3 +70,14 @@ def test_the_shared_pool_reconnects_by_itself_after_redis_restarts() -> None:
     finally:
         server.kill()
         server.wait(10)
+
+
+def test_one_client_per_pool_and_it_works() -> None:
+    url = "redis://127.0.0.1:6379/15"
+    first, second = SharedPoolRedisCache(url, {}), SharedPoolRedisCache(url, {})
+    client = first._cache.get_client(write=True)
+    assert second._cache.get_client(write=False) is client
+    assert client.connection_pool is pool_of(first)
+    first.set("toolhub-test-shared-client", 41)
+    assert second.incr("toolhub-test-shared-client") == 42
+    first.delete("toolhub-test-shared-client")

@@ -1,0 +1,34 @@
+"""URLs for tests/core/test_asgi.py: views that say which thread ran them, and one that waits for a signal."""
+
+from __future__ import annotations
+
+import threading
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import path
+
+from core.logging import request_id
+
+release = threading.Event()
+entered = threading.Semaphore(0)
+
+
+def where(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"thread": threading.get_ident(), "request_id": request_id.get()})
+
+
+def wait(request: HttpRequest) -> JsonResponse:
+    entered.release()
+    release.wait(10)
+    return JsonResponse({"thread": threading.get_ident()})
+
+
+async def async_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("async ok")
+
+
+def boom(request: HttpRequest) -> HttpResponse:
+    raise RuntimeError("boom")
+
+
+urlpatterns = [path("where", where), path("wait", wait), path("async", async_view), path("boom", boom)]
