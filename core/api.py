@@ -13,6 +13,7 @@ from django.utils.module_loading import import_string
 from rest_framework import viewsets
 from rest_framework.request import Request
 
+from core import hotcache
 from core.errors import NotFound
 from core.roles import Role
 
@@ -56,6 +57,7 @@ class TenantViewSet(viewsets.GenericViewSet):
         return self.read_role if request.method in ("GET", "HEAD", "OPTIONS") else self.write_role
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        hotcache.hint_tenant(request.headers.get("X-Tenant"))  # its generation comes with the identity one
         super().initial(request, *args, **kwargs)
         tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"))
         request.tenant = tenant  # type: ignore[attr-defined]

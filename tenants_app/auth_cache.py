@@ -7,6 +7,7 @@ sharing the cache (Redis in production). TOOLHUB_AUTH_CACHE_S bounds how long an
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
@@ -34,16 +36,40 @@ def bump_generation(**kwargs: Any) -> None:
 
 
 def cached(kind: str, key: str, load: Callable[[], T]) -> T:
+    """`load()`'s value (None, a model instance or a tuple of them), from this process's memory, else the shared
+    cache, else the database; valid while the identity generation stands, TOOLHUB_AUTH_CACHE_S at most.
+
+    Warm, this costs no round trip of its own: the generation is read once per request (core.hotcache).
+    Each caller gets private copies of the instances (and of the relations they carry): a request that sets
+    an attribute (Django's permission caches on a user, a view's tenant) never changes what another sees.
+    """
     ttl = settings.TOOLHUB_AUTH_CACHE_S
     if ttl <= 0:
         return load()
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-    full = f"toolhub:{kind}:{hotcache.generations(hotcache.AUTH)[0]}:{digest}"
-    hit = cache.get(full, _MISSING)
-    if hit is not _MISSING:
-        return hit  # type: ignore[return-value]
-    value = load()
-    cache.set(full, value, timeout=ttl)
+
+    def shared() -> T:
+        full = f"toolhub:{kind}:{hotcache.generations(hotcache.AUTH)[0]}:{digest}"
+        hit = cache.get(full, _MISSING)
+        if hit is not _MISSING:
+            return hit  # type: ignore[return-value]
+        value = load()
+        cache.set(full, value, timeout=ttl)
+        return value
+
+    return _private(hotcache.remembered(f"auth-{kind}", digest, (hotcache.AUTH,), shared, ttl=ttl))
+
+
+def _private(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_private(item) for item in value)
+    if isinstance(value, Model):
+        mine = copy.copy(value)  # own __dict__ and own cache of related objects (Model.__getstate__)
+        relations = mine._state.fields_cache
+        for name, related in relations.items():
+            if isinstance(related, Model):
+                relations[name] = copy.copy(related)
+        return mine
     return value
 
 

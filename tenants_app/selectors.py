@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from core import hotcache
 from core.errors import NotFound
 from tenants_app.models import Membership, Role, Tenant
 
@@ -24,6 +25,7 @@ def membership_get(*, user: Any, tenant_slug: str) -> Membership:
     membership = cached("membership", f"{user.pk}:{tenant_slug}", load)
     if membership is None:
         raise NotFound()
+    hotcache.learn_tenant(tenant_slug, membership.tenant_id)
     return membership
 
 
