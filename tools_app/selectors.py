@@ -123,6 +123,11 @@ def usable_tool_ids(*, tenant: Tenant, user: Any) -> frozenset[int]:
         lambda: frozenset(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True)))
 
 
+def tool_market(*, tenant: Tenant, tool_id: Any) -> Tool | None:
+    """The tool's market link as it stands now (its loaded hash and entry), in one query."""
+    return Tool.objects.filter(tenant=tenant, pk=as_id(tool_id) or 0).select_related("market_entry").first()
+
+
 def tool_get_for_update(*, tenant: Tenant, tool_id: Any) -> Tool:
     try:
         return Tool.objects.select_for_update().get(tenant=tenant, pk=as_id(tool_id) or 0)

@@ -92,17 +92,22 @@ class ToolOut(ToolListOut):
 
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_market(self, tool: Tool) -> dict[str, Any] | None:
-        entry = tool.market_entry
-        if entry is None:
-            return None
-        return {
-            "entry_id": entry.pk,
-            "entry_name": entry.name,
-            "loaded_hash": tool.market_hash,
-            "update_available": entry.content_hash != tool.market_hash and entry.status != "removed",
-            "removed_upstream": entry.status == "removed",
-            "deprecated": entry.status == "deprecated",
-        }
+        return market_block(tool)
+
+
+def market_block(tool: Tool | None) -> dict[str, Any] | None:
+    """A tool's `market` field: the entry it was loaded from and whether the catalog has a newer one."""
+    entry = tool.market_entry if tool is not None else None
+    if tool is None or entry is None:
+        return None
+    return {
+        "entry_id": entry.pk,
+        "entry_name": entry.name,
+        "loaded_hash": tool.market_hash,
+        "update_available": entry.content_hash != tool.market_hash and entry.status != "removed",
+        "removed_upstream": entry.status == "removed",
+        "deprecated": entry.status == "deprecated",
+    }
 
 
 class ToolBriefOut(serializers.ModelSerializer):

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
+from core import hotcache
 from core.api import TenantViewSet
 from core.parsers import JSONParser, TextYAMLParser, YAMLParser
 from core.renderers import TextYAMLRenderer, YAMLRenderer
@@ -31,6 +32,26 @@ LIST_FILTERS = [
 ]
 
 
+def _detail(tenant: Any, pk: Any) -> dict[str, Any]:
+    """GET /tools/{id}/'s body. Warm, from this process's memory: the tool snapshot invoke uses
+    (selectors.tool_snapshot) and its rendering, both kept only while nothing in the tenant's tools changed
+    (core.hotcache; health and discovery writes bump it too). The market block is read on every request: a
+    catalog refresh changes entries without touching the tenant's tools."""
+    snapshot = selectors.tool_snapshot(tenant=tenant, tool_id=pk)
+    tool = snapshot.tool(tenant)
+
+    def render() -> dict[str, Any]:
+        body = dict(s.ToolOut(tool).data)
+        body["market"] = None
+        return body
+
+    body = dict(hotcache.remembered("tool-detail", (tenant.pk, tool.pk), (hotcache.tenant_scope(tenant.pk),),
+                                    render))
+    if tool.market_entry_id is not None:
+        body["market"] = s.market_block(selectors.tool_market(tenant=tenant, tool_id=tool.pk))
+    return body
+
+
 class ToolViewSet(TenantViewSet):
     # Starts with a digit (never a word such as all/options); DELETE /tools/{ids}/ takes a comma-separated
     # list, whose bad members parse_ids names in a 400.
@@ -42,9 +63,6 @@ class ToolViewSet(TenantViewSet):
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.tool_list(tenant=tenant, filters=selectors.ToolFilters.from_query(self.request.query_params))
 
-    def _tool(self, pk: Any) -> Any:
-        return selectors.tool_get(tenant=self.request.tenant, tool_id=pk)  # type: ignore[attr-defined]
-
     @extend_schema(parameters=LIST_FILTERS, responses=s.ToolListOut(many=True))
     def list(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
@@ -54,7 +72,7 @@ class ToolViewSet(TenantViewSet):
     # string id in the schema would name `GET /tools/all/` (another operation) as this one.
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)], responses=s.ToolOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.ToolOut(self._tool(pk)).data)
+        return Response(_detail(request.tenant, pk))  # type: ignore[attr-defined]
 
     @extend_schema(request=s.ToolIn, responses={201: s.ToolOut})
     def create(self, request: Request) -> Response:

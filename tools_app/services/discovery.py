@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core import hotcache
 from core.secrets import Scrubber, scrubber
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
@@ -213,6 +214,7 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
             row.state = FunctionState.REMOVED
             row.save(update_fields=["state", "updated_at"])
     Tool.objects.filter(pk=tool.pk).update(last_checked_at=timezone.now())
+    hotcache.bump_tenant(tool.tenant_id)  # a bulk update sends no signal: the detail's snapshot must go
     return changes
 
 
