@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents_app import selectors as agent_selectors
 from agents_app.intents import selectors
 from agents_app.models import Agent, AgentRouting
-from agents_app.runtime.intents import IntentIndex, IntentSpec, Match, default_embedder
+from agents_app.runtime.intents import IntentIndex, IntentSpec, Match, RouterConfig, default_embedder
 from agents_app.runtime.intents.embedder import from_bytes
 from agents_app.runtime.intents.policy import OFFERS_FUNCTIONS, OFFERS_KNOWLEDGE, Routing, decide
 from agents_app.runtime.toolset import Toolset, assemble
@@ -112,7 +112,16 @@ def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
             examples=tuple(texts.get(node["id"], [])), vectors=vectors.get(node["id"], []),
         ))
     ids = {n["code"]: n["id"] for n in nodes}
-    return TreeIndex(signature=signature, index=IntentIndex(specs, embedder),
+    config = RouterConfig(max_embed_on_build=int(getattr(settings, "TOOLHUB_INTENT_EMBED_ON_BUILD", 64)))
+    index = IntentIndex(specs, embedder, config)
+    if index.missing_vectors:
+        # Vectors of another model (an upgrade of the embedder) or never stored: have the worker store them. Its
+        # write touches the nodes, so the next route after it rebuilds with every vector; until then those
+        # examples count on the lexical channel alone.
+        from agents_app import tasks
+
+        transaction.on_commit(lambda: tasks.embed_intent_examples.delay(tenant.pk))
+    return TreeIndex(signature=signature, index=index,
                      functions={s.code: tuple(fns.get(ids[s.code], [])) for s in specs},
                      kinds={s.code: s.kind for s in specs})
 

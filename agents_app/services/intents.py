@@ -287,7 +287,7 @@ def intent_examples_embed(*, tenant: Tenant, actor: Any = None, node_id: int | N
     todo = selectors.examples_to_embed(tenant=tenant, node_id=node_id, model=embedder.model)
     if not todo:
         return 0
-    vectors = embedder.embed([text for _, text in todo])
+    vectors = embedder.embed_examples([text for _, text in todo])
     stored = 0
     with transaction.atomic():
         touched: set[int] = set()

@@ -1,13 +1,15 @@
-"""The in-memory intent index: per-node best-example similarity, semantic and lexical, fused into one score.
+"""The in-memory intent index: per-node centroid similarity (semantic) and BM25 (lexical), fused into one score.
 
 Built once per tenant tree version (the caller caches it); a query costs one sentence embedding plus a
-matrix-vector product and a walk over the query's posting lists, so 1,000 nodes route in milliseconds.
+matrix-vector product over the node centroids and a walk over the query's posting lists, so the index's own
+work at 1,000 nodes is well under a millisecond and the embedding is nearly all of a route's cost.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,23 +17,28 @@ from typing import Any
 import numpy as np
 
 from agents_app.runtime.intents.embedder import Embedder
-from agents_app.runtime.intents.lexical import features
+from agents_app.runtime.intents.lexical import Bm25, features
 
 KINDS = ("KB", "KB_AND_MCP", "MCP", "SYSTEM")
 
 
 @dataclass(frozen=True)
 class RouterConfig:
-    """How the two channels are mapped to 0..1 and fused.
+    """How the two channels are computed, mapped to 0..1 and fused.
 
-    e5 cosines of unrelated sentences sit around 0.7-0.8, so the semantic channel is rescaled from
-    [semantic_floor, semantic_ceiling] to [0, 1] before it is weighted.
+    Semantic: the cosine of the question with each node's centroid of example vectors, as `query:` texts and
+    as `passage:` texts, mixed by `passage_weight`; it is rescaled from [semantic_floor, semantic_ceiling] to
+    [0, 1] (e5 cosines of unrelated sentences sit around 0.75-0.85). Lexical: BM25 over each node's examples,
+    name and description as one document, scaled to 0..1. Every value here was chosen on the dev split
+    (`bench/intents_tune.py`), never on the held-out paraphrases.
     """
 
     semantic_weight: float = 0.8
-    centroid_weight: float = 0.7  # semantic = this * cos(centroid) + rest * best example cosine
+    passage_weight: float = 0.6
     semantic_floor: float = 0.76
-    semantic_ceiling: float = 0.95
+    semantic_ceiling: float = 0.94
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
     # Examples whose stored vector is missing are embedded while the index is built, up to this many;
     # past it they count on the lexical channel alone until the embedding task has stored them.
     max_embed_on_build: int = 64
@@ -48,7 +55,7 @@ class IntentSpec:
     functions: tuple[str, ...] = ()
     description: str = ""
     examples: tuple[str, ...] = ()
-    # One row per example (same order) or None where no stored vector exists yet.
+    # One row per example (same order): its query and passage vectors (2 * dim), or None where none is stored yet.
     vectors: Sequence[np.ndarray | None] = field(default=(), compare=False, repr=False)
 
 
@@ -90,26 +97,33 @@ class IntentIndex:
         self.row_node = np.asarray(row_node, dtype=np.int64)
         self.row_start = np.searchsorted(self.row_node, np.arange(len(self.specs)))
         self.embedded_on_build = self._fill_vectors(texts, vectors)
+        # Examples still without a vector (too many to embed here): the caller should have them stored.
+        self.missing_vectors = sum(v is None for v in vectors)
         dim = embedder.dim
-        self.matrix = np.stack([v if isinstance(v, np.ndarray) and v.shape == (dim,) else self._zero()
-                                for v in vectors]) if vectors else np.zeros((0, dim), dtype=np.float32)
-        # Each node's centroid: the mean of its example vectors is steadier than any one example.
-        n = len(self.specs)
-        sums = np.zeros((n, dim), dtype=np.float32)
-        np.add.at(sums, self.row_node, self.matrix)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        self.centroids = sums / norms
+        both = np.stack([v if isinstance(v, np.ndarray) and v.shape == (2 * dim,) else self._zero()
+                         for v in vectors]) if vectors else np.zeros((0, 2 * dim), dtype=np.float32)
+        self.matrix = np.ascontiguousarray(both[:, :dim])  # query-side rows: the closest example
+        # Each node's centroids (query side, passage side): the mean of its examples is steadier than any one.
+        sums = np.add.reduceat(both, self.row_start, axis=0) if len(both) else np.zeros((0, 2 * dim), np.float32)
+        self.centroids = np.ascontiguousarray(np.concatenate(
+            [_unit(sums[:, :dim]), _unit(sums[:, dim:])], axis=1) if len(sums) else sums)
+        w = self.config.passage_weight
+        # (1 - w) * cos(q, query centroid) + w * cos(q, passage centroid) as one product: stack the two halves.
+        self._mixed = np.ascontiguousarray((1.0 - w) * self.centroids[:, :dim] + w * self.centroids[:, dim:])
         self._build_lexical(texts)
+        docs: list[Counter[str]] = [Counter() for _ in self.specs]
+        for row, text in enumerate(texts):
+            docs[int(self.row_node[row])].update(features(text))
+        self.bm25 = Bm25(docs, k1=self.config.bm25_k1, b=self.config.bm25_b)
 
     def _zero(self) -> np.ndarray:
-        return np.zeros(self.embedder.dim, dtype=np.float32)
+        return np.zeros(2 * self.embedder.dim, dtype=np.float32)
 
     def _fill_vectors(self, texts: list[str], vectors: list[Any]) -> int:
         missing = [i for i, v in enumerate(vectors) if v is None]
         if not missing or len(missing) > self.config.max_embed_on_build:
             return 0
-        fresh = self.embedder.embed([texts[i] for i in missing])
+        fresh = self.embedder.embed_examples([texts[i] for i in missing])
         for i, row in zip(missing, fresh, strict=True):
             vectors[i] = row
         return len(missing)
@@ -159,14 +173,9 @@ class IntentIndex:
             return []
         cfg = self.config
         qvec = self.embedder.embed([question])[0]
-        sem_rows = self.matrix @ qvec
-        lex_rows = self.lexical_scores(question)
         n = len(self.specs)
-        # Rows are laid out node by node (every node has at least its profile row): per-node maxima are
-        # one reduceat over the row starts.
-        best = np.maximum.reduceat(sem_rows, self.row_start)
-        sem = cfg.centroid_weight * (self.centroids @ qvec) + (1.0 - cfg.centroid_weight) * best
-        lex = np.maximum.reduceat(lex_rows, self.row_start)
+        sem = self._mixed @ qvec
+        lex = self.bm25.scores(features(question))
         sem_scaled = np.clip((sem - cfg.semantic_floor) / (cfg.semantic_ceiling - cfg.semantic_floor), 0.0, 1.0)
         fused = cfg.semantic_weight * sem_scaled + (1.0 - cfg.semantic_weight) * np.clip(lex, 0.0, 1.0)
         if eligible is not None:
@@ -178,13 +187,16 @@ class IntentIndex:
         top = np.argpartition(-fused, k - 1)[:k] if k < n else np.arange(n)
         top = top[np.argsort(-fused[top], kind="stable")]
         out: list[Match] = []
+        lex_rows = self.lexical_scores(question) if len(top) else None
         for i in top:
             if fused[i] < 0:
                 continue
             spec = self.specs[int(i)]
             lo = int(self.row_start[i])
             hi = int(self.row_start[i + 1]) if i + 1 < n else len(self.texts)
-            closest = lo + int(np.argmax(sem_rows[lo:hi] + lex_rows[lo:hi]))
+            # Rows are laid out node by node (every node has at least its profile row).
+            assert lex_rows is not None
+            closest = lo + int(np.argmax(self.matrix[lo:hi] @ qvec + lex_rows[lo:hi]))
             out.append(Match(code=spec.code, score=float(round(float(fused[i]), 4)), path=spec.path, kind=spec.kind,
                              functions=spec.functions, semantic=float(sem[i]), lexical=float(lex[i]),
                              example=self.texts[closest]))
@@ -192,6 +204,12 @@ class IntentIndex:
 
 
 _SKIP = np.zeros(0, dtype=np.float32)  # marker: the profile row has no semantic vector
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (rows / norms).astype(np.float32)  # type: ignore[no-any-return]
 
 
 def timed_route(index: IntentIndex, question: str, **kw: Any) -> tuple[list[Match], int]:

@@ -92,7 +92,7 @@ def test_crud_shape_and_stored_embeddings(api: Any, tenant: Any) -> None:
         "functions": ["weather__weather_query"], "status": "ENABLED", "version": 1, "examples": WEATHER}
     # The embedding task ran on commit (eagerly here) and stored one vector per example.
     rows = IntentExample.objects.filter(node__code="info-weather")
-    assert rows.count() == 5 and all(r.embedding and len(bytes(r.embedding)) == 384 * 4 for r in rows)
+    assert rows.count() == 5 and all(r.embedding and len(bytes(r.embedding)) == 2 * 384 * 4 for r in rows)
 
     body = route(api, "will it be sunny in Hangzhou this weekend")
     assert set(body) == {"matches", "cost_ms"} and isinstance(body["cost_ms"], int)
@@ -370,3 +370,24 @@ def test_a_warm_route_reads_no_tree_and_sees_changes(api: Any, tenant: Any, sett
     clock[0] += 61.0
     third = routing.tree_index(tenant=tenant)
     assert third is not second and "chat-hello" in third.kinds
+
+
+def test_vectors_of_an_older_embedding_model_are_stored_again_when_the_router_is_built(
+        api: Any, tenant: Any, settings: Any) -> None:
+    """After an embedder upgrade every stored vector is stale: the first build routes on what it has and
+    queues the embedding task, whose write makes the next route rebuild with fresh vectors."""
+    from agents_app.runtime.intents import EMBEDDING_MODEL
+
+    make_tree(api, tenant)
+    IntentExample.objects.filter(node__tenant=tenant).update(embedding=bytes(384 * 4),
+                                                             embedding_model="an-older-model")
+    settings.TOOLHUB_INTENT_EMBED_ON_BUILD = 0  # nothing is embedded inline: only the task may store them
+    routing.clear_cache()
+    stale = routing.tree_index(tenant=tenant)
+    assert stale.index.missing_vectors == IntentExample.objects.filter(node__tenant=tenant).count()
+    rows = list(IntentExample.objects.filter(node__tenant=tenant))
+    assert all(r.embedding_model == EMBEDDING_MODEL and len(bytes(r.embedding)) == 2 * 384 * 4 for r in rows)
+    routing.clear_cache()
+    fresh = routing.tree_index(tenant=tenant)
+    assert fresh.index.missing_vectors == 0 and fresh.signature != stale.signature
+    assert route(api, "is it going to snow in Harbin this weekend")["matches"][0]["intent"] == "info-weather"

@@ -120,3 +120,60 @@ def test_query_vectors_are_cached_per_text_in_a_bounded_lru() -> None:
     off.embed(["hello there"])
     off.embed(["hello there"])
     assert off.hits == 0
+
+
+def test_bm25_scores_each_node_document_between_0_and_1() -> None:
+    from collections import Counter
+
+    from agents_app.runtime.intents.lexical import Bm25
+
+    docs = [features("查询华东地区待处理的工单 show open tickets"), features("北京今天天气怎么样 weather forecast"),
+            Counter()]
+    bm = Bm25(docs)
+    hit = bm.scores(features("华东的工单 tickets"))
+    assert hit.shape == (3,) and hit[0] > 0 and hit[1] == 0 and hit[2] == 0
+    assert 0.0 < float(hit.max()) <= 1.0
+    # A word no document has still counts in the ceiling: a question mostly about something else scores lower.
+    assert bm.scores(features("华东的工单 tickets zebra giraffe"))[0] < hit[0]
+    assert not bm.scores(features("zebra")).any() and not bm.scores(Counter()).any()
+
+
+def test_examples_are_embedded_as_query_and_passage_and_long_questions_are_cut() -> None:
+    import numpy as np
+
+    from agents_app.runtime.intents import E5Embedder
+    from agents_app.runtime.intents.embedder import EXAMPLE_DIM, MAX_QUESTION_CHARS
+
+    emb = E5Embedder(cache_size=0)
+    rows = emb.embed_examples(["will it rain tomorrow", "北京今天天气怎么样"])
+    assert rows.shape == (2, EXAMPLE_DIM)
+    assert np.allclose(np.linalg.norm(rows[:, :384], axis=1), 1.0, atol=1e-4)
+    assert np.allclose(np.linalg.norm(rows[:, 384:], axis=1), 1.0, atol=1e-4)
+    # The query half is what a question of the same text embeds to; the passage half is another vector.
+    assert np.allclose(rows[0, :384], emb.embed(["will it rain tomorrow"])[0], atol=1e-5)
+    assert float(rows[0, :384] @ rows[0, 384:]) < 0.999
+    long = "will it rain tomorrow in Beijing " * 40
+    assert len(long) > MAX_QUESTION_CHARS
+    assert np.array_equal(emb.embed([long]), emb.embed([long[:MAX_QUESTION_CHARS]]))
+
+
+def test_semantic_score_mixes_the_query_and_passage_centroids() -> None:
+    import numpy as np
+
+    from agents_app.runtime.intents import RouterConfig
+
+    class Fixed:
+        """Three orthogonal directions: examples' query and passage halves differ, so the mix is visible."""
+
+        model, dim = "fixed", 3
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.asarray([[0.6, 0.8, 0.0]] * len(texts), dtype=np.float32)
+
+        def embed_examples(self, texts: list[str]) -> np.ndarray:
+            return np.asarray([[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]] * len(texts), dtype=np.float32)
+
+    spec = IntentSpec(code="a", name="A", kind="MCP", path=("a",), examples=("x", "y"))
+    index = IntentIndex([spec], Fixed(), RouterConfig(passage_weight=0.25))
+    match = index.route("anything")[0]
+    assert abs(match.semantic - (0.75 * 0.6 + 0.25 * 0.8)) < 1e-5
