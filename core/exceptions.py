@@ -51,6 +51,16 @@ def unavailable_service(exc: BaseException) -> str | None:
     return None
 
 
+def pool_exhausted(exc: BaseException) -> bool:
+    """The database answers, but every pooled connection of this process stayed busy for the pool's timeout
+    (TOOLHUB_DB_POOL_TIMEOUT_S): overload, not an outage, and worth telling apart in the answer and the log."""
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # pragma: no cover - no pool without psycopg_pool
+        return False
+    return isinstance(exc, PoolTimeout) or isinstance(exc.__cause__, PoolTimeout)
+
+
 def _busy(exc: Exception) -> bool:
     """SQLite's "database is locked": contention that outlasted the busy timeout, not an outage."""
     from django.db import OperationalError
@@ -78,12 +88,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return busy
     if (service := unavailable_service(exc)) is not None:
         # A restart of PostgreSQL or Redis: say so and when to retry; the next request reconnects by itself.
-        logger.warning("%s unavailable: %s", service, type(exc).__name__)
-        outage = Response(
-            error_body("service_unavailable", f"The {service} is briefly unavailable; retry shortly.",
-                       {"service": service, "retry_after_s": 2}),
-            status=503,
-        )
+        exhausted = service == "database" and pool_exhausted(exc)
+        logger.warning("%s unavailable: %s%s", service, type(exc).__name__, " (connection pool exhausted)" * exhausted)
+        message = (f"The {service} is briefly unavailable; retry shortly." if not exhausted else
+                   "Every database connection of this web process is busy; retry shortly.")
+        details: dict[str, Any] = {"service": service, "retry_after_s": 2}
+        if exhausted:
+            details["reason"] = "pool_exhausted"
+        outage = Response(error_body("service_unavailable", message, details), status=503)
         outage["Retry-After"] = "2"
         return outage
     if isinstance(exc, RequestDataTooBig):

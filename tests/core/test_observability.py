@@ -132,3 +132,24 @@ def test_an_outage_of_the_database_or_cache_answers_503_with_the_envelope() -> N
         assert response.data["error"]["details"]["service"] == service
         assert response["Retry-After"] == "2"
         assert "closed" not in str(response.data) and "refused" not in str(response.data)
+
+
+def test_an_exhausted_connection_pool_says_so_in_its_503() -> None:
+    from django.db import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    from core.exceptions import exception_handler
+
+    try:
+        try:
+            raise PoolTimeout("couldn't get a connection after 20.00 sec")
+        except PoolTimeout as cause:
+            raise OperationalError(str(cause)) from cause  # what Django's wrap_database_errors raises
+    except OperationalError as exc:
+        response = exception_handler(exc, {})
+    assert response is not None and response.status_code == 503 and response["Retry-After"] == "2"
+    error = response.data["error"]
+    assert error["code"] == "service_unavailable" and error["details"]["reason"] == "pool_exhausted"
+    assert "busy" in error["message"]
+    plain = exception_handler(OperationalError("server closed the connection"), {})
+    assert plain is not None and "reason" not in plain.data["error"]["details"]
