@@ -1,13 +1,20 @@
 """Load and fault suite against the two-web-process production topology (deploy/prod_local.py).
 
-    make bench-load            # or: .venv/bin/python bench/load/run.py [--duration 30] [--skip-faults]
+    make bench-load            # or: .venv/bin/python bench/load/run.py [--duration 30] [--users 32,128]
+                               #     [--soak-calls 10000] [--skip-faults] [--fault-gap 20] [--contextforge no]
 
-Needs PostgreSQL and Redis on 127.0.0.1 (the fault phase restarts both, so run it on a machine of your own).
-Prints, for 32 and 128 users of a mixed workload (list tools, invoke a warm MCP tool, chat with the fake
-model): throughput, p50/p95/p99, error rate; RSS and open fds of the web processes over ~10,000 calls; MCP
-server processes before and after; then, under load, kills a web worker, restarts Redis, restarts PostgreSQL
-and kills the MCP server, and reports errors per fault, recovery, and whether every completed call kept its
-audit row.
+Needs PostgreSQL and Redis on 127.0.0.1; the fault phase restarts both (they are left running), so run it on a
+machine of your own. In one run (about 12 minutes on 2 CPUs) it prints:
+- for 32 and 128 users of a mixed workload (list tools, invoke a warm MCP tool, gateway tools/call, chat with
+  the fake model): throughput, p50/p95/p99, error rate;
+- a soak of --soak-calls invokes: RSS and open fds of the web processes before and after, MCP server processes
+  back to baseline;
+- faults under load, one every --fault-gap seconds: SIGKILL of a web worker, a Redis restart, a PostgreSQL
+  restart, SIGKILL of the MCP servers; per fault the failures by class (503 service_unavailable, typed codes,
+  connections cut by the dying process, untyped 500s and hangs: goal 0), recovery time, failures after the
+  service was back, audit rows lost (goal 0); then a clean run that must be error-free;
+- the same mix without chat against IBM ContextForge (bench/_contextforge.py) over one streamable-HTTP
+  upstream, side by side, with throughput and p50 ratios.
 """
 
 from __future__ import annotations
