@@ -111,6 +111,16 @@ def test_runtime_takes_the_stored_spec_without_validating_again() -> None:
     assert remote.key == (1, 2) and remote.target.headers == (("A", "b"),)
 
 
+def test_a_stored_config_missing_defaulted_fields_loads_them_fresh_each_time() -> None:
+    stored = configs.validate_config("LOCAL", {"command": "python"})
+    assert "not_secret" not in stored  # left out when empty (what made loading slow)
+    del stored["args"]  # a key added after the config was saved
+    first, second = configs.load_config("LOCAL", stored), configs.load_config("LOCAL", stored)
+    assert first.not_secret == [] and first.args == [] and first.env == {}
+    assert first.args is not second.args and first.not_secret is not second.not_secret  # never one shared list
+    assert configs.load_config("LOCAL", {**stored, "args": ["-m", "x"]}).args == ["-m", "x"]
+
+
 @pytest.mark.parametrize(("path", "body", "field"), [
     ("/api/v1/models/", {"name": "m", "base_url": "http://127.0.0.1:99999/v1", "model": "x"}, "base_url"),
     ("/api/v1/market/sources/", {"name": "s", "url": "http://127.0.0.1:99999/c.json"}, "url"),
