@@ -257,25 +257,27 @@ def restart_postgres_timed() -> str:
     return f"PostgreSQL restarted in {time.monotonic() - t:.1f}s"
 
 
-FAULTS: list[tuple[str, Callable[[], str]]] = [
-    ("kill a web worker", kill_web_worker),
-    ("restart Redis", restart_redis_timed),
-    ("restart PostgreSQL", restart_postgres_timed),
-    ("kill the MCP server", kill_mcp_servers),
-]
+FAULTS: dict[str, tuple[str, Callable[[], str]]] = {
+    "web": ("kill a web worker", kill_web_worker),
+    "redis": ("restart Redis", restart_redis_timed),
+    "pg": ("restart PostgreSQL", restart_postgres_timed),
+    "mcp": ("kill the MCP server", kill_mcp_servers),
+}
 
 
-def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int, gap: int) -> dict[str, object]:
+def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int, gap: int,
+               which: list[str]) -> dict[str, object]:
     """One Locust run; every `gap` seconds a fault. Per fault: failures by class until the next, recovery time
     (fault to the last failure after which everything succeeded), the slowest answer, audit rows lost."""
+    faults = [FAULTS[key] for key in which]
     warm = 8
-    total = warm + gap * len(FAULTS) + 2
+    total = warm + gap * len(faults) + 2
     phase_start = time.time()
     proc = locust(locust_bin, env, users, total, "faults")
     time.sleep(warm)
     marks: list[tuple[str, float, int, str, float]] = []
     try:
-        for i, (name, action) in enumerate(FAULTS):
+        for i, (name, action) in enumerate(faults):
             at = time.time()
             lines = count_calls(call_log)
             what = action()
@@ -453,6 +455,7 @@ def main() -> None:
     parser.add_argument("--fault-users", type=int, default=32)
     parser.add_argument("--fault-gap", type=int, default=20, help="seconds between faults")
     parser.add_argument("--skip-faults", action="store_true")
+    parser.add_argument("--faults", default="web,redis,pg,mcp", help="which faults, in order (web,redis,pg,mcp)")
     parser.add_argument("--cf-users", type=int, default=32, help="users of the ContextForge comparison")
     parser.add_argument("--contextforge", choices=("auto", "no"), default="auto",
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
@@ -482,7 +485,8 @@ def main() -> None:
             if args.soak_calls:
                 report["soak"] = soak(locust_bin, env, call_log, args.soak_calls, 32)
             if not args.skip_faults:
-                report["faults"] = run_faults(locust_bin, env, call_log, args.fault_users, args.fault_gap)
+                report["faults"] = run_faults(locust_bin, env, call_log, args.fault_users, args.fault_gap,
+                                              [f.strip() for f in args.faults.split(",") if f.strip()])
                 locust(locust_bin, env, 8, 10, "recovery").wait()
                 rec = read_stats("recovery")
                 print_stats("after the faults, 8 users for 10 s (goal: 0 errors, recovered by itself)", rec)
