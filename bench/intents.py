@@ -3,7 +3,7 @@
 Run: .venv/bin/python bench/intents.py [--nodes 1000] [--queries 200] [--runs 5]
 
 Accuracy is measured twice: on the 42 labelled topics alone and with distractor topics added up to
---nodes. Router settings are chosen on tree.yaml's training examples (leave-one-out) and dev.yaml; the
+--nodes. Router settings are chosen on dev.yaml (bench/intents_tune.py prints the grid they were picked from); the
 held-out paraphrases (heldout.yaml) are only ever reported, and dev accuracy is printed beside them so a
 gap between the two shows. Latency is measured --runs times on unique questions with the query-vector
 cache off (each run's p50/p95 and the machine's load average; the medians across runs are the figures),
