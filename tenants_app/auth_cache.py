@@ -7,7 +7,6 @@ sharing the cache (Redis in production). TOOLHUB_AUTH_CACHE_S bounds how long an
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db.models import Model
+from django.db.models.base import ModelState
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
@@ -64,13 +64,22 @@ def _private(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_private(item) for item in value)
     if isinstance(value, Model):
-        mine = copy.copy(value)  # own __dict__ and own cache of related objects (Model.__getstate__)
-        relations = mine._state.fields_cache
-        for name, related in relations.items():
-            if isinstance(related, Model):
-                relations[name] = copy.copy(related)
-        return mine
+        return _copy(value, depth=1)
     return value
+
+
+def _copy(instance: Model, depth: int) -> Model:
+    """A shallow copy with its own state and its own related objects (`depth` levels): what copy.copy does
+    through Model.__reduce__, at a fraction of the cost."""
+    mine = instance.__class__.__new__(instance.__class__)
+    mine.__dict__.update(instance.__dict__)
+    state = mine._state = ModelState()
+    state.db, state.adding = instance._state.db, instance._state.adding
+    state.fields_cache = {
+        name: _copy(related, depth - 1) if depth > 0 and isinstance(related, Model) else related
+        for name, related in instance._state.fields_cache.items()
+    }
+    return mine
 
 
 class CachedTokenAuthentication(TokenAuthentication):

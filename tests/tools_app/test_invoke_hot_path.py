@@ -112,3 +112,19 @@ def test_with_the_hot_cache_off_every_call_reads_the_rows(api: Any, inventory: i
     settings.TOOLHUB_HOT_CACHE_S = 0
     queries = warm_queries(api, inventory)
     assert len(queries) > 1 and any("tools_app_tool" in q and q.startswith("SELECT") for q in queries)
+
+
+def test_a_config_change_reaches_the_server_on_the_next_call(api: Any, inventory: int) -> None:
+    """The pool's spec is kept with the snapshot: a new config (here an env value) must not reuse the old one."""
+    def echo() -> str:
+        resp = api.post(f"/api/v1/tools/{inventory}/invoke/",
+                        {"function": "echo_env", "arguments": {"name": "HOT_MARK"}}, format="json")
+        assert resp.status_code == 200 and resp.json()["success"], resp.content
+        return str(resp.json()["text"])
+
+    assert echo() == "<unset>" and echo() == "<unset>"  # warm: the kept spec and session
+    resp = api.patch(f"/api/v1/tools/{inventory}/", {"config": {
+        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20, "env": {"HOT_MARK": "v2"}}},
+        format="json")
+    assert resp.status_code == 200, resp.content
+    assert echo() == "v2"

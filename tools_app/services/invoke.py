@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core import tracing
+from core import hotcache, tracing
 from core.secrets import redact, scrub_text, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters, selectors
@@ -35,6 +35,7 @@ from tools_app.runtime.content import excerpt
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
 from tools_app.runtime.mcp.client_requests import ClientRequests
+from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.services import health, plugins
@@ -138,8 +139,11 @@ def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None)
 
 
 def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any = None, actor: Any = None,
-        client_requests: ClientRequests | None = None) -> ToolResult:
-    """Dispatch to the runtime of the tool's type. Never raises for a tool failure."""
+        client_requests: ClientRequests | None = None, server_spec: ServerSpec | None = None) -> ToolResult:
+    """Dispatch to the runtime of the tool's type. Never raises for a tool failure.
+
+    `server_spec` is the MCP pool's spec of the tool when the caller has it already (built from the same row).
+    """
     started = time.monotonic()
     mcp = tool.type in (ToolType.LOCAL, ToolType.REMOTE)
     with tracing.span(f"tools/call {function}" if mcp else f"{tool.type.lower()} {function}",
@@ -147,7 +151,7 @@ def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any =
                        "toolhub.tool": tool.name, "toolhub.tool.type": tool.type}, kind="client") as current:
         try:
             if mcp:
-                result = adapters.pool().call(adapters.server_spec(tool), function, arguments,
+                result = adapters.pool().call(server_spec or adapters.server_spec(tool), function, arguments,
                                               on_progress=on_progress, client_requests=client_requests)
             elif tool.type == ToolType.BUILTIN:
                 result = run_registered(tool, function, arguments, actor)
@@ -256,7 +260,15 @@ def _invoke(
                      status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
                      conversation=conversation, via=via, title=title, dry_run=dry_run)
         return Invocation(result, call, changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict())
-    result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests).scrubbed(scrub)
+    pool_spec = None
+    if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE):
+        # Building the pool's spec from the stored config costs pydantic about half a millisecond per call: it is
+        # kept with the snapshot it comes from (the same generation: a config change drops both).
+        pool_spec = hotcache.remembered(
+            "server-spec", (tenant.pk, tool.pk, tool.config_version, str(settings.TOOLHUB_WORKSPACE_ROOT)),
+            (hotcache.tenant_scope(tenant.pk),), lambda: adapters.server_spec(tool))
+    result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests,
+                 server_spec=pool_spec).scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:
