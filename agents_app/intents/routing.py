@@ -114,10 +114,10 @@ def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
     ids = {n["code"]: n["id"] for n in nodes}
     config = RouterConfig(max_embed_on_build=int(getattr(settings, "TOOLHUB_INTENT_EMBED_ON_BUILD", 64)))
     index = IntentIndex(specs, embedder, config)
-    if index.missing_vectors:
+    if index.missing_vectors or index.embedded_on_build:
         # Vectors of another model (an upgrade of the embedder) or never stored: have the worker store them. Its
         # write touches the nodes, so the next route after it rebuilds with every vector; until then those
-        # examples count on the lexical channel alone.
+        # examples were embedded just now (a few) or count on the lexical channel alone.
         from agents_app import tasks
 
         transaction.on_commit(lambda: tasks.embed_intent_examples.delay(tenant.pk))

@@ -391,3 +391,15 @@ def test_vectors_of_an_older_embedding_model_are_stored_again_when_the_router_is
     fresh = routing.tree_index(tenant=tenant)
     assert fresh.index.missing_vectors == 0 and fresh.signature != stale.signature
     assert route(api, "is it going to snow in Harbin this weekend")["matches"][0]["intent"] == "info-weather"
+
+
+def test_a_few_stale_vectors_are_embedded_inline_and_still_stored_by_the_task(api: Any, tenant: Any) -> None:
+    from agents_app.runtime.intents import EMBEDDING_MODEL
+
+    make_tree(api, tenant)
+    IntentExample.objects.filter(node__code="info-weather").update(embedding=None, embedding_model="")
+    routing.clear_cache()
+    built = routing.tree_index(tenant=tenant)
+    assert built.index.embedded_on_build == len(WEATHER) and built.index.missing_vectors == 0
+    rows = IntentExample.objects.filter(node__code="info-weather")
+    assert all(r.embedding_model == EMBEDDING_MODEL and r.embedding for r in rows)  # not embedded on every build
