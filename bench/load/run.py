@@ -4,15 +4,15 @@
                                #     [--soak-calls 10000] [--skip-faults] [--fault-gap 20] [--contextforge no]
 
 Needs PostgreSQL and Redis on 127.0.0.1; the fault phase restarts both (they are left running), so run it on a
-machine of your own. In one run (about 12 minutes on 2 CPUs) it prints:
+machine of your own. In one run (about 10 minutes on 2 CPUs) it prints:
 - for 32 and 128 users of a mixed workload (list tools, invoke a warm MCP tool, gateway tools/call, chat with
   the fake model): throughput, p50/p95/p99, error rate;
 - a soak of --soak-calls invokes: RSS and open fds of the web processes before and after, MCP server processes
   back to baseline;
 - faults under load, one every --fault-gap seconds: SIGKILL of a web worker, a Redis restart, a PostgreSQL
   restart, SIGKILL of the MCP servers; per fault the failures by class (503 service_unavailable, typed codes,
-  connections cut by the dying process, untyped 500s and hangs: goal 0), recovery time, failures after the
-  service was back, audit rows lost (goal 0); then a clean run that must be error-free;
+  connections cut by the dying process, untyped 500s and hangs: goal 0), answers slower than 10 s, recovery
+  time, failures after the service was back, audit rows lost (goal 0); then a clean run that must be error-free;
 - the same mix without chat against IBM ContextForge (bench/_contextforge.py) over one streamable-HTTP
   upstream, side by side, with throughput and p50 ratios.
 """
@@ -41,6 +41,7 @@ BENCH_VENV = ROOT / "var" / "bench-venv"
 OUT = ROOT / "var" / "bench-load"
 PG_VERSION = next(iter(sorted(os.listdir("/etc/postgresql"))), "15") if os.path.isdir("/etc/postgresql") else "15"
 DB = "toolhub_load"
+SLOW_MS = 10_000  # an answer slower than this during a fault is reported as slow (a near-hang), ok or not
 
 
 
@@ -310,14 +311,16 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
         classes = ", ".join(f"{c} {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])) or "none"
         recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
         after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
+        slow = sum(1 for e in window if e[3] > SLOW_MS)
         print(f"  {name}: {what}")
         print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
               f"recovered {recovery_text}; slowest answer "
               f"{slowest / 1000:.1f}s; audit rows lost: {lost} of {last_line - first_line} completed invokes")
-        print(f"    failures later than 0.5s after the fault was over: {after_back}")
+        print(f"    failures later than 0.5s after the fault was over: {after_back}; answers slower than "
+              f"{SLOW_MS / 1000:.0f}s: {slow}")
         report[name] = {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
                         "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
-                        "failed_after_back": after_back}
+                        "failed_after_back": after_back, "slower_than_10s": slow}
     gw_ok = sum(1 for e in events if e[1] == "MCP tools/call" and e[2] == "ok")
     gw_rows = gateway_rows_ok(phase_start, phase_end)
     print(f"  gateway tools/call answered ok: {gw_ok}; gateway audit rows (ok) in the phase: {gw_rows} "
