@@ -9,7 +9,9 @@ upstream: the inventory server on streamable HTTP on loopback): the direct SDK c
 through the gateway and ContextForge's virtual server, tools/list and tools/call, and 32 concurrent clients.
 ContextForge runs on Python 3.12 from PyPI (found or installed into var/contextforge by bench/_contextforge.py;
 skipped with the reason when it cannot be had), one uvicorn worker on SQLite like Toolhub here.
-Both servers start on uvicorn with one worker (Toolhub: config.asgi, dev settings, SQLite in a scratch var dir).
+Both servers start on uvicorn with one worker (Toolhub: config.asgi, dev settings with DEBUG off as in production,
+SQLite in a scratch var dir). Part 1 takes its direct and gateway samples in turns (one call each, the order
+alternating), so both see the same machine: on a shared two-CPU box the load moves by the second.
 Goals (issue 13): p50 within 5 ms of direct, p95 under 2x direct; 32 clients: >= 5x ContextForge's throughput.
 """
 
@@ -57,11 +59,28 @@ async def _timed(session: ClientSession, name: str, n: int, *, listing: bool = F
     return samples
 
 
-async def direct_stdio(n: int) -> list[float]:
+async def direct_and_gateway(url: str, token: str, name: str, n: int) -> tuple[list[float], list[float]]:
+    """Warm tools/call samples of the direct stdio session and the gateway session, taken in turns."""
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await _timed(session, "get_inventory", n)
+    with _session_client(token) as http:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as direct, http, \
+                streamable_http_client(url, http_client=http) as (gread, gwrite), \
+                ClientSession(gread, gwrite) as gateway:
+            await direct.initialize()
+            await gateway.initialize()
+            pairs = [(direct, "get_inventory"), (gateway, name)]
+            for _ in range(WARMUP):
+                for session, tool in pairs:
+                    assert not (await session.call_tool(tool, ARGS)).is_error
+            samples: tuple[list[float], list[float]] = ([], [])
+            for i in range(n):
+                for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    session, tool = pairs[which]
+                    t = time.perf_counter()
+                    result = await session.call_tool(tool, ARGS)
+                    samples[which].append((time.perf_counter() - t) * 1000)
+                    assert not result.is_error, result
+            return samples
 
 
 @contextmanager
@@ -130,6 +149,7 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
 def toolhub() -> Iterator[tuple[str, str]]:
     """uvicorn config.asgi:application on a scratch SQLite; yields (base URL, API token) of an owner of `bench`."""
     env, token = scratch_toolhub("bench-gateway")
+    env["DEBUG"] = "0"  # production runs without DEBUG's per-query bookkeeping (dev settings default it on)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
@@ -171,11 +191,10 @@ def setup_agent(base: str, token: str, *, name: str, config: dict[str, Any], too
 
 
 def part_stdio(args: argparse.Namespace, base: str, token: str) -> dict[str, Any]:
-    direct_ms = asyncio.run(direct_stdio(args.n))
-    print(f"direct SDK call (stdio, warm):              {summary(direct_ms)}")
     url, name = setup_agent(base, token, name="inventory", tool_type="LOCAL",
                             config={"command": sys.executable, "args": [str(SERVER)], "startup_timeout_s": 60})
-    gateway_ms = asyncio.run(over_http(url, token, name, args.n))["call"]
+    direct_ms, gateway_ms = asyncio.run(direct_and_gateway(url, token, name, args.n))
+    print(f"direct SDK call (stdio, warm):              {summary(direct_ms)}")
     print(f"Toolhub gateway, LOCAL tool (warm):         {summary(gateway_ms)}")
     rate, lat = asyncio.run(concurrent(url, token, name, args.clients, args.calls))
     print(f"Toolhub, {args.clients} concurrent clients:            {rate:.1f} calls/s, {summary(lat)}")

@@ -7,6 +7,8 @@ are checked per message, never remembered from the handshake.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
 import weakref
@@ -16,7 +18,6 @@ from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
@@ -74,7 +75,9 @@ async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         finally:
             close_old_connections()
 
-    return await sync_to_async(job, thread_sensitive=False)()
+    # The loop's default executor, as sync_to_async(thread_sensitive=False) uses, minus its two-way context
+    # copying: ~30 us less per hop, and a warm call makes two.
+    return await asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, job)
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
