@@ -18,15 +18,19 @@ every request, as before), streaming and closing the response are Django's own.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
-from django.http import HttpRequest, HttpResponseBase
+from django.http import FileResponse, HttpRequest, HttpResponseBase
+from django.urls import set_script_prefix
 
 # Idle request threads kept for reuse; a burst beyond this gets threads that end after their request.
 MAX_IDLE_THREADS = 32
@@ -75,6 +79,79 @@ class OneHopASGIHandler(ASGIHandler):
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         response: HttpResponseBase = await sync_to_async(self.get_response, thread_sensitive=True)(request)
         return response
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:  # type: ignore[override]
+        """Django's ASGIHandler.handle (5.2), with the request signals moved into the request's one hop: the
+        request_started signal is sent there before the view, and a response whose body is already complete
+        (not streaming) is closed there too (request_finished: database connections back to the pool) before
+        its bytes are sent. Django sends each signal in a hop of its own. A streaming response is closed after
+        its last chunk, as in Django."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None
+            await signals.request_started.asend(sender=self.__class__, scope=scope)
+            body_file.close()
+            await self.send_response(error_response, send)
+            await sync_to_async(error_response.close)()
+            return
+
+        closed = False
+
+        async def process_request(request: HttpRequest, send: Any) -> HttpResponseBase:
+            nonlocal closed
+            response, closed = await sync_to_async(self._respond, thread_sensitive=True)(request, scope)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client disconnected while the response was sent
+            return response
+
+        # From here on as Django: a disconnect while the view runs cancels it (after it returns).
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            await signals.request_finished.asend(sender=self.__class__)
+        else:
+            if not closed and response is not None:
+                await sync_to_async(response.close)()
+        body_file.close()
+
+    def _respond(self, request: HttpRequest, scope: dict[str, Any]) -> tuple[HttpResponseBase, bool]:
+        """The request's one hop: request_started, middleware and view, and the close of a complete response."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        response = self.get_response(request)
+        response._handler_class = self.__class__  # type: ignore[attr-defined]
+        if isinstance(response, FileResponse):
+            response.block_size = self.chunk_size
+        if response.streaming:
+            return response, False
+        response.close()
+        return response, True
 
 
 def get_asgi_application() -> Any:

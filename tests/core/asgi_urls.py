@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import path
 
 from core.logging import request_id
@@ -27,8 +28,17 @@ async def async_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("async ok")
 
 
+def stream(request: HttpRequest) -> StreamingHttpResponse:
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"one "
+        yield b"two"
+
+    return StreamingHttpResponse(parts())
+
+
 def boom(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("boom")
 
 
-urlpatterns = [path("where", where), path("wait", wait), path("async", async_view), path("boom", boom)]
+urlpatterns = [path("where", where), path("wait", wait), path("async", async_view), path("boom", boom),
+               path("stream", stream)]

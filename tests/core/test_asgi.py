@@ -97,3 +97,32 @@ def test_idle_threads_are_capped() -> None:
     threads.give_back(a)
     threads.give_back(b)  # over the cap: shut down, not kept
     assert threads.lend() is a and threads.lend() is not b
+
+
+def test_request_signals_fire_once_in_the_request_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.core import signals
+
+    app = OneHopASGIHandler()
+    seen: list[tuple[str, int]] = []
+
+    def started(**kwargs: Any) -> None:
+        seen.append(("started", threading.get_ident()))
+
+    def finished(**kwargs: Any) -> None:
+        seen.append(("finished", threading.get_ident()))
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    try:
+        status, _, body = asyncio.run(call(app, "/where"))
+        plain = list(seen)
+        seen.clear()
+        s_status, _, s_body = asyncio.run(call(app, "/stream"))
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    view_thread = json.loads(body)["thread"]
+    # A complete response: both signals in the view's own thread (one hop), the connection released there.
+    assert status == 200 and plain == [("started", view_thread), ("finished", view_thread)]
+    # A streaming one is closed after its body went out (as Django does), still exactly once.
+    assert s_status == 200 and s_body == b"one two" and [name for name, _ in seen] == ["started", "finished"]
