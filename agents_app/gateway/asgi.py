@@ -100,6 +100,7 @@ class GatewayApp:
 
             pool_broadcast.on_reconnect(record_again)
         self.sse = SseServerTransport("/messages/")
+        self.local_cache = service.shared_cache_is_local()
         self._started: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -204,8 +205,14 @@ class GatewayApp:
             return
         token = _bearer(scope)
         try:
-            principal = (await db(service.authenticate, token=token, tenant_slug=match["slug"],
-                                  agent_id=match["agent"]) if token else None)
+            principal = None
+            if token and self.local_cache:
+                # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
+                principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
+                                                         agent_id=match["agent"])
+            if principal is None and token:
+                principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
+                                     agent_id=match["agent"])
         except NotFound:
             await _drain(receive, scope)
             await _json(send, 404, not_found_body())

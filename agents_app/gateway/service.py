@@ -10,12 +10,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, unquote
 
+from django.conf import settings
+from django.core.cache import caches
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -154,6 +161,76 @@ def resolve(*, user: Any, tenant_slug: str, agent_id: str) -> Principal:
     if agent is None:
         raise NotFound()
     return Principal(user=user, tenant=tenant, role=Role(membership.role), agent=agent)
+
+
+class _Remembered:
+    """Principals of recent requests by (token digest, tenant slug, agent id), each with the generations
+    (core.hotcache: `auth` and its tenant's) it was read under. Every change that could alter one bumps one of
+    those, so a stored principal whose generations still stand is exactly what authenticate() would answer."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple[str, str, str], tuple[tuple[int, ...], float, Principal]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> Principal | None:
+        with self._lock:
+            item = self._items.get(key)
+        if item is None or item[1] <= time.monotonic():
+            return None
+        stamp, _expires, principal = item
+        if hotcache.generations(hotcache.AUTH, hotcache.tenant_scope(principal.tenant.pk)) != stamp:
+            return None
+        return principal
+
+    def put(self, key: tuple[str, str, str], stamp: tuple[int, ...], ttl: float, principal: Principal) -> None:
+        with self._lock:
+            self._items[key] = (stamp, time.monotonic() + ttl, principal)
+            self._items.move_to_end(key)
+            while len(self._items) > 4096:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_remembered = _Remembered()
+
+
+def _remember_key(token: str, tenant_slug: str, agent_id: str) -> tuple[str, str, str]:
+    return hashlib.sha256(token.encode()).hexdigest(), tenant_slug, str(agent_id)
+
+
+def _remember_ttl() -> float:
+    return float(min(settings.TOOLHUB_AUTH_CACHE_S, settings.TOOLHUB_HOT_CACHE_S))
+
+
+def shared_cache_is_local() -> bool:
+    """Whether the cache holding the generations is this process's memory (no Redis): reading it does no I/O,
+    so the event loop may read it itself rather than hop to a worker thread."""
+    return isinstance(caches["default"], LocMemCache | DummyCache)
+
+
+def remembered_principal(*, token: str, tenant_slug: str, agent_id: str) -> Principal | None:
+    """The principal an earlier request authenticated for this token and agent, if nothing it rests on has
+    changed since (one read of two generation numbers); None when authenticate() must decide."""
+    if _remember_ttl() <= 0:
+        return None
+    return _remembered.get(_remember_key(token, tenant_slug, agent_id))
+
+
+def authenticate_remembering(*, token: str, tenant_slug: str, agent_id: str) -> Principal | None:
+    """authenticate(), answered from (and stored for) remembered_principal. Run inside a hotcache request
+    scope (the gateway's db()), so the generations stored with a principal are those read before its rows."""
+    found = remembered_principal(token=token, tenant_slug=tenant_slug, agent_id=agent_id)
+    if found is not None:
+        return found
+    principal = authenticate(token=token, tenant_slug=tenant_slug, agent_id=agent_id)
+    ttl = _remember_ttl()
+    if principal is not None and ttl > 0:
+        stamp = hotcache.generations(hotcache.AUTH, hotcache.tenant_scope(principal.tenant.pk))
+        _remembered.put(_remember_key(token, tenant_slug, agent_id), stamp, ttl, principal)
+    return principal
 
 
 def refresh(principal: Principal) -> Principal:

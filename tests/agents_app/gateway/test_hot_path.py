@@ -77,3 +77,52 @@ def test_a_revoked_token_is_refused_on_the_next_message(setup: Any) -> None:
     Token.objects.filter(key=setup.token).delete()
     assert service.authenticate(token=setup.token, tenant_slug=setup.tenant.slug,
                                 agent_id=str(setup.agent_id)) is None
+
+
+def _remembering(setup: Any) -> service.Principal | None:
+    from core import hotcache
+
+    with hotcache.request_scope():  # as the gateway's worker-thread hop runs it
+        return service.authenticate_remembering(token=setup.token, tenant_slug=setup.tenant.slug,
+                                                agent_id=str(setup.agent_id))
+
+
+def _remembered(setup: Any) -> service.Principal | None:
+    return service.remembered_principal(token=setup.token, tenant_slug=setup.tenant.slug,
+                                        agent_id=str(setup.agent_id))
+
+
+def test_a_remembered_principal_answers_without_a_query_until_a_token_is_revoked(setup: Any) -> None:
+    from rest_framework.authtoken.models import Token
+
+    first = _remembering(setup)
+    assert first is not None
+    with CaptureQueriesContext(connection) as ctx:
+        again = _remembered(setup)
+    assert again is first and ctx.captured_queries == []
+    assert service.remembered_principal(token=setup.token + "x", tenant_slug=setup.tenant.slug,
+                                        agent_id=str(setup.agent_id)) is None
+    Token.objects.filter(key=setup.token).delete()
+    assert _remembered(setup) is None
+    assert _remembering(setup) is None
+
+
+def test_a_remembered_principal_is_dropped_by_a_role_change(setup: Any) -> None:
+    from tenants_app.models import Membership
+
+    assert _remembering(setup) is not None and _remembered(setup) is not None
+    membership = Membership.objects.get(tenant=setup.tenant, user=setup.api.user)
+    membership.role = "viewer"
+    membership.save()
+    assert _remembered(setup) is None
+    viewer = _remembering(setup)
+    assert viewer is not None and viewer.role == "viewer" and not viewer.may_call
+
+
+def test_a_remembered_principal_is_dropped_when_its_agent_is_disabled(setup: Any) -> None:
+    assert _remembering(setup) is not None and _remembered(setup) is not None
+    resp = setup.api.patch(f"/api/v1/agents/{setup.agent_id}/", {"status": "DISABLED"}, format="json")
+    assert resp.status_code == 200, resp.content
+    assert _remembered(setup) is None
+    with pytest.raises(service.NotFound):
+        _remembering(setup)
