@@ -15,12 +15,12 @@ from rest_framework.decorators import action
 from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 
 from agents_app import selectors, services
 from agents_app.api import serializers as s
 from agents_app.services import ChatRun
 from core.api import TenantViewSet
+from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 
 
@@ -179,7 +179,7 @@ class AgentViewSet(TenantViewSet):
         return Response(status=http.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=s.ChatIn, responses={200: s.ChatOut})
-    @action(detail=True, methods=["post"], url_path="chat", throttle_classes=[ScopedRateThrottle],
+    @action(detail=True, methods=["post"], url_path="chat", throttle_classes=[ScopedWindowThrottle],
             renderer_classes=CHAT_RENDERERS)
     def chat(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
         body = s.ChatIn(data=request.data)
@@ -224,7 +224,7 @@ class ConversationViewSet(TenantViewSet):
         return Response(s.ConversationOut(conversation, context=context).data)
 
     @extend_schema(request=s.ResumeIn, responses={200: s.ChatOut})
-    @action(detail=True, methods=["post"], url_path="resume", throttle_classes=[ScopedRateThrottle],
+    @action(detail=True, methods=["post"], url_path="resume", throttle_classes=[ScopedWindowThrottle],
             renderer_classes=CHAT_RENDERERS)
     def resume(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
         body = s.ResumeIn(data=request.data or {})

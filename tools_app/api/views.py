@@ -13,12 +13,12 @@ from rest_framework.decorators import action
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 
 from core import hotcache
 from core.api import TenantViewSet
 from core.parsers import JSONParser, TextYAMLParser, YAMLParser
 from core.renderers import TextYAMLRenderer, YAMLRenderer
+from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
@@ -158,17 +158,17 @@ class ToolViewSet(TenantViewSet):
 
 
     @extend_schema(request=None, responses={200: dict})
-    @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedRateThrottle])
+    @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedWindowThrottle])
     def test(self, request: Request, pk: Any = None) -> Response:
         return Response(discovery.tool_test(tenant=request.tenant, actor=request.user, tool_id=pk))  # type: ignore[attr-defined]
 
     @extend_schema(request=None, responses={200: dict})
-    @action(detail=True, methods=["post"], url_path="refresh", throttle_classes=[ScopedRateThrottle])
+    @action(detail=True, methods=["post"], url_path="refresh", throttle_classes=[ScopedWindowThrottle])
     def refresh(self, request: Request, pk: Any = None) -> Response:
         return Response(discovery.tool_refresh(tenant=request.tenant, actor=request.user, tool_id=pk))  # type: ignore[attr-defined]
 
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
-    @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedRateThrottle])
+    @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedWindowThrottle])
     def invoke(self, request: Request, pk: Any = None) -> Response:
         body = s.InvokeIn(data=request.data)
         body.is_valid(raise_exception=True)

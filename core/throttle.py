@@ -1,0 +1,94 @@
+"""Scoped rate limits counted in two fixed windows (a sliding-window estimate), one cache round trip a request.
+
+DRF's `ScopedRateThrottle` keeps a list of every request time in the cache: a read and a write of the whole list
+(up to the rate, 600 floats for invoke) on every call, two Redis round trips and a pickle of the list. Here a
+request increments the counter of the current window and reads the previous one in one pipelined round trip;
+the limit applies to `previous * (share of the previous window still inside the last period) + current`, the
+usual sliding-window approximation. A refused request is not counted, so a client that backs off as told by
+Retry-After gets in again.
+
+Rates and scopes are DRF's (`DEFAULT_THROTTLE_RATES`, `throttle_scope`), so views swap the class and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.cache import cache as default_cache
+from django.core.cache.backends.redis import RedisCache
+from rest_framework.throttling import ScopedRateThrottle
+
+
+def _backend(cache: Any) -> Any:
+    """The backend itself: `django.core.cache.cache` is a proxy, which no isinstance check sees through."""
+    return caches[DEFAULT_CACHE_ALIAS] if cache is default_cache else cache
+
+
+def _counts(cache: Any, current_key: str, previous_key: str, ttl: int) -> tuple[int, int]:
+    """Increment the current window's counter and read the previous one: (current, previous)."""
+    cache = _backend(cache)
+    if isinstance(cache, RedisCache):
+        current = cache.make_and_validate_key(current_key)
+        previous = cache.make_and_validate_key(previous_key)
+        client = cache._cache.get_client(current, write=True)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(current)
+        pipe.expire(current, ttl)
+        pipe.get(previous)
+        counted, _, before = pipe.execute()
+        return int(counted), int(before or 0)
+    cache.add(current_key, 0, ttl)
+    try:
+        counted = cache.incr(current_key)
+    except ValueError:  # expired between add and incr
+        cache.set(current_key, 1, ttl)
+        counted = 1
+    return int(counted), int(cache.get(previous_key) or 0)
+
+
+def _uncount(cache: Any, current_key: str) -> None:
+    try:
+        cache.decr(current_key)
+    except ValueError:
+        pass
+
+
+def _seconds_until_free(limit: int, duration: int, current: int, previous: int, elapsed: float) -> float:
+    """When one more request fits: the previous window's share has to fall far enough (or roll over)."""
+    room = limit - 1 - current
+    if room < 0 or previous == 0:
+        return duration - elapsed
+    # previous * (1 - t / duration) <= room  ->  t >= duration * (1 - room / previous)
+    return max(0.0, duration * (1 - room / previous) - elapsed)
+
+
+class ScopedWindowThrottle(ScopedRateThrottle):
+    def allow_request(self, request: Any, view: Any) -> bool:
+        # The scope comes from the view, as in ScopedRateThrottle; no scope means no limit.
+        self.scope = getattr(view, self.scope_attr, None)
+        if not self.scope:
+            return True
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        limit, duration = self.num_requests, self.duration
+        if limit is None or duration is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        now = self.timer()
+        window = int(now // duration)
+        elapsed = now - window * duration
+        current_key, previous_key = f"{self.key}:{window}", f"{self.key}:{window - 1}"
+        current, previous = _counts(self.cache, current_key, previous_key, 2 * duration + 1)
+        if previous * (1 - elapsed / duration) + current <= limit:
+            return True
+        _uncount(self.cache, current_key)
+        self._wait = _seconds_until_free(limit, duration, current - 1, previous, elapsed)
+        return False
+
+    def wait(self) -> float | None:
+        wait = getattr(self, "_wait", None)
+        return None if wait is None else float(math.ceil(wait - 1e-9))  # 20.000000000000004 is 20
