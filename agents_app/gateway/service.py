@@ -327,7 +327,8 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
     functions = listing(principal).by_name
     fn = functions.get(name)
     if fn is None:
-        return CallOutcome(ToolResult.fail(codes.NOT_FOUND, f"unknown tool {name!r}; available: {sorted(functions)}"))
+        return CallOutcome(_unlisted(principal, name) or ToolResult.fail(
+            codes.NOT_FOUND, f"unknown tool {name!r}; available: {sorted(functions)}"))
     if not principal.may_call:
         return CallOutcome(ToolResult.fail(
             codes.DISABLED, f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
@@ -346,6 +347,26 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA)
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
+
+
+def _unlisted(principal: Principal, name: str) -> ToolResult | None:
+    """Why a name of one of the agent's own tools is not listed now (paused by its breaker, disabled, changed
+    and awaiting review, not usable by this user): invoke's own refusal, so a client is told what to wait for
+    instead of "unknown tool". None for a name the agent does not have. Runs on a miss only."""
+    for link in principal.agent.agent_tools.select_related("tool").filter(tool__tenant=principal.tenant):
+        for function in link.tool.functions.all():
+            if qualify(link.tool.name, function.name) != name:
+                continue
+            try:
+                check_callable(tenant=principal.tenant, actor=principal.user, tool=link.tool,
+                               function=function.name, arguments={})
+            except Exception as exc:  # invoke's refusal type is private; anything with a result code is a refusal
+                if not hasattr(exc, "code"):
+                    raise
+                if exc.code != codes.INVALID_PARAMS:
+                    return ToolResult.fail(exc.code, str(exc))
+            return None
+    return None
 
 
 def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:

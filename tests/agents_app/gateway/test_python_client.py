@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import timedelta
 from typing import Any
 
 import httpx2
 import mcp_types as types
 import pytest
+from django.utils import timezone
 
 from agents_app.services.chat import build_toolset
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
 from tests.agents_app.support import make_agent
-from tools_app.models import Approval, FunctionState, ToolCall, ToolFunction
+from tools_app.models import Approval, FunctionState, Tool, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,7 +164,25 @@ def test_changed_and_disabled_functions_never_appear(served: Any, setup: Any) ->
     names = [t.name for t in tools.tools]
     assert "inventory__get_inventory" in names
     assert "inventory__echo_env" not in names and "inventory__whoami" not in names
-    assert result.is_error and "NOT_FOUND" in result.content[0].text
+    # Not offered, and the client is told why (invoke's own refusal), not "unknown tool".
+    assert result.is_error and "DISABLED" in result.content[0].text
+    assert "an admin must approve it" in result.content[0].text
+
+
+def test_a_paused_tool_is_answered_with_its_pause_not_unknown_tool(served: Any, setup: Any) -> None:
+    until = timezone.now() + timedelta(minutes=5)
+    Tool.objects.filter(pk=setup.tool_id).update(consecutive_failures=3, disabled_until=until)
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            return (await session.list_tools(), await session.call_tool("inventory__get_inventory", {"sku": "X"}),
+                    await session.call_tool("inventory__no_such_function", {}))
+
+    tools, paused, unknown = asyncio.run(scenario())
+    assert "inventory__get_inventory" not in [t.name for t in tools.tools]
+    assert paused.is_error and "DISABLED" in paused.content[0].text
+    assert "failed 3 times in a row and is paused until" in paused.content[0].text
+    assert unknown.is_error and "NOT_FOUND" in unknown.content[0].text and "unknown tool" in unknown.content[0].text
 
 
 def _needs_approval(setup: Any) -> None:
