@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -178,6 +179,9 @@ class ToolCall(models.Model):
     result_content = models.JSONField(null=True, blank=True)
     server_logs = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # The row's identity before it is stored: a row spooled during a database outage (services.audit_spool) is
+    # inserted once however often it is replayed. Null only on rows written before it existed.
+    call_uid = models.UUIDField(null=True, unique=True, editable=False, default=uuid.uuid4)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -23,6 +23,14 @@ def expire_approvals() -> int:
     return approvals_expire_due()
 
 
+@shared_task(name="tools.replay_audit_spool")
+def replay_audit_spool() -> dict[str, Any]:
+    """Beat: insert the audit rows spooled while the database was away (idempotent, by call_uid)."""
+    from tools_app.services.audit_spool import replay
+
+    return replay().as_dict()
+
+
 @shared_task(name="tools.check_tool")
 def check_tool(tool_id: int) -> bool:
     return health.check_tool(tool_id)

@@ -232,6 +232,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "tools.expire_approvals",
         "schedule": 60.0,
     },
+    "audit-spool-replay": {
+        "task": "tools.replay_audit_spool",
+        "schedule": float(os.environ.get("TOOLHUB_AUDIT_SPOOL_REPLAY_S", "30")),
+    },
 }
 
 # Runtime limits and policies.
@@ -249,6 +253,11 @@ TOOLHUB_POOL_IDLE_TTL_S = float(os.environ.get("TOOLHUB_POOL_IDLE_TTL_S", "300")
 TOOLHUB_POOL_MAX_PER_TENANT = int(os.environ.get("TOOLHUB_POOL_MAX_PER_TENANT", "20"))
 TOOLHUB_POOL_MAX_TOTAL = int(os.environ.get("TOOLHUB_POOL_MAX_TOTAL", "100"))
 TOOLHUB_AUDIT_RESULT_CHARS = int(os.environ.get("TOOLHUB_AUDIT_RESULT_CHARS", "2000"))
+# Audit rows of calls that ran while the database was away wait here (one JSON file each, already redacted) until
+# replayed (tools_app.services.audit_spool). Every process of one deployment should see the same directory.
+TOOLHUB_AUDIT_SPOOL_DIR = Path(os.environ.get("TOOLHUB_AUDIT_SPOOL_DIR", VAR_DIR / "audit-spool"))
+# At most this many spooled rows are replayed after a process's next successful audit write (beat does the rest).
+TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH = int(os.environ.get("TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH", "50"))
 TOOLHUB_WORKSPACE_ROOT = Path(os.environ.get("TOOLHUB_WORKSPACE_ROOT", BASE_DIR / "workspace"))
 TOOLHUB_AGENT_SQL_DB = os.environ.get("TOOLHUB_AGENT_SQL_DB", "agent_sql")
 TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache, tracing
+from core.exceptions import unavailable_service
 from core.secrets import redact, scrub_text, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters, selectors
@@ -38,8 +40,10 @@ from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
-from tools_app.services import health, plugins
+from tools_app.services import audit_spool, health, plugins
 from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
+
+logger = logging.getLogger(__name__)
 
 # Calls refused for bad input: the admin's "Refused calls" lists these.
 REFUSED_CODES = (codes.INVALID_PARAMS, codes.REFUSED)
@@ -56,6 +60,8 @@ class Invocation:
 
     def body(self) -> dict[str, Any]:
         out = {**self.result.as_dict(), "call_id": self.call.pk}
+        if self.call.pk is None:  # the call ran during a database outage: its audit row is spooled, stored later
+            out["audit"] = {"spooled": True, "call_uid": str(self.call.call_uid)}
         if self.call.title:
             out["title"] = self.call.title
         if self.call.dry_run:
@@ -349,7 +355,7 @@ def audit(
         full = result.error or ""
     full = scrub_text(full, secrets)  # before the cut: a cut secret no longer matches
     cap = len(full) if result.success and result.shown else settings.TOOLHUB_AUDIT_RESULT_CHARS
-    return ToolCall.objects.create(
+    call = ToolCall(
         result_content=content_excerpt(result.content, cap, secrets),
         server_logs=logs_excerpt(result.meta.get("logs"), cap, secrets),
         tenant=tenant,
@@ -370,3 +376,17 @@ def audit(
         result_excerpt=full[:cap],
         result_size=len(full),
     )
+    try:
+        call.save(force_insert=True)  # the warm path's one query
+    except Exception as exc:
+        # The call ran (OK/ERROR) but the database went away before its row was written: the built row (already
+        # redacted) is spooled and replayed later, and the caller gets the result. A call that did not run
+        # (denied, awaiting approval) needs its row now (an Approval points at it): the outage stays a 503.
+        if status not in (CallStatus.OK, CallStatus.ERROR) or unavailable_service(exc) != "database":
+            raise
+        audit_spool.spool(call)
+        logger.warning("audit row of call %s spooled: database unavailable (%s)", call.call_uid, type(exc).__name__)
+        return call
+    if not transaction.get_connection().in_atomic_block:
+        audit_spool.replay_if_pending()
+    return call
