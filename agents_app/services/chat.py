@@ -32,6 +32,7 @@ from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig, ModelError
 from agents_app.runtime.model_client import sample as sample_with_model
 from agents_app.runtime.toolset import DEFAULT_MAX_FUNCTIONS, AgentLink, Toolset, assemble
+from core.db import release_connection
 from core.errors import NotFound
 from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
@@ -150,7 +151,7 @@ class ChatRun:
             scrub = run.scrub
             # A model may echo its key (or a tool secret) split across deltas: hold back what may start one.
             text = StreamScrubber(scrub)
-            for name, data in events:
+            for name, data in _without_connection(events):
                 if name == "message.delta":
                     shown = text.feed(str(data.get("text") or ""))
                     if shown:
@@ -186,6 +187,19 @@ class ChatRun:
             return
         self._finished = True
         _persist(self._run, outcome)
+
+
+def _without_connection(events: Iterator[Event]) -> Iterator[Event]:
+    """The loop's events, this thread's database connection given back before each is awaited: the loop waits
+    on the model's answer and on tool calls (run by worker threads, each with a connection of its own while it
+    needs one), and what the caller does with an event takes a connection again only when it queries."""
+    while True:
+        release_connection()
+        try:
+            item = next(events)
+        except StopIteration:
+            return
+        yield item
 
 
 # --- entry points ---------------------------------------------------------------------------------
@@ -458,6 +472,7 @@ def _system(run: _Run) -> Callable[[], str] | None:
 
     def system() -> str:
         context = plugins.provided_context(tenant=run.tenant, actor=run.actor, tools=run.tools.values())
+        release_connection()  # the model is called next: its answer is not waited for holding a connection
         return str(run.scrub.text(_system_message(run.agent, context)["content"]))
 
     return system

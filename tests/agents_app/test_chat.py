@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from agents_app.models import Conversation, ConversationStatus, Message
@@ -394,3 +395,28 @@ def test_running_conversation_is_busy_until_stale(api: Any, start_llm: Any) -> N
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "conversation_busy"
     Conversation.objects.filter(pk=body["conversation_id"]).update(updated_at=timezone.now() - timedelta(hours=1))
     assert chat(api, agent_id, "again", conversation_id=body["conversation_id"])["message"] == "after takeover"
+
+
+def test_streamed_chat_waits_for_the_model_without_holding_a_db_connection(api: Any, start_llm: Any) -> None:
+    """Under the production pool a connection held while the model answers is one fewer for every other request
+    (128 users exhausted 8): the chat's thread gives its connection back before each wait on the model."""
+    chat_thread_db = connections["default"]  # the test client runs the view, and the stream, on this thread
+    held: list[bool] = []
+
+    def observed(turn: Any) -> Any:
+        def item(body: dict[str, Any]) -> Any:  # runs in the fake model server's handler, during the wait
+            held.append(chat_thread_db.connection is not None)
+            return turn
+        return item
+
+    llm = start_llm([observed(call(INV, {"sku": "DEMO-001"})), observed(text("twelve"))])
+    tool_id = inventory_tool(api)
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool_id}])
+    chat_thread_db.ensure_connection()  # held from here on unless the chat gives it back
+    resp = api.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "stock?", "stream": True}, format="json")
+    frames = parse_sse(b"".join(resp.streaming_content))
+    assert [n for n, _ in frames][-1] == "done" and frames[-1][1]["message"] == "twelve"
+    assert held == [False, False]  # both model turns: the one before the tool call and the one after
+    conversation = Conversation.objects.get(pk=int(resp["X-Conversation-Id"]))
+    assert [m.role for m in conversation.messages.all()] == ["user", "assistant", "tool", "assistant"]
+    assert ToolCall.objects.get(conversation=conversation).status == CallStatus.OK  # the audit row is written
