@@ -148,7 +148,9 @@ class ToolhubUser(_Client):
                               catch_response=True) as resp:
             body = resp.json() if resp.status_code == 200 else {}
             if body.get("success"):
-                CALL_LOG.write(f"{body['call_id']}\n")
+                # A call that ran while PostgreSQL was away has no id yet: its spooled row is found by call_uid.
+                spooled = body["call_id"] is None and (body.get("audit") or {}).get("call_uid")
+                CALL_LOG.write(f"uid:{spooled}\n" if spooled else f"{body['call_id']}\n")
                 resp.success()
             elif resp.status_code == 200:
                 resp.failure(f"{body.get('error_code')}|200 {str(body.get('error'))[:100]}")

@@ -18,6 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
+from core import metrics
 from tests.fixtures.mcp_servers import INVENTORY
 from tools_app import adapters
 from tools_app.models import CallStatus, ToolCall
@@ -70,9 +71,11 @@ def invoke_during_outage(api: Any, tool_id: int, sku: str) -> Any:
                         {"function": "get_inventory", "arguments": {"sku": sku}}, format="json")
 
 
-def test_a_call_that_ran_answers_its_result_and_its_row_is_replayed_once(api: Any, inventory: int,
+def test_a_call_that_ran_answers_its_result_and_its_row_is_replayed_once(api: Any, tenant: Any, inventory: int,
                                                                          spool_dir: Path) -> None:
     before = ToolCall.objects.count()
+    counted = metrics.TOOL_CALLS.labels(str(tenant.pk), "inventory", "get_inventory", CallStatus.OK)
+    calls_before = counted._value.get()
     resp = invoke_during_outage(api, inventory, "DEMO-001")
     assert resp.status_code == 200, resp.content
     body = resp.json()
@@ -80,6 +83,7 @@ def test_a_call_that_ran_answers_its_result_and_its_row_is_replayed_once(api: An
     assert body["audit"]["spooled"] is True
     uid = body["audit"]["call_uid"]
     assert ToolCall.objects.count() == before  # nothing stored yet
+    assert counted._value.get() == calls_before + 1  # counted once, when answered
 
     files = audit_spool.spooled_files()
     assert [f.name for f in files] == [f"{uid}.json"]
@@ -98,6 +102,7 @@ def test_a_call_that_ran_answers_its_result_and_its_row_is_replayed_once(api: An
 
     second = audit_spool.replay()
     assert second.inserted == 0 and ToolCall.objects.filter(call_uid=uid).count() == 1
+    assert counted._value.get() == calls_before + 1  # a replay does not count it again
 
 
 def test_the_spooled_row_holds_no_secret(api: Any, inventory: int, spool_dir: Path) -> None:

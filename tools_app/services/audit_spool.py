@@ -92,6 +92,10 @@ def spool(call: ToolCall) -> Path:
     finally:
         os.close(dir_fd)
     _pending = True
+    # Counted where it was answered, as a stored row is on its post_save (a replay's bulk insert sends none).
+    from tools_app import metrics
+
+    metrics._observe_call(ToolCall, call)
     return final
 
 
