@@ -168,3 +168,33 @@ def test_a_refused_call_during_the_outage_is_still_a_503(api: Any, inventory: in
                         {"function": "no_such_function", "arguments": {}}, format="json")
     assert resp.status_code == 503 and resp.json()["error"]["code"] == "service_unavailable"
     assert audit_spool.spooled_files() == []
+
+
+def test_a_new_process_replays_what_an_earlier_one_spooled(api: Any, inventory: int, spool_dir: Path) -> None:
+    uid = invoke_during_outage(api, inventory, "DEMO-001").json()["audit"]["call_uid"]
+    audit_spool._pending = None  # as in a process started after the one that spooled
+    resp = api.post(f"/api/v1/tools/{inventory}/invoke/",
+                    {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}, format="json")
+    assert resp.status_code == 200 and resp.json()["call_id"] is not None
+    assert ToolCall.objects.filter(call_uid=uid).count() == 1
+
+
+def test_a_row_whose_tool_was_deleted_meanwhile_is_kept_without_it(api: Any, inventory: int,
+                                                                   spool_dir: Path) -> None:
+    uid = invoke_during_outage(api, inventory, "DEMO-001").json()["audit"]["call_uid"]
+    assert api.delete(f"/api/v1/tools/{inventory}/").status_code == 204
+    assert audit_spool.replay().inserted == 1
+    row = ToolCall.objects.get(call_uid=uid)
+    assert (row.tool_id, row.tool_name) == (None, "inventory")  # as on_delete=SET_NULL leaves a stored row
+
+
+def test_a_row_whose_tenant_was_deleted_meanwhile_is_moved_aside(api: Any, tenant: Any, inventory: int,
+                                                                 spool_dir: Path) -> None:
+    invoke_during_outage(api, inventory, "DEMO-001")
+    [path] = audit_spool.spooled_files()
+    record = json.loads(path.read_text())
+    record["tenant_id"] = tenant.pk + 10_000  # no such tenant
+    path.write_text(json.dumps(record))
+    report = audit_spool.replay()
+    assert report.inserted == 0 and [Path(p).name for p in report.rejected] == [path.name]
+    assert (spool_dir / "rejected" / path.name).exists() and audit_spool.spooled_files() == []
