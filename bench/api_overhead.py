@@ -10,10 +10,11 @@ ratio is what authentication, tenancy, the tool read and its rendering add. Each
 detail and bare view) is sampled in turns, one call of each per round, so load from other work on the machine
 hits both sides alike; the direct call is timed inside its own event loop.
 
-On the dev server every request is sent with `Connection: close`: runserver writes a response's headers and
-body in two small writes on a socket without TCP_NODELAY, so on a kept-alive connection the body waits for
-the client's delayed ACK (~40 ms on Linux) whatever the view does; that stall is the dev server's, not the
-API's. The production server (uvicorn) sets TCP_NODELAY and is measured on one kept-alive connection.
+Both servers are measured on one kept-alive connection, as browsers and API clients use them. The dev server is
+Toolhub's `runserver` (core/management/commands/runserver.py: Django's, with TCP_NODELAY on each connection;
+without it the body of every answer on a kept-alive connection could wait up to 40 ms for the client's delayed
+ACK, which is why this script once sent `Connection: close` there, paying a new thread and a new SQLite
+connection per request). The production server (uvicorn) sets TCP_NODELAY itself.
 """
 
 from __future__ import annotations
@@ -140,11 +141,8 @@ def production() -> Iterator[tuple[str, str, str]]:
         yield hosts[0], token, "prod"
 
 
-def measure(base: str, token: str, tenant: str, n: int, direct: Direct, *,
-            keep_alive: bool = True) -> dict[str, list[float]]:
+def measure(base: str, token: str, tenant: str, n: int, direct: Direct) -> dict[str, list[float]]:
     headers = {"Authorization": f"Token {token}", "X-Tenant": tenant}
-    if not keep_alive:
-        headers["Connection"] = "close"
     client = httpx2.Client(base_url=base, headers=headers, timeout=60)
     name = f"bench-inventory-{os.getpid()}"
     created = client.post("/api/v1/tools/", json={"name": name, "type": "LOCAL", "config": {
@@ -185,7 +183,7 @@ def main() -> None:
     try:
         for name in args.targets.split(","):
             with targets[name]() as (base, token, tenant):
-                got = measure(base, token, tenant, args.n, direct, keep_alive=name != "runserver")
+                got = measure(base, token, tenant, args.n, direct)
             print(f"[{name}] direct SDK call (stdio, warm):  {summary(got['direct'])}")
             print(f"[{name}] invoke via API:               {summary(got['invoke'])}")
             print(f"[{name}] GET /tools/{{id}}/:              {summary(got['detail'])}")

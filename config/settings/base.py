@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "core.apps.CoreConfig",  # before staticfiles: its `runserver` (TCP_NODELAY) replaces staticfiles' own
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
