@@ -18,3 +18,17 @@ def release_connection(alias: str = "default") -> bool:
         return False
     conn.close()
     return True
+
+
+def pooled(alias: str = "default") -> bool:
+    """Whether this alias's connections come from a pool (production's psycopg_pool)."""
+    return bool((connections[alias].settings_dict.get("OPTIONS") or {}).get("pool"))
+
+
+def release_pooled_connection(alias: str = "default") -> bool:
+    """`release_connection` where connections come from a pool, before a wait on another system (a tool call).
+
+    There a connection held through the wait is one fewer for every other request of the process. Elsewhere
+    (SQLite, unpooled PostgreSQL) no other request could have used it, and giving it back would cost the next
+    query a new connection (~1 ms on SQLite), so it is kept. True when a connection was given back."""
+    return pooled(alias) and release_connection(alias)

@@ -4,11 +4,13 @@ change to the tool, its functions or the caller's grants still holds on the very
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -128,3 +130,44 @@ def test_a_config_change_reaches_the_server_on_the_next_call(api: Any, inventory
         format="json")
     assert resp.status_code == 200, resp.content
     assert echo() == "v2"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers 200 {} and records, while the tool call waits on it, whether the caller's thread holds a DB
+    connection (the test client runs the view on the test's thread)."""
+
+    held: list[bool] = []
+    caller_db: Any = None
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.held.append(self.caller_db.connection is not None)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_a_tool_call_waits_without_a_pooled_db_connection(api: Any, monkeypatch: Any, pooled: bool) -> None:
+    """Under production's pool a connection held through a slow tool call is one fewer for every other request:
+    a call that queried first (its snapshot was cold) gives it back before waiting. Without a pool (SQLite here)
+    nobody else could use it and a reconnect costs ~1 ms, so it is kept."""
+    monkeypatch.setattr("core.db.pooled", lambda alias="default": pooled)  # SQLite cannot take a pool option
+    _Recorder.held, _Recorder.caller_db = [], connections["default"]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tool_id = api.post("/api/v1/tools/", {"name": "slow-system", "type": "HTTP", "config": {
+            "method": "GET", "url": f"http://127.0.0.1:{server.server_address[1]}/x"}}, format="json").json()["id"]
+        connection.ensure_connection()
+        resp = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "call", "arguments": {}}, format="json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert resp.status_code == 200 and resp.json()["success"] is True, resp.content
+    assert _Recorder.held == [not pooled]
+    # The audit row is written after the call all the same (on a connection taken again).
+    assert ToolCall.objects.get(pk=resp.json()["call_id"]).status == CallStatus.OK

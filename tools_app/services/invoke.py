@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache, tracing
+from core.db import release_pooled_connection
 from core.exceptions import unavailable_service
 from core.secrets import redact, scrub_text, scrubber
 from tenants_app.models import Tenant
@@ -156,6 +157,10 @@ def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any =
                       {"mcp.method.name": "tools/call" if mcp else None, "gen_ai.tool.name": function,
                        "toolhub.tool": tool.name, "toolhub.tool.type": tool.type}, kind="client") as current:
         try:
+            if tool.type != ToolType.BUILTIN:
+                # It waits on another process or system: a cold call (its snapshot just loaded) gives its pooled
+                # DB connection back first; a warm one has made no query yet and holds none.
+                release_pooled_connection()
             if mcp:
                 result = adapters.pool().call(server_spec or adapters.server_spec(tool), function, arguments,
                                               on_progress=on_progress, client_requests=client_requests)
