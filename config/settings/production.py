@@ -46,9 +46,9 @@ TOOLHUB_DEMO_ENABLED = False
 
 # PostgreSQL through a bounded connection pool per process (psycopg_pool): a burst of requests waits for a
 # connection instead of opening one each and exhausting the server's max_connections. A request holds one only
-# while it queries (a chat gives its own back before each wait on the model: core.db.release_connection), so 8
-# per worker serve far more than 8 users (128 in the load suite, 0 pool_exhausted); size it to PostgreSQL's
-# max_connections (max x workers x processes, plus Celery and other clients), not to the number of users.
+# while it queries (a chat gives its own back before each wait on the model, an invoke before its tool call:
+# core.db), so 8 per worker serve far more than 8 users (128 in the load suite, 0 pool_exhausted); size it to
+# PostgreSQL's max_connections (max x workers x processes, plus Celery and other clients), not to the number of users.
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 (the pool owns connection lifetime)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {  # noqa: F405
