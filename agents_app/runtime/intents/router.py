@@ -27,28 +27,34 @@ KINDS = ("KB", "KB_AND_MCP", "MCP", "SYSTEM")
 class RouterConfig:
     """How the two channels are computed, mapped to 0..1 and fused.
 
-    Semantic: the cosine of the question with each node's centroid of example vectors, as `query:` texts and
-    as `passage:` texts, mixed by `passage_weight`, taken in a whitened space: vectors are centred on the mean
+    Semantic: the cosine of the question with each node's centroid of example vectors (`query:` texts, and
+    `passage:` texts mixed in by `passage_weight`), taken in a whitened space: vectors are centred on the mean
     example and multiplied by (S + a*I)^-1/2, S the covariance of examples around their own node's mean and a
     `whiten_shrinkage` times S's mean eigenvalue (0 turns whitening off, and centring with it). That discounts
     what every example shares (e5's cosines of unrelated sentences sit around 0.75-0.85) and how a node's
     examples differ among themselves (wording, language), and keeps what tells nodes apart. Hierarchy: the
-    question's cosine with the centroid of its domain (the nodes under the same root; a node alone in its
-    domain gets the mean of the other domains') is added with `domain_weight`, which keeps a question about
-    a shop's products out of a big "Facilities" domain that shares its nouns. The result is rescaled from
-    [semantic_floor, semantic_ceiling] to [0, 1]. Lexical: BM25 over each node's examples, name and
-    description as one document, scaled to 0..1. Every value here was chosen on the dev split
-    (`bench/intents_tune.py`), never on the held-out paraphrases; floor and ceiling keep the score's
-    calibration (the median right answer and the median best wrong one) where it was, so the fallback
-    threshold (TOOLHUB_INTENT_THRESHOLD) keeps its meaning.
+    question's whitened cosine with the centroid of its domain (the nodes under the same root; a node alone in
+    its domain gets the mean of the other domains') is added with `domain_weight`, which keeps a question about
+    a shop's products out of a big "Facilities" domain that shares its nouns. Whitened cosines say which node
+    fits best but not whether any fits (a question about nothing in the tree still has a nearest centroid), so
+    the plain cosine with the centroid is mixed back in with `plain_weight`: (whitened + plain_weight * plain)
+    / (1 + plain_weight). The result is rescaled from [semantic_floor, semantic_ceiling] to [0, 1]. Lexical:
+    BM25 over each node's examples, name and description as one document, scaled to 0..1.
+
+    Every value here was chosen on the dev split (`bench/intents_tune.py`), never on the held-out paraphrases.
+    Floor, ceiling and semantic_weight keep the score's calibration at 1,000 nodes where the plain-cosine router
+    had it (median right answer 0.64, median question about nothing in the tree 0.41), so the fallback
+    threshold (TOOLHUB_INTENT_THRESHOLD, 0.35) keeps its meaning: it falls back on as many off-topic questions
+    as before and on no more right ones.
     """
 
-    semantic_weight: float = 0.955
+    semantic_weight: float = 0.964
     passage_weight: float = 0.0
     whiten_shrinkage: float = 3.0
     domain_weight: float = 0.5
-    semantic_floor: float = -0.3
-    semantic_ceiling: float = 0.8
+    plain_weight: float = 3.0
+    semantic_floor: float = 0.563
+    semantic_ceiling: float = 0.904
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     # Examples whose stored vector is missing are embedded while the index is built, up to this many;
@@ -135,7 +141,7 @@ class IntentIndex:
         sizes = np.bincount(self._group[has], minlength=len(names)) if n else np.zeros(0, np.int64)
         self._shared = np.asarray(sizes[self._group] >= 2, dtype=bool) if n else np.zeros(0, dtype=bool)
         self._multi = sizes >= 2
-        self._halves: list[tuple[float, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]] = []
+        self._halves: list[tuple[float, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]] = []
         mu_q = np.zeros(dim, dtype=np.float32)
         for h, weight in ((0, 1.0 - cfg.passage_weight), (1, cfg.passage_weight)):
             rows = both[:, h * dim:(h + 1) * dim].astype(np.float64)
@@ -163,23 +169,29 @@ class IntentIndex:
             domains = _unit(domain_sums @ transform if transform is not None else domain_sums)
             if weight > 0:
                 self._halves.append((weight, mu_q, transform, np.ascontiguousarray(nodes),
-                                     np.ascontiguousarray(domains)))
+                                     np.ascontiguousarray(domains), _unit(means.astype(np.float32))))
 
     def semantic_scores(self, qvec: np.ndarray) -> np.ndarray:
         """Each node's semantic similarity to a question vector (before rescaling to 0..1)."""
         n = len(self.specs)
-        node = np.zeros(n, dtype=np.float32)
+        node: np.ndarray = np.zeros(n, dtype=np.float32)
         domain = np.zeros(len(self._multi), dtype=np.float32)
-        for weight, mu, transform, nodes, domains in self._halves:
+        plain = np.zeros(n, dtype=np.float32)
+        kappa = self.config.plain_weight
+        for weight, mu, transform, nodes, domains, raw in self._halves:
             q = qvec - mu if transform is None else (qvec - mu) @ transform
             q = q / (float(np.linalg.norm(q)) or 1.0)
             node += np.float32(weight) * (nodes @ q)
             domain += np.float32(weight) * (domains @ q)
+            if kappa:
+                plain += np.float32(weight) * (raw @ qvec)
         lam = self.config.domain_weight
-        if not lam or not self._multi.any():
-            return node
-        prior = np.where(self._shared, domain[self._group], np.float32(domain[self._multi].mean()))
-        return ((node + np.float32(lam) * prior) / np.float32(1.0 + lam)).astype(np.float32)
+        if lam and self._multi.any():
+            prior = np.where(self._shared, domain[self._group], np.float32(domain[self._multi].mean()))
+            node = (node + np.float32(lam) * prior) / np.float32(1.0 + lam)
+        if kappa:
+            node = (node + np.float32(kappa) * plain) / np.float32(1.0 + kappa)
+        return node.astype(np.float32)
 
     def _zero(self) -> np.ndarray:
         return np.zeros(2 * self.embedder.dim, dtype=np.float32)

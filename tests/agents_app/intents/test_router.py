@@ -208,11 +208,16 @@ def test_whitening_discounts_what_every_example_shares_and_how_a_nodes_examples_
                     "q": [1, 0.1, 0.25]})
     specs = [IntentSpec(code="a", name="A", kind="MCP", path=("d", "a"), examples=("a1", "a2")),
              IntentSpec(code="b", name="B", kind="MCP", path=("d", "b"), examples=("b1", "b2"))]
-    plain = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.0))
-    whitened = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.1, domain_weight=0.0))
+    plain = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.0, plain_weight=0.0))
+    whitened = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.1, domain_weight=0.0, plain_weight=0.0))
     assert plain.semantic_scores(emb.embed(["q"])[0]).argmax() == 0
     assert whitened.semantic_scores(emb.embed(["q"])[0]).argmax() == 1
     assert [m.code for m in whitened.route("q", top_k=2)][0] == "b"
+    # plain_weight mixes the plain cosine back in: (whitened + k * plain) / (1 + k).
+    q = emb.embed(["q"])[0]
+    mixed = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.1, domain_weight=0.0, plain_weight=2.0))
+    want = (whitened.semantic_scores(q) + 2.0 * plain.semantic_scores(q)) / 3.0
+    assert np.allclose(mixed.semantic_scores(q), want, atol=1e-5)
 
 
 def test_domain_prior_prefers_the_domain_the_question_is_about() -> None:
@@ -228,9 +233,9 @@ def test_domain_prior_prefers_the_domain_the_question_is_about() -> None:
              IntentSpec(code="f2", name="F", kind="MCP", path=("fac", "f2"), examples=("fac2",)),
              IntentSpec(code="solo", name="Solo", kind="MCP", path=("solo",), examples=("solo",))]
     q = emb.embed(["q"])[0]
-    flat = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.0)).semantic_scores(q)
+    flat = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.0, plain_weight=0.0)).semantic_scores(q)
     assert abs(flat[0] - flat[1]) < 1e-6
-    tree = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.5))
+    tree = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.5, plain_weight=0.0))
     scores = tree.semantic_scores(q)
     assert scores[0] > scores[1]
     # Each shared domain's own score, recovered from a member; the solo node gets their mean, not its own score.
