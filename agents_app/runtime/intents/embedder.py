@@ -39,7 +39,9 @@ class E5Embedder:
 
     Questions use e5's `query:` prefix. Examples are embedded twice, as a `query:` (question against
     question, symmetric) and as a `passage:` (question against answer-side text, the asymmetric retrieval
-    e5 was trained for); the router averages both centroids, which routed better on the dev split than either.
+    e5 was trained for). With plain cosines a mix of both centroids routed best on the dev split; since the
+    router whitens (RouterConfig.whiten_shrinkage) the `query:` half alone does as well, so RouterConfig's
+    passage_weight is 0 by default and the passage half is stored for a router configured to use it.
 
     One text at a time (a routed question) is remembered in a small LRU of `cache_size` vectors: people ask
     the same things again ("hello", "where is my order"), and embedding is nearly all of a route's cost.

@@ -1,8 +1,9 @@
-"""The in-memory intent index: per-node centroid similarity (semantic) and BM25 (lexical), fused into one score.
+"""The in-memory intent index: whitened centroid similarity with a domain prior (semantic) and BM25 (lexical), fused.
 
-Built once per tenant tree version (the caller caches it); a query costs one sentence embedding plus a
-matrix-vector product over the node centroids and a walk over the query's posting lists, so the index's own
-work at 1,000 nodes is well under a millisecond and the embedding is nearly all of a route's cost.
+Built once per tenant tree version (the caller caches it); a query costs one sentence embedding, one 384x384
+whitening product, a matrix-vector product over the node centroids and a walk over the query's posting lists,
+so the index's own work at 1,000 nodes is well under a millisecond and the embedding is nearly all of a route's
+cost.
 """
 
 from __future__ import annotations
@@ -26,17 +27,34 @@ KINDS = ("KB", "KB_AND_MCP", "MCP", "SYSTEM")
 class RouterConfig:
     """How the two channels are computed, mapped to 0..1 and fused.
 
-    Semantic: the cosine of the question with each node's centroid of example vectors, as `query:` texts and
-    as `passage:` texts, mixed by `passage_weight`; it is rescaled from [semantic_floor, semantic_ceiling] to
-    [0, 1] (e5 cosines of unrelated sentences sit around 0.75-0.85). Lexical: BM25 over each node's examples,
-    name and description as one document, scaled to 0..1. Every value here was chosen on the dev split
-    (`bench/intents_tune.py`), never on the held-out paraphrases.
+    Semantic: the cosine of the question with each node's centroid of example vectors (`query:` texts, and
+    `passage:` texts mixed in by `passage_weight`), taken in a whitened space: vectors are centred on the mean
+    example and multiplied by (S + a*I)^-1/2, S the covariance of examples around their own node's mean and a
+    `whiten_shrinkage` times S's mean eigenvalue (0 turns whitening off, and centring with it). That discounts
+    what every example shares (e5's cosines of unrelated sentences sit around 0.75-0.85) and how a node's
+    examples differ among themselves (wording, language), and keeps what tells nodes apart. Hierarchy: the
+    question's whitened cosine with the centroid of its domain (the nodes under the same root; a node alone in
+    its domain gets the mean of the other domains') is added with `domain_weight`, which keeps a question about
+    a shop's products out of a big "Facilities" domain that shares its nouns. Whitened cosines say which node
+    fits best but not whether any fits (a question about nothing in the tree still has a nearest centroid), so
+    the plain cosine with the centroid is mixed back in with `plain_weight`: (whitened + plain_weight * plain)
+    / (1 + plain_weight). The result is rescaled from [semantic_floor, semantic_ceiling] to [0, 1]. Lexical:
+    BM25 over each node's examples, name and description as one document, scaled to 0..1.
+
+    Every value here was chosen on the dev split (`bench/intents_tune.py`), never on the held-out paraphrases.
+    Floor, ceiling and semantic_weight keep the score's calibration at 1,000 nodes where the plain-cosine router
+    had it (median right answer 0.64, median question about nothing in the tree 0.41), so the fallback
+    threshold (TOOLHUB_INTENT_THRESHOLD, 0.35) keeps its meaning: it falls back on as many off-topic questions
+    as before and on no more right ones.
     """
 
-    semantic_weight: float = 0.8
-    passage_weight: float = 0.6
-    semantic_floor: float = 0.76
-    semantic_ceiling: float = 0.94
+    semantic_weight: float = 0.964
+    passage_weight: float = 0.0
+    whiten_shrinkage: float = 3.0
+    domain_weight: float = 0.5
+    plain_weight: float = 3.0
+    semantic_floor: float = 0.563
+    semantic_ceiling: float = 0.904
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     # Examples whose stored vector is missing are embedded while the index is built, up to this many;
@@ -103,18 +121,77 @@ class IntentIndex:
         both = np.stack([v if isinstance(v, np.ndarray) and v.shape == (2 * dim,) else self._zero()
                          for v in vectors]) if vectors else np.zeros((0, 2 * dim), dtype=np.float32)
         self.matrix = np.ascontiguousarray(both[:, :dim])  # query-side rows: the closest example
-        # Each node's centroids (query side, passage side): the mean of its examples is steadier than any one.
-        sums = np.add.reduceat(both, self.row_start, axis=0) if len(both) else np.zeros((0, 2 * dim), np.float32)
-        self.centroids = np.ascontiguousarray(np.concatenate(
-            [_unit(sums[:, :dim]), _unit(sums[:, dim:])], axis=1) if len(sums) else sums)
-        w = self.config.passage_weight
-        # (1 - w) * cos(q, query centroid) + w * cos(q, passage centroid) as one product: stack the two halves.
-        self._mixed = np.ascontiguousarray((1.0 - w) * self.centroids[:, :dim] + w * self.centroids[:, dim:])
+        self._build_semantic(both)
         self._build_lexical(texts)
         docs: list[Counter[str]] = [Counter() for _ in self.specs]
         for row, text in enumerate(texts):
             docs[int(self.row_node[row])].update(features(text))
         self.bm25 = Bm25(docs, k1=self.config.bm25_k1, b=self.config.bm25_b)
+
+    def _build_semantic(self, both: np.ndarray) -> None:
+        """Whitening transforms, node centroids and domain centroids, per half (query, passage) in use."""
+        cfg, dim, n = self.config, self.embedder.dim, len(self.specs)
+        present = np.linalg.norm(both, axis=1) > 0 if len(both) else np.zeros(0, dtype=bool)
+        counts = np.bincount(self.row_node[present], minlength=n).astype(np.float64)
+        has = counts > 0
+        # Domains: the first code of each path. A node alone in its domain has no domain evidence of its own.
+        roots = [s.path[0] if s.path else s.code for s in self.specs]
+        names = sorted(set(roots))
+        self._group = np.asarray([names.index(r) for r in roots], dtype=np.int64)
+        sizes = np.bincount(self._group[has], minlength=len(names)) if n else np.zeros(0, np.int64)
+        self._shared = np.asarray(sizes[self._group] >= 2, dtype=bool) if n else np.zeros(0, dtype=bool)
+        self._multi = sizes >= 2
+        self._halves: list[tuple[float, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]] = []
+        mu_q = np.zeros(dim, dtype=np.float32)
+        for h, weight in ((0, 1.0 - cfg.passage_weight), (1, cfg.passage_weight)):
+            rows = both[:, h * dim:(h + 1) * dim].astype(np.float64)
+            sums = np.add.reduceat(rows, self.row_start, axis=0) if len(rows) else np.zeros((n, dim))
+            means = sums / np.maximum(counts, 1.0)[:, None]
+            mu = rows[present].mean(axis=0) if present.any() else np.zeros(dim)
+            transform: np.ndarray | None = None
+            if cfg.whiten_shrinkage > 0 and present.any():
+                dev = rows[present] - means[self.row_node[present]]
+                cov = dev.T @ dev / max(1, len(dev))
+                eig, vecs = np.linalg.eigh(cov)
+                eig = np.clip(eig, 0.0, None)
+                ridge = cfg.whiten_shrinkage * float(eig.mean())
+                if ridge > 0:
+                    transform = ((vecs / np.sqrt(eig + ridge)) @ vecs.T).astype(np.float32)
+            if transform is None:
+                mu = np.zeros(dim)  # plain cosines: no centring either
+            if h == 0:
+                mu_q = mu.astype(np.float32)
+            centred = np.where(has[:, None], means - mu, 0.0).astype(np.float32)
+            nodes = _unit(centred @ transform if transform is not None else centred)
+            # A domain's centroid: the mean of its nodes' centred centroids, in the same space.
+            domain_sums = np.zeros((len(names), dim), dtype=np.float32)
+            np.add.at(domain_sums, self._group[has], centred[has])
+            domains = _unit(domain_sums @ transform if transform is not None else domain_sums)
+            if weight > 0:
+                self._halves.append((weight, mu_q, transform, np.ascontiguousarray(nodes),
+                                     np.ascontiguousarray(domains), _unit(means.astype(np.float32))))
+
+    def semantic_scores(self, qvec: np.ndarray) -> np.ndarray:
+        """Each node's semantic similarity to a question vector (before rescaling to 0..1)."""
+        n = len(self.specs)
+        node: np.ndarray = np.zeros(n, dtype=np.float32)
+        domain = np.zeros(len(self._multi), dtype=np.float32)
+        plain = np.zeros(n, dtype=np.float32)
+        kappa = self.config.plain_weight
+        for weight, mu, transform, nodes, domains, raw in self._halves:
+            q = qvec - mu if transform is None else (qvec - mu) @ transform
+            q = q / (float(np.linalg.norm(q)) or 1.0)
+            node += np.float32(weight) * (nodes @ q)
+            domain += np.float32(weight) * (domains @ q)
+            if kappa:
+                plain += np.float32(weight) * (raw @ qvec)
+        lam = self.config.domain_weight
+        if lam and self._multi.any():
+            prior = np.where(self._shared, domain[self._group], np.float32(domain[self._multi].mean()))
+            node = (node + np.float32(lam) * prior) / np.float32(1.0 + lam)
+        if kappa:
+            node = (node + np.float32(kappa) * plain) / np.float32(1.0 + kappa)
+        return node.astype(np.float32)
 
     def _zero(self) -> np.ndarray:
         return np.zeros(2 * self.embedder.dim, dtype=np.float32)
@@ -174,7 +251,7 @@ class IntentIndex:
         cfg = self.config
         qvec = self.embedder.embed([question])[0]
         n = len(self.specs)
-        sem = self._mixed @ qvec
+        sem = self.semantic_scores(qvec)
         lex = self.bm25.scores(features(question))
         sem_scaled = np.clip((sem - cfg.semantic_floor) / (cfg.semantic_ceiling - cfg.semantic_floor), 0.0, 1.0)
         fused = cfg.semantic_weight * sem_scaled + (1.0 - cfg.semantic_weight) * np.clip(lex, 0.0, 1.0)

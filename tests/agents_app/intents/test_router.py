@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from agents_app.runtime.intents import IntentIndex, IntentSpec, default_embedder, features
 from agents_app.runtime.intents.policy import decide
 from agents_app.runtime.intents.router import Match
@@ -174,6 +176,68 @@ def test_semantic_score_mixes_the_query_and_passage_centroids() -> None:
             return np.asarray([[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]] * len(texts), dtype=np.float32)
 
     spec = IntentSpec(code="a", name="A", kind="MCP", path=("a",), examples=("x", "y"))
-    index = IntentIndex([spec], Fixed(), RouterConfig(passage_weight=0.25))
+    # Whitening off: plain cosines with the two centroids.
+    index = IntentIndex([spec], Fixed(), RouterConfig(passage_weight=0.25, whiten_shrinkage=0.0))
     match = index.route("anything")[0]
     assert abs(match.semantic - (0.75 * 0.6 + 0.25 * 0.8)) < 1e-5
+
+
+class _Vectors:
+    """Examples and questions as given vectors (by text), so the semantic channel can be checked by hand."""
+
+    model = "vectors"
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = {t: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for t, v in table.items()}
+        self.dim = len(next(iter(table.values())))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+    def embed_examples(self, texts: list[str]) -> np.ndarray:
+        return np.stack([np.concatenate([self.table[t], self.table[t]]) for t in texts])
+
+
+def test_whitening_discounts_what_every_example_shares_and_how_a_nodes_examples_vary() -> None:
+    """Axis 0 is shared by every example (e5's common direction); on axis 1 the nodes differ a lot, but so do each
+    node's own examples (wording, language); on axis 2 they differ a little, and their examples agree. A question
+    a little towards a on axis 1 and clearly towards b on axis 2 is b's: plain cosines say a, whitened ones b."""
+    from agents_app.runtime.intents import RouterConfig
+
+    emb = _Vectors({"a1": [1, 1.0, 0.0], "a2": [1, 0.2, 0.0], "b1": [1, -0.2, 0.2], "b2": [1, -1.0, 0.2],
+                    "q": [1, 0.1, 0.25]})
+    specs = [IntentSpec(code="a", name="A", kind="MCP", path=("d", "a"), examples=("a1", "a2")),
+             IntentSpec(code="b", name="B", kind="MCP", path=("d", "b"), examples=("b1", "b2"))]
+    plain = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.0, plain_weight=0.0))
+    whitened = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.1, domain_weight=0.0, plain_weight=0.0))
+    assert plain.semantic_scores(emb.embed(["q"])[0]).argmax() == 0
+    assert whitened.semantic_scores(emb.embed(["q"])[0]).argmax() == 1
+    assert [m.code for m in whitened.route("q", top_k=2)][0] == "b"
+    # plain_weight mixes the plain cosine back in: (whitened + k * plain) / (1 + k).
+    q = emb.embed(["q"])[0]
+    mixed = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.1, domain_weight=0.0, plain_weight=2.0))
+    want = (whitened.semantic_scores(q) + 2.0 * plain.semantic_scores(q)) / 3.0
+    assert np.allclose(mixed.semantic_scores(q), want, atol=1e-5)
+
+
+def test_domain_prior_prefers_the_domain_the_question_is_about() -> None:
+    """Two nodes equally close to the question; the one whose domain (its siblings) is about the question wins.
+    A node alone in its domain gets the mean of the other domains' scores, not its own."""
+    from agents_app.runtime.intents import RouterConfig
+
+    emb = _Vectors({"x": [1, 1, 0, 0, 0], "y": [1, 0, 1, 0, 0], "shop2": [0, 0.2, 0, 1, 0], "fac2": [0, 0, 0.2, 0, 1],
+                    "solo": [0, 0.2, 0.2, 0.5, 0.5], "q": [0.8, 0.5, 0.5, 0.3, 0]})
+    specs = [IntentSpec(code="x", name="X", kind="MCP", path=("shop", "x"), examples=("x",)),
+             IntentSpec(code="y", name="Y", kind="MCP", path=("fac", "y"), examples=("y",)),
+             IntentSpec(code="s2", name="S", kind="MCP", path=("shop", "s2"), examples=("shop2",)),
+             IntentSpec(code="f2", name="F", kind="MCP", path=("fac", "f2"), examples=("fac2",)),
+             IntentSpec(code="solo", name="Solo", kind="MCP", path=("solo",), examples=("solo",))]
+    q = emb.embed(["q"])[0]
+    flat = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.0, plain_weight=0.0)).semantic_scores(q)
+    assert abs(flat[0] - flat[1]) < 1e-6
+    tree = IntentIndex(specs, emb, RouterConfig(whiten_shrinkage=0.0, domain_weight=0.5, plain_weight=0.0))
+    scores = tree.semantic_scores(q)
+    assert scores[0] > scores[1]
+    # Each shared domain's own score, recovered from a member; the solo node gets their mean, not its own score.
+    shop, fac = (1.5 * scores[0] - flat[0]) / 0.5, (1.5 * scores[1] - flat[1]) / 0.5
+    assert abs(scores[4] - (flat[4] + 0.5 * (shop + fac) / 2) / 1.5) < 1e-5
