@@ -1,8 +1,10 @@
-"""`make run` (manage.py toolhub_run): the login is the last thing printed, after the worker's banner."""
+"""`make run` (manage.py toolhub_run): the login is the last thing printed, after the worker's banner, and a
+SIGTERM stops the server and every child it started."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -13,6 +15,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tools_app.runtime.procenv import group_running, kill_process_group
+
 pytestmark: list[Any] = [pytest.mark.timeout(180)]
 
 
@@ -22,7 +26,10 @@ def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path
         port = sock.getsockname()[1]
     env = {**os.environ, "TOOLHUB_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings.dev",
            "TOOLHUB_ADMIN_PASSWORD": "banner-test-pw", "PYTHONUNBUFFERED": "1"}
-    env.pop("DATABASE_URL", None)
+    # Embedded defaults, as `make run` has them: not the broker of CI's PostgreSQL pass, whose worker this one's
+    # would otherwise compete with if it outlived the test.
+    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+        env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "manage.py", "toolhub_run", "--port", str(port)],
                             cwd=str(settings.BASE_DIR), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
@@ -38,10 +45,10 @@ def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path
             if "API token:" in line:
                 break
     finally:
-        from tools_app.runtime.procenv import kill_process_group
-
-        kill_process_group(proc.pid, term_wait_s=10)
+        stopping = time.monotonic()
+        kill_process_group(proc.pid, term_wait_s=60)  # SIGTERM; toolhub_run stops its own children, then exits
         proc.wait(timeout=10)
+        stopped_in = time.monotonic() - stopping
     text = "\n".join(lines)
     assert "API token:" in text, text[-3000:]
     login = next(i for i, line in enumerate(lines) if "login admin / banner-test-pw" in line)
@@ -49,4 +56,9 @@ def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path
     server = next(i for i, line in enumerate(lines) if "Uvicorn running on" in line)
     assert worker < login and server < login
     assert lines.index(next(line for line in lines if "API token:" in line)) == len(lines) - 1
+    # It exited on the SIGTERM (not the SIGKILL after 60 s), and took its worker (a session of its own, which
+    # the signal to toolhub_run's group does not reach) down with it.
+    assert proc.returncode == 0, (proc.returncode, stopped_in)
+    worker_pid = int(re.search(r"embedded Celery worker \+ beat \(pid (\d+)", text).group(1))  # type: ignore[union-attr]
+    assert not group_running(worker_pid)
 
