@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 # Only these reach a child from Toolhub's own environment; secrets and DB URLs never do.
 BASE_ENV_KEYS = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME")
@@ -49,13 +49,7 @@ def group_running(pgid: int) -> bool:
         return False
     if not os.path.isdir("/proc"):  # pragma: no cover - Linux is the target; elsewhere the kernel's answer
         return True
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                fields = _stat_fields(int(entry.name))  # state ppid pgrp ...
-                if fields is not None and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                    return True
-    return False
+    return any(fields[2] == str(pgid) for _, fields in _live_processes())  # fields: state ppid pgrp ...
 
 
 # -- every process a child started, wherever it went ----------------------------------------------
@@ -73,6 +67,15 @@ def _stat_fields(pid: int) -> list[str] | None:
     return raw.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ... starttime is [19]
 
 
+def _live_processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, stat fields) of every process that has not exited (zombies left out), read from /proc."""
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None and fields[0] not in ("Z", "X"):
+                yield int(entry), fields
+
+
 def process_identity(pid: int) -> str | None:
     """pid plus its start time: the same process, not a reused pid. None when gone or a zombie."""
     fields = _stat_fields(pid)
@@ -84,11 +87,8 @@ def process_identity(pid: int) -> str | None:
 def descendant_pids(root: int) -> set[int]:
     """Every live descendant of `root` (by parent links, read from /proc)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if entry.isdigit():
-            fields = _stat_fields(int(entry))
-            if fields is not None and fields[0] not in ("Z", "X"):
-                children.setdefault(int(fields[1]), []).append(int(entry))
+    for pid, fields in _live_processes():
+        children.setdefault(int(fields[1]), []).append(pid)
     found: set[int] = set()
     todo = [root]
     while todo:

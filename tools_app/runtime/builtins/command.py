@@ -8,7 +8,6 @@ import selectors
 import shlex
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -414,8 +413,6 @@ def run_capped(
                     timed_out = True
         finally:
             if timed_out:
-                # Reap the leader as it dies, so the group check in kill_process_group sees it gone.
-                threading.Thread(target=proc.wait, daemon=True).start()
                 kill_process_group(proc.pid, term_wait_s=1.0)
             else:
                 # The leader exited; anything it left running in its group must not outlive the call.
