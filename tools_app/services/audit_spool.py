@@ -129,20 +129,15 @@ def _move_aside(path: Path, where: str, why: str) -> str:
     return str(target)
 
 
-def _unlink_after_commit(path: Path) -> None:
-    def unlink() -> None:
-        path.unlink(missing_ok=True)
-
-    transaction.on_commit(unlink)
-
-
-def _insert(call: ToolCall) -> bool:
-    """Insert the row unless its call_uid is stored already; True when this inserted it."""
+def _store(call: ToolCall, path: Path) -> bool:
+    """Insert the row unless its call_uid is stored already, and delete its file once that commits; True when
+    this inserted it."""
     with transaction.atomic():
-        if ToolCall.objects.filter(call_uid=call.call_uid).exists():
-            return False
-        ToolCall.objects.bulk_create([call], ignore_conflicts=True)
-        return True
+        stored = ToolCall.objects.filter(call_uid=call.call_uid).exists()
+        if not stored:
+            ToolCall.objects.bulk_create([call], ignore_conflicts=True)
+        transaction.on_commit(lambda: path.unlink(missing_ok=True))
+    return not stored
 
 
 def _drop_missing_references(call: ToolCall) -> bool:
@@ -189,16 +184,12 @@ def replay(limit: int | None = None) -> Replay:
                 continue
             try:
                 try:
-                    with transaction.atomic():
-                        inserted = _insert(call)
-                        _unlink_after_commit(path)
+                    inserted = _store(call, path)
                 except IntegrityError:
                     if not _drop_missing_references(call):
                         report.rejected.append(_move_aside(path, REJECTED, "its tenant no longer exists"))
                         continue
-                    with transaction.atomic():
-                        inserted = _insert(call)
-                        _unlink_after_commit(path)
+                    inserted = _store(call, path)
             except Exception as exc:
                 if unavailable_service(exc) is None:
                     raise
