@@ -137,7 +137,8 @@ class IntentIndex:
         # Domains: the first code of each path. A node alone in its domain has no domain evidence of its own.
         roots = [s.path[0] if s.path else s.code for s in self.specs]
         names = sorted(set(roots))
-        self._group = np.asarray([names.index(r) for r in roots], dtype=np.int64)
+        position = {name: i for i, name in enumerate(names)}
+        self._group = np.asarray([position[r] for r in roots], dtype=np.int64)
         sizes = np.bincount(self._group[has], minlength=len(names)) if n else np.zeros(0, np.int64)
         self._shared = np.asarray(sizes[self._group] >= 2, dtype=bool) if n else np.zeros(0, dtype=bool)
         self._multi = sizes >= 2
