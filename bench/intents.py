@@ -27,7 +27,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents_app.runtime.intents import E5Embedder, IntentIndex, IntentSpec  # noqa: E402
+from agents_app.runtime.intents import IntentEmbedder, IntentIndex, IntentSpec  # noqa: E402
 from agents_app.runtime.intents.policy import decide  # noqa: E402
 from agents_app.runtime.toolset import FunctionCandidate, assemble  # noqa: E402
 from bench._common import pct  # noqa: E402
@@ -40,9 +40,9 @@ LIMIT = 128
 class CachedEmbedder:
     """The real embedder, with example vectors kept in var/ between runs (queries are always embedded afresh)."""
 
-    def __init__(self, inner: E5Embedder, path: Path) -> None:
+    def __init__(self, inner: IntentEmbedder, path: Path) -> None:
         self.inner, self.path = inner, path
-        self.model, self.dim = inner.model, inner.dim
+        self.model, self.dim, self.second_dim = inner.model, inner.dim, inner.second_dim
         self.store: dict[str, Any] = pickle.loads(path.read_bytes()) if path.exists() else {}
         if self.store.get("__model__") != self.model:
             self.store = {"__model__": self.model}
@@ -114,7 +114,7 @@ def main() -> None:
                         help="list the held-out misses too (by default only dev misses are listed, so that what is "
                              "looked at while tuning is the dev split)")
     args = parser.parse_args()
-    embedder = E5Embedder(threads=1, cache_size=0)  # unique questions: no query-vector cache
+    embedder = IntentEmbedder(threads=1, cache_size=0)  # unique questions: no query-vector cache
     cache = CachedEmbedder(embedder, Path(__file__).resolve().parents[1] / "var" / "bench-intent-vectors.pkl")
     tree, heldout = load_tree(), load_heldout()
     t0 = time.perf_counter()
@@ -178,7 +178,7 @@ def main() -> None:
     real = big.embedder
 
     class Precomputed:
-        model, dim = real.model, real.dim
+        model, dim, second_dim = real.model, real.dim, real.second_dim
 
         def embed(self, texts: list[str]) -> Any:
             return qvecs[texts[0]]
@@ -191,7 +191,7 @@ def main() -> None:
         big.route(q, top_k=3)
         index_only.append((time.perf_counter() - start) * 1000)
     big.embedder = real
-    cached = E5Embedder(threads=1)
+    cached = IntentEmbedder(threads=1)
     big.embedder = cached
     big.route(queries[0])
     repeated = []

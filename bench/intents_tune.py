@@ -37,7 +37,7 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents_app.runtime.intents import E5Embedder, IntentIndex, RouterConfig  # noqa: E402
+from agents_app.runtime.intents import IntentEmbedder, IntentIndex, RouterConfig  # noqa: E402
 from agents_app.runtime.intents.lexical import features  # noqa: E402
 from bench.intents import CachedEmbedder, specs_of  # noqa: E402
 from tests.fixtures.intents import distractors, load_dev, load_tree  # noqa: E402
@@ -58,14 +58,16 @@ OFF_TOPIC = [
     "光合作用是什么原理", "唐朝一共有多少个皇帝",
 ]
 PLAIN = RouterConfig(semantic_weight=0.8, passage_weight=0.6, whiten_shrinkage=0.0, domain_weight=0.0,
-                     semantic_floor=0.76, semantic_ceiling=0.94)  # the router before whitening, for reference
+                     second_weight=0.0, semantic_floor=0.76,
+                     semantic_ceiling=0.94)  # the router before whitening (and before USE), for reference
+SECOND_WEIGHTS = (0.0, 0.09, 0.177, 0.27, 0.35)
 
 
 class Precomputed:
     """Question vectors embedded once for every candidate (they do not depend on the settings)."""
 
-    def __init__(self, inner: E5Embedder, questions: list[str]) -> None:
-        self.model, self.dim = inner.model, inner.dim
+    def __init__(self, inner: IntentEmbedder, questions: list[str]) -> None:
+        self.model, self.dim, self.second_dim = inner.model, inner.dim, inner.second_dim
         self.vectors = dict(zip(questions, inner.embed(questions), strict=True))
 
     def embed(self, texts: list[str]) -> Any:
@@ -151,8 +153,9 @@ def calibrate(rows: list[tuple[str, int, np.ndarray, np.ndarray]], r: float,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--no-grid", action="store_true", help="skip the ranking grid (the other steps only)")
     args = parser.parse_args()
-    inner = E5Embedder(threads=1, cache_size=0)
+    inner = IntentEmbedder(threads=1, cache_size=0)
     cache = CachedEmbedder(inner, Path(__file__).resolve().parents[1] / "var" / "bench-intent-vectors.pkl")
     tree, dev = load_tree(), load_dev()
     questions = [q for v in dev.values() for q in v["en"] + v["zh"]] + OFF_TOPIC
@@ -166,7 +169,8 @@ def main() -> None:
                                         PLAIN.semantic_ceiling))
     print(f"off-topic median best score, plain-cosine router at {len(big_specs)} nodes: {off_target:.2f}")
     print("ranking grid (dev top-1; absent median once calibrated at the large size):", flush=True)
-    for shrinkage, passage, plain in itertools.product((0.0, 1.0, 3.0, 10.0), (0.0, 0.6), (0.0, 1.0, 3.0)):
+    grid = itertools.product((0.0, 1.0, 3.0, 10.0), (0.0, 0.6), (0.0, 1.0, 3.0)) if not args.no_grid else []
+    for shrinkage, passage, plain in grid:
         if shrinkage == 0 and plain:
             continue
         base = RouterConfig(whiten_shrinkage=shrinkage, passage_weight=passage, plain_weight=plain)
@@ -183,15 +187,25 @@ def main() -> None:
                 print(f"  shrinkage {shrinkage:4.1f} passage {passage:.1f} plain {plain:.1f} domain {domain:.2f} "
                       f"lexical r {r:.3f}:  {len(small_specs)} en {s['en']:.3f} zh {s['zh']:.3f}   {len(big_specs)} "
                       f"en {b['en']:.3f} zh {b['zh']:.3f}   mean {mean:.3f}   absent {absent:.2f}", flush=True)
-    top = max(results)
-    print(f"\nbest dev mean {top[0]:.3f}: shrinkage {top[1]}, passage {top[2]}, plain {top[3]}, domain {top[4]}, "
-          f"r {top[5]:.4f}")
+    if results:
+        top = max(results)
+        print(f"\nbest dev mean {top[0]:.3f}: shrinkage {top[1]}, passage {top[2]}, plain {top[3]}, domain {top[4]}, "
+              f"r {top[5]:.4f}")
     defaults = RouterConfig()
+    r = (1.0 - defaults.semantic_weight) * (defaults.semantic_ceiling - defaults.semantic_floor) / defaults.semantic_weight
+    print("\nsecond model (USE) weight, the rest at the defaults (dev top-1):")
+    for weight in SECOND_WEIGHTS:
+        config = dataclasses.replace(defaults, second_weight=weight)
+        small = IntentIndex(small_specs, embedder, config)  # type: ignore[arg-type]
+        big = IntentIndex(big_specs, embedder, config)  # type: ignore[arg-type]
+        s, b = (top1(channels(x, embedder, dev, defaults.domain_weight), r) for x in (small, big))
+        print(f"  second_weight {weight:.3f}:  {len(small_specs)} en {s['en']:.3f} zh {s['zh']:.3f}   "
+              f"{len(big_specs)} en {b['en']:.3f} zh {b['zh']:.3f}   mean {(s['en'] + s['zh'] + b['en'] + b['zh']) / 4:.3f}",
+              flush=True)
     chosen = RouterConfig(whiten_shrinkage=defaults.whiten_shrinkage, passage_weight=defaults.passage_weight,
-                          plain_weight=defaults.plain_weight)
+                          plain_weight=defaults.plain_weight, second_weight=defaults.second_weight)
     big = IntentIndex(big_specs, embedder, chosen)  # type: ignore[arg-type]
     rows_b = channels(big, embedder, dev, defaults.domain_weight)
-    r = (1.0 - defaults.semantic_weight) * (defaults.semantic_ceiling - defaults.semantic_floor) / defaults.semantic_weight
     floor, ceiling, weight, _ = calibrate(rows_b, r, off_topic(big, embedder), off_target)
     print(f"\ndefaults now: {defaults}\n  (lexical r {r:.3f}); calibration for them: semantic_floor {floor:.3f}, "
           f"semantic_ceiling {ceiling:.3f}, semantic_weight {weight:.3f}")

