@@ -2,16 +2,17 @@
 
 Run: .venv/bin/python bench/intents_tune.py [--nodes 1000]
 
-Two steps. First a ranking grid: for each whitening shrinkage, passage weight, plain-cosine share, domain weight
+Three steps. First a ranking grid: for each whitening shrinkage, passage weight, plain-cosine share, domain weight
 and lexical weight it prints dev top-1 per language at 42 topics and at --nodes (distractors built as in
-bench/intents.py). Top-1 depends only on the sum `semantic + r * lexical` (r, the lexical weight relative to the
-semantic score), so the grid is over r and the 0..1 mapping is left for the second step. Second, calibration:
-semantic_floor and semantic_ceiling (with semantic_weight = span / (span + r)) are solved so that at the large
-size the median score of right answers stays at 0.64 and the median best score of questions about nothing in
-the tree (OFF_TOPIC, calibration only) stays where the plain-cosine router had it (0.41), so that
-TOOLHUB_INTENT_THRESHOLD keeps its meaning; the resulting RouterConfig is run through route() beside the
-plain-cosine router, printing accuracy, medians, and how many dev and off-topic questions fall below the
-threshold at both sizes.
+bench/intents.py), with the second model (USE) at its default weight (`--no-grid` skips this step). Top-1 depends
+only on the sum `semantic + r * lexical` (r, the lexical weight relative to the semantic score), so the grid is
+over r and the 0..1 mapping is left for the last step. Second, the second model's weight, the rest at the
+defaults. Third, calibration: semantic_floor and semantic_ceiling (with semantic_weight = span / (span + r)) are
+solved so that at the large size the median score of right answers stays at 0.64 and the median best score of
+questions about nothing in the tree (OFF_TOPIC, calibration only) stays where the plain-cosine router had it
+(0.41), so that TOOLHUB_INTENT_THRESHOLD keeps its meaning; the resulting RouterConfig is run through route()
+beside the plain-cosine router, printing accuracy, medians, and how many dev and off-topic questions fall below
+the threshold at both sizes.
 
 RouterConfig's defaults were picked from this output: with whitening, a domain prior and a plain share of 3, every
 shrinkage tried (1, 3, 10) routes 2-4 more dev questions per size (of 168) than the plain-cosine router (3, the
@@ -19,6 +20,11 @@ middle, is also the best); the plain share is
 the smallest (3, of 1, 1.5, 2, 3) whose calibrated score falls back on no more right answers at 42 topics than
 the plain-cosine router (1:1 was 3 dev questions better at 1,000 nodes but fell back on 17/168 right answers at
 42 topics); among those settings, the simplest (no passage half) within one dev question of the best.
+The second model's weight (0.177) is the smallest that reaches the plateau of the dev mean (0.929 from 0.917
+without it; 0.27 and 0.35 tie); it enters relative to e5's best node, so the calibration above still holds (1,000
+nodes: right answers falling back 0/168, off-topic 5/24; 42 topics: 0/168 and 12/24). With it on, the grid's best
+adds the passage half (0.6: dev mean 0.938), but calibrated it falls back on 3/168 right answers at 42 topics, so
+the plain-share rule above keeps it out.
 """
 
 from __future__ import annotations
