@@ -134,6 +134,15 @@ class _Snapshots:
             self._items.move_to_end((kind, key))
             return True, item[2]
 
+    def peek(self, kind: str, key: Hashable, now: float) -> tuple[tuple[int, ...], Any] | None:
+        """(stamp, value) of an unexpired entry, whatever its stamp."""
+        with self._lock:
+            item = self._items.get((kind, key))
+            if item is None or item[1] <= now:
+                return None
+            self._items.move_to_end((kind, key))
+            return item[0], item[2]
+
     def put(self, kind: str, key: Hashable, stamp: tuple[int, ...], expires: float, value: Any) -> None:
         with self._lock:
             self._items[(kind, key)] = (stamp, expires, value)
@@ -173,6 +182,23 @@ def remembered(kind: str, key: Hashable, scopes: tuple[str, ...], load: Callable
             expires = min(expires, until)
     _snapshots.put(kind, key, stamp, expires, value)
     return value
+
+
+def keep(kind: str, key: Hashable, scopes: tuple[str, ...], value: Any, *, ttl: float) -> None:
+    """Store `value` for (kind, key) under the current generations of `scopes`, for recall()."""
+    if ttl > 0:
+        _snapshots.put(kind, key, generations(*scopes), time.time() + ttl, value)
+
+
+def recall(kind: str, key: Hashable, scopes_of: Callable[[Any], tuple[str, ...]]) -> Any | None:
+    """What keep() stored for (kind, key), if the scopes it rests on still have the generations it was stored
+    under; None otherwise. For a caller that learns the scopes from the value itself (a remembered principal's
+    tenant), so it can look without loading anything."""
+    item = _snapshots.peek(kind, key, time.time())
+    if item is None:
+        return None
+    stamp, value = item
+    return value if generations(*scopes_of(value)) == stamp else None
 
 
 def clear_local() -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -163,38 +160,14 @@ def resolve(*, user: Any, tenant_slug: str, agent_id: str) -> Principal:
     return Principal(user=user, tenant=tenant, role=Role(membership.role), agent=agent)
 
 
-class _Remembered:
-    """Principals of recent requests by (token digest, tenant slug, agent id), each with the generations
-    (core.hotcache: `auth` and its tenant's) it was read under. Every change that could alter one bumps one of
-    those, so a stored principal whose generations still stand is exactly what authenticate() would answer."""
-
-    def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, str, str], tuple[tuple[int, ...], float, Principal]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str, str]) -> Principal | None:
-        with self._lock:
-            item = self._items.get(key)
-        if item is None or item[1] <= time.monotonic():
-            return None
-        stamp, _expires, principal = item
-        if hotcache.generations(hotcache.AUTH, hotcache.tenant_scope(principal.tenant.pk)) != stamp:
-            return None
-        return principal
-
-    def put(self, key: tuple[str, str, str], stamp: tuple[int, ...], ttl: float, principal: Principal) -> None:
-        with self._lock:
-            self._items[key] = (stamp, time.monotonic() + ttl, principal)
-            self._items.move_to_end(key)
-            while len(self._items) > 4096:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+# Principals of recent requests by (token digest, tenant slug, agent id), kept in core.hotcache under the
+# generations of `auth` and their tenant: every change that could alter one bumps one of those, so a kept
+# principal whose generations still stand is exactly what authenticate() would answer.
+_PRINCIPALS = "gateway-principal"
 
 
-_remembered = _Remembered()
+def _principal_scopes(principal: Principal) -> tuple[str, ...]:
+    return hotcache.AUTH, hotcache.tenant_scope(principal.tenant.pk)
 
 
 def _remember_key(token: str, tenant_slug: str, agent_id: str) -> tuple[str, str, str]:
@@ -216,7 +189,9 @@ def remembered_principal(*, token: str, tenant_slug: str, agent_id: str) -> Prin
     changed since (one read of two generation numbers); None when authenticate() must decide."""
     if _remember_ttl() <= 0:
         return None
-    return _remembered.get(_remember_key(token, tenant_slug, agent_id))
+    found: Principal | None = hotcache.recall(_PRINCIPALS, _remember_key(token, tenant_slug, agent_id),
+                                              _principal_scopes)
+    return found
 
 
 def authenticate_remembering(*, token: str, tenant_slug: str, agent_id: str) -> Principal | None:
@@ -227,9 +202,9 @@ def authenticate_remembering(*, token: str, tenant_slug: str, agent_id: str) -> 
         return found
     principal = authenticate(token=token, tenant_slug=tenant_slug, agent_id=agent_id)
     ttl = _remember_ttl()
-    if principal is not None and ttl > 0:
-        stamp = hotcache.generations(hotcache.AUTH, hotcache.tenant_scope(principal.tenant.pk))
-        _remembered.put(_remember_key(token, tenant_slug, agent_id), stamp, ttl, principal)
+    if principal is not None:
+        hotcache.keep(_PRINCIPALS, _remember_key(token, tenant_slug, agent_id), _principal_scopes(principal), principal,
+                      ttl=ttl)
     return principal
 
 
