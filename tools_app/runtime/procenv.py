@@ -130,6 +130,16 @@ def signal_identities(identities: set[str], sig: int) -> set[str]:
     return alive
 
 
+def end_processes(identities: set[str], *, wait_s: float = 1.0) -> set[str]:
+    """SIGKILL each still-identical process and wait until they are gone; those still alive at the deadline."""
+    alive = signal_identities(identities, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+        alive = live_identities(alive)
+    return alive
+
+
 def live_identities(identities: set[str]) -> set[str]:
     return {i for i in identities if process_identity(int(i.split(":", 1)[0])) == i}
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from tools_app.runtime.procenv import group_running, kill_process_group
+from tools_app.runtime.procenv import end_processes, group_running, identities_of, kill_process_group
 
 
 def test_a_group_of_a_zombie_is_not_running_though_the_kernel_still_knows_it() -> None:
@@ -38,3 +38,19 @@ def test_a_group_with_a_live_member_is_running_until_killed() -> None:
 def _zombie(pid: int) -> bool:
     with open(f"/proc/{pid}/stat", "rb") as fh:
         return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+
+
+def test_end_processes_kills_what_is_out_of_the_groups_reach_and_waits_until_it_is_gone() -> None:
+    """A process in a session of its own (as bwrap --new-session puts the sandboxed command) survives a kill of
+    its starter's group; end_processes ends it by identity and returns only once it has exited."""
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        tree = identities_of({other.pid})
+        assert len(tree) == 1
+        assert end_processes(tree) == set()
+        assert other.wait(timeout=1) == -9
+        assert end_processes(tree) == set()  # gone already: nothing is signalled (a reused pid would differ)
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()

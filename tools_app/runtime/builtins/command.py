@@ -35,7 +35,13 @@ from tools_app.runtime.builtins.sandbox import (
 )
 from tools_app.runtime.builtins.workspace import Workspace
 from tools_app.runtime.errors import BusinessError, InvalidParams, ToolTimeout
-from tools_app.runtime.procenv import base_environment, kill_process_group
+from tools_app.runtime.procenv import (
+    base_environment,
+    descendant_pids,
+    end_processes,
+    identities_of,
+    kill_process_group,
+)
 from tools_app.runtime.result import ToolResult
 
 MAX_COMMAND_CHARS = 4096
@@ -412,11 +418,15 @@ def run_capped(
                 except subprocess.TimeoutExpired:
                     timed_out = True
         finally:
+            # bwrap runs the command in a session of its own (--new-session), out of the group's reach, and
+            # --die-with-parent ends it only some time after bwrap: note the tree now, end what is left after.
+            tree = identities_of(descendant_pids(proc.pid))
             if timed_out:
                 kill_process_group(proc.pid, term_wait_s=1.0)
             else:
                 # The leader exited; anything it left running in its group must not outlive the call.
                 kill_process_group(proc.pid, term_wait_s=0.2)
+            end_processes(tree)
             proc.stdout.close()
             proc.stderr.close()
             proc.wait()
