@@ -1,10 +1,10 @@
 """The in-memory intent index: whitened centroid similarity of two embedding models with a domain prior (semantic)
 and BM25 (lexical), fused.
 
-Built once per tenant tree version (the caller caches it); a query costs one sentence embedding, one 384x384
-whitening product, a matrix-vector product over the node centroids and a walk over the query's posting lists,
-so the index's own work at 1,000 nodes is well under a millisecond and the embedding is nearly all of a route's
-cost.
+Built once per tenant tree version (the caller caches it); a query costs one sentence embedding (both models), a
+whitening product per embedding part (384x384 for e5, 512x512 for USE), matrix-vector products over the node
+centroids and a walk over the query's posting lists, so the index's own work at 1,000 nodes is about half a
+millisecond and the embedding is nearly all of a route's cost.
 """
 
 from __future__ import annotations
