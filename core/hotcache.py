@@ -127,12 +127,10 @@ class _Snapshots:
         self._lock = threading.Lock()
 
     def get(self, kind: str, key: Hashable, stamp: tuple[int, ...], now: float) -> tuple[bool, Any]:
-        with self._lock:
-            item = self._items.get((kind, key))
-            if item is None or item[0] != stamp or item[1] <= now:
-                return False, None
-            self._items.move_to_end((kind, key))
-            return True, item[2]
+        item = self.peek(kind, key, now)
+        if item is None or item[0] != stamp:
+            return False, None
+        return True, item[1]
 
     def peek(self, kind: str, key: Hashable, now: float) -> tuple[tuple[int, ...], Any] | None:
         """(stamp, value) of an unexpired entry, whatever its stamp."""
