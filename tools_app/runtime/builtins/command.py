@@ -419,8 +419,10 @@ def run_capped(
                     timed_out = True
         finally:
             # bwrap runs the command in a session of its own (--new-session), out of the group's reach, and
-            # --die-with-parent ends it only some time after bwrap: note the tree now, end what is left after.
-            tree = identities_of(descendant_pids(proc.pid))
+            # --die-with-parent ends it only some time after bwrap: while bwrap still runs (a timeout, an error
+            # here), note its tree now and end what is left of it after. Once bwrap exited by itself, its pid
+            # namespace, and everything in it, is gone already.
+            tree = identities_of(descendant_pids(proc.pid)) if proc.poll() is None else set()
             if timed_out:
                 kill_process_group(proc.pid, term_wait_s=1.0)
             else:
