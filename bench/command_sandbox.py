@@ -11,7 +11,7 @@ from pathlib import Path
 from _common import summary  # type: ignore[import-not-found]
 
 from tools_app.runtime.builtins import BuiltinContext, invoke_builtin
-from tools_app.runtime.builtins.sandbox import SandboxPolicy
+from tools_app.runtime.sandbox import SandboxPolicy
 
 
 def measure(ctx: BuiltinContext, command: str, n: int) -> list[float]:

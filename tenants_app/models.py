@@ -31,6 +31,15 @@ class Tenant(models.Model):
         default=False,
         help_text="Client configs imported into this tenant may mark functions (autoApprove) that skip approval",
     )
+    # The LOCAL server sandbox (set by platform operators only): network and the tenant's total memory.
+    local_network = models.CharField(
+        max_length=16, choices=[("none", "No network"), ("host", "The host's network")], default="none",
+        help_text="Network of this tenant's LOCAL servers: none, or the host's (loopback included: operators only)",
+    )
+    local_memory_mb = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Memory of all this tenant's sandboxed processes together (MiB); "
+                                         "empty = TOOLHUB_SANDBOX_TENANT_MEMORY_MB",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

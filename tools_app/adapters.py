@@ -16,10 +16,10 @@ from tools_app import configs
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
-from tools_app.runtime.builtins.sandbox import SandboxPolicy
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec
+from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
 
 _pool_lock = threading.Lock()
 _pool: SessionPool | None = None
@@ -80,10 +80,37 @@ def release_tool(tool_id: int) -> None:
 
 def server_spec(tool: Tool) -> ServerSpec:
     # Validated on save into the type's spec: taken as it is, no second validation per call.
-    # A LOCAL server is offered the tenant's workspace as its MCP root unless its config says otherwise.
-    roots = (str(_workspace_of(tool.tenant_id)),) if tool.type == "LOCAL" else ()
+    # A LOCAL server is offered the tenant's workspace as its MCP root unless its config says otherwise, and runs
+    # in the tenant's sandbox unless a platform operator marked it unsandboxed (or turned the sandbox off).
+    local = tool.type == "LOCAL"
+    roots = (str(_workspace_of(tool.tenant_id)),) if local else ()
+    sandbox = server_sandbox(tool.tenant) if local and not tool.unsandboxed else None
     return configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
-                               tool_type=tool.type, config=tool.config or {}, validated=True, default_roots=roots)
+                               tool_type=tool.type, config=tool.config or {}, validated=True, default_roots=roots,
+                               sandbox=sandbox)
+
+
+def server_sandbox(tenant: Tenant) -> ServerSandbox | None:
+    """The OS sandbox a tenant's LOCAL servers run in, from the settings and the tenant's policy; None only when the
+    operator turned it off (TOOLHUB_LOCAL_SANDBOX=off)."""
+    if not settings.TOOLHUB_LOCAL_SANDBOX:
+        return None
+    memory_mb = tenant.local_memory_mb or settings.TOOLHUB_SANDBOX_TENANT_MEMORY_MB
+    policy = SandboxPolicy(
+        bwrap=str(settings.TOOLHUB_COMMAND_SANDBOX_BWRAP),
+        extra_ro_paths=tuple(str(p) for p in settings.TOOLHUB_LOCAL_SANDBOX_RO_PATHS),
+        address_space_bytes=int(settings.TOOLHUB_LOCAL_SANDBOX_PROCESS_MB) << 20,
+        tmp_bytes=256 << 20,
+    )
+    return ServerSandbox(
+        policy=policy,
+        tenant_key=str(tenant.pk),
+        workspace=str(_workspace_of(tenant.pk)),
+        uid=int(settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE) + int(tenant.pk),
+        share_net=tenant.local_network == "host",
+        memory_bytes=int(memory_mb) << 20,
+        cgroup_root=settings.TOOLHUB_SANDBOX_CGROUP,
+    )
 
 
 def workspace_dirname(tenant_id: int) -> str:

@@ -49,6 +49,9 @@ class Tool(models.Model):
         "market_app.MarketEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="tools"
     )
     market_hash = models.CharField(max_length=64, blank=True, default="")
+    # LOCAL only: run the server as Toolhub's own user, outside the tenant sandbox. Set only by a platform operator
+    # (superuser), shown in red on the tool page; every other LOCAL server is sandboxed.
+    unsandboxed = models.BooleanField(default=False)
     # Health and failure breaker; in the database so every process agrees.
     consecutive_failures = models.PositiveIntegerField(default=0)
     disabled_until = models.DateTimeField(null=True, blank=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -274,6 +275,30 @@ TOOLHUB_COMMAND_SANDBOX = os.environ.get("TOOLHUB_COMMAND_SANDBOX", "on").strip(
 TOOLHUB_COMMAND_SANDBOX_BWRAP = os.environ.get("TOOLHUB_COMMAND_SANDBOX_BWRAP", "/usr/bin/bwrap")
 # Extra host folders mounted read-only in the sandbox (colon-separated), e.g. /opt/node; their bin/ joins PATH.
 TOOLHUB_COMMAND_SANDBOX_RO_PATHS = [p for p in os.environ.get("TOOLHUB_COMMAND_SANDBOX_RO_PATHS", "").split(":") if p]
+# LOCAL MCP servers are tenant code: each runs in its tenant's bubblewrap sandbox (its own uid, the tenant workspace
+# as cwd and only writable path, nothing of Toolhub's files, environment or processes, no network unless the tenant's
+# policy grants it). Only the exact value `off` runs them as Toolhub's own user (startup then logs a WARNING).
+TOOLHUB_LOCAL_SANDBOX = os.environ.get("TOOLHUB_LOCAL_SANDBOX", "on").strip().lower() != "off"
+# Runtimes servers need, mounted read-only at their own paths (colon-separated; files or folders): this Python (its
+# installation and virtualenv) always; add e.g. /opt/node, a uv tools folder, a venv holding MCP server packages.
+TOOLHUB_LOCAL_SANDBOX_RO_PATHS = list(dict.fromkeys(
+    [sys.base_prefix, sys.prefix] + [p for p in os.environ.get("TOOLHUB_LOCAL_SANDBOX_RO_PATHS", "").split(":") if p]
+))
+# Tenant N's servers run as uid BASE + N inside their sandbox.
+TOOLHUB_LOCAL_SANDBOX_UID_BASE = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_UID_BASE", "100000"))
+# Address space of one server process, and memory of all of a tenant's sandboxed processes together (a cgroup per
+# tenant where the host allows one: TOOLHUB_SANDBOX_CGROUP names a writable cgroup, else Toolhub's own v1 memory
+# cgroup is used if writable). A tenant's `local_memory_mb` overrides the total.
+TOOLHUB_LOCAL_SANDBOX_PROCESS_MB = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_PROCESS_MB", "4096"))
+TOOLHUB_SANDBOX_TENANT_MEMORY_MB = int(os.environ.get("TOOLHUB_SANDBOX_TENANT_MEMORY_MB", "4096"))
+TOOLHUB_SANDBOX_CGROUP = os.environ.get("TOOLHUB_SANDBOX_CGROUP", "") or None
+# Who may register LOCAL commands: `any` (every tenant admin; sandboxed), `approved` (tenant admins only the
+# operator's list below or entries of global market sources; superusers anything), `off` (superusers only).
+TOOLHUB_LOCAL_COMMANDS = os.environ.get("TOOLHUB_LOCAL_COMMANDS", "any").strip().lower()
+# The operator-approved LOCAL commands for `approved`: `;`-separated command lines, each an exact command plus
+# the leading arguments a tool must start with, e.g. "npx -y @modelcontextprotocol/server-memory@2026.1.26".
+TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in os.environ.get("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")
+                                   if c.strip()]
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.
 TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
 TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"))

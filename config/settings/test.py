@@ -3,7 +3,7 @@
 import os
 
 from .base import *  # noqa: F403
-from .base import VAR_DIR
+from .base import BASE_DIR, TOOLHUB_LOCAL_SANDBOX_RO_PATHS, VAR_DIR
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests start their own servers on loopback; nothing else is reachable.
@@ -25,3 +25,7 @@ TOOLHUB_AGENT_SQL_URL = f"sqlite:///{VAR_DIR / 'test-agent-demo.sqlite3'}"
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
 TOOLHUB_MCP_WATCH_S = 0.2
+# LOCAL servers the tests start run sandboxed like a tenant's: the fixture servers and the real third-party
+# servers (var/test-servers) are the runtimes the operator mounts; nothing else of the tree is visible.
+TOOLHUB_LOCAL_SANDBOX_RO_PATHS = [*TOOLHUB_LOCAL_SANDBOX_RO_PATHS, str(BASE_DIR / "tests" / "fixtures"),
+                                  str(VAR_DIR / "test-servers"), str(BASE_DIR / "toolhub_demo" / "inventory_server.py")]

@@ -16,6 +16,7 @@ from tools_app.configs.local import LocalConfig
 from tools_app.configs.remote import RemoteConfig
 from tools_app.errors import InvalidConfig
 from tools_app.runtime.mcp.spec import ServerSpec
+from tools_app.runtime.sandbox import ServerSandbox
 
 SPECS: dict[str, type[ConfigSpec]] = {spec.tool_type: spec for spec in (LocalConfig, RemoteConfig, HttpConfig,
                                                                           BuiltinConfig)}
@@ -70,16 +71,17 @@ def load_config(tool_type: str, stored: dict[str, Any] | None) -> Any:
 
 
 def server_spec(*, tool_id: int, config_version: int, tenant_key: str, tool_type: str, config: Any,
-                validated: bool = False, default_roots: tuple[str, ...] = ()) -> ServerSpec:
+                validated: bool = False, default_roots: tuple[str, ...] = (),
+                sandbox: ServerSandbox | None = None) -> ServerSpec:
     """The MCP pool's spec of a LOCAL or REMOTE config: a stored (`validated`) one is taken as it is.
 
-    A LOCAL config without `roots` offers `default_roots` (the tenant workspace) as MCP roots.
+    A LOCAL config without `roots` offers `default_roots` (the tenant workspace) as MCP roots; `sandbox` confines it.
     """
     spec = load_config(tool_type, config) if validated else parse_config(tool_type, config)
     if not isinstance(spec, LocalConfig | RemoteConfig):
         raise InvalidConfig(f"tool type {tool_type!r} is not an MCP server type; accepted: LOCAL, REMOTE",
                             details={"field": "type"})
-    target = spec.target(default_roots) if isinstance(spec, LocalConfig) else spec.target()
+    target = spec.target(default_roots, sandbox) if isinstance(spec, LocalConfig) else spec.target()
     return ServerSpec(tool_id=tool_id, config_version=config_version, tenant_key=tenant_key, target=target)
 
 

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from tools_app.configs.base import ConfigSpec, not_secret_field, secret_map, timeout
 from tools_app.runtime.mcp.spec import LocalSpec
+from tools_app.runtime.sandbox import ServerSandbox
 
 ENV_NAME = re.compile(r"^[^=\x00]{1,256}$")
 
@@ -64,9 +65,9 @@ class LocalConfig(ConfigSpec):
     def _cwd(cls, value: object) -> object:
         return None if value == "" else value
 
-    def target(self, default_roots: tuple[str, ...] = ()) -> LocalSpec:
+    def target(self, default_roots: tuple[str, ...] = (), sandbox: ServerSandbox | None = None) -> LocalSpec:
         return LocalSpec(command=self.command, args=tuple(self.args), env=tuple(sorted(self.env.items())),
                          cwd=self.cwd or None, startup_timeout_s=float(self.startup_timeout_s),
                          call_timeout_s=float(self.call_timeout_s), version_check=bool(self.version_check),
                          roots=default_roots if self.roots is None else tuple(self.roots),
-                         sampling=self.sampling, elicitation=self.elicitation)
+                         sampling=self.sampling, elicitation=self.elicitation, sandbox=sandbox)

@@ -25,14 +25,6 @@ from tools_app.runtime.builtins.hardening import (
     program_env,
 )
 from tools_app.runtime.builtins.registry import BuiltinArgs, Safety, builtin
-from tools_app.runtime.builtins.sandbox import (
-    INSTALL_HINT,
-    SandboxUnavailable,
-    bwrap_argv,
-    check_available,
-    limits_preexec,
-    sandbox_env,
-)
 from tools_app.runtime.builtins.workspace import Workspace
 from tools_app.runtime.errors import BusinessError, InvalidParams, ToolTimeout
 from tools_app.runtime.procenv import (
@@ -43,6 +35,14 @@ from tools_app.runtime.procenv import (
     kill_process_group,
 )
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.sandbox import (
+    INSTALL_HINT,
+    SandboxUnavailable,
+    bwrap_argv,
+    check_available,
+    limits_preexec,
+    sandbox_env,
+)
 
 MAX_COMMAND_CHARS = 4096
 GIT_CONFIG_QUERY_TIMEOUT_S = 10.0

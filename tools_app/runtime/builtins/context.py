@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tools_app.runtime.builtins.sandbox import SandboxPolicy
 from tools_app.runtime.plugin import ToolContext
+from tools_app.runtime.sandbox import SandboxPolicy
 
 # Harmless aggregates and scalars, named as sqlglot canonicalises them (plus common raw spellings).
 # Nothing here sleeps, reads files, touches the network, changes settings or builds huge values.

@@ -10,11 +10,13 @@ import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import anyio
 from anyio.abc import Process
 
+from tools_app.runtime.cgroups import memory_cgroup
 from tools_app.runtime.errors import CommandNotExecutable, CommandNotFound, ConnectionFailed
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.procenv import (
@@ -25,6 +27,13 @@ from tools_app.runtime.procenv import (
     live_identities,
     signal_identities,
     tagged_pids,
+)
+from tools_app.runtime.sandbox import (
+    SandboxPathRefused,
+    bwrap_argv,
+    check_available,
+    prlimit_options,
+    sandbox_env,
 )
 
 STDERR_TAIL_BYTES = 8 * 1024
@@ -39,10 +48,25 @@ VERSION_CHECK_TIMEOUT_S = 5.0
 
 
 def resolve_command(spec: LocalSpec) -> str:
-    """The absolute executable for `spec.command`, or a typed error naming the command."""
+    """The absolute executable for `spec.command`, or a typed error naming the command.
+
+    A sandboxed server's command must be one the sandbox can see (a mounted runtime or a file in the workspace)."""
+    found = _resolve(spec)
+    if spec.sandbox is not None and not spec.sandbox.visible(found):
+        raise SandboxPathRefused(
+            f"command {spec.command!r} is not visible inside the LOCAL server sandbox: it may run programs of the "
+            "system folders, of the runtimes the operator mounts (TOOLHUB_LOCAL_SANDBOX_RO_PATHS) and of the "
+            "tenant workspace",
+            details={"command": spec.command},
+        )
+    return found
+
+
+def _resolve(spec: LocalSpec) -> str:
     command = spec.command
     if os.sep in command or (os.altsep and os.altsep in command):
-        path = command if os.path.isabs(command) else os.path.join(spec.cwd or os.getcwd(), command)
+        base = str(spec.sandbox.chdir(spec.cwd)) if spec.sandbox is not None else spec.cwd or os.getcwd()
+        path = command if os.path.isabs(command) else os.path.join(base, command)
         if not os.path.exists(path):
             raise CommandNotFound(f"command {command!r} not found", details={"command": command})
         if os.path.isdir(path) or not os.access(path, os.X_OK):
@@ -61,13 +85,53 @@ def resolve_command(spec: LocalSpec) -> str:
 
 
 def child_environment(spec: LocalSpec) -> dict[str, str]:
-    """Allowlisted base environment plus the tool's configured env; nothing else of ours."""
+    """Allowlisted base environment plus the tool's configured env; nothing else of ours.
+
+    Inside the sandbox nothing of the host's environment at all: the sandbox's own PATH/HOME plus the config's."""
+    if spec.sandbox is not None:
+        return sandbox_env(spec.sandbox.policy, dict(spec.env))
     return base_environment(dict(spec.env))
 
 
 def check_cwd(spec: LocalSpec) -> None:
-    if spec.cwd is not None and not os.path.isdir(spec.cwd):
+    cwd = str(spec.sandbox.chdir(spec.cwd)) if spec.sandbox is not None else spec.cwd
+    if cwd is not None and not os.path.isdir(cwd):
         raise ConnectionFailed(f"working directory {spec.cwd!r} does not exist", details={"cwd": spec.cwd})
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start a server's program: the argv (bwrap's when sandboxed), its environment and cwd."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+
+
+def launch(executable: str, spec: LocalSpec, argv: list[str], extra_env: dict[str, str] | None = None) -> Launch:
+    """`argv` as the server runs it: plain in its cwd, or inside the tenant's sandbox (bwrap with a clean env)."""
+    env = {**child_environment(spec), **(extra_env or {})}
+    sandbox = spec.sandbox
+    if sandbox is None:
+        return Launch(argv=argv, env=env, cwd=spec.cwd)
+    bwrap = check_available(sandbox.policy)
+    full = bwrap_argv(
+        sandbox.policy,
+        bwrap=bwrap,
+        workspace=Path(os.path.realpath(sandbox.workspace)),
+        argv=argv,
+        env=env,
+        uid=sandbox.uid,
+        share_net=sandbox.share_net,
+        chdir=sandbox.chdir(spec.cwd),
+        limits=prlimit_options(sandbox.policy),
+    )
+    group = memory_cgroup(sandbox.tenant_key, sandbox.memory_bytes, configured=sandbox.cgroup_root)
+    if group is not None:
+        # Joined before bwrap starts: a sandbox moved in afterwards would leave the processes it already forked out.
+        full = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs), *full]
+    # bwrap itself (pid 1 of the sandbox, whose /proc/1/environ the server can read) gets nothing of ours.
+    return Launch(argv=full, env={"PATH": os.defpath, "LANG": "C.UTF-8"}, cwd="/")
 
 
 @dataclass
@@ -89,14 +153,16 @@ class StderrTail:
 async def run_version_check(executable: str, spec: LocalSpec) -> None:
     """`<cmd> --version` must exit 0 within VERSION_CHECK_TIMEOUT_S (its own group, killed on timeout)."""
 
+    how = launch(executable, spec, [executable, "--version"])
+
     def _run() -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-            [executable, "--version"],
+            how.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=child_environment(spec),
-            cwd=spec.cwd,
+            env=how.env,
+            cwd=how.cwd,
             start_new_session=True,
         )
         try:
@@ -124,13 +190,9 @@ async def spawn(executable: str, spec: LocalSpec) -> Process:
     """Start the server in its own session/process group with piped stdio."""
     check_cwd(spec)
     tag = secrets.token_hex(16)
+    how = launch(executable, spec, [executable, *spec.args], {PROCESS_TAG_ENV: tag})
     try:
-        process = await anyio.open_process(
-            [executable, *spec.args],
-            env={**child_environment(spec), PROCESS_TAG_ENV: tag},
-            cwd=spec.cwd,
-            start_new_session=True,
-        )
+        process = await anyio.open_process(how.argv, env=how.env, cwd=how.cwd, start_new_session=True)
     except PermissionError:
         raise CommandNotExecutable(f"command {spec.command!r} is not executable") from None
     except FileNotFoundError:

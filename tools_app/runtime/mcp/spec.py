@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tools_app.runtime.sandbox import ServerSandbox
+
 
 @dataclass(frozen=True)
 class LocalSpec:
@@ -19,6 +21,8 @@ class LocalSpec:
     # Client capabilities offered in initialize (see runtime.mcp.client_requests).
     sampling: bool = False
     elicitation: bool = True
+    # The tenant's OS sandbox; None runs the server as Toolhub's own user (only by the operator's explicit choice).
+    sandbox: ServerSandbox | None = None
 
     # Env values are secrets: keep them out of reprs that may reach logs.
     def __repr__(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tools_app.runtime.builtins import BuiltinContext, invoke_builtin
-from tools_app.runtime.builtins.sandbox import SandboxPolicy
+from tools_app.runtime.sandbox import SandboxPolicy
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 needs_bwrap = pytest.mark.skipif(

@@ -1,7 +1,8 @@
-"""The OS sandbox execute_command runs in: bubblewrap, no network, read-only system, the workspace the only writable path.
+"""The OS sandbox tenant code runs in (execute_command and LOCAL MCP servers): bubblewrap, read-only system, the
+tenant workspace the only writable path.
 
-Inside the sandbox the program runs as uid/gid 65534 (nobody) with no capabilities, in fresh user, pid,
-network, ipc, uts and mount namespaces. It sees only the system folders (`/usr`, the `/bin` and `/lib`
+Inside the sandbox the program runs as an unprivileged uid (nobody for execute_command, the tenant's own uid
+for a LOCAL server) with no capabilities, in fresh user, pid, network, ipc, uts and mount namespaces. It sees only the system folders (`/usr`, the `/bin` and `/lib`
 links, a few read-only files of `/etc`), a private `/proc`, a minimal `/dev`, a small private `/tmp`
 (its HOME) and the tenant workspace, bound read-write at its own path. `--die-with-parent` and the pid
 namespace mean every process it starts dies with it. rlimits cap CPU time, address space, file size,
@@ -106,9 +107,14 @@ def bwrap_argv(
     workspace: Path,
     argv: list[str],
     env: Mapping[str, str],
-    info_fd: int,
+    info_fd: int | None = None,
+    uid: int = SANDBOX_UID,
+    share_net: bool = False,
+    chdir: Path | None = None,
+    limits: tuple[str, ...] = (),
 ) -> list[str]:
-    """The full bwrap command line that runs `argv` confined to `workspace`."""
+    """The full bwrap command line that runs `argv` confined to `workspace` (its cwd unless `chdir` names a folder
+    inside it). `share_net` keeps the host's network; `limits` are extra prlimit options set inside."""
     out = [
         bwrap,
         "--unshare-all",  # user, pid, net, ipc, uts, cgroup: no network at all
@@ -117,11 +123,13 @@ def bwrap_argv(
         "--die-with-parent",
         "--new-session",
         "--cap-drop", "ALL",
-        "--uid", str(SANDBOX_UID),
-        "--gid", str(SANDBOX_UID),
+        "--uid", str(uid),
+        "--gid", str(uid),
         "--hostname", "toolhub-sandbox",
         "--clearenv",
     ]
+    if share_net:
+        out.append("--share-net")
     for key, value in sorted(env.items()):
         out += ["--setenv", key, value]
     for path in (*policy.ro_paths, *policy.extra_ro_paths):
@@ -135,17 +143,30 @@ def bwrap_argv(
         "--size", str(policy.tmp_bytes), "--tmpfs", "/tmp",
         "--bind", str(workspace), str(workspace),
         "--remount-ro", "/",  # the sandbox's own root tmpfs; /tmp and the workspace stay writable
-        "--chdir", str(workspace),
-        "--info-fd", str(info_fd),
+        "--chdir", str(chdir or workspace),
     ]
+    if info_fd is not None:
+        out += ["--info-fd", str(info_fd)]
     prlimit = "/usr/bin/prlimit"
     if os.path.exists(prlimit) and policy.mounted(prlimit):
         # Set inside the new user namespace, the process cap counts only the sandbox's own processes.
         n = policy.max_processes
-        out += ["--", prlimit, f"--nproc={n}:{n}", "--"]
+        out += ["--", prlimit, f"--nproc={n}:{n}", *limits, "--"]
+    elif limits:
+        raise SandboxUnavailable(f"the sandbox needs {prlimit} (util-linux) to set its limits", details={})
     else:
         out += ["--"]
     return out + argv
+
+
+def prlimit_options(policy: SandboxPolicy) -> tuple[str, ...]:
+    """The per-process limits a long-lived server gets (no CPU-time cap: it runs for hours), as prlimit options."""
+    return (
+        f"--as={policy.address_space_bytes}",
+        f"--fsize={policy.file_size_bytes}",
+        f"--nofile={policy.max_open_files}",
+        "--core=0",
+    )
 
 
 def sandbox_env(policy: SandboxPolicy, extra: Mapping[str, str]) -> dict[str, str]:
@@ -182,3 +203,43 @@ def limits_preexec(policy: SandboxPolicy, cpu_s: float) -> Callable[[], None]:
             resource.setrlimit(which, (soft, hard))
 
     return apply
+
+
+@dataclass(frozen=True)
+class ServerSandbox:
+    """How one tenant's LOCAL MCP server is confined; built from the settings and the tenant's policy."""
+
+    policy: SandboxPolicy
+    tenant_key: str
+    workspace: str  # the tenant's workspace: the server's cwd (or a folder in it) and its only writable path
+    uid: int  # the tenant's own uid inside the sandbox
+    share_net: bool = False  # the tenant policy's network: False is none at all
+    memory_bytes: int = 0  # all of the tenant's sandboxed processes together (a cgroup, where available); 0: none
+    cgroup_root: str | None = None  # a writable cgroup to make tenant groups under (None: detect)
+
+    def chdir(self, cwd: str | None) -> Path:
+        """The server's working directory: `cwd` resolved inside the workspace (relative paths from it)."""
+        root = Path(os.path.realpath(self.workspace))
+        if not cwd:
+            return root
+        path = Path(os.path.realpath(root / cwd))  # an absolute cwd replaces root in the join
+        if path != root and not path.is_relative_to(root):
+            raise SandboxPathRefused(
+                f"working directory {cwd!r} is outside the tenant workspace; a LOCAL server may only run inside it "
+                "(give a folder relative to the workspace)",
+                details={"cwd": cwd},
+            )
+        return path
+
+    def visible(self, path: str) -> bool:
+        """Whether `path` (resolved) can be seen inside the sandbox: mounted read-only, or in the workspace."""
+        real = Path(os.path.realpath(path))
+        root = Path(os.path.realpath(self.workspace))
+        return self.policy.mounted(path) or real == root or real.is_relative_to(root)
+
+
+class SandboxPathRefused(RuntimeToolError):
+    """A LOCAL server's cwd, root or command names a place outside what its sandbox may see."""
+
+    code = "sandbox_path_refused"
+    result_code = "INVALID_PARAMS"
