@@ -295,6 +295,8 @@ TOOLHUB_SANDBOX_CGROUP = os.environ.get("TOOLHUB_SANDBOX_CGROUP", "") or None
 # Who may register LOCAL commands: `any` (every tenant admin; sandboxed), `approved` (tenant admins only the
 # operator's list below or entries of global market sources; superusers anything), `off` (superusers only).
 TOOLHUB_LOCAL_COMMANDS = os.environ.get("TOOLHUB_LOCAL_COMMANDS", "any").strip().lower()
+if TOOLHUB_LOCAL_COMMANDS not in ("any", "approved", "off"):
+    raise ImproperlyConfigured(f"TOOLHUB_LOCAL_COMMANDS={TOOLHUB_LOCAL_COMMANDS!r}; accepted: any, approved, off")
 # The operator-approved LOCAL commands for `approved`: `;`-separated command lines, each an exact command plus
 # the leading arguments a tool must start with, e.g. "npx -y @modelcontextprotocol/server-memory@2026.1.26".
 TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in os.environ.get("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")

@@ -97,19 +97,22 @@ def test_warm_session_is_reused_across_requests(api: Any) -> None:
     assert after["sessions_opened"] == before["sessions_opened"]
 
 
-def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tmp_path: Path, monkeypatch: Any) -> None:
+def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tenant: Any, monkeypatch: Any) -> None:
     monkeypatch.setenv("TOOLHUB_SECRET_KEYS", "must-not-leak")
     monkeypatch.setenv("DATABASE_URL", "postgres://leak")
-    tool_id = local_inventory(api, env={"GREETING": "hello"}, cwd=str(tmp_path))
+    # cwd is a folder of the tenant workspace (relative to it): the only place a sandboxed server may run.
+    (adapters.workspace_for(tenant) / "data").mkdir(exist_ok=True)
+    tool_id = local_inventory(api, env={"GREETING": "hello"}, cwd="data")
     refresh(api, tool_id)
     # The child has the configured value; a server echoing its env gets it scrubbed on the way out.
     assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == MASK
     assert invoke(api, tool_id, "echo_env", {"name": "TOOLHUB_SECRET_KEYS"})["text"] == "<unset>"
     assert invoke(api, tool_id, "echo_env", {"name": "DATABASE_URL"})["text"] == "<unset>"
-    assert str(tmp_path) in str(invoke(api, tool_id, "whoami", {})["data"] or invoke(api, tool_id, "whoami", {})["text"])
+    who = invoke(api, tool_id, "whoami", {})
+    assert str(adapters.workspace_for(tenant) / "data") in str(who["data"] or who["text"])
     spawned = adapters.pool().stats()["processes_spawned"]
     resp = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "env": {"GREETING": "********"}, "cwd": str(tmp_path)}},
+        "command": sys.executable, "args": [str(INVENTORY)], "env": {"GREETING": "********"}, "cwd": "data"}},
         format="json")
     assert resp.json()["config_version"] == 2
     assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == MASK
@@ -138,8 +141,8 @@ def test_remote_required_header_reaches_server_and_is_never_echoed(api: Any) -> 
         assert api.post(f"/api/v1/tools/{good}/test/").json()["ok"] is True
 
 
-def test_drift_is_held_until_approved(api: Any, tmp_path: Path) -> None:
-    state = tmp_path / "state"
+def test_drift_is_held_until_approved(api: Any, tenant: Any) -> None:
+    state = adapters.workspace_for(tenant) / "state"  # in the workspace: the sandboxed server can write only there
     tool_id = make(api, "changing", "LOCAL", {"command": sys.executable, "args": [str(CHANGING)],
                                               "env": {"TOOLHUB_FIXTURE_STATE": str(state)}})
     first = refresh(api, tool_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,33 @@ def wait_until(check: Any, bound_s: float = 15.0) -> bool:
     return True
 
 
-def start_server_with_daemon(api: Any, tmp_path: Path) -> tuple[int, int]:
-    pidfile = tmp_path / "daemon.pid"
+def host_pid(marker: str, sandbox_pid: int) -> int | None:
+    """The host pid of the process carrying `marker` in its environment whose pid in its sandbox is `sandbox_pid`
+    (a sandboxed server has its own pid namespace: the pid it writes is not the host's)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() not in (entry / "environ").read_bytes():
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        nspids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if nspids and int(nspids[-1]) == sandbox_pid:
+            return int(nspids[0])
+    return None
+
+
+def start_server_with_daemon(api: Any, tenant: Any) -> tuple[int, int]:
+    # The server runs in the tenant sandbox: the pid file goes in the workspace, the only place it can write.
+    pidfile = adapters.workspace_for(tenant) / "daemon.pid"
+    pidfile.unlink(missing_ok=True)
+    marker = f"TOOLHUB_TEST_DAEMON={uuid.uuid4().hex}"
     resp = api.post("/api/v1/tools/", {"name": "stubborn", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(SETSID_GRANDCHILD)],
-        "env": {"TOOLHUB_FIXTURE_PIDFILE": str(pidfile)}, "startup_timeout_s": 20, "call_timeout_s": 10}},
+        "env": {"TOOLHUB_FIXTURE_PIDFILE": str(pidfile), "TOOLHUB_TEST_DAEMON": marker.split("=")[1]},
+        "startup_timeout_s": 20, "call_timeout_s": 10}},
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
@@ -53,20 +76,20 @@ def start_server_with_daemon(api: Any, tmp_path: Path) -> tuple[int, int]:
                                                              "arguments": {"sku": "DEMO-001"}}, format="json")
     assert invoked.status_code == 200 and invoked.json()["success"], invoked.content
     assert wait_until(pidfile.exists), "the fixture's daemon never wrote its pid"
-    daemon = int(pidfile.read_text())
-    assert alive(daemon) and os.getsid(daemon) != os.getsid(0)  # its own session: no group kill reaches it
+    daemon = host_pid(marker, int(pidfile.read_text()))
+    assert daemon is not None and alive(daemon) and os.getsid(daemon) != os.getsid(0)  # no group kill reaches it
     return tool_id, daemon
 
 
-def test_delete_ends_a_setsid_daemon_that_ignores_sigterm(api: Any, tmp_path: Path) -> None:
-    tool_id, daemon = start_server_with_daemon(api, tmp_path)
+def test_delete_ends_a_setsid_daemon_that_ignores_sigterm(api: Any, tenant: Any) -> None:
+    tool_id, daemon = start_server_with_daemon(api, tenant)
     assert api.delete(f"/api/v1/tools/{tool_id}/").status_code == 204
     assert wait_until(lambda: not alive(daemon)), f"daemon {daemon} outlived DELETE"
     assert adapters.pool().stats()["open_sessions"] == 0
 
 
-def test_disable_closes_the_pooled_session_at_once_and_ends_the_daemon(api: Any, tmp_path: Path) -> None:
-    tool_id, daemon = start_server_with_daemon(api, tmp_path)
+def test_disable_closes_the_pooled_session_at_once_and_ends_the_daemon(api: Any, tenant: Any) -> None:
+    tool_id, daemon = start_server_with_daemon(api, tenant)
     assert adapters.pool().stats()["open_sessions"] == 1
     resp = api.put(f"/api/v1/tools/{tool_id}/status/", {"status": "DISABLED"}, format="json")
     assert resp.status_code == 200, resp.content

@@ -68,13 +68,15 @@ def test_text_only_tools_answer_a_content_list_too(api: Any, npm_servers: None) 
     assert body["content"] == [{"type": "text", "text": "Echo: hello"}]
 
 
-def memory(api: Any, tmp_path: Any) -> int:
+def memory(api: Any, tenant: Any) -> int:
+    # In the tenant workspace: the only folder the server's sandbox may write.
+    path = adapters.workspace_for(tenant) / "memory.jsonl"
     return make(api, "memory", {"command": rs.node(), "args": [rs.npm_entry(rs.MEMORY)],
-                                "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}, "startup_timeout_s": 30})
+                                "env": {"MEMORY_FILE_PATH": str(path)}, "startup_timeout_s": 30})
 
 
-def test_annotations_set_each_functions_safety(api: Any, npm_servers: None, tmp_path: Any) -> None:
-    tool_id = memory(api, tmp_path)
+def test_annotations_set_each_functions_safety(api: Any, npm_servers: None, tenant: Any) -> None:
+    tool_id = memory(api, tenant)
     functions = {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
     assert functions["read_graph"]["safety"] == "READ_ONLY"
     assert functions["create_entities"]["safety"] == "WRITE"
@@ -82,9 +84,8 @@ def test_annotations_set_each_functions_safety(api: Any, npm_servers: None, tmp_
     assert functions["delete_entities"]["annotations"]["destructiveHint"] is True
 
 
-def test_destructive_hint_needs_approval_until_an_admin_overrides_it(api: Any, npm_servers: None,
-                                                                    tmp_path: Any) -> None:
-    tool_id = memory(api, tmp_path)
+def test_destructive_hint_needs_approval_until_an_admin_overrides_it(api: Any, npm_servers: None, tenant: Any) -> None:
+    tool_id = memory(api, tenant)
     created = invoke(api, tool_id, "create_entities", {"entities": [
         {"name": "ada", "entityType": "person", "observations": ["wrote notes"]}]})
     assert created["success"], created
@@ -103,8 +104,8 @@ def test_destructive_hint_needs_approval_until_an_admin_overrides_it(api: Any, n
     assert resp.json()["safety"] == "DESTRUCTIVE"
 
 
-def test_safety_override_is_checked(api: Any, npm_servers: None, tmp_path: Any) -> None:
-    tool_id = memory(api, tmp_path)
+def test_safety_override_is_checked(api: Any, npm_servers: None, tenant: Any) -> None:
+    tool_id = memory(api, tenant)
     resp = api.patch(f"/api/v1/tools/{tool_id}/functions/read_graph/", {"safety": "HARMLESS"}, format="json")
     assert resp.status_code == 400
 

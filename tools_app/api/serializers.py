@@ -22,6 +22,8 @@ class ToolIn(StrictInputSerializer):
     config = AnyJSONField(required=False, help_text='Object to set; omitted or "" keeps; "********" keeps a key')
     safety = ChoiceField(choices=Safety.choices, required=False)
     requires_approval = serializers.BooleanField(required=False)
+    unsandboxed = serializers.BooleanField(
+        required=False, help_text="LOCAL only, platform operators (superusers) only: run outside the tenant sandbox")
 
     def to_input(self) -> ToolInput:
         data: dict[str, Any] = dict(self.validated_data)
@@ -55,8 +57,8 @@ class ToolListOut(serializers.ModelSerializer):
 
     class Meta:
         model = Tool
-        fields = ["id", "name", "description", "type", "status", "safety", "requires_approval", "config_set",
-                  "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
+        fields = ["id", "name", "description", "type", "status", "safety", "requires_approval", "unsandboxed",
+                  "config_set", "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
                   "created_at", "updated_at"]
 
     def get_config_set(self, tool: Tool) -> bool:

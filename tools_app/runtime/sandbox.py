@@ -137,6 +137,9 @@ def bwrap_argv(
             out += ["--symlink", os.readlink(path), path]  # merged /usr: /bin -> usr/bin
         elif os.path.exists(path):
             out += ["--ro-bind", path, path]
+            real = os.path.realpath(path)
+            if real != path:  # a linked folder: programs may name it by either path
+                out += ["--ro-bind", real, real]
     out += [
         "--proc", "/proc",
         "--dev", "/dev",

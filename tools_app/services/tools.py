@@ -25,6 +25,7 @@ from tools_app.errors import (
     TypeChangeRefused,
 )
 from tools_app.models import Safety, Tool, ToolStatus, ToolType
+from tools_app.services.local_policy import check_local_server
 
 # Called after commit with the tool id whenever its config_version changes, it is disabled or deleted:
 # the MCP pool listens and closes the tool's sessions (and every process they started) at once.
@@ -40,6 +41,7 @@ class ToolInput:
     config: Any = KEEP
     safety: str | None = None
     requires_approval: bool | None = None
+    unsandboxed: bool | None = None
 
 
 def check_name(name: Any) -> str:
@@ -60,6 +62,10 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
     if data.config is KEEP or data.config is None:
         raise InvalidConfig(f"config is required for a {data.type} tool", details={"field": "config"})
     config = config_check(tool=None, tool_type=data.type, incoming=data.config)
+    unsandboxed = bool(data.unsandboxed) and data.type == ToolType.LOCAL
+    if data.type == ToolType.LOCAL:
+        check_local_server(tenant=tenant, actor=actor, tool=None, config=config, unsandboxed=unsandboxed,
+                           market_entry=market_entry)
     tool = Tool(
         tenant=tenant,
         name=name,
@@ -72,6 +78,7 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
         created_by=actor if getattr(actor, "pk", None) else None,
         market_entry=market_entry,
         market_hash=getattr(market_entry, "content_hash", "") or "",
+        unsandboxed=unsandboxed,
     )
     names.save_unique_name(tool, what="tool")
     _functions_follow_config(tool)
@@ -110,14 +117,20 @@ def tool_update(*, tenant: Tenant, actor: Any, tool_id: Any, changes: ToolInput)
             setattr(tool, attr, value)
     if changes.status is not None:
         tool.status = changes.status
+    config = tool.config
     if changes.config is not KEEP and changes.config != "":
         config = config_check(tool=tool, tool_type=tool.type, incoming=changes.config)
-        if config != tool.config:
-            tool.config = config
-            _config_changed(tool)
-            names.save_unique_name(tool, what="tool")
-            _functions_follow_config(tool)
-            return tool
+    unsandboxed = tool.unsandboxed if changes.unsandboxed is None else bool(changes.unsandboxed)
+    sandbox_changed = tool.type == ToolType.LOCAL and unsandboxed != tool.unsandboxed
+    if config != tool.config or sandbox_changed:
+        if tool.type == ToolType.LOCAL:
+            check_local_server(tenant=tenant, actor=actor, tool=tool, config=config or {}, unsandboxed=unsandboxed)
+        tool.config = config
+        tool.unsandboxed = unsandboxed and tool.type == ToolType.LOCAL
+        _config_changed(tool)  # recycles the running server: a new config, or in/out of the sandbox, at once
+        names.save_unique_name(tool, what="tool")
+        _functions_follow_config(tool)
+        return tool
     names.save_unique_name(tool, what="tool")
     return tool
 
