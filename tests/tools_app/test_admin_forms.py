@@ -139,11 +139,11 @@ def test_other_tenants_tool_pages_are_404(staff: Client, tenant: Any) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_page_actions_test_refresh_try_and_approve_with_diff(staff: Client, tenant: Any, tmp_path: Any) -> None:
+def test_page_actions_test_refresh_try_and_approve_with_diff(staff: Client, tenant: Any) -> None:
     from tests.fixtures.mcp_servers import CHANGING
     from tools_app import adapters
 
-    state = tmp_path / "state"
+    state = adapters.workspace_for(tenant) / "state"  # the sandboxed server writes only in its workspace
     data = {**base(tenant, "LOCAL", "changing"), "local_command": sys.executable, "local_args": str(CHANGING),
             **rows("local_env", [("TOOLHUB_FIXTURE_STATE", str(state), False)])}
     try:

@@ -110,8 +110,11 @@ def page() -> Iterator[str]:
         server.server_close()
 
 
-def test_fetch_server_reads_a_local_page(api: Any, page: str) -> None:
-    # The server refuses loopback addresses unless told otherwise; the page is on 127.0.0.1 by design.
+def test_fetch_server_reads_a_local_page(api: Any, page: str, tenant: Any) -> None:
+    # The server refuses loopback addresses unless told otherwise; the page is on 127.0.0.1 by design. Its sandbox
+    # has no network unless the tenant's policy (an operator's setting) grants the host's.
+    tenant.local_network = "host"
+    tenant.save(update_fields=["local_network"])
     tool_id, tested = make(api, "fetch", {"command": py_server("mcp-server-fetch"), "args": ["--allow-private-ips"]})
     assert tested["server"]["name"] == "mcp-fetch" and [f["name"] for f in tested["functions"]] == ["fetch"]
     fetch = functions_of(api, tool_id)["fetch"]
