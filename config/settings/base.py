@@ -286,10 +286,11 @@ TOOLHUB_LOCAL_SANDBOX_RO_PATHS = list(dict.fromkeys(
 ))
 # Tenant N's servers run as uid BASE + N inside their sandbox.
 TOOLHUB_LOCAL_SANDBOX_UID_BASE = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_UID_BASE", "100000"))
-# Address space of one server process, and memory of all of a tenant's sandboxed processes together (a cgroup per
-# tenant where the host allows one: TOOLHUB_SANDBOX_CGROUP names a writable cgroup, else Toolhub's own v1 memory
-# cgroup is used if writable). A tenant's `local_memory_mb` overrides the total.
-TOOLHUB_LOCAL_SANDBOX_PROCESS_MB = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_PROCESS_MB", "4096"))
+# Memory of all of a tenant's sandboxed processes together: a cgroup per tenant where the host allows one
+# (TOOLHUB_SANDBOX_CGROUP names a writable cgroup, else Toolhub's own v1 memory cgroup is used if writable); a
+# tenant's `local_memory_mb` overrides it. An address-space cap per server process only when set (0 = none): Node
+# reserves ~10 GiB of address space per WebAssembly memory, so a cap that fits memory breaks Node servers.
+TOOLHUB_LOCAL_SANDBOX_PROCESS_MB = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_PROCESS_MB", "0"))
 TOOLHUB_SANDBOX_TENANT_MEMORY_MB = int(os.environ.get("TOOLHUB_SANDBOX_TENANT_MEMORY_MB", "4096"))
 TOOLHUB_SANDBOX_CGROUP = os.environ.get("TOOLHUB_SANDBOX_CGROUP", "") or None
 # Who may register LOCAL commands: `any` (every tenant admin; sandboxed), `approved` (tenant admins only the

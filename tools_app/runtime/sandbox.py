@@ -163,13 +163,12 @@ def bwrap_argv(
 
 
 def prlimit_options(policy: SandboxPolicy) -> tuple[str, ...]:
-    """The per-process limits a long-lived server gets (no CPU-time cap: it runs for hours), as prlimit options."""
-    return (
-        f"--as={policy.address_space_bytes}",
-        f"--fsize={policy.file_size_bytes}",
-        f"--nofile={policy.max_open_files}",
-        "--core=0",
-    )
+    """The per-process limits a long-lived server gets (no CPU-time cap: it runs for hours), as prlimit options.
+
+    An address-space cap only where one is set: Node reserves ~10 GiB of address space per WebAssembly memory (its
+    fetch client uses one), so real memory is capped per tenant by a cgroup instead."""
+    address_space = (f"--as={policy.address_space_bytes}",) if policy.address_space_bytes > 0 else ()
+    return (*address_space, f"--fsize={policy.file_size_bytes}", f"--nofile={policy.max_open_files}", "--core=0")
 
 
 def sandbox_env(policy: SandboxPolicy, extra: Mapping[str, str]) -> dict[str, str]:
