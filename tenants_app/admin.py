@@ -16,7 +16,8 @@ from tenants_app.models import Membership, Role, Tenant
 from tenants_app.selectors import tenants_for_admin
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
-                      "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables"]
+                      "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
+                      "local_memory_mb"]
 
 
 @admin.register(Tenant)
@@ -40,7 +41,7 @@ class TenantAdmin(ServiceAdminMixin, admin.ModelAdmin):
         if request.user.is_superuser:
             return ["members"]
         if obj is not None and services.actor_role(tenant=obj, actor=request.user) == Role.OWNER:
-            return ["is_active", "members"]
+            return ["is_active", "local_network", "local_memory_mb", "members"]
         return [*TENANT_FORM_FIELDS, "members"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -31,7 +31,8 @@ POLICY_FIELDS = frozenset({
     "allow_imported_auto_approve",
 })
 IDENTITY_FIELDS = frozenset({"name", "slug"})
-OPERATOR_FIELDS = frozenset({"is_active"})
+# The LOCAL server sandbox's network and memory are the platform's to grant, not the tenant's.
+OPERATOR_FIELDS = frozenset({"is_active", "local_network", "local_memory_mb"})
 TENANT_FIELDS = POLICY_FIELDS | IDENTITY_FIELDS | OPERATOR_FIELDS
 NO_SUCH_USER = "no active user with that username can be added to this tenant"
 
@@ -86,7 +87,12 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
     if not changed:
         return row
     if set(changed) & OPERATOR_FIELDS and not _is_operator(actor):
-        raise PermissionDenied("only a superuser may activate or deactivate a tenant")
+        raise PermissionDenied(
+            f"only a platform operator (superuser) may change {', '.join(sorted(set(changed) & OPERATOR_FIELDS))}",
+            details={"fields": sorted(set(changed) & OPERATOR_FIELDS)},
+        )
+    if changed.get("local_network", "none") not in ("none", "host"):
+        raise ValidationFailed("local_network must be none or host", details={"field": "local_network"})
     if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
         _require(tenant=row, actor=actor, at_least=Role.OWNER)
     if "slug" in changed:

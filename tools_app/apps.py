@@ -20,6 +20,18 @@ def warn_if_command_sandbox_off() -> bool:
     return True
 
 
+def warn_if_local_sandbox_off() -> bool:
+    """Log loudly when the operator runs LOCAL MCP servers outside the tenant sandbox; True when it is off."""
+    if settings.TOOLHUB_LOCAL_SANDBOX:
+        return False
+    logger.warning(
+        "TOOLHUB_LOCAL_SANDBOX=off: every tenant's LOCAL MCP server runs as Toolhub's own user and can read its "
+        "environment (database URL, secret keys), its files and every tenant's data. Unset it (and install "
+        "bubblewrap: apt-get install bubblewrap) to restore the sandbox."
+    )
+    return True
+
+
 class ToolsAppConfig(AppConfig):
     name = "tools_app"
     default_auto_field = "django.db.models.BigAutoField"
@@ -30,6 +42,7 @@ class ToolsAppConfig(AppConfig):
 
         metrics.connect()
         warn_if_command_sandbox_off()
+        warn_if_local_sandbox_off()
         from tools_app import adapters, signals  # noqa: F401
         from tools_app.pool_broadcast import publish_release
         from tools_app.services.tools import config_change_listeners

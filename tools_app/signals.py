@@ -19,6 +19,13 @@ def _tenant_created(sender: Any, instance: Tenant, created: bool, **kwargs: Any)
 
         # In the creating transaction: a tenant is never seen without its built-ins.
         sync_builtin_tools(tenant=instance)
+    else:
+        from tools_app.services.local_policy import recycle_local_servers
+
+        # Its sandbox policy (network, memory) may have changed: running LOCAL servers start again under it, and
+        # hot-path snapshots holding the old tenant row are dropped.
+        hotcache.bump_tenant(instance.pk)
+        recycle_local_servers(tenant=instance)
 
 
 def _after_migrate(sender: Any, **kwargs: Any) -> None:

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tenants_app.models import Role
 from tests.factories import UserFactory
 from tests.fixtures.mcp_servers import ESCAPE_PROBE, MINI
 from tests.market_app.factories import EntryFactory, SourceFactory
-from tenants_app.models import Role
 from tools_app import adapters
+from tools_app.models import Tool
 from tools_app.runtime.sandbox import SandboxPolicy
 
 pytestmark = [
@@ -142,3 +143,39 @@ def test_the_platform_decides_who_registers_local_commands(
 
     operator = member_client(tenant, Role.OWNER, user=UserFactory(is_superuser=True, is_staff=True))
     assert create(operator, "d", {"command": sys.executable, "args": [str(ESCAPE_PROBE)]}).status_code == 201
+
+
+def test_a_changed_tenant_policy_applies_to_the_running_server(api: Any, tenant: Any) -> None:
+    tool_id = probe(api)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    try:
+        assert run(api, tool_id, "connect", host="127.0.0.1", port=port)["ok"] is False
+        tenant.local_network = "host"  # an operator grants the host network (the tenants admin, superusers only)
+        tenant.save()
+        assert run(api, tool_id, "connect", host="127.0.0.1", port=port)["ok"] is True
+    finally:
+        listener.close()
+
+
+def test_the_tool_page_says_where_it_runs_and_only_operators_may_unsandbox(api: Any, tenant: Any) -> None:
+    from django.test import Client
+
+    from tests.factories import MembershipFactory
+
+    tool_id = probe(api)
+    page = f"/admin/tools_app/tool/{tool_id}/change/"
+    admin_user = UserFactory(is_staff=True)
+    MembershipFactory(tenant=tenant, user=admin_user, role=Role.ADMIN)
+    browser = Client()
+    browser.force_login(admin_user)
+    html = browser.get(page).content.decode()
+    assert "In the tenant sandbox: uid" in html and 'name="unsandboxed"' not in html
+
+    operator = Client()
+    operator.force_login(UserFactory(is_staff=True, is_superuser=True))
+    assert 'name="unsandboxed"' in operator.get(page).content.decode()
+    Tool.objects.filter(pk=tool_id).update(unsandboxed=True)  # as an operator's save leaves it
+    assert "UNSANDBOXED" in browser.get(page).content.decode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
@@ -19,7 +20,7 @@ from tenants_app.admin_scoping import (
     tenant_filter,
 )
 from tenants_app.selectors import tenants_for_admin
-from tools_app import services
+from tools_app import adapters, services
 from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
 from tools_app.admin.pages import ToolPagesMixin, function_badge
@@ -89,7 +90,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox"]
     inlines = [ToolFunctionInline]
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
@@ -125,9 +126,33 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
                 }))
             fieldsets.append(("Advanced", {"fields": ["config_advanced", "config_json"],
                                            "classes": ["toolhub-advanced"]}))
+        if obj is None or obj.type == ToolType.LOCAL:
+            # Only platform operators may take a server out of the tenant sandbox; everyone sees where it runs.
+            fields = (["unsandboxed"] if request.user.is_superuser else []) + (["sandbox"] if obj is not None else [])
+            if fields:
+                fieldsets.append(("Sandbox (LOCAL)", {"fields": fields,
+                                                      "classes": ["toolhub-config", "toolhub-config-LOCAL"]}))
         if obj is not None:
             fieldsets.append(("Health", {"fields": HEALTH_FIELDS}))
         return fieldsets
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        if "unsandboxed" in form.base_fields:
+            form.base_fields["unsandboxed"].help_text = (
+                "Run this server as Toolhub's own user, outside the tenant sandbox: it can then read Toolhub's "
+                "environment, files and every tenant's data. Only for servers you, the operator, trust.")
+        return form
+
+    @admin.display(description="Where it runs")
+    def sandbox(self, obj: Tool) -> str:
+        if obj.unsandboxed:
+            return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">UNSANDBOXED: runs as '
+                               "Toolhub's own user, with its files, environment and network</strong>")
+        network = "the host's network" if obj.tenant.local_network == "host" else "no network"
+        return format_html("In the tenant sandbox: uid {}, the workspace {} as its only writable folder, {}",
+                           settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE + obj.tenant_id,
+                           adapters.workspace_for(obj.tenant), network)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and obj.type == ToolType.BUILTIN:
@@ -175,6 +200,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
             config=form.cleaned_data.get("config_value", services.KEEP),
             safety=form.cleaned_data.get("safety"),
             requires_approval=form.cleaned_data.get("requires_approval"),
+            unsandboxed=form.cleaned_data.get("unsandboxed"),
         )
         if change:
             saved = self.call_service(request, services.tool_update, tenant=obj.tenant, tool_id=obj.pk, changes=data)

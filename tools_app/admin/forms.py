@@ -39,7 +39,7 @@ class BaseToolAdminForm(forms.ModelForm):
 
     class Meta:
         model = Tool
-        fields = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
+        fields = ["tenant", "name", "description", "type", "status", "safety", "requires_approval", "unsandboxed"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -9,16 +9,18 @@ may mark a server `unsandboxed`.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from core.errors import PermissionDenied
 from tenants_app.models import Tenant
 from tools_app import adapters
 from tools_app.errors import InvalidConfig
-from tools_app.models import Tool
+from tools_app.models import Tool, ToolType
 from tools_app.runtime.sandbox import SandboxPathRefused, SandboxPolicy, ServerSandbox
 
 
@@ -89,3 +91,13 @@ def _check_inside_workspace(tenant: Tenant, config: dict[str, Any]) -> None:
                 "its workspace, so only folders in it can be offered as roots",
                 details={"field": "config.roots"},
             ) from None
+
+
+def recycle_local_servers(*, tenant: Tenant) -> None:
+    """Close the running LOCAL servers of `tenant` in every process once this commits; the next call starts them
+    under the tenant's current sandbox policy."""
+    from tools_app.services.tools import config_change_listeners
+
+    for tool_id in Tool.objects.filter(tenant=tenant, type=ToolType.LOCAL).values_list("pk", flat=True):
+        for listener in config_change_listeners:
+            transaction.on_commit(functools.partial(listener, tool_id))
