@@ -55,6 +55,10 @@ def environment(ports: tuple[int, int]) -> dict[str, str]:
         "TOOLHUB_OUTBOUND_ALLOW": os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "127.0.0.0/8,::1"),
         "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "1"),
         "TOOLHUB_PROD_LOCAL_PORTS": f"{ports[0]},{ports[1]}",
+        # LOCAL servers run sandboxed; the demo inventory server (and what the caller adds) is mounted for them.
+        "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(
+            p for p in (str(REPO / "toolhub_demo" / "inventory_server.py"),
+                        os.environ.get("TOOLHUB_LOCAL_SANDBOX_RO_PATHS", "")) if p),
     }
     return env
 

@@ -53,7 +53,10 @@ class Api:
 @pytest.fixture(scope="module")
 def topology() -> Iterator[tuple[Api, Api, str]]:
     a, b = _free_port(), _free_port()
-    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_prod_local_test", "TOOLHUB_PROD_LOCAL_REDIS_DB": "9"}
+    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_prod_local_test", "TOOLHUB_PROD_LOCAL_REDIS_DB": "9",
+           # The hostile probe server and the interpreter the tests name as command are mounted for the sandbox
+           # (the demo server is mounted by prod_local).
+           "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": f"{REPO / 'tests' / 'fixtures' / 'mcp_servers'}:{sys.prefix}"}
     proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     token = ""
@@ -146,7 +149,8 @@ def test_disabling_through_a_ends_the_server_b_started(topology: Any) -> None:
         "command": sys.executable, "args": [str(server)], "env": {"TOOLHUB_TEST_MARKER": marker},
         "startup_timeout_s": 60}})
     assert status == 201, tool
-    assert api_a("POST", f"/api/v1/tools/{tool['id']}/refresh/")[0] == 200
+    status, refreshed = api_a("POST", f"/api/v1/tools/{tool['id']}/refresh/")
+    assert status == 200 and refreshed["ok"], refreshed
     status, body = api_b("POST", f"/api/v1/tools/{tool['id']}/invoke/",
                          {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}})
     assert status == 200 and body["success"], body
@@ -158,3 +162,31 @@ def test_disabling_through_a_ends_the_server_b_started(topology: Any) -> None:
     while _servers_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _servers_with(marker) == [], "B's pooled server outlived the disable made through A"
+
+
+def test_a_tenants_local_server_sees_nothing_of_the_production_deployment(topology: Any) -> None:
+    """The attack of the trust pass, in production settings: a LOCAL script reading /proc/$PPID/environ (the database
+    URL, the Fernet keys), the state folder and PostgreSQL on loopback (trust auth) gets none of them."""
+    api_a, _, _ = topology
+    probe = REPO / "tests" / "fixtures" / "mcp_servers" / "escape_probe.py"
+    status, tool = api_a("POST", "/api/v1/tools/", {"name": "escape-probe", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(probe)], "startup_timeout_s": 60}})
+    assert status == 201, tool
+    status, refreshed = api_a("POST", f"/api/v1/tools/{tool['id']}/refresh/")
+    assert status == 200 and refreshed["ok"], refreshed
+
+    def run(function: str, **arguments: Any) -> Any:
+        status, body = api_a("POST", f"/api/v1/tools/{tool['id']}/invoke/", {"function": function,
+                                                                            "arguments": arguments})
+        assert status == 200 and body["success"], body
+        return body["data"] if body["data"] is not None else json.loads(body["text"])
+
+    environs = json.dumps(run("environs"))
+    assert "TOOLHUB_SECRET_KEYS" not in environs and "DATABASE_URL" not in environs and "postgres://" not in environs
+    state = REPO / "var" / "prod-local"  # keys, Prometheus files; the workspaces live below it here
+    listed = run("listdir", path=str(state))
+    assert listed["ok"] is False or listed["value"] == ["workspace"], listed
+    assert run("read", path=str(state / "fernet-keys"))["ok"] is False
+    assert run("read", path=str(REPO / "config" / "settings" / "production.py"))["ok"] is False
+    assert run("connect", host="127.0.0.1", port=5432)["ok"] is False
+    assert run("connect", host="127.0.0.1", port=6379)["ok"] is False
