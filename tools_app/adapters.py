@@ -95,12 +95,13 @@ def server_sandbox(tenant: Tenant) -> ServerSandbox | None:
     operator turned it off (TOOLHUB_LOCAL_SANDBOX=off)."""
     if not settings.TOOLHUB_LOCAL_SANDBOX:
         return None
-    memory_mb = tenant.local_memory_mb or settings.TOOLHUB_SANDBOX_TENANT_MEMORY_MB
     policy = SandboxPolicy(
         bwrap=str(settings.TOOLHUB_COMMAND_SANDBOX_BWRAP),
         extra_ro_paths=tuple(str(p) for p in settings.TOOLHUB_LOCAL_SANDBOX_RO_PATHS),
         address_space_bytes=int(settings.TOOLHUB_LOCAL_SANDBOX_PROCESS_MB) << 20,
         tmp_bytes=256 << 20,
+        tenant_memory_bytes=tenant_memory_bytes(tenant),
+        cgroup_root=settings.TOOLHUB_SANDBOX_CGROUP,
     )
     return ServerSandbox(
         policy=policy,
@@ -108,9 +109,12 @@ def server_sandbox(tenant: Tenant) -> ServerSandbox | None:
         workspace=str(_workspace_of(tenant.pk)),
         uid=int(settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE) + int(tenant.pk),
         share_net=tenant.local_network == "host",
-        memory_bytes=int(memory_mb) << 20,
-        cgroup_root=settings.TOOLHUB_SANDBOX_CGROUP,
     )
+
+
+def tenant_memory_bytes(tenant: Tenant) -> int:
+    """The memory all of a tenant's sandboxed processes (LOCAL servers and commands) may hold together."""
+    return int(tenant.local_memory_mb or settings.TOOLHUB_SANDBOX_TENANT_MEMORY_MB) << 20
 
 
 def workspace_dirname(tenant_id: int) -> str:
@@ -162,12 +166,15 @@ def sql_tables(tenant: Tenant) -> frozenset[str]:
     return frozenset(str(t) for t in tables if t and t != "*")
 
 
-def sandbox_policy() -> SandboxPolicy:
-    """execute_command's OS sandbox as the settings configure it (on unless TOOLHUB_COMMAND_SANDBOX=off)."""
+def sandbox_policy(tenant: Tenant) -> SandboxPolicy:
+    """execute_command's OS sandbox as the settings configure it (on unless TOOLHUB_COMMAND_SANDBOX=off); its
+    processes count toward the tenant's memory together with its LOCAL servers."""
     return SandboxPolicy(
         enabled=bool(settings.TOOLHUB_COMMAND_SANDBOX),
         bwrap=str(settings.TOOLHUB_COMMAND_SANDBOX_BWRAP),
         extra_ro_paths=tuple(str(p) for p in settings.TOOLHUB_COMMAND_SANDBOX_RO_PATHS),
+        tenant_memory_bytes=tenant_memory_bytes(tenant),
+        cgroup_root=settings.TOOLHUB_SANDBOX_CGROUP,
     )
 
 
@@ -187,7 +194,7 @@ def builtin_context(tenant: Tenant, user: Any = None, *, dry_run: bool = False) 
         command_allowlist=frozenset(settings.TOOLHUB_COMMAND_ALLOWLIST or DEFAULT_ALLOWLIST) | interpreters,
         interpreters_allowed=interpreters,
         sql=SqlTarget(url=sql_url(), allowed_tables=sql_tables(tenant)),
-        sandbox=sandbox_policy(),
+        sandbox=sandbox_policy(tenant),
     )
 
 

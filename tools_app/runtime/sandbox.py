@@ -68,6 +68,10 @@ class SandboxPolicy:
     max_processes: int = 256
     max_open_files: int = 1024
     tmp_bytes: int = 64 << 20
+    # All of a tenant's sandboxed processes together (servers and commands: one cgroup per tenant, where the host
+    # has one to give); 0: no total cap. `cgroup_root` names a writable cgroup to make them under (None: detect).
+    tenant_memory_bytes: int = 0
+    cgroup_root: str | None = None
     ro_paths: tuple[str, ...] = field(default=SYSTEM_PATHS + ETC_PATHS)
 
     def search_path(self) -> str:
@@ -185,8 +189,9 @@ def sandbox_env(policy: SandboxPolicy, extra: Mapping[str, str]) -> dict[str, st
     return env
 
 
-def limits_preexec(policy: SandboxPolicy, cpu_s: float) -> Callable[[], None]:
-    """A preexec_fn setting per-process rlimits on bwrap and so on everything it starts."""
+def limits_preexec(policy: SandboxPolicy, cpu_s: float, cgroup_procs: Path | None = None) -> Callable[[], None]:
+    """A preexec_fn setting per-process rlimits on bwrap and so on everything it starts, and joining the tenant's
+    memory cgroup (`cgroup_procs`) before bwrap runs, so every process of the sandbox counts toward it."""
     cpu = max(1, int(cpu_s) + 1)
     limits = (
         (resource.RLIMIT_CPU, cpu, cpu + 2),
@@ -197,6 +202,9 @@ def limits_preexec(policy: SandboxPolicy, cpu_s: float) -> Callable[[], None]:
     )
 
     def apply() -> None:
+        if cgroup_procs is not None:
+            with open(cgroup_procs, "w") as procs:  # noqa: PTH123 - after fork: the plainest call
+                procs.write(str(os.getpid()))
         for which, soft, hard in limits:
             _, current_hard = resource.getrlimit(which)
             if current_hard != resource.RLIM_INFINITY:
@@ -216,8 +224,6 @@ class ServerSandbox:
     workspace: str  # the tenant's workspace: the server's cwd (or a folder in it) and its only writable path
     uid: int  # the tenant's own uid inside the sandbox
     share_net: bool = False  # the tenant policy's network: False is none at all
-    memory_bytes: int = 0  # all of the tenant's sandboxed processes together (a cgroup, where available); 0: none
-    cgroup_root: str | None = None  # a writable cgroup to make tenant groups under (None: detect)
 
     def chdir(self, cwd: str | None) -> Path:
         """The server's working directory: `cwd` resolved inside the workspace (relative paths from it)."""

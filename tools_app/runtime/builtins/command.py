@@ -15,7 +15,13 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tools_app.runtime.builtins.command_rules import INTERPRETERS, RULES, SHELL_METACHARACTERS, ProgramRules
+from tools_app.runtime.builtins.command_rules import (
+    INTERPRETERS,
+    PIP_WITHOUT_PYTHON,
+    RULES,
+    SHELL_METACHARACTERS,
+    ProgramRules,
+)
 from tools_app.runtime.builtins.context import BuiltinContext
 from tools_app.runtime.builtins.hardening import (
     GIT_DRIVER_KEYS_REGEX,
@@ -26,6 +32,7 @@ from tools_app.runtime.builtins.hardening import (
 )
 from tools_app.runtime.builtins.registry import BuiltinArgs, Safety, builtin
 from tools_app.runtime.builtins.workspace import Workspace
+from tools_app.runtime.cgroups import memory_cgroup
 from tools_app.runtime.errors import BusinessError, InvalidParams, ToolTimeout
 from tools_app.runtime.procenv import (
     base_environment,
@@ -121,6 +128,9 @@ class CommandRunner:
         self.ws = ws
         # Checked before anything runs: no sandbox means no command, never an unsandboxed one.
         self.bwrap = check_available(self.policy) if self.policy.enabled else None
+        tenant = str(ctx.tenant_id if ctx.tenant_id is not None else ctx.tenant_slug)
+        self.cgroup = memory_cgroup(tenant, self.policy.tenant_memory_bytes,
+                                    configured=self.policy.cgroup_root) if self.bwrap else None
 
     @property
     def sandboxed(self) -> bool:
@@ -153,7 +163,7 @@ class CommandRunner:
                 timeout_s=timeout_s,
                 cap=cap,
                 env={"PATH": os.defpath, "LANG": "C.UTF-8"},
-                preexec_fn=limits_preexec(self.policy, timeout_s),
+                preexec_fn=limits_preexec(self.policy, timeout_s, self.cgroup.procs if self.cgroup else None),
                 pass_fds=(info_w,),
                 after_start=lambda: os.close(info_w),
             )
@@ -219,6 +229,14 @@ def check_command(command: str, ctx: BuiltinContext, ws: Workspace) -> list[str]
             f"program {program!r} is an interpreter and needs a per-tenant opt-in (interpreters_allowed)"
         )
     rules = RULES.get(program)
+    if program == "pip" and not ctx.interpreters_allowed & {"python", "python3"}:
+        rules = PIP_WITHOUT_PYTHON
+        sub = subcommand_index(argv[1:], rules)
+        if sub is not None and argv[1 + sub] not in (rules.allowed_subcommands or ()):
+            raise InvalidParams(
+                f"pip: {argv[1 + sub]!r} runs the package's own code (setup.py, build backends) and needs the "
+                f"tenant's python opt-in (interpreters_allowed); without it pip may run: "
+                f"{', '.join(sorted(rules.allowed_subcommands or ()))}")
     if rules is not None:
         _check_rules(program, argv[1:], rules)
     _check_paths(argv[1:], ws, rules)

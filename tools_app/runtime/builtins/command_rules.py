@@ -273,6 +273,12 @@ GRADLE = ProgramRules(
     forbidden_prefixes=("-D", "-I"),
 )
 
+# pip builds what it installs by running the package's own code (setup.py, a build backend, `pip download` of an
+# sdist too): that is an interpreter's power, so without the tenant's python opt-in pip may only inspect.
+PIP_WITHOUT_PYTHON = ProgramRules(
+    allowed_subcommands=frozenset("list show freeze check inspect help hash cache config debug index uninstall".split()),
+)
+
 RULES: dict[str, ProgramRules] = {
     "git": GIT,
     "python": PYTHON,

@@ -126,7 +126,8 @@ def launch(executable: str, spec: LocalSpec, argv: list[str], extra_env: dict[st
         chdir=sandbox.chdir(spec.cwd),
         limits=prlimit_options(sandbox.policy),
     )
-    group = memory_cgroup(sandbox.tenant_key, sandbox.memory_bytes, configured=sandbox.cgroup_root)
+    policy = sandbox.policy
+    group = memory_cgroup(sandbox.tenant_key, policy.tenant_memory_bytes, configured=policy.cgroup_root)
     if group is not None:
         # Joined before bwrap starts: a sandbox moved in afterwards would leave the processes it already forked out.
         full = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs), *full]

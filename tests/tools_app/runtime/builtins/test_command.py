@@ -131,6 +131,24 @@ def test_interpreters_need_the_per_tenant_opt_in(ctx: BuiltinContext, command: s
     assert result.error_code == "INVALID_PARAMS" and "opt-in" in (result.error or ""), result.error
 
 
+@pytest.mark.parametrize("command", ["pip install ./pkg", "pip install -e .", "pip wheel .", "pip download ./pkg",
+                                     "pip --verbose install x"])
+def test_pip_builds_only_with_the_python_opt_in(ctx: BuiltinContext, command: str) -> None:
+    # Installing runs the package's setup.py: code the operator did not allow without the interpreter opt-in.
+    listed = dataclasses.replace(ctx, command_allowlist=RUOYI_ALLOWLIST)
+    result = invoke_builtin("execute_command", "execute_command", {"command": command}, listed)
+    assert result.error_code == "INVALID_PARAMS" and "python opt-in" in (result.error or ""), result.error
+    opted = dataclasses.replace(listed, interpreters_allowed=frozenset({"python"}))
+    allowed = invoke_builtin("execute_command", "execute_command", {"command": command}, opted)
+    assert "python opt-in" not in (allowed.error or ""), allowed.error
+
+
+def test_pip_may_inspect_without_the_opt_in(ctx: BuiltinContext) -> None:
+    listed = dataclasses.replace(ctx, command_allowlist=RUOYI_ALLOWLIST)
+    result = invoke_builtin("execute_command", "execute_command", {"command": "pip --version"}, listed)
+    assert "opt-in" not in (result.error or ""), result.error
+
+
 def test_default_allowlist_is_ruoyi_minus_interpreters() -> None:
     assert DEFAULT_ALLOWLIST == RUOYI_ALLOWLIST - {"python", "python3", "node", "java"}
     assert "find" not in DEFAULT_ALLOWLIST and "sh" not in DEFAULT_ALLOWLIST

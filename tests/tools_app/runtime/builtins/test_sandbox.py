@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from tools_app.runtime.builtins import BuiltinContext, invoke_builtin
+from tools_app.runtime.cgroups import cgroup_root
 from tools_app.runtime.sandbox import SandboxPolicy
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
@@ -163,6 +165,21 @@ def test_rlimits_cap_file_size(ctx: BuiltinContext, layout: dict[str, Path]) -> 
     result = run(copy, "cp src.bin dst.bin")
     assert result.success and result.data["exit_code"] != 0, result
     assert (layout["root"] / "dst.bin").stat().st_size <= 1 << 20
+
+
+@needs_bwrap
+@pytest.mark.skipif(cgroup_root(None) is None, reason="no writable cgroup for a per-tenant memory cap on this host")
+def test_the_tenants_memory_cap_holds_over_every_command(ctx: BuiltinContext, layout: dict[str, Path]) -> None:
+    # Each process stays under its own address-space cap; the tenant's total (a cgroup) stops what passes it.
+    (layout["root"] / "hog.py").write_text("b = bytearray(250 << 20)\nb[::4096] = b'x' * len(b[::4096])\nprint('held')\n")
+    python = dataclasses.replace(ctx, command_allowlist=frozenset({"python3"}), interpreters_allowed=frozenset({"python3"}))
+    free = run(dataclasses.replace(python, sandbox=SandboxPolicy(extra_ro_paths=(sys.base_prefix,))), "python3 hog.py")
+    assert free.success and free.data["exit_code"] == 0 and "held" in free.data["stdout"], free
+    capped = dataclasses.replace(python, sandbox=SandboxPolicy(extra_ro_paths=(sys.base_prefix,),
+                                                               tenant_memory_bytes=150 << 20))
+    stopped = run(capped, "python3 hog.py")
+    assert stopped.data is None or stopped.data["exit_code"] != 0, stopped
+    assert "held" not in ((stopped.data or {}).get("stdout") or "")
 
 
 def test_sandbox_off_runs_plain_and_says_so(ctx: BuiltinContext) -> None:

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def sandbox_for(tmp_path: Path, tenant: int, **overrides: Any) -> ServerSandbox:
+def sandbox_for(tmp_path: Path, tenant: int, memory_bytes: int = 0, **overrides: Any) -> ServerSandbox:
     workspace = tmp_path / f"tenant.{tenant}"
     workspace.mkdir(exist_ok=True)
-    policy = SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE)))
+    policy = SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE)), tenant_memory_bytes=memory_bytes)
     fields: dict[str, Any] = {"policy": policy, "tenant_key": str(tenant), "workspace": str(workspace),
                               "uid": 100000 + tenant}
     fields.update(overrides)
