@@ -66,7 +66,8 @@ def _resolve(spec: LocalSpec) -> str:
     command = spec.command
     if os.sep in command or (os.altsep and os.altsep in command):
         base = str(spec.sandbox.chdir(spec.cwd)) if spec.sandbox is not None else spec.cwd or os.getcwd()
-        path = command if os.path.isabs(command) else os.path.join(base, command)
+        # Normalised: `a/../b` names a folder the sandbox may not have, even where `b` is mounted.
+        path = os.path.normpath(command if os.path.isabs(command) else os.path.join(base, command))
         if not os.path.exists(path):
             raise CommandNotFound(f"command {command!r} not found", details={"command": command})
         if os.path.isdir(path) or not os.access(path, os.X_OK):
