@@ -32,8 +32,10 @@ run: install
 	PORT=$(PORT) $(BIN)/python manage.py toolhub_run
 
 # The production topology on this machine: two web processes, a worker and beat on PostgreSQL + Redis.
+# RUNNERS=2 make prod-local starts two LOCAL server runners (default one).
+RUNNERS ?= 1
 prod-local: install
-	$(BIN)/python deploy/prod_local.py
+	$(BIN)/python deploy/prod_local.py --runners $(RUNNERS)
 
 # Load and fault suite on the production topology (PostgreSQL + Redis; restarts both). Prints figures.
 bench-load: install

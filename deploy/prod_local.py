@@ -10,6 +10,7 @@ import argparse
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -55,12 +56,21 @@ def environment(ports: tuple[int, int]) -> dict[str, str]:
         "TOOLHUB_OUTBOUND_ALLOW": os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "127.0.0.0/8,::1"),
         "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "1"),
         "TOOLHUB_PROD_LOCAL_PORTS": f"{ports[0]},{ports[1]}",
+        # LOCAL servers live in the runner processes started beside the web ones: one per key in the deployment.
+        "TOOLHUB_RUNNERS": "redis",
+        "TOOLHUB_RUNNER_SECRET": _persistent("runner-secret", lambda: secrets.token_urlsafe(32)),
         # LOCAL servers run sandboxed; the demo inventory server (and what the caller adds) is mounted for them.
         "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(
             p for p in (str(REPO / "toolhub_demo" / "inventory_server.py"),
                         os.environ.get("TOOLHUB_LOCAL_SANDBOX_RO_PATHS", "")) if p),
     }
     return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def ensure_database(*, fresh: bool) -> None:
@@ -104,7 +114,7 @@ def wait_http(url: str, deadline_s: float = 60) -> None:
         time.sleep(0.3)
 
 
-def start(env: dict[str, str], ports: tuple[int, int]) -> list[subprocess.Popen[bytes]]:
+def start(env: dict[str, str], ports: tuple[int, int], runners: int = 1) -> list[subprocess.Popen[bytes]]:
     prom = Path(env["PROMETHEUS_MULTIPROC_DIR"])
     for stale in prom.glob("*.db"):
         stale.unlink()
@@ -119,12 +129,28 @@ def start(env: dict[str, str], ports: tuple[int, int]) -> list[subprocess.Popen[
         "beat": [str(VENV / "celery"), "-A", "config", "beat", "--loglevel=INFO",
                  f"--schedule={STATE / 'celery-beat-schedule'}"],
     }
+    for index in range(runners):
+        port = _free_port()
+        commands[f"runner-{index + 1}"] = [str(VENV / "python"), "manage.py", "toolhub_runner", "--port", str(port),
+                                           "--id", f"prod-local-runner-{index + 1}"]
     procs = []
     for name, cmd in commands.items():
         log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
         procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True))
     return procs
+
+
+def wait_runners(env: dict[str, str], count: int, deadline_s: float = 60) -> None:
+    """Until `count` runners announce themselves in Redis (calls before that find no runner)."""
+    import redis
+
+    client = redis.Redis.from_url(env["REDIS_URL"])
+    end = time.monotonic() + deadline_s
+    while len([k for k in client.scan_iter(match="toolhub:runner:prod-local-runner-*") if not k.endswith(b":drain")]) < count:
+        if time.monotonic() > end:
+            raise SystemExit(f"{count} runner(s) did not announce themselves within {deadline_s:.0f}s (see logs)")
+        time.sleep(0.3)
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -144,20 +170,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ports", default="8001,8002", help="the two web ports")
     parser.add_argument("--check", action="store_true", help="start, check both web processes answer, stop")
+    parser.add_argument("--runners", type=int, default=1, help="LOCAL server runner processes to start (default 1)")
     parser.add_argument("--fresh", action="store_true",
                         help="drop and recreate the database and keys first (tests and benchmarks)")
     args = parser.parse_args()
     a, b = (int(p) for p in args.ports.split(","))
     if args.fresh:
         # Rows encrypted under keys of an earlier run (another checkout) would be unreadable.
-        for name in ("fernet-keys", "django-secret-key", "operator-password"):
+        for name in ("fernet-keys", "django-secret-key", "operator-password", "runner-secret"):
             (STATE / name).unlink(missing_ok=True)
     env = environment((a, b))
     ensure_database(fresh=args.fresh)
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput")
     user, token = seed(env)
-    procs = start(env, (a, b))
+    procs = start(env, (a, b), args.runners)
     stopping = False
 
     def _stop(signum: int, frame: object) -> None:
@@ -169,9 +196,11 @@ def main() -> int:
     try:
         for port in (a, b):
             wait_http(f"http://127.0.0.1:{port}/admin/login/")
+        wait_runners(env, args.runners)
         print("Toolhub production topology is running (gunicorn+uvicorn workers, Celery worker + beat, PG, Redis).")
         print(f"  Web A:  http://127.0.0.1:{a}/   Web B: http://127.0.0.1:{b}/")
         print(f"  API:    Authorization: Token {token}   (X-Tenant: prod; user {user}, owner)")
+        print(f"  Runners: {args.runners} (LOCAL servers, one per key in the deployment)")
         print(f"  Logs:   {STATE / 'logs'}   Metrics: http://127.0.0.1:{a}/metrics")
         sys.stdout.flush()
         if args.check:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 from django.conf import settings
 
+from core.errors import RuntimeToolError
 from core.outbound import GuardedTransport, OutboundPolicy, ssl_context
 from tenants_app.models import Tenant
 from tools_app import configs
@@ -19,10 +20,12 @@ from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRE
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec
+from tools_app.runtime.runner.client import RunnerPool
+from tools_app.runtime.runner.placement import Registry, RunnerInfo
 from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
 
 _pool_lock = threading.Lock()
-_pool: SessionPool | None = None
+_pool: SessionPool | RunnerPool | None = None
 
 
 def outbound_policy(**overrides: Any) -> OutboundPolicy:
@@ -33,21 +36,44 @@ def outbound_policy(**overrides: Any) -> OutboundPolicy:
     )
 
 
-def pool() -> SessionPool:
-    """This process's MCP session pool, configured from settings on first use."""
+def pool() -> SessionPool | RunnerPool:
+    """This process's MCP session pool, configured from settings on first use: with runners (TOOLHUB_RUNNERS) a
+    facade that sends LOCAL servers to their runner and keeps REMOTE ones here."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = configure_pool(
-                policy=outbound_policy(),
-                idle_ttl_s=settings.TOOLHUB_POOL_IDLE_TTL_S,
-                max_per_tenant=settings.TOOLHUB_POOL_MAX_PER_TENANT,
-                max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
-            )
+            local = local_pool()
+            _pool = RunnerPool(local, runner_registry(), settings.TOOLHUB_RUNNER_SECRET) \
+                if settings.TOOLHUB_RUNNERS else local
             from tools_app.pool_broadcast import start_listener
 
             start_listener(release_tool)
         return _pool
+
+
+def local_pool() -> SessionPool:
+    """The process-wide session pool from settings (a runner hosts its servers in one)."""
+    return configure_pool(
+        policy=outbound_policy(),
+        idle_ttl_s=settings.TOOLHUB_POOL_IDLE_TTL_S,
+        max_per_tenant=settings.TOOLHUB_POOL_MAX_PER_TENANT,
+        max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
+    )
+
+
+def runner_registry() -> Registry:
+    return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S)
+
+
+def runner_of(tool: Tool) -> RunnerInfo | None:
+    """The runner a LOCAL tool's server runs on (None without runners, or when none is live)."""
+    current = pool()
+    if not isinstance(current, RunnerPool) or tool.type != "LOCAL":
+        return None
+    try:
+        return current.owner_of(server_spec(tool))
+    except RuntimeToolError:
+        return None
 
 
 _http_clients: dict[tuple[int, str], httpx2.Client] = {}

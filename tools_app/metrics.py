@@ -48,6 +48,11 @@ def _gauges() -> Iterable[Metric]:
         "toolhub_pool_processes_spawned", "MCP server processes this process started", [],
         [([], stats.get("processes_spawned", 0))],
     )
+    runners = stats.get("runners") or []
+    yield metrics.gauge(
+        "toolhub_runner_servers", "LOCAL MCP servers each live runner holds (runner tier)", ["runner", "draining"],
+        (([str(r["id"]), str(bool(r["draining"])).lower()], r["servers"]) for r in runners),
+    )
 
 
 def connect() -> None:

@@ -302,6 +302,16 @@ if TOOLHUB_LOCAL_COMMANDS not in ("any", "approved", "off"):
 # the leading arguments a tool must start with, e.g. "npx -y @modelcontextprotocol/server-memory@2026.1.26".
 TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in os.environ.get("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")
                                    if c.strip()]
+# The runner tier: LOCAL servers live in runner processes (`manage.py toolhub_runner`), each server key on exactly one
+# runner in the whole deployment. `redis`: runners announce themselves in REDIS_URL and web processes and workers
+# call them over HTTP with TOOLHUB_RUNNER_SECRET; empty (default, `make run`, tests): servers run in each process.
+TOOLHUB_RUNNERS = os.environ.get("TOOLHUB_RUNNERS", "").strip().lower()
+TOOLHUB_RUNNER_SECRET = os.environ.get("TOOLHUB_RUNNER_SECRET", "")
+TOOLHUB_RUNNER_TTL_S = float(os.environ.get("TOOLHUB_RUNNER_TTL_S", "10"))
+if TOOLHUB_RUNNERS not in ("", "redis"):
+    raise ImproperlyConfigured(f"TOOLHUB_RUNNERS={TOOLHUB_RUNNERS!r}; accepted: redis, or empty (in-process)")
+if TOOLHUB_RUNNERS and not (REDIS_URL and TOOLHUB_RUNNER_SECRET):
+    raise ImproperlyConfigured("TOOLHUB_RUNNERS=redis needs REDIS_URL and TOOLHUB_RUNNER_SECRET")
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.
 TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
 TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"))

@@ -190,3 +190,28 @@ def test_a_tenants_local_server_sees_nothing_of_the_production_deployment(topolo
     assert run("read", path=str(REPO / "config" / "settings" / "production.py"))["ok"] is False
     assert run("connect", host="127.0.0.1", port=5432)["ok"] is False
     assert run("connect", host="127.0.0.1", port=6379)["ok"] is False
+
+
+def test_a_stateful_local_server_has_one_state_across_both_web_processes(topology: Any) -> None:
+    """In production a LOCAL server lives on its runner: twelve calls spread over both web processes reach one
+    process with one state (before runners: 1, 1, 1, 1, 2, 2, 3, ... from four processes)."""
+    import uuid
+
+    api_a, api_b, _ = topology
+    marker = uuid.uuid4().hex
+    counter = REPO / "tests" / "fixtures" / "mcp_servers" / "counter.py"
+    status, tool = api_a("POST", "/api/v1/tools/", {"name": f"counter-{marker[:8]}", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(counter)], "env": {"TOOLHUB_TEST_MARKER": marker},
+        "startup_timeout_s": 60}})
+    assert status == 201, tool
+    status, refreshed = api_a("POST", f"/api/v1/tools/{tool['id']}/refresh/")
+    assert status == 200 and refreshed["ok"], refreshed
+    counts = []
+    for index in range(12):
+        status, body = (api_a, api_b)[index % 2]("POST", f"/api/v1/tools/{tool['id']}/invoke/",
+                                                  {"function": "count", "arguments": {}})
+        assert status == 200 and body["success"], body
+        counts.append(body["data"]["count"])
+    assert counts == list(range(1, 13)), counts
+    servers = [pid for pid in _servers_with(marker) if b"bwrap" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(servers) == 1, servers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from django.conf import settings
@@ -150,9 +151,13 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
             return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">UNSANDBOXED: runs as '
                                "Toolhub's own user, with its files, environment and network</strong>")
         network = "the host's network" if obj.tenant.local_network == "host" else "no network"
-        return format_html("In the tenant sandbox: uid {}, the workspace {} as its only writable folder, {}",
+        runner = adapters.runner_of(obj)
+        where = (f"on runner {runner.id} (up since {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(runner.since))})"
+                 if runner is not None else "in each web process" if not settings.TOOLHUB_RUNNERS
+                 else "on no runner: none is live")
+        return format_html("In the tenant sandbox: uid {}, the workspace {} as its only writable folder, {}; {}",
                            settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE + obj.tenant_id,
-                           adapters.workspace_for(obj.tenant), network)
+                           adapters.workspace_for(obj.tenant), network, where)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and obj.type == ToolType.BUILTIN:

@@ -1,0 +1,193 @@
+"""The runner tier with real runner processes (`manage.py toolhub_runner`) and Redis: one LOCAL server per key in
+the whole deployment, whichever web process calls; a dead or draining runner's servers start again elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import redis
+
+from core.outbound import OutboundPolicy
+from tests.fixtures.mcp_servers import COUNTER, HERE, free_port
+from tools_app.configs import server_spec
+from tools_app.runtime.mcp import ServerSpec, SessionPool
+from tools_app.runtime.runner.client import RunnerPool
+from tools_app.runtime.runner.placement import Registry
+from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
+
+REPO = Path(__file__).resolve().parents[2]
+SECRET = "runner-test-secret"
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/13"
+
+
+def _redis_up() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+pytestmark = [
+    pytest.mark.skipif(not _redis_up(), reason=f"the runner tier needs Redis ({REDIS_URL} did not answer)"),
+    pytest.mark.skipif(not os.access(SandboxPolicy().bwrap, os.X_OK), reason="bubblewrap not installed"),
+]
+
+
+def wait_until(check: Any, bound_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + bound_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class Runners:
+    """Real runner processes announcing themselves in a Redis namespace of their own (a key prefix per test)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.registry = Registry(REDIS_URL, ttl_s=2)
+        self.tmp_path = tmp_path
+
+    def start(self, runner_id: str) -> None:
+        port = free_port()
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
+               "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": "2"}
+        self.procs[runner_id] = subprocess.Popen(
+            [sys.executable, "manage.py", "toolhub_runner", "--port", str(port), "--id", runner_id], cwd=REPO,
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        assert wait_until(lambda: runner_id in {r.id for r in self.registry.runners(max_age_s=0)}), \
+            f"runner {runner_id} never announced itself"
+
+    def kill(self, runner_id: str) -> None:
+        os.killpg(self.procs[runner_id].pid, signal.SIGKILL)
+        self.procs[runner_id].wait(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def runners(tmp_path: Path) -> Iterator[Runners]:
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    started = Runners(tmp_path)
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture
+def web() -> Iterator[list[RunnerPool]]:
+    """Two 'web processes': each its own pool facade and registry reader, as two workers would have."""
+    pools = [RunnerPool(SessionPool(policy=OutboundPolicy.build("")), Registry(REDIS_URL, ttl_s=2), SECRET)
+             for _ in range(2)]
+    yield pools
+    for pool in pools:
+        pool.shutdown()
+
+
+def counter_spec(tmp_path: Path, marker: str, *, version: int = 1) -> ServerSpec:
+    workspace = tmp_path / "tenant.1"
+    workspace.mkdir(exist_ok=True)
+    box = ServerSandbox(policy=SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE))),
+                        tenant_key="1", workspace=str(workspace), uid=100001)
+    config = {"command": sys.executable, "args": [str(COUNTER)], "env": {"TOOLHUB_TEST_MARKER": marker},
+              "startup_timeout_s": 20}
+    return server_spec(tool_id=41, config_version=version, tenant_key="1", tool_type="LOCAL", config=config,
+                       sandbox=box)
+
+
+def marked(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"TOOLHUB_TEST_MARKER={marker}".encode() in (entry / "environ").read_bytes() \
+                        and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def count(pool: RunnerPool, spec: ServerSpec) -> dict[str, int]:
+    result = pool.call(spec, "count", {})
+    assert result.success, (result.error_code, result.error)
+    return dict(json.loads(result.text)) if result.data is None else dict(result.data)
+
+
+def test_one_server_one_state_whichever_web_process_calls(runners: Runners, web: list[RunnerPool],
+                                                          tmp_path: Path) -> None:
+    runners.start("r1")
+    runners.start("r2")
+    marker = uuid.uuid4().hex
+    spec = counter_spec(tmp_path, marker)
+    answers = [count(web[i % 2], spec) for i in range(12)]
+    assert [a["count"] for a in answers] == list(range(1, 13)), answers  # one state, not one per process
+    assert len([p for p in marked(marker) if "bwrap" not in Path(f"/proc/{p}/cmdline").read_text()]) == 1
+    # The web processes started nothing themselves.
+    assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
+
+
+def test_a_dead_runners_server_starts_again_on_another(runners: Runners, web: list[RunnerPool],
+                                                       tmp_path: Path) -> None:
+    runners.start("r1")
+    runners.start("r2")
+    marker = uuid.uuid4().hex
+    spec = counter_spec(tmp_path, marker)
+    assert count(web[0], spec)["count"] == 1
+    before = set(marked(marker))
+    owner = web[0].owner_of(spec).id
+    runners.kill(owner)  # SIGKILL: no goodbye, its heartbeat simply stops
+    assert wait_until(lambda: marked(marker) == []), "the killed runner's server outlived it"
+    assert count(web[1], spec)["count"] == 1  # a new server (its state starts over) on the other runner
+    assert marked(marker) and not set(marked(marker)) & before
+    assert web[1].owner_of(spec, frozenset({owner})).id != owner
+
+
+def test_close_ends_the_server_on_its_runner_and_drain_moves_it(runners: Runners, web: list[RunnerPool],
+                                                                tmp_path: Path) -> None:
+    runners.start("r1")
+    runners.start("r2")
+    marker = uuid.uuid4().hex
+    spec = counter_spec(tmp_path, marker)
+    count(web[0], spec)
+    assert marked(marker)
+    web[1].close(spec.tool_id)  # a disable or config change made through the other web process
+    assert wait_until(lambda: marked(marker) == []), "close did not end the server on its runner"
+
+    owner = web[0].owner_of(spec).id
+    assert web[0].registry.set_draining(owner)
+    web[0].registry.forget()
+    assert wait_until(lambda: web[0].owner_of(spec).id != owner, 5)
+    assert count(web[0], spec)["count"] == 1
+
+
+def test_a_runner_answers_only_with_the_secret(runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+    runners.start("r1")
+    url = web[0].registry.runners(max_age_s=0)[0].url
+    spec = counter_spec(tmp_path, uuid.uuid4().hex)
+    from tools_app.runtime.runner.wire import spec_to_json
+
+    body = {"spec": spec_to_json(spec), "function": "count", "arguments": {}}
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        refused = httpx2.post(url + "/v1/call", json=body, headers=headers, timeout=10)
+        assert refused.status_code == 401
+    assert web[0].registry.runners(max_age_s=0)[0].servers == 0

@@ -1,0 +1,51 @@
+"""`manage.py toolhub_runner`: a runner process hosting LOCAL MCP servers for the whole deployment (TOOLHUB_RUNNERS)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import uvicorn
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from tools_app import adapters
+from tools_app.runtime.runner.app import Heartbeat, build_app
+
+
+class Command(BaseCommand):
+    help = "Run a LOCAL server runner (or mark one draining with --drain ID)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback or a private network)")
+        parser.add_argument("--port", type=int, default=8790)
+        parser.add_argument("--id", dest="runner_id", default="", help="this runner's name (default host-port)")
+        parser.add_argument("--url", default="", help="the URL web processes reach it by (default http://host:port)")
+        parser.add_argument("--drain", metavar="ID", default="",
+                            help="mark runner ID draining (its servers move on their next call) and exit")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.TOOLHUB_RUNNERS:
+            raise CommandError("TOOLHUB_RUNNERS is not set: LOCAL servers run in each web process (set it to redis, "
+                               "with REDIS_URL and TOOLHUB_RUNNER_SECRET, to use runners)")
+        registry = adapters.runner_registry()
+        if options["drain"]:
+            if not registry.set_draining(options["drain"]):
+                raise CommandError(f"no live runner {options['drain']!r}; live: "
+                                   f"{', '.join(r.id for r in registry.runners(max_age_s=0)) or 'none'}")
+            self.stdout.write(f"runner {options['drain']} is draining: its servers move on their next call")
+            return
+        host, port = options["host"], options["port"]
+        runner_id = options["runner_id"] or f"{socket.gethostname()}-{port}"
+        url = options["url"] or f"http://{host}:{port}"
+        pool = adapters.local_pool()
+        heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url)
+        server = uvicorn.Server(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET), host=host, port=port,
+                                               log_level="warning", lifespan="off"))
+        heartbeat.start()
+        self.stdout.write(f"toolhub runner {runner_id} listening on {url}")
+        try:
+            server.run()
+        finally:
+            heartbeat.stop()
+            pool.shutdown()  # every server this runner started ends with it
