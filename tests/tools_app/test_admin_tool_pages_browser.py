@@ -174,13 +174,15 @@ def test_http_tool_failed_save_keeps_typed_values_then_saves(page: Any, tenant: 
     assert tool.config["secrets"] == {"api_key": "typed-key-555"} and tool.config["method"] == "POST"
 
 
-def test_changed_function_is_approved_after_reading_the_diff(page: Any, tenant: Any, tmp_path: Any) -> None:
+def test_changed_function_is_approved_after_reading_the_diff(page: Any, tenant: Any) -> None:
     from playwright.sync_api import expect
 
     add_tool(page, tenant, "LOCAL", "changing")
     page.fill("#id_local_command", sys.executable)
     page.fill("#id_local_args", str(CHANGING))
-    fill_row(page, "local_env", 0, "TOOLHUB_FIXTURE_STATE", str(tmp_path / "state"), secret=False)
+    # In the workspace: the sandboxed server can write nowhere else.
+    state = adapters.workspace_for(tenant) / "state"
+    fill_row(page, "local_env", 0, "TOOLHUB_FIXTURE_STATE", str(state), secret=False)
     page.click("input[name=_continue]")
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
     page.click("#toolhub-refresh")  # first discovery: trusted
