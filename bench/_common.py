@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -24,6 +26,17 @@ def summary(samples_ms: list[float]) -> str:
         f"n={len(samples_ms)} p50={pct(samples_ms, 50):.2f} ms p95={pct(samples_ms, 95):.2f} ms "
         f"mean={statistics.fmean(samples_ms):.2f} ms"
     )
+
+
+def warm_inventory_calls(pool: Any, spec: Any, n: int) -> list[float]:
+    """Milliseconds of `n` warm get_inventory calls on `spec` through `pool` (one untimed call opens it first)."""
+    assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
 
 
 def open_fds() -> int:

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import summary  # type: ignore[import-not-found]
+from _common import summary, warm_inventory_calls  # type: ignore[import-not-found]
 
 from core.outbound import OutboundPolicy
 from tools_app.configs import server_spec
@@ -37,13 +37,7 @@ def cold(pool: SessionPool, sandbox: ServerSandbox | None, n: int) -> list[float
 
 
 def warm(pool: SessionPool, sandbox: ServerSandbox | None, n: int) -> list[float]:
-    target = spec(10_000, sandbox)
-    assert pool.call(target, "get_inventory", {"sku": "DEMO-001"}).success
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        assert pool.call(target, "get_inventory", {"sku": "DEMO-001"}).success
-        samples.append((time.perf_counter() - started) * 1000)
+    samples: list[float] = warm_inventory_calls(pool, spec(10_000, sandbox), n)
     pool.close(1)
     return samples
 

@@ -14,7 +14,13 @@ import sys
 import time
 import uuid
 
-from _common import ROOT, marked_processes, pct, summary  # type: ignore[import-not-found]
+from _common import (  # type: ignore[import-not-found]
+    ROOT,
+    marked_processes,
+    pct,
+    summary,
+    warm_inventory_calls,
+)
 
 from core.outbound import OutboundPolicy
 from tools_app.configs import server_spec
@@ -31,16 +37,6 @@ def spec(tool_id: int, marker: str) -> ServerSpec:
     config = {"command": sys.executable, "args": [str(SERVER)], "env": {"BENCH_MARKER": marker},
               "startup_timeout_s": 30}
     return server_spec(tool_id=tool_id, config_version=1, tenant_key="1", tool_type="LOCAL", config=config)
-
-
-def warm(pool: SessionPool | RunnerPool, target: ServerSpec, n: int) -> list[float]:
-    assert pool.call(target, "get_inventory", {"sku": "DEMO-001"}).success
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        assert pool.call(target, "get_inventory", {"sku": "DEMO-001"}).success
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
 
 
 def start_runner() -> subprocess.Popen[bytes]:
@@ -77,7 +73,8 @@ def main() -> None:
         marker = uuid.uuid4().hex
         local = SessionPool(policy=policy)
         remote = RunnerPool(SessionPool(policy=policy), Registry(REDIS_URL), SECRET)
-        through_runner, in_process = warm(remote, spec(1, marker), args.calls), warm(local, spec(2, marker), args.calls)
+        through_runner, in_process = (warm_inventory_calls(remote, spec(1, marker), args.calls),
+                                       warm_inventory_calls(local, spec(2, marker), args.calls))
         print(f"warm invoke via runner: {summary(through_runner)}")
         print(f"warm invoke in-process: {summary(in_process)}")
         print(f"p50 overhead of the runner hop: {pct(through_runner, 50) - pct(in_process, 50):+.2f} ms "
