@@ -30,7 +30,7 @@ class IntentExampleInline(TenantRoleAdminMixin, admin.TabularInline):
 class IntentNodeForm(forms.ModelForm):
     function_refs = forms.CharField(
         label="Functions", required=False, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One <tool>__<function> per line, of this tenant's tools.",
+        help_text="One <code>&lt;tool&gt;__&lt;function&gt;</code> per line, of this tenant's tools.",
     )
 
     class Meta:
@@ -47,6 +47,7 @@ class IntentNodeForm(forms.ModelForm):
 @admin.register(IntentNode)
 class IntentNodeAdmin(_ServiceAdmin):
     form = IntentNodeForm
+    service_error_fields = {"functions": "function_refs"}
     list_display = ["tree", "tenant", "level", "kind", "status", "version", "example_count", "updated_at"]
     list_filter = [tenant_filter(), "level", "kind", "status"]
     search_fields = ["code", "name", "description"]

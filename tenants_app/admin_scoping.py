@@ -170,20 +170,61 @@ class AdminAbort(Exception):
 
 
 class ServiceAdminMixin(TenantRoleAdminMixin):
-    """Admins that write through services: a DomainError becomes an error message, never a 500."""
+    """Admins that write through services: a DomainError never becomes a 500, and never loses what was typed.
+
+    A refusal inside the add/change form (save_model, save_related) rolls the whole save back, then the
+    same POST is validated again with the refusal added as a form error: the page comes back with every
+    value and inline row as typed and the message at the field the service named (`details["field"]`,
+    renamed through `service_error_fields` where the form calls it something else). Elsewhere (delete,
+    actions) the refusal is an error message.
+    """
+
+    # The service's `details["field"]` -> this admin's form field, where the names differ.
+    service_error_fields: dict[str, str] = {}
 
     def call_service(self, request: HttpRequest, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
         try:
             return fn(actor=request.user, **kwargs)
         except DomainError as exc:
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)  # type: ignore[attr-defined]
+            if getattr(request, "_toolhub_in_changeform", False):
+                request._toolhub_refusal = exc  # type: ignore[attr-defined]
+            else:
+                self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)  # type: ignore[attr-defined]
             raise AdminAbort() from None
 
+    def refusal_field(self, form: Any, exc: DomainError) -> str | None:
+        """The form field a refusal belongs to, or None for the form as a whole."""
+        field = str((exc.details or {}).get("field") or "")
+        name = self.service_error_fields.get(field, field)
+        return name if name in form.fields else None
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form_class = super().get_form(request, obj, change, **kwargs)  # type: ignore[misc]
+        refusal: DomainError | None = getattr(request, "_toolhub_refusal", None)
+        if refusal is None:
+            return form_class
+        admin_ = self
+
+        class RefusedForm(form_class):  # type: ignore[misc,valid-type]
+            def clean(self) -> Any:
+                cleaned = super().clean()
+                self.add_error(admin_.refusal_field(self, refusal), refusal.message)
+                return cleaned
+
+        RefusedForm.__name__ = form_class.__name__
+        return RefusedForm
+
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        request._toolhub_in_changeform = True  # type: ignore[attr-defined]
         try:
             return super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
         except AdminAbort:
-            return HttpResponseRedirect(request.get_full_path())
+            if getattr(request, "_toolhub_refusal", None) is None:
+                return HttpResponseRedirect(request.get_full_path())
+            # Rolled back; this pass sees the refusal as a form error, so it renders the POST and saves nothing.
+            return super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            request._toolhub_in_changeform = False  # type: ignore[attr-defined]
 
     def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:

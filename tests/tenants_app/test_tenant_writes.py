@@ -55,7 +55,13 @@ def membership(tenant: Tenant, user: Any) -> Membership:
 
 
 def messages_of(resp: Any) -> list[str]:
-    return [str(m) for m in resp.context["messages"]] if resp.context else []
+    """What the page says: its messages, and the errors of a form the service refused (shown at their fields)."""
+    if not resp.context:
+        return []
+    said = [str(m) for m in resp.context["messages"]]
+    if "adminform" in resp.context:
+        said += [str(e) for errors in resp.context["adminform"].form.errors.values() for e in errors]
+    return said
 
 
 # --- through the Django admin ----------------------------------------------------------------------
