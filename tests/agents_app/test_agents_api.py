@@ -11,6 +11,7 @@ from agents_app.models import Agent, AgentTool, ChatModel
 from tenants_app.models import Role
 from tests.agents_app.support import MODEL_KEY, make_agent, make_model
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tools_app.models import ToolFunction
 
 pytestmark = pytest.mark.django_db
 
@@ -58,8 +59,14 @@ def test_model_in_use_cannot_be_deleted(api: Any) -> None:
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "model_in_use"
 
 
+def functions(tool: Any, *names: str) -> Any:
+    for name in names:
+        ToolFunction.objects.create(tool=tool, name=name, input_schema={"type": "object"})
+    return tool
+
+
 def test_agent_crud_with_tool_links(tenant: Any, api: Any) -> None:
-    tool = ToolFactory(tenant=tenant, name="inv")
+    tool = functions(ToolFactory(tenant=tenant, name="inv"), "a", "b")
     agent_id = make_agent(api, model=None, tools=[{"tool": tool.pk, "allowed_functions": ["b", "a"],
                                                    "requires_approval": True}], system_prompt="be brief")
     body = api.get(f"/api/v1/agents/{agent_id}/").json()
@@ -105,6 +112,33 @@ def test_roles(tenant: Any, api: Any, member_client: Any) -> None:
     assert member.get("/api/v1/agents/").json()["count"] == 0
     resp = member.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "hi"}, format="json")
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "agent_disabled"
+
+
+def test_a_misspelt_allowed_function_is_refused_naming_the_accepted_ones(tenant: Any, api: Any) -> None:
+    tool = functions(ToolFactory(tenant=tenant, name="inv"), "get_stock", "set_price")
+    bare = ToolFactory(tenant=tenant, name="undiscovered")
+    resp = api.post("/api/v1/agents/", {"name": "typo", "tools": [
+        {"tool": tool.pk, "allowed_functions": ["get_stock", "get_stok"]}]}, format="json")
+    assert resp.status_code == 400, resp.content
+    error = resp.json()["error"]
+    assert error["code"] == "unknown_functions"
+    assert "get_stok" in error["message"] and "get_stock, set_price" in error["message"]
+    assert error["details"] == {"field": "tools.allowed_functions", "tool": tool.pk, "tool_name": "inv",
+                                "unknown": ["get_stok"], "accepted": ["get_stock", "set_price"]}
+    assert not Agent.objects.filter(name="typo").exists()
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool.pk, "allowed_functions": ["get_stock"]}])
+    patched = api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [
+        {"tool": tool.pk, "allowed_functions": ["set_prize"]}]}, format="json")
+    assert patched.status_code == 400 and patched.json()["error"]["details"]["unknown"] == ["set_prize"]
+    # A tool nobody has discovered yet has no names to check against: null (all) is the only choice.
+    undiscovered = api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [
+        {"tool": bare.pk, "allowed_functions": ["anything"]}]}, format="json")
+    assert undiscovered.status_code == 400
+    assert "no known functions" in undiscovered.json()["error"]["message"]
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [{"tool": bare.pk, "allowed_functions": None}]},
+                     format="json").status_code == 200
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [{"tool": tool.pk, "allowed_functions": []}]},
+                     format="json").status_code == 200
 
 
 def _admin_browser(tenant: Any) -> Client:
