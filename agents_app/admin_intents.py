@@ -48,6 +48,7 @@ class IntentNodeForm(forms.ModelForm):
 class IntentNodeAdmin(_ServiceAdmin):
     form = IntentNodeForm
     service_error_fields = {"functions": "function_refs"}
+    service_error_inlines = {"examples": "examples"}
     list_display = ["tree", "tenant", "level", "kind", "status", "version", "example_count", "updated_at"]
     list_filter = [tenant_filter(), "level", "kind", "status"]
     search_fields = ["code", "name", "description"]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -181,6 +182,8 @@ class ServiceAdminMixin(TenantRoleAdminMixin):
 
     # The service's `details["field"]` -> this admin's form field, where the names differ.
     service_error_fields: dict[str, str] = {}
+    # The first part of the service's field -> the prefix of the inline whose rows it is about.
+    service_error_inlines: dict[str, str] = {}
 
     def call_service(self, request: HttpRequest, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
         try:
@@ -198,17 +201,45 @@ class ServiceAdminMixin(TenantRoleAdminMixin):
         name = self.service_error_fields.get(field, field)
         return name if name in form.fields else None
 
+    def refusal_inline(self, exc: DomainError) -> str | None:
+        """The prefix of the inline a refusal is about, or None when it belongs to the main form."""
+        field = str((exc.details or {}).get("field") or "")
+        return self.service_error_inlines.get(field.split(".", 1)[0])
+
+    def refusal_row(self, formset: Any, exc: DomainError) -> tuple[int, str | None] | None:
+        """(row index, field) of the inline row a refusal is about; None puts it above the inline's rows."""
+        return None
+
+    def get_formsets_with_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
+        refusal: DomainError | None = getattr(request, "_toolhub_refusal", None)
+        target = self.refusal_inline(refusal) if refusal is not None else None
+        admin_ = self
+        for formset_class, inline in super().get_formsets_with_inlines(request, obj):  # type: ignore[misc]
+            if target is None or formset_class.get_default_prefix() != target:
+                yield formset_class, inline
+                continue
+
+            class RefusedFormSet(formset_class):  # type: ignore[misc,valid-type]
+                def clean(self) -> None:
+                    super().clean()
+                    row = admin_.refusal_row(self, refusal)  # type: ignore[arg-type]
+                    if row is None:
+                        raise ValidationError(refusal.message)  # type: ignore[union-attr]
+                    self.forms[row[0]].add_error(row[1], refusal.message)  # type: ignore[union-attr]
+
+            yield RefusedFormSet, inline
+
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form_class = super().get_form(request, obj, change, **kwargs)  # type: ignore[misc]
         refusal: DomainError | None = getattr(request, "_toolhub_refusal", None)
-        if refusal is None:
+        if refusal is None or self.refusal_inline(refusal) is not None:
             return form_class
-        admin_ = self
+        admin_, refused = self, refusal
 
         class RefusedForm(form_class):  # type: ignore[misc,valid-type]
             def clean(self) -> Any:
                 cleaned = super().clean()
-                self.add_error(admin_.refusal_field(self, refusal), refusal.message)
+                self.add_error(admin_.refusal_field(self, refused), refused.message)
                 return cleaned
 
         RefusedForm.__name__ = form_class.__name__
