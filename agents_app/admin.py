@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import AdminRadioSelect
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -134,13 +135,13 @@ class AgentToolForm(forms.ModelForm):
     """A link: the tool, which of its functions (all, or a ticked few) and whether calls need approval."""
 
     functions_mode = forms.ChoiceField(
-        label="Functions", initial="all", widget=forms.RadioSelect,
+        label="Functions", initial="all", widget=AdminRadioSelect(attrs={"class": "radiolist inline"}),
         choices=[("all", "All functions (also ones the server adds later)"), ("only", "Only the ticked functions")],
     )
     functions = PickedNames(label="Allowed functions", required=False, widget=forms.CheckboxSelectMultiple(
         attrs={"class": "toolhub-fn-picker"}))
     approval = forms.ChoiceField(label="Requires approval", required=False, choices=APPROVAL_CHOICES,
-                                 widget=forms.RadioSelect)
+                                 widget=AdminRadioSelect(attrs={"class": "radiolist"}))
 
     class Meta:
         model = AgentTool
@@ -187,8 +188,8 @@ class AgentToolInline(TenantRoleAdminMixin, admin.StackedInline):
 class AgentAdminForm(forms.ModelForm):
     """The agent, with its intent routing settings (the same fields the API takes)."""
 
-    routing = forms.ChoiceField(choices=AgentRouting.choices, widget=forms.RadioSelect, initial=AgentRouting.ALL,
-                                label="Routing")
+    routing = forms.ChoiceField(choices=AgentRouting.choices, initial=AgentRouting.ALL, label="Routing",
+                                widget=AdminRadioSelect(attrs={"class": "radiolist inline"}))
     routing_threshold = forms.FloatField(
         required=False, min_value=0.0, max_value=1.0, label="Routing threshold",
         help_text="0–1; blank uses the platform default (TOOLHUB_INTENT_THRESHOLD).")
@@ -216,6 +217,8 @@ class AgentAdminForm(forms.ModelForm):
         keep = (self.data.getlist("always_on") if self.is_bound  # type: ignore[attr-defined]
                 else list(agent.always_on or []) if agent.pk else [])
         self.fields["always_on"].choices = [(r, r) for r in sorted(set(refs) | set(keep))]  # type: ignore[attr-defined]
+        if not self.fields["always_on"].choices:  # type: ignore[attr-defined]
+            self.fields["always_on"].help_text += " Link tools below and save: their functions are listed here."
         self.fields["knowledge_function"].widget.attrs["list"] = "toolhub-agent-refs"
         self.refs = sorted(refs)
 
