@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.widgets import AdminRadioSelect
 from django.db.models import QuerySet
@@ -64,7 +65,9 @@ class ChatModelAdminForm(forms.ModelForm):
         help_text="Write-only. Leave blank to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(label="Remove the stored key", required=False)
-    base_url = forms.URLField(max_length=500, assume_scheme="https")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", widget=forms.URLInput(attrs={"size": 70}),
+                              help_text="The OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 or "
+                                        "http://127.0.0.1:11434/v1 (Ollama).")
 
     class Meta:
         model = ChatModel
@@ -229,7 +232,7 @@ ROUTING_FIELDS: list[Any] = ["routing", "routing_threshold", "knowledge_function
 @admin.register(Agent)
 class AgentAdmin(_ServiceAdmin):
     form = AgentAdminForm
-    list_display = ["name", "tenant", "model", "status", "max_steps", "updated_at"]
+    list_display = ["name", "tenant", "model_shown", "status", "max_steps", "updated_at"]
     list_filter = [tenant_filter(), "status"]
     search_fields = ["name", "description"]
     fieldsets = [
@@ -241,6 +244,13 @@ class AgentAdmin(_ServiceAdmin):
     inlines = [AgentToolInline]
     change_form_template = "admin/agents_app/agent/change_form.html"
     service_error_inlines = {"tools": "agent_tools"}
+
+    @admin.display(description="Model", ordering="model__name")
+    def model_shown(self, obj: Agent) -> str:
+        # Without a model an agent chats with TOOLHUB_DEMO_MODEL_URL (the demo model under `make run`), if set.
+        if obj.model is not None:
+            return obj.model.name
+        return "demo model" if settings.TOOLHUB_DEMO_MODEL_URL else "none (chat fails until one is picked)"
 
     def get_urls(self) -> list[Any]:
         from django.urls import path

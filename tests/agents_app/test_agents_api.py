@@ -239,6 +239,17 @@ def test_admin_function_picker_and_a_refused_name_at_its_row(tenant: Any, other_
     assert (agent.routing, agent.routing_threshold, agent.always_on) == ("all", None, ["inv__set_price"])
 
 
+def test_agent_list_names_the_model_an_agent_chats_with(tenant: Any, api: Any, settings: Any) -> None:
+    make_agent(api, model=None, name="demo-chatter")
+    browser = _admin_browser(tenant)
+    settings.TOOLHUB_DEMO_MODEL_URL = ""
+    assert "none (chat fails until one is picked)" in browser.get("/admin/agents_app/agent/").content.decode()
+    settings.TOOLHUB_DEMO_MODEL_URL = "http://127.0.0.1:9/v1"
+    page = browser.get("/admin/agents_app/agent/").content.decode()
+    assert '<td class="field-model_shown">demo model</td>' in page
+    assert 'name="base_url"' in browser.get("/admin/agents_app/chatmodel/add/").content.decode()
+
+
 def test_playground_requires_login_and_lists_usable_agents(tenant: Any, api: Any, member_client: Any) -> None:
     assert Client().get("/playground/").status_code == 302
     agent_id = make_agent(api, model=None, name="visible")

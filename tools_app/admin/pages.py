@@ -110,12 +110,12 @@ def function_badge(fn: ToolFunction) -> SafeString:
         return format_html('<span class="toolhub-badge toolhub-badge-wait" title="{}">awaiting approval</span>',
                            "new or changed since it was approved; left out of toolsets until approved")
     if fn.state == FunctionState.REMOVED:
-        return format_html('<span class="toolhub-badge toolhub-badge-off">removed</span>')
+        return format_html('<span class="toolhub-badge toolhub-badge-off">{}</span>', "removed")
     if fn.unsupported_reason:
         return format_html('<span class="toolhub-badge toolhub-badge-off" title="{}">unsupported</span>',
                            fn.unsupported_reason)
     if not fn.enabled:
-        return format_html('<span class="toolhub-badge toolhub-badge-off">disabled</span>')
+        return format_html('<span class="toolhub-badge toolhub-badge-off">{}</span>', "disabled")
     return format_html('<span class="toolhub-badge toolhub-badge-ok"><img src="{}" alt="True"> enabled</span>',
                        static("admin/img/icon-yes.svg"))
 
@@ -198,7 +198,7 @@ class ToolPagesMixin:
         except DomainError as exc:
             messages.error(request, f"Not changed: {exc.message}")
             return self._back(tool)
-        messages.success(request, f"{tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
+        messages.success(request, f"Tool {tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
         return self._back(tool)
 
     def function_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -215,7 +215,7 @@ class ToolPagesMixin:
         except DomainError as exc:
             messages.error(request, f"Not changed: {exc.message}")
         else:
-            messages.success(request, f"{tool.name}.{name} is now {'enabled' if flag == '1' else 'disabled'}.")
+            messages.success(request, f"Function {tool.name}.{name} is now {'enabled' if flag == '1' else 'disabled'}.")
         return self._back(tool)
 
     def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
