@@ -99,6 +99,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
             "0" if obj.enabled else "1", "Disable" if obj.enabled else "Enable")
 
 
+RECENT_CALLS = 10
 MAIN_FIELDS = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
 HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
                  "last_checked_at"]
@@ -196,6 +197,10 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
                            change: bool = False, form_url: str = "", obj: Any = None) -> Any:
         if obj is not None:
             context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
+            context["function_count"] = obj.functions.count()
+            context["discovers"] = obj.type in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP)
+            context["recent_calls"] = list(ToolCall.objects.filter(tenant=obj.tenant, tool=obj)
+                                           .order_by("-created_at", "-id")[:RECENT_CALLS])
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
             entry = obj.market_entry
             context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
