@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -23,6 +24,11 @@ from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 
 SESSION_KEY = "toolhub_admin_tenant"
+# The tenant last switched to, kept across sign-ins in this browser (signed; only ever honoured for a tenant
+# the signed-in user manages, so it reveals and grants nothing).
+COOKIE = "toolhub_admin_tenant"
+COOKIE_SALT = "toolhub.admin.tenant"
+COOKIE_MAX_AGE = 365 * 24 * 3600
 
 
 def current_tenant(request: HttpRequest) -> Tenant | None:
@@ -31,6 +37,9 @@ def current_tenant(request: HttpRequest) -> Tenant | None:
         return request._toolhub_admin_tenant  # type: ignore[no-any-return]
     allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
+    if chosen is None:
+        remembered = request.get_signed_cookie(COOKIE, default=None, salt=COOKIE_SALT, max_age=COOKIE_MAX_AGE)
+        chosen = int(remembered) if isinstance(remembered, str) and remembered.isdigit() else None
     tenant = allowed.filter(pk=chosen).first() if isinstance(chosen, int) else None
     if tenant is None:
         # Not stored: the default costs the same query each time, and no page view has to write the session.
@@ -123,6 +132,8 @@ class TenantRoleAdminMixin:
                 kwargs.setdefault("empty_label", "(global: every tenant)")  # e.g. a global market source
             else:
                 kwargs.setdefault("empty_label", None)
+                # One possible value, named in the header beside the switcher: no second tenant select here.
+                kwargs["widget"] = forms.HiddenInput()
         elif tenant_path(related) is not None:
             base = kwargs.get("queryset")
             kwargs["queryset"] = scope_to_current(request, base if base is not None else related._default_manager.all())
