@@ -250,6 +250,17 @@ def test_agent_list_names_the_model_an_agent_chats_with(tenant: Any, api: Any, s
     assert 'name="base_url"' in browser.get("/admin/agents_app/chatmodel/add/").content.decode()
 
 
+def test_the_agent_page_links_to_the_playground_with_the_agent_chosen(tenant: Any, api: Any) -> None:
+    make_agent(api, model=None, name="first")
+    agent_id = make_agent(api, model=None, name="second")
+    browser = _admin_browser(tenant)
+    page = browser.get(f"/admin/agents_app/agent/{agent_id}/change/").content.decode()
+    link = f"/playground/?tenant={tenant.slug}&amp;agent={agent_id}"
+    assert f'href="{link}"' in page
+    chat = browser.get(link.replace("&amp;", "&")).content.decode()
+    assert f'<option value="{agent_id}" selected>second</option>' in chat
+
+
 def test_playground_requires_login_and_lists_usable_agents(tenant: Any, api: Any, member_client: Any) -> None:
     assert Client().get("/playground/").status_code == 302
     agent_id = make_agent(api, model=None, name="visible")
