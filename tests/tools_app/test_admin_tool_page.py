@@ -70,3 +70,17 @@ def test_a_tool_without_functions_says_they_are_being_discovered(staff: Client, 
     tool = ToolFactory(tenant=tenant, name="fresh")
     html = page(staff, tool)
     assert "No functions yet" in html and "Refresh functions" in html
+
+
+def test_a_loaded_tool_names_its_market_entry(staff: Client, tenant: Any) -> None:
+    from market_app.models import MarketEntry, MarketSource
+
+    source = MarketSource.objects.create(tenant=tenant, name="Team catalog", url="http://127.0.0.1:9/c.json")
+    entry = MarketEntry.objects.create(source=source, name="io.example/crm", title="CRM server", content_hash="v2",
+                                       description="Customers and deals, " * 20)
+    tool = ToolFactory(tenant=tenant, name="crm", market_entry=entry, market_hash="v1")
+    html = page(staff, tool)
+    assert f'href="/admin/market_app/marketentry/{entry.pk}/change/" id="toolhub-market-entry">CRM server</a>' in html
+    assert "a newer version is available" in html
+    listing = staff.get("/admin/market_app/marketentry/").content.decode()
+    assert "Customers and deals, Customers" in listing and "CRM server" in listing

@@ -114,7 +114,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "market_origin"]
     inlines = [ToolFunctionInline]
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
@@ -142,7 +142,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
         return self.inlines if obj is not None else []  # a new tool has no functions until discovered
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        fieldsets: list[Any] = [(None, {"fields": MAIN_FIELDS})]
+        main = [*MAIN_FIELDS, "market_origin"] if obj is not None and obj.market_entry_id else MAIN_FIELDS
+        fieldsets: list[Any] = [(None, {"fields": main})]
         if obj is not None and obj.type == ToolType.BUILTIN:
             fieldsets.append(("Built-in", {"fields": ["builtin_name"],
                                            "description": "Configured by the built-in registry: nothing to edit."}))
@@ -206,6 +207,16 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
             context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
                 and entry.status != "removed"
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    @admin.display(description="From the market")
+    def market_origin(self, obj: Tool) -> str:
+        entry = obj.market_entry
+        if entry is None:
+            return "-"
+        state = "up to date" if entry.content_hash == obj.market_hash else "a newer version is available"
+        return format_html('<a href="{}" id="toolhub-market-entry">{}</a> ({}, {})',
+                           reverse("admin:market_app_marketentry_change", args=[entry.pk]), entry.title or entry.name,
+                           entry.source.name, state)
 
     @admin.display(description="Config (masked)")
     def config_summary(self, obj: Tool) -> str:
