@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ def intent_form(tenant: Any, **changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "tenant": tenant.pk, "code": "ops-weather", "name": "Weather questions", "level": "TOPIC", "kind": "MCP",
         "description": "Forecasts, typed with care", "parent": "", "status": "ENABLED",
-        "function_refs": "weather__forecast\nweather__forcast",
+        "function_refs": ["weather__forecast", "weather__forcast"],
         "examples-TOTAL_FORMS": "2", "examples-INITIAL_FORMS": "0", "examples-MIN_NUM_FORMS": "0",
         "examples-MAX_NUM_FORMS": "1000",
         "examples-0-text": "will it rain in Paris tomorrow", "examples-0-position": "0",
@@ -54,13 +55,15 @@ def test_intent_add_refused_keeps_input_and_names_the_field(tenant: Any) -> None
     errors = form_errors(resp)
     assert list(errors) == ["function_refs"] and "weather__forcast" in errors["function_refs"][0]
     html = resp.content.decode()
-    for typed in ("Weather questions", "Forecasts, typed with care", "weather__forecast\nweather__forcast",
-                  "will it rain in Paris tomorrow", "is it sunny in Lyon"):
+    for typed in ("Weather questions", "Forecasts, typed with care", "will it rain in Paris tomorrow",
+                  "is it sunny in Lyon"):
         assert typed in html, typed
+    ticked = re.findall(r'<input type="checkbox" name="function_refs" value="([\w_]+)"[^>]*checked', html)
+    assert ticked == ["weather__forecast", "weather__forcast"]  # the misspelt one stays, shown as unknown
     assert "Not saved" not in html  # the error sits at its field, not in a banner over an empty form
     assert not IntentNode.objects.filter(tenant=tenant).exists() and not IntentExample.objects.exists()
     # Fixed, the same form saves.
-    resp = client.post(INTENT_ADD, intent_form(tenant, function_refs="weather__forecast"))
+    resp = client.post(INTENT_ADD, intent_form(tenant, function_refs=["weather__forecast"]))
     assert resp.status_code == 302
     node = IntentNode.objects.get(tenant=tenant, code="ops-weather")
     assert [f.name for f in node.functions.all()] == ["forecast"] and node.examples.count() == 2
@@ -72,7 +75,7 @@ def test_intent_change_refused_at_parent_keeps_the_other_edits(tenant: Any) -> N
     client = signed_in(tenant)
     # A DOMAIN node cannot have a parent: the service says so, at "parent".
     resp = client.post(f"/admin/agents_app/intentnode/{node.pk}/change/", intent_form(
-        tenant, name="Renamed but refused", level="DOMAIN", parent=str(root.pk), function_refs=""))
+        tenant, name="Renamed but refused", level="DOMAIN", parent=str(root.pk), function_refs=[]))
     assert resp.status_code == 200
     assert form_errors(resp) == {"parent": ["a DOMAIN node has no parent"]}
     assert "Renamed but refused" in resp.content.decode()
