@@ -180,7 +180,8 @@ def test_changed_function_is_approved_after_reading_the_diff(page: Any, tenant: 
     add_tool(page, tenant, "LOCAL", "changing")
     page.fill("#id_local_command", sys.executable)
     page.fill("#id_local_args", str(CHANGING))
-    fill_row(page, "local_env", 0, "TOOLHUB_FIXTURE_STATE", str(tmp_path / "state"), secret=False)
+    state = adapters.workspace_for(tenant) / "state"  # the sandboxed server writes only in its workspace
+    fill_row(page, "local_env", 0, "TOOLHUB_FIXTURE_STATE", str(state), secret=False)
     page.click("input[name=_continue]")
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
     page.click("#toolhub-refresh")  # first discovery: trusted
