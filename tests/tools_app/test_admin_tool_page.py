@@ -82,5 +82,7 @@ def test_a_loaded_tool_names_its_market_entry(staff: Client, tenant: Any) -> Non
     html = page(staff, tool)
     assert f'href="/admin/market_app/marketentry/{entry.pk}/change/" id="toolhub-market-entry">CRM server</a>' in html
     assert "a newer version is available" in html
+    entry_page = staff.get(f"/admin/market_app/marketentry/{entry.pk}/change/").content.decode()
+    assert 'id="toolhub-load-form"' in entry_page and 'class="closelink"' not in entry_page  # no stray Close
     listing = staff.get("/admin/market_app/marketentry/").content.decode()
     assert "Customers and deals, Customers" in listing and "CRM server" in listing
