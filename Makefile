@@ -48,10 +48,14 @@ gateway-clients: install
 test: install test-servers test-plugins
 	$(BIN)/python -m pytest
 
-# The sample tool plugin (examples/toolhub-sample-plugin), installed editable: the plugin tests discover it
-# through its `toolhub.tools` entry points. Test settings offer no plugin unless a test turns it on.
+# The sample tool plugin (examples/toolhub-sample-plugin) is never installed into $(VENV): the test settings
+# put it on sys.path from var/test-plugins/, so `make run` never offers sample_* tools. This removes a copy
+# an older `make test` installed into the venv.
 test-plugins: install
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/toolhub-sample-plugin
+	@if $(BIN)/python -m pip show -q toolhub-sample-plugin >/dev/null 2>&1; then \
+		echo "removing toolhub-sample-plugin from $(VENV) (tests load it from var/test-plugins/)"; \
+		$(BIN)/python -m pip uninstall -q -y toolhub-sample-plugin; \
+	fi
 
 # The real third-party MCP servers the suite runs (pinned in tests/fixtures/real_servers/), installed into
 # var/test-servers/ from PyPI and npm; without the registries the tests that need them skip, saying why.

@@ -5,18 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
+from django.contrib.admin.widgets import AdminRadioSelect
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents_app import services
 from agents_app.gateway.configs import client_configs
-from agents_app.models import Agent, AgentTool, ChatModel, Conversation, Message
+from agents_app.models import Agent, AgentRouting, AgentTool, ChatModel, Conversation, Message
 from tenants_app.admin_scoping import (
     AdminAbort,
     ReadOnlyAdminMixin,
     ServiceAdminMixin,
     TenantRoleAdminMixin,
+    scope_to_current,
     tenant_filter,
 )
 from tenants_app.selectors import tenants_for_admin
@@ -62,7 +65,9 @@ class ChatModelAdminForm(forms.ModelForm):
         help_text="Write-only. Leave blank to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(label="Remove the stored key", required=False)
-    base_url = forms.URLField(max_length=500, assume_scheme="https")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", widget=forms.URLInput(attrs={"size": 70}),
+                              help_text="The OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 or "
+                                        "http://127.0.0.1:11434/v1 (Ollama).")
 
     class Meta:
         model = ChatModel
@@ -100,11 +105,82 @@ class ChatModelAdmin(_ServiceAdmin):
         self.call_service(request, services.chat_model_delete, tenant=obj.tenant, model_id=obj.pk)
 
 
-class AgentToolInline(TenantRoleAdminMixin, admin.TabularInline):
+class PickedNames(forms.MultipleChoiceField):
+    """Checkboxes of known names that leave the judgement to the service: an unknown name is refused there,
+    for the admin and the API alike, and the refusal comes back at this field."""
+
+    def valid_value(self, value: str) -> bool:
+        return True
+
+
+APPROVAL_CHOICES = [
+    ("", "As the tool and its functions say"),
+    ("yes", "Always ask: every call from this agent waits for a person"),
+    ("no", "Add nothing for this agent (a tool's or function's own rule still asks)"),
+]
+APPROVAL_VALUES: dict[str, bool | None] = {"": None, "yes": True, "no": False}
+
+
+def function_choices(tool: Tool | None, keep: list[str] | None = None) -> list[tuple[str, str]]:
+    """The tool's known functions as picker choices; names already stored stay listed even if now unknown."""
+    choices: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    if tool is not None:
+        for fn in tool.functions.all().order_by("name"):
+            note = {"CHANGED": " (awaiting approval)", "REMOVED": " (no longer offered)"}.get(fn.state, "")
+            choices.append((fn.name, f"{fn.name}{note}"))
+            seen.add(fn.name)
+    choices += [(name, f"{name} (unknown)") for name in keep or [] if name not in seen]
+    return choices
+
+
+class AgentToolForm(forms.ModelForm):
+    """A link: the tool, which of its functions (all, or a ticked few) and whether calls need approval."""
+
+    functions_mode = forms.ChoiceField(
+        label="Functions", initial="all", widget=AdminRadioSelect(attrs={"class": "radiolist inline"}),
+        choices=[("all", "All functions (also ones the server adds later)"), ("only", "Only the ticked functions")],
+    )
+    functions = PickedNames(label="Allowed functions", required=False, widget=forms.CheckboxSelectMultiple(
+        attrs={"class": "toolhub-fn-picker"}))
+    approval = forms.ChoiceField(label="Requires approval", required=False, choices=APPROVAL_CHOICES,
+                                 widget=AdminRadioSelect(attrs={"class": "radiolist"}))
+
+    class Meta:
+        model = AgentTool
+        fields = ["tool"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        link: AgentTool = self.instance
+        stored = link.allowed_functions if link.pk else None
+        if link.pk:
+            self.initial.setdefault("functions_mode", "all" if stored is None else "only")
+            self.initial.setdefault("functions", list(stored or []))
+            self.initial.setdefault("approval", {True: "yes", False: "no"}.get(link.requires_approval, ""))  # type: ignore[arg-type]
+        tool_id = self.data.get(self.add_prefix("tool")) if self.is_bound else link.tool_id if link.pk else None
+        tool = None
+        if tool_id and str(tool_id).isdigit():
+            tool = self.fields["tool"].queryset.filter(pk=int(tool_id)).first()  # type: ignore[attr-defined]
+        keep = self.data.getlist(self.add_prefix("functions")) if self.is_bound else list(stored or [])  # type: ignore[attr-defined]
+        self.fields["functions"].choices = function_choices(tool, keep)  # type: ignore[attr-defined]
+        self.fields["functions"].widget.attrs["data-tool"] = str(tool.pk) if tool is not None else ""
+
+    def link(self) -> services.ToolLink:
+        data = self.cleaned_data
+        only = data.get("functions_mode") == "only"
+        return services.ToolLink(tool=data["tool"].pk, allowed_functions=list(data.get("functions") or []) if only
+                                 else None, requires_approval=APPROVAL_VALUES.get(data.get("approval") or "", None))
+
+
+class AgentToolInline(TenantRoleAdminMixin, admin.StackedInline):
     model = AgentTool
+    form = AgentToolForm
     extra = 1
-    fields = ["tool", "allowed_functions", "requires_approval"]
+    fields = ["tool", "functions_mode", "functions", "approval"]
     autocomplete_fields = ["tool"]  # a search box, not a select of every tool (scoped to the current tenant)
+    verbose_name = "tool"
+    verbose_name_plural = "Tools this agent may call"
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tool":
@@ -112,14 +188,96 @@ class AgentToolInline(TenantRoleAdminMixin, admin.TabularInline):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+class AgentAdminForm(forms.ModelForm):
+    """The agent, with its intent routing settings (the same fields the API takes)."""
+
+    routing = forms.ChoiceField(choices=AgentRouting.choices, initial=AgentRouting.ALL, label="Routing",
+                                widget=AdminRadioSelect(attrs={"class": "radiolist inline"}))
+    routing_threshold = forms.FloatField(
+        required=False, min_value=0.0, max_value=1.0, label="Routing threshold",
+        help_text="0–1; blank uses the platform default (TOOLHUB_INTENT_THRESHOLD).")
+    knowledge_function = forms.CharField(
+        required=False, max_length=200, label="Knowledge function",
+        help_text="<code>&lt;tool&gt;__&lt;function&gt;</code> that searches documents for KB intents.")
+    always_on = PickedNames(required=False, label="Always offered", widget=forms.CheckboxSelectMultiple(
+        attrs={"class": "toolhub-fn-picker"}), help_text="Functions offered on every turn, whatever the intent.")
+
+    class Meta:
+        model = Agent
+        fields = ["tenant", "name", "description", "system_prompt", "model", "max_steps", "status"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        agent: Agent = self.instance
+        if agent.pk:
+            self.initial.update(routing=agent.routing, routing_threshold=agent.routing_threshold,
+                                knowledge_function=agent.knowledge_function, always_on=list(agent.always_on or []))
+        refs: list[str] = []
+        if agent.pk:
+            for link in agent.agent_tools.select_related("tool"):
+                refs += [f"{link.tool.name}__{fn.name}" for fn in link.tool.functions.exclude(state="REMOVED")
+                         if link.allowed_functions is None or fn.name in link.allowed_functions]
+        keep = (self.data.getlist("always_on") if self.is_bound  # type: ignore[attr-defined]
+                else list(agent.always_on or []) if agent.pk else [])
+        self.fields["always_on"].choices = [(r, r) for r in sorted(set(refs) | set(keep))]  # type: ignore[attr-defined]
+        if not self.fields["always_on"].choices:  # type: ignore[attr-defined]
+            self.fields["always_on"].help_text += " Link tools below and save: their functions are listed here."
+        self.fields["knowledge_function"].widget.attrs["list"] = "toolhub-agent-refs"
+        self.refs = sorted(refs)
+
+
+ROUTING_FIELDS: list[Any] = ["routing", "routing_threshold", "knowledge_function", "always_on"]
+
+
 @admin.register(Agent)
 class AgentAdmin(_ServiceAdmin):
-    list_display = ["name", "tenant", "model", "status", "max_steps", "updated_at"]
+    form = AgentAdminForm
+    list_display = ["name", "tenant", "model_shown", "status", "max_steps", "updated_at"]
     list_filter = [tenant_filter(), "status"]
     search_fields = ["name", "description"]
-    fields = ["tenant", "name", "description", "system_prompt", "model", "max_steps", "status"]
+    fieldsets = [
+        (None, {"fields": ["tenant", "name", "description", "system_prompt", "model", "max_steps", "status"]}),
+        ("Intent routing", {"fields": ROUTING_FIELDS, "description": (
+            "With <b>intent</b> routing each turn offers only the functions of the intents the question matches "
+            "(Agents → Intent nodes), plus the ones always offered.")}),
+    ]
     inlines = [AgentToolInline]
     change_form_template = "admin/agents_app/agent/change_form.html"
+    service_error_inlines = {"tools": "agent_tools"}
+
+    @admin.display(description="Model", ordering="model__name")
+    def model_shown(self, obj: Agent) -> str:
+        # Without a model an agent chats with TOOLHUB_DEMO_MODEL_URL (the demo model under `make run`), if set.
+        if obj.model is not None:
+            return obj.model.name
+        return "demo model" if settings.TOOLHUB_DEMO_MODEL_URL else "none (chat fails until one is picked)"
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        own = [path("tool-functions/<int:tool_id>/", self.admin_site.admin_view(self.tool_functions),
+                    name="agents_app_agent_tool_functions")]
+        return own + super().get_urls()
+
+    def tool_functions(self, request: HttpRequest, tool_id: int) -> Any:
+        """The picker's choices for a tool chosen in a new row (this tenant's tools only; others are 404)."""
+        from django.http import Http404, JsonResponse
+
+        if not self.has_change_permission(request):
+            raise Http404
+        tool = scope_to_current(request, Tool.objects.all()).filter(pk=tool_id).first()
+        if tool is None:
+            raise Http404
+        return JsonResponse({"tool": tool.pk, "functions": [
+            {"value": value, "label": label} for value, label in function_choices(tool)]})
+
+    def refusal_row(self, formset: Any, exc: Any) -> tuple[int, str | None] | None:
+        tool_id = (exc.details or {}).get("tool")
+        for i, f in enumerate(formset.forms):
+            tool = (getattr(f, "cleaned_data", None) or {}).get("tool")
+            if tool is not None and tool.pk == tool_id:
+                return i, "functions"
+        return None
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> Any:
@@ -137,6 +295,8 @@ class AgentAdmin(_ServiceAdmin):
         changes = services.AgentInput(
             name=data["name"], description=data.get("description", ""), system_prompt=data.get("system_prompt", ""),
             model=model.pk if model is not None else None, max_steps=data.get("max_steps"), status=data.get("status"),
+            routing=data.get("routing") or None, routing_threshold=data.get("routing_threshold"),
+            knowledge_function=data.get("knowledge_function") or "", always_on=list(data.get("always_on") or []),
         )
         if change:
             saved = self.call_service(request, services.agent_update, tenant=obj.tenant, agent_id=obj.pk, changes=changes)
@@ -153,10 +313,7 @@ class AgentAdmin(_ServiceAdmin):
                 data = getattr(f, "cleaned_data", None) or {}
                 if not data or data.get("DELETE") or data.get("tool") is None:
                     continue
-                allowed = data.get("allowed_functions")
-                links.append(services.ToolLink(tool=data["tool"].pk,
-                                               allowed_functions=list(allowed) if isinstance(allowed, list) else None,
-                                               requires_approval=data.get("requires_approval")))
+                links.append(f.link())
         agent = form.instance
         self.call_service(request, services.agent_update, tenant=agent.tenant, agent_id=agent.pk,
                    changes=services.AgentInput(tools=links))

@@ -9,11 +9,13 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents_app.admin import _ServiceAdmin
+from agents_app.admin import PickedNames, _ServiceAdmin
 from agents_app.models import IntentExample, IntentNode
 from agents_app.services import intents as services
-from tenants_app.admin_scoping import TenantRoleAdminMixin, tenant_filter
+from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant, tenant_filter
+from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
+from tools_app.models import FunctionState, ToolFunction
 
 
 class IntentExampleInline(TenantRoleAdminMixin, admin.TabularInline):
@@ -28,10 +30,12 @@ class IntentExampleInline(TenantRoleAdminMixin, admin.TabularInline):
 
 
 class IntentNodeForm(forms.ModelForm):
-    function_refs = forms.CharField(
-        label="Functions", required=False, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One <tool>__<function> per line, of this tenant's tools.",
+    # Ticked from the tenant's known functions; the service checks every ref, and an unknown one comes back here.
+    function_refs = PickedNames(
+        label="Functions", required=False, widget=forms.CheckboxSelectMultiple(attrs={"class": "toolhub-fn-picker"}),
+        help_text="The functions this intent offers, as <code>&lt;tool&gt;__&lt;function&gt;</code>, of this tenant's tools.",
     )
+    refs_tenant: Tenant | None = None  # set by the admin: whose functions to offer
 
     class Meta:
         model = IntentNode
@@ -39,14 +43,39 @@ class IntentNodeForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        stored: list[str] = []
         if self.instance.pk:
-            self.fields["function_refs"].initial = "\n".join(
-                sorted(f"{f.tool.name}__{f.name}" for f in self.instance.functions.select_related("tool")))
+            stored = sorted(f"{f.tool.name}__{f.name}" for f in self.instance.functions.select_related("tool"))
+            self.fields["function_refs"].initial = stored
+        keep = self.data.getlist("function_refs") if self.is_bound else stored  # type: ignore[attr-defined]
+        tenant = self.instance.tenant if self.instance.pk else self.refs_tenant
+        groups: dict[str, list[tuple[str, str]]] = {}
+        known: set[str] = set()
+        if tenant is not None:
+            rows = (ToolFunction.objects.filter(tool__tenant=tenant).exclude(state=FunctionState.REMOVED)
+                    .select_related("tool").order_by("tool__name", "name"))
+            for fn in rows:
+                ref = f"{fn.tool.name}__{fn.name}"
+                groups.setdefault(fn.tool.name, []).append((ref, fn.name))
+                known.add(ref)
+        unknown = [(ref, ref) for ref in keep if ref not in known]
+        # A tool whose one function carries its own name (the built-ins) needs no group of its own.
+        single = [items[0] for tool, items in groups.items() if len(items) == 1 and items[0][1] == tool]
+        choices: list[Any] = [(tool, items) for tool, items in groups.items()
+                              if not (len(items) == 1 and items[0][1] == tool)]
+        if single:
+            choices.append(("built-in and single-function tools", single))
+        if unknown:
+            choices.append(("not a known function", unknown))
+        self.fields["function_refs"].choices = choices  # type: ignore[attr-defined]
 
 
 @admin.register(IntentNode)
 class IntentNodeAdmin(_ServiceAdmin):
     form = IntentNodeForm
+    change_form_template = "admin/agents_app/intentnode/change_form.html"
+    service_error_fields = {"functions": "function_refs"}
+    service_error_inlines = {"examples": "examples"}
     list_display = ["tree", "tenant", "level", "kind", "status", "version", "example_count", "updated_at"]
     list_filter = [tenant_filter(), "level", "kind", "status"]
     search_fields = ["code", "name", "description"]
@@ -77,9 +106,13 @@ class IntentNodeAdmin(_ServiceAdmin):
             kwargs["queryset"] = IntentNode.objects.filter(tenant__in=tenants_for_admin(user=request.user))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form_class = super().get_form(request, obj, change, **kwargs)
+        return type(form_class.__name__, (form_class,), {"refs_tenant": current_tenant(request)})
+
     def _input(self, form: Any) -> services.IntentInput:
         data = form.cleaned_data
-        refs = [line.strip() for line in (data.get("function_refs") or "").splitlines() if line.strip()]
+        refs = [ref.strip() for ref in data.get("function_refs") or [] if ref.strip()]
         parent = data.get("parent")
         return services.IntentInput(code=data["code"], name=data["name"], level=data.get("level"),
                                     kind=data.get("kind"), description=data.get("description", ""),

@@ -11,6 +11,12 @@ class AgentError(DomainError):
     code = "agent_error"
 
 
+class UnknownFunctions(AgentError):
+    """A link's allowed_functions names functions its tool does not offer (details name the accepted ones)."""
+
+    code = "unknown_functions"
+
+
 class AgentNotFound(NotFound):
     pass
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import NoReverseMatch, reverse
 from django.views.defaults import page_not_found
@@ -28,6 +30,36 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
             status=404,
         )
     return page_not_found(request, exception or Http404())
+
+
+def _is_html_404(request: HttpRequest, response: HttpResponse) -> bool:
+    return (response.status_code == 404 and request.path.startswith("/api/")
+            and str(response.get("Content-Type", "")).startswith("text/html"))
+
+
+class ApiNotFoundMiddleware:
+    """Under DEBUG Django answers an unknown path with its debug page (every URL pattern, 16 KB of HTML)
+    instead of handler404; an API client gets the JSON envelope in every mode. HTML paths are left alone,
+    and CommonMiddleware's trailing-slash redirect still comes first (it sits inside this one)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[..., Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        response = self.get_response(request)
+        return not_found(request) if _is_html_404(request, response) else response
+
+    async def __acall__(self, request: HttpRequest) -> Any:
+        response = await self.get_response(request)
+        return not_found(request) if _is_html_404(request, response) else response
 
 
 class ApiRootView(APIView):

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.html import format_html
 
 from core.errors import DomainError
 from core.secrets import KEEP, MASK
@@ -194,7 +195,8 @@ class LoadForm(forms.Form):
 @admin.register(MarketEntry)
 class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/market_app/marketentry/change_form.html"
-    list_display = ["name", "source", "kind", "status", "version", "is_shell_command", "updated_at"]
+    list_display = ["entry", "summary", "kind", "status", "version", "is_shell_command"]
+    list_display_links = ["entry"]
     list_select_related = ["source"]
     # Related-only: the source filter offers the sources of visible entries, never other tenants' names.
     list_filter = [("source", admin.RelatedOnlyFieldListFilter), "kind", "status", "is_shell_command"]
@@ -204,6 +206,15 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MarketEntry]:
         return super().get_queryset(request).filter(_visible(request, "source__")).select_related("source")
+
+    @admin.display(description="Entry", ordering="name")
+    def entry(self, obj: MarketEntry) -> str:
+        return format_html("{}<br><small>{}</small>", obj.title or obj.name, obj.name if obj.title else obj.source)
+
+    @admin.display(description="Description")
+    def summary(self, obj: MarketEntry) -> str:
+        text = " ".join((obj.description or "").split())
+        return text if len(text) <= 140 else text[:137] + "..."
 
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view

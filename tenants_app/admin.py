@@ -20,8 +20,42 @@ TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approv
                       "local_memory_mb"]
 
 
+class NamesField(forms.CharField):
+    """A list of names, one per line (blank lines and surrounding spaces dropped)."""
+
+    def __init__(self, *, empty: list[str] | None, **kwargs: Any) -> None:
+        self.empty = empty
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3, "cols": 40, "spellcheck": "false"}))
+        super().__init__(required=False, **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(str(v) for v in value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str] | None:  # type: ignore[override]
+        names = [line.strip() for line in str(value or "").splitlines() if line.strip()]
+        return names or self.empty
+
+
+class TenantAdminForm(forms.ModelForm):
+    """Tenant policy as plain fields: lists of names one per line, never raw JSON."""
+
+    command_interpreters = NamesField(
+        empty=[], label="Command interpreters",
+        help_text="Interpreters execute_command may run for this tenant, one per line (e.g. python3); "
+                  "empty: none (explicit opt-in).")
+    sql_allowed_tables = NamesField(
+        empty=None, label="SQL allowed tables",
+        help_text="Tables the SQL built-ins may read, one per line; empty: the platform's "
+                  "TOOLHUB_SQL_ALLOWED_TABLES.")
+
+    class Meta:
+        model = Tenant
+        fields = TENANT_FORM_FIELDS
+
+
 @admin.register(Tenant)
 class TenantAdmin(ServiceAdminMixin, admin.ModelAdmin):
+    form = TenantAdminForm
     list_display = ["slug", "name", "is_active", "created_at"]
     search_fields = ["slug", "name"]
     list_filter = ["is_active"]

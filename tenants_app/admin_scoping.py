@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -22,6 +24,11 @@ from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 
 SESSION_KEY = "toolhub_admin_tenant"
+# The tenant last switched to, kept across sign-ins in this browser (signed; only ever honoured for a tenant
+# the signed-in user manages, so it reveals and grants nothing).
+COOKIE = "toolhub_admin_tenant"
+COOKIE_SALT = "toolhub.admin.tenant"
+COOKIE_MAX_AGE = 365 * 24 * 3600
 
 
 def current_tenant(request: HttpRequest) -> Tenant | None:
@@ -30,6 +37,9 @@ def current_tenant(request: HttpRequest) -> Tenant | None:
         return request._toolhub_admin_tenant  # type: ignore[no-any-return]
     allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
+    if chosen is None:
+        remembered = request.get_signed_cookie(COOKIE, default=None, salt=COOKIE_SALT, max_age=COOKIE_MAX_AGE)
+        chosen = int(remembered) if isinstance(remembered, str) and remembered.isdigit() else None
     tenant = allowed.filter(pk=chosen).first() if isinstance(chosen, int) else None
     if tenant is None:
         # Not stored: the default costs the same query each time, and no page view has to write the session.
@@ -122,6 +132,8 @@ class TenantRoleAdminMixin:
                 kwargs.setdefault("empty_label", "(global: every tenant)")  # e.g. a global market source
             else:
                 kwargs.setdefault("empty_label", None)
+                # One possible value, named in the header beside the switcher: no second tenant select here.
+                kwargs["widget"] = forms.HiddenInput()
         elif tenant_path(related) is not None:
             base = kwargs.get("queryset")
             kwargs["queryset"] = scope_to_current(request, base if base is not None else related._default_manager.all())
@@ -170,20 +182,91 @@ class AdminAbort(Exception):
 
 
 class ServiceAdminMixin(TenantRoleAdminMixin):
-    """Admins that write through services: a DomainError becomes an error message, never a 500."""
+    """Admins that write through services: a DomainError never becomes a 500, and never loses what was typed.
+
+    A refusal inside the add/change form (save_model, save_related) rolls the whole save back, then the
+    same POST is validated again with the refusal added as a form error: the page comes back with every
+    value and inline row as typed and the message at the field the service named (`details["field"]`,
+    renamed through `service_error_fields` where the form calls it something else). Elsewhere (delete,
+    actions) the refusal is an error message.
+    """
+
+    # The service's `details["field"]` -> this admin's form field, where the names differ.
+    service_error_fields: dict[str, str] = {}
+    # The first part of the service's field -> the prefix of the inline whose rows it is about.
+    service_error_inlines: dict[str, str] = {}
 
     def call_service(self, request: HttpRequest, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
         try:
             return fn(actor=request.user, **kwargs)
         except DomainError as exc:
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)  # type: ignore[attr-defined]
+            if getattr(request, "_toolhub_in_changeform", False):
+                request._toolhub_refusal = exc  # type: ignore[attr-defined]
+            else:
+                self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)  # type: ignore[attr-defined]
             raise AdminAbort() from None
 
+    def refusal_field(self, form: Any, exc: DomainError) -> str | None:
+        """The form field a refusal belongs to, or None for the form as a whole."""
+        field = str((exc.details or {}).get("field") or "")
+        name = self.service_error_fields.get(field, field)
+        return name if name in form.fields else None
+
+    def refusal_inline(self, exc: DomainError) -> str | None:
+        """The prefix of the inline a refusal is about, or None when it belongs to the main form."""
+        field = str((exc.details or {}).get("field") or "")
+        return self.service_error_inlines.get(field.split(".", 1)[0])
+
+    def refusal_row(self, formset: Any, exc: DomainError) -> tuple[int, str | None] | None:
+        """(row index, field) of the inline row a refusal is about; None puts it above the inline's rows."""
+        return None
+
+    def get_formsets_with_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
+        refusal: DomainError | None = getattr(request, "_toolhub_refusal", None)
+        target = self.refusal_inline(refusal) if refusal is not None else None
+        admin_ = self
+        for formset_class, inline in super().get_formsets_with_inlines(request, obj):  # type: ignore[misc]
+            if target is None or formset_class.get_default_prefix() != target:
+                yield formset_class, inline
+                continue
+
+            class RefusedFormSet(formset_class):  # type: ignore[misc,valid-type]
+                def clean(self) -> None:
+                    super().clean()
+                    row = admin_.refusal_row(self, refusal)  # type: ignore[arg-type]
+                    if row is None:
+                        raise ValidationError(refusal.message)  # type: ignore[union-attr]
+                    self.forms[row[0]].add_error(row[1], refusal.message)  # type: ignore[union-attr]
+
+            yield RefusedFormSet, inline
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form_class = super().get_form(request, obj, change, **kwargs)  # type: ignore[misc]
+        refusal: DomainError | None = getattr(request, "_toolhub_refusal", None)
+        if refusal is None or self.refusal_inline(refusal) is not None:
+            return form_class
+        admin_, refused = self, refusal
+
+        class RefusedForm(form_class):  # type: ignore[misc,valid-type]
+            def clean(self) -> Any:
+                cleaned = super().clean()
+                self.add_error(admin_.refusal_field(self, refused), refused.message)
+                return cleaned
+
+        RefusedForm.__name__ = form_class.__name__
+        return RefusedForm
+
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        request._toolhub_in_changeform = True  # type: ignore[attr-defined]
         try:
             return super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
         except AdminAbort:
-            return HttpResponseRedirect(request.get_full_path())
+            if getattr(request, "_toolhub_refusal", None) is None:
+                return HttpResponseRedirect(request.get_full_path())
+            # Rolled back; this pass sees the refusal as a form error, so it renders the POST and saves nothing.
+            return super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            request._toolhub_in_changeform = False  # type: ignore[attr-defined]
 
     def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:

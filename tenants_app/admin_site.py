@@ -17,7 +17,14 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, URLResolver, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from tenants_app.admin_scoping import current_tenant, manages_any_tenant, switch_tenant
+from tenants_app.admin_scoping import (
+    COOKIE,
+    COOKIE_MAX_AGE,
+    COOKIE_SALT,
+    current_tenant,
+    manages_any_tenant,
+    switch_tenant,
+)
 from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 
@@ -84,9 +91,12 @@ class ToolhubAdminSite(admin.AdminSite):
         tenant = switch_tenant(request, request.POST.get("tenant"))
         if tenant is None:
             messages.error(request, "You do not manage that tenant.")
-        else:
-            messages.success(request, f"Now working in tenant {tenant.slug} ({tenant.name}).")
-        return HttpResponseRedirect(self._back_to(request))
+            return HttpResponseRedirect(self._back_to(request))
+        messages.success(request, f"Now working in tenant {tenant.slug} ({tenant.name}).")
+        response = HttpResponseRedirect(self._back_to(request))
+        response.set_signed_cookie(COOKIE, str(tenant.pk), salt=COOKIE_SALT, max_age=COOKIE_MAX_AGE, httponly=True,
+                                   samesite="Lax", secure=request.is_secure())
+        return response
 
     def _back_to(self, request: HttpRequest) -> str:
         index = reverse("admin:index", current_app=self.name)

@@ -59,7 +59,7 @@ def _valid_slug(slug: str) -> str:
     if not isinstance(slug, str) or not SLUG_RE.match(slug):
         raise ValidationFailed(
             f"tenant slug {slug!r} is invalid; use lowercase letters, digits and '-' (max 64)",
-            details={"slug": slug},
+            details={"field": "slug", "slug": slug},
         )
     return slug
 
@@ -71,7 +71,7 @@ def tenant_create(*, slug: str, name: str, actor: Any = None) -> Tenant:
         raise PermissionDenied("only a superuser may create tenants")
     _valid_slug(slug)
     if Tenant.objects.filter(slug=slug).exists():
-        raise Conflict(f"tenant {slug!r} already exists", details={"slug": slug})
+        raise Conflict(f"tenant {slug!r} already exists", details={"field": "slug", "slug": slug})
     return Tenant.objects.create(slug=slug, name=name or slug)
 
 
@@ -98,17 +98,19 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
     if "slug" in changed:
         _valid_slug(changed["slug"])
         if Tenant.objects.filter(slug=changed["slug"]).exclude(pk=row.pk).exists():
-            raise Conflict(f"tenant {changed['slug']!r} already exists", details={"slug": changed["slug"]})
+            raise Conflict(f"tenant {changed['slug']!r} already exists",
+                           details={"field": "slug", "slug": changed["slug"]})
     if "name" in changed and not str(changed["name"] or "").strip():
-        raise ValidationFailed("a tenant needs a name")
+        raise ValidationFailed("a tenant needs a name", details={"field": "name"})
     for field in ("command_interpreters",):
         if field in changed and not (isinstance(changed[field], list)
                                      and all(isinstance(v, str) for v in changed[field])):
-            raise ValidationFailed(f"{field} must be a list of program names")
+            raise ValidationFailed(f"{field} must be a list of program names", details={"field": field})
     if "sql_allowed_tables" in changed and changed["sql_allowed_tables"] is not None and not (
         isinstance(changed["sql_allowed_tables"], list) and all(isinstance(v, str) for v in changed["sql_allowed_tables"])
     ):
-        raise ValidationFailed("sql_allowed_tables must be a list of table names (or empty for the default)")
+        raise ValidationFailed("sql_allowed_tables must be a list of table names (or empty for the default)",
+                               details={"field": "sql_allowed_tables"})
     for key, value in changed.items():
         setattr(row, key, value)
     row.save(update_fields=list(changed))
@@ -121,8 +123,18 @@ def _owners(tenant: Tenant) -> int:
 
 def _check_role(role: str) -> Role:
     if role not in Role.values:
-        raise ValidationFailed(f"role {role!r} is invalid; accepted: {', '.join(Role.values)}")
+        raise ValidationFailed(f"role {role!r} is invalid; accepted: {', '.join(Role.values)}",
+                               details={"field": "role", "accepted": list(Role.values)})
     return Role(role)
+
+
+def _require_owner_for_role(*, tenant: Tenant, actor: Any) -> None:
+    """Granting or taking away the owner role needs an owner; the refusal names the role field."""
+    try:
+        _require(tenant=tenant, actor=actor, at_least=Role.OWNER)
+    except PermissionDenied as exc:
+        raise PermissionDenied(f"only an owner may grant or take away the owner role. {exc.message}",
+                               details={**exc.details, "field": "role"}) from None
 
 
 def _staff_for_managers(membership: Membership) -> None:
@@ -145,7 +157,7 @@ def membership_add(
     wanted = _check_role(role)
     _require(tenant=tenant, actor=actor, at_least=Role.ADMIN)
     if wanted == Role.OWNER:
-        _require(tenant=tenant, actor=actor, at_least=Role.OWNER)
+        _require_owner_for_role(tenant=tenant, actor=actor)
     if create_user and actor is not None:
         raise PermissionDenied("only an operator (management command) may create users")
     User = get_user_model()
@@ -157,7 +169,7 @@ def membership_add(
         user.save(update_fields=["password"])
     if user is None or not user.is_active or (user.is_superuser and not _is_operator(actor)):
         # One answer for "unknown" and "not addable": nothing here reveals which users exist.
-        raise ValidationFailed(NO_SUCH_USER, details={"username": username})
+        raise ValidationFailed(NO_SUCH_USER, details={"field": "username", "username": username})
     if password and actor is None:
         user.set_password(password)
         user.save(update_fields=["password"])
@@ -165,7 +177,8 @@ def membership_add(
     if existing is not None:
         if actor is None:  # the operator's add_member re-roles, as it always has
             return membership_set_role(tenant=tenant, actor=None, membership_id=existing.pk, role=wanted)
-        raise Conflict(f"{username!r} is already a member of this tenant", details={"username": username})
+        raise Conflict(f"{username!r} is already a member of this tenant",
+                       details={"field": "username", "username": username})
     membership = Membership.objects.create(tenant=tenant, user=user, role=wanted)
     _staff_for_managers(membership)
     return membership
@@ -187,9 +200,9 @@ def membership_set_role(*, tenant: Tenant, actor: Any, membership_id: Any, role:
     if membership.role == wanted:
         return membership
     if Role.OWNER in (wanted, membership.role):
-        _require(tenant=tenant, actor=actor, at_least=Role.OWNER)
+        _require_owner_for_role(tenant=tenant, actor=actor)
     if membership.role == Role.OWNER and _owners(tenant) <= 1:
-        raise Conflict("a tenant keeps at least one owner; make someone else owner first")
+        raise Conflict("a tenant keeps at least one owner; make someone else owner first", details={"field": "role"})
     membership.role = wanted
     membership.save(update_fields=["role"])
     _staff_for_managers(membership)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
@@ -81,6 +81,7 @@ class ToolCalls:
     errors: int
     p50_ms: int
     p95_ms: int
+    tool_id: int | None = None  # the tool's calls in the admin (None once the tool is deleted)
 
 
 @dataclass
@@ -117,11 +118,13 @@ def call_activity(*, tenant: Tenant, now: datetime | None = None) -> Activity:
         at = start + timedelta(hours=i)
         counted: dict[str, Any] = dict(by_hour.get(at) or {})
         hours.append((at, int(counted.get("n", 0)), int(counted.get("e", 0))))
-    per_tool = list(calls.values("tool_name").annotate(n=Count("pk"), e=Count("pk", filter=is_error))
+    per_tool = list(calls.values("tool_name").annotate(n=Count("pk"), e=Count("pk", filter=is_error), tid=Max("tool"))
                     .order_by("-n", "tool_name")[:TOP_TOOLS])
     names = [row["tool_name"] for row in per_tool]
     costs: dict[str, list[int]] = {name: [] for name in names}
-    sample = list(calls.filter(tool_name__in=names).order_by("-created_at")
+    # Cost of calls that ran: a held or denied call costs 0 ms and would drag p50 down to nothing.
+    ran = calls.filter(status__in=[CallStatus.OK, CallStatus.ERROR])
+    sample = list(ran.filter(tool_name__in=names).order_by("-created_at")
                   .values_list("tool_name", "cost_ms")[:PERCENTILE_SAMPLE])
     for name, cost in sample:
         costs[name].append(int(cost))
@@ -129,7 +132,8 @@ def call_activity(*, tenant: Tenant, now: datetime | None = None) -> Activity:
     for tool_row in per_tool:
         values = sorted(costs[tool_row["tool_name"]])
         tools.append(ToolCalls(tool=tool_row["tool_name"], calls=tool_row["n"], errors=tool_row["e"],
-                               p50_ms=_percentile(values, 0.50), p95_ms=_percentile(values, 0.95)))
+                               p50_ms=_percentile(values, 0.50), p95_ms=_percentile(values, 0.95),
+                               tool_id=tool_row["tid"]))
     total = sum(int(r["n"]) for r in by_hour.values())
     errors = sum(int(r["e"]) for r in by_hour.values())
     return Activity(since=since, calls=total, errors=errors, hours=hours,

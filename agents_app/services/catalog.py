@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from agents_app import selectors
-from agents_app.errors import AgentError, ModelInUse
+from agents_app.errors import AgentError, ModelInUse, UnknownFunctions
 from agents_app.models import Agent, AgentRouting, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
 from core import hotcache, names
@@ -17,7 +17,7 @@ from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app.configs.base import check_http_url
 from tools_app.errors import ToolNotFound
-from tools_app.models import Tool
+from tools_app.models import Tool, ToolFunction
 
 MAX_STEPS_RANGE = (1, 50)
 
@@ -153,21 +153,46 @@ def chat_model_delete(*, tenant: Tenant, actor: Any, model_id: Any) -> None:
 
 
 def _check_links(tenant: Tenant, links: list[ToolLink]) -> list[ToolLink]:
-    """Every tool must be this tenant's: one foreign or missing id fails the whole write as not found."""
+    """Every tool must be this tenant's: one foreign or missing id fails the whole write as not found.
+
+    `allowed_functions` must name functions the tool is known to offer (any state: a function the server
+    dropped may stay on a link), so a misspelt name is refused instead of silently allowing nothing.
+    """
     ids = [link.tool for link in links]
     if len(set(ids)) != len(ids):
         raise AgentError("each tool may be linked once", details={"field": "tools"})
-    found = set(Tool.objects.filter(tenant=tenant, pk__in=ids).values_list("pk", flat=True))
-    if found != set(ids):
+    tools = {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in=ids)}
+    if set(tools) != set(ids):
         raise ToolNotFound()
-    for link in links:
-        if link.allowed_functions is not None:
-            names = link.allowed_functions
-            if not all(isinstance(n, str) and 0 < len(n) <= 128 for n in names):
-                raise AgentError("allowed_functions must be function names (or null for all)",
-                                 details={"field": "tools.allowed_functions"})
-            link.allowed_functions = sorted(set(names))
+    restricted = [link for link in links if link.allowed_functions is not None]
+    known: dict[int, set[str]] = {}
+    for tool_id, name in ToolFunction.objects.filter(tool_id__in=[link.tool for link in restricted]).values_list(
+            "tool_id", "name"):
+        known.setdefault(tool_id, set()).add(name)
+    for link in restricted:
+        names = link.allowed_functions or []
+        if not all(isinstance(n, str) and 0 < len(n) <= 128 for n in names):
+            raise AgentError("allowed_functions must be function names (or null for all)",
+                             details={"field": "tools.allowed_functions", "tool": link.tool})
+        _check_function_names(tools[link.tool], sorted(set(names)), known.get(link.tool, set()))
+        link.allowed_functions = sorted(set(names))
     return links
+
+
+def _check_function_names(tool: Tool, names: list[str], known: set[str]) -> None:
+    unknown = [n for n in names if n not in known]
+    if not unknown:
+        return
+    accepted = sorted(known)
+    details = {"field": "tools.allowed_functions", "tool": tool.pk, "tool_name": tool.name, "unknown": unknown,
+               "accepted": accepted}
+    if not accepted:
+        raise UnknownFunctions(
+            f"tool {tool.name!r} has no known functions yet (Test or Refresh it first), so allowed_functions "
+            f"cannot name {', '.join(unknown)}; null allows all of them", details=details)
+    raise UnknownFunctions(
+        f"tool {tool.name!r} offers no function {', '.join(unknown)}; accepted: {', '.join(accepted)}",
+        details=details)
 
 
 def _check_model(tenant: Tenant, model: Any) -> ChatModel | None:

@@ -58,6 +58,7 @@ MIDDLEWARE = [
     # Static files (admin, API docs) straight from the web process; no separate file server needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "core.api_root.ApiNotFoundMiddleware",  # the JSON 404 for /api/ paths under DEBUG too
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

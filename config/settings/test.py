@@ -1,6 +1,9 @@
 """Test settings: embedded by default; CI's second pass sets DATABASE_URL/REDIS_URL/CELERY_BROKER_URL."""
 
 import os
+import sys
+import tomllib
+from pathlib import Path
 
 from .base import *  # noqa: F403
 from .base import BASE_DIR, TOOLHUB_LOCAL_SANDBOX_RO_PATHS, VAR_DIR
@@ -19,6 +22,37 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "1000
 TOOLHUB_DISCOVER_ON_SAVE = False
 # Whatever plugins the venv holds, a tenant gets the nine built-ins; plugin tests turn plugins on themselves.
 TOOLHUB_TOOL_PLUGINS = []
+
+
+def _sample_plugin_on_path(source: Path, target: Path) -> None:
+    """The sample plugin (examples/toolhub-sample-plugin) for the plugin tests, without installing it.
+
+    Its metadata (name, version, `toolhub.tools` entry points, read from its pyproject) is written to
+    `target`, and `target` plus its `src/` go first on sys.path of test processes only: the `.venv` that
+    `make run` serves never holds it, so real tenants never get `sample_*` tools from a test run.
+    """
+    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
+    name, version = project["name"], project["version"]
+    info = target / f"{name.replace('-', '_')}-{version}.dist-info"
+    files = {
+        "METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        "entry_points.txt": "".join(
+            f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items()) + "\n"
+            for group, points in project.get("entry-points", {}).items()),
+    }
+    info.mkdir(parents=True, exist_ok=True)
+    for filename, text in files.items():
+        path = info / filename
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel test processes never see half a file
+            tmp.write_text(text)
+            tmp.replace(path)
+    for entry in (str(source / "src"), str(target)):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+
+
+_sample_plugin_on_path(BASE_DIR / "examples" / "toolhub-sample-plugin", VAR_DIR / "test-plugins")
 TOOLHUB_AGENT_SQL_URL = f"sqlite:///{VAR_DIR / 'test-agent-demo.sqlite3'}"
 # A file, not shared-cache memory: threads (health sweeps, parallel tool calls) then wait on the
 # busy timeout instead of failing with "database table is locked".

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from agents_app.models import Agent, AgentTool, ChatModel
 from tenants_app.models import Role
 from tests.agents_app.support import MODEL_KEY, make_agent, make_model
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tools_app.models import ToolFunction
 
 pytestmark = pytest.mark.django_db
 
@@ -58,8 +60,14 @@ def test_model_in_use_cannot_be_deleted(api: Any) -> None:
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "model_in_use"
 
 
+def functions(tool: Any, *names: str) -> Any:
+    for name in names:
+        ToolFunction.objects.create(tool=tool, name=name, input_schema={"type": "object"})
+    return tool
+
+
 def test_agent_crud_with_tool_links(tenant: Any, api: Any) -> None:
-    tool = ToolFactory(tenant=tenant, name="inv")
+    tool = functions(ToolFactory(tenant=tenant, name="inv"), "a", "b")
     agent_id = make_agent(api, model=None, tools=[{"tool": tool.pk, "allowed_functions": ["b", "a"],
                                                    "requires_approval": True}], system_prompt="be brief")
     body = api.get(f"/api/v1/agents/{agent_id}/").json()
@@ -107,6 +115,33 @@ def test_roles(tenant: Any, api: Any, member_client: Any) -> None:
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "agent_disabled"
 
 
+def test_a_misspelt_allowed_function_is_refused_naming_the_accepted_ones(tenant: Any, api: Any) -> None:
+    tool = functions(ToolFactory(tenant=tenant, name="inv"), "get_stock", "set_price")
+    bare = ToolFactory(tenant=tenant, name="undiscovered")
+    resp = api.post("/api/v1/agents/", {"name": "typo", "tools": [
+        {"tool": tool.pk, "allowed_functions": ["get_stock", "get_stok"]}]}, format="json")
+    assert resp.status_code == 400, resp.content
+    error = resp.json()["error"]
+    assert error["code"] == "unknown_functions"
+    assert "get_stok" in error["message"] and "get_stock, set_price" in error["message"]
+    assert error["details"] == {"field": "tools.allowed_functions", "tool": tool.pk, "tool_name": "inv",
+                                "unknown": ["get_stok"], "accepted": ["get_stock", "set_price"]}
+    assert not Agent.objects.filter(name="typo").exists()
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool.pk, "allowed_functions": ["get_stock"]}])
+    patched = api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [
+        {"tool": tool.pk, "allowed_functions": ["set_prize"]}]}, format="json")
+    assert patched.status_code == 400 and patched.json()["error"]["details"]["unknown"] == ["set_prize"]
+    # A tool nobody has discovered yet has no names to check against: null (all) is the only choice.
+    undiscovered = api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [
+        {"tool": bare.pk, "allowed_functions": ["anything"]}]}, format="json")
+    assert undiscovered.status_code == 400
+    assert "no known functions" in undiscovered.json()["error"]["message"]
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [{"tool": bare.pk, "allowed_functions": None}]},
+                     format="json").status_code == 200
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [{"tool": tool.pk, "allowed_functions": []}]},
+                     format="json").status_code == 200
+
+
 def _admin_browser(tenant: Any) -> Client:
     user = UserFactory(is_staff=True, is_superuser=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
@@ -143,12 +178,87 @@ def test_admin_saves_through_services(tenant: Any, api: Any) -> None:
         "tenant": tenant.pk, "name": "admin-made", "description": "", "system_prompt": "", "model": model_id,
         "max_steps": 4, "status": "ENABLED",
         "agent_tools-TOTAL_FORMS": 1, "agent_tools-INITIAL_FORMS": 0, "agent_tools-MIN_NUM_FORMS": 0,
-        "agent_tools-MAX_NUM_FORMS": 1000, "agent_tools-0-tool": tool.pk, "agent_tools-0-allowed_functions": "null",
-        "agent_tools-0-requires_approval": "unknown",
+        "agent_tools-MAX_NUM_FORMS": 1000, "agent_tools-0-tool": tool.pk, "agent_tools-0-functions_mode": "all",
+        "agent_tools-0-approval": "", "routing": "all", "routing_threshold": "", "knowledge_function": "",
     })
     assert resp.status_code == 302, resp.content.decode()[:3000]
     agent = Agent.objects.get(name="admin-made")
     assert list(agent.agent_tools.values_list("tool_id", flat=True)) == [tool.pk]
+
+
+def agent_form(tenant: Any, tool: Any, **row: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "tenant": tenant.pk, "name": "picky", "description": "", "system_prompt": "Be brief, typed with care",
+        "model": "", "max_steps": 6, "status": "ENABLED", "routing": "intent", "routing_threshold": "0.4",
+        "knowledge_function": "inv__get_stock",
+        "agent_tools-TOTAL_FORMS": 1, "agent_tools-INITIAL_FORMS": 0, "agent_tools-MIN_NUM_FORMS": 0,
+        "agent_tools-MAX_NUM_FORMS": 1000, "agent_tools-0-tool": tool.pk, "agent_tools-0-functions_mode": "only",
+        "agent_tools-0-functions": ["get_stock", "get_stok"], "agent_tools-0-approval": "yes",
+    }
+    data.update({f"agent_tools-0-{k}": v for k, v in row.items()})
+    return data
+
+
+def test_admin_function_picker_and_a_refused_name_at_its_row(tenant: Any, other_tenant: Any) -> None:
+    tool = functions(ToolFactory(tenant=tenant, name="inv"), "get_stock", "set_price")
+    foreign = functions(ToolFactory(tenant=other_tenant, name="theirs"), "secret_fn")
+    browser = _admin_browser(tenant)
+    # The picker of a chosen tool: its known functions, and only this tenant's tools.
+    picker = browser.get(f"/admin/agents_app/agent/tool-functions/{tool.pk}/").json()
+    assert [f["value"] for f in picker["functions"]] == ["get_stock", "set_price"]
+    assert browser.get(f"/admin/agents_app/agent/tool-functions/{foreign.pk}/").status_code == 404
+    # A misspelt name: the service refuses it, the page keeps everything and says so at the row's picker.
+    resp = browser.post("/admin/agents_app/agent/add/", agent_form(tenant, tool))
+    assert resp.status_code == 200
+    row = resp.context["inline_admin_formsets"][0].formset.forms[0]
+    assert list(row.errors) == ["functions"]
+    assert "get_stok" in row.errors["functions"][0] and "accepted: get_stock, set_price" in row.errors["functions"][0]
+    html = resp.content.decode()
+    assert "Be brief, typed with care" in html and 'value="get_stok"' in html and "Not saved" not in html
+    assert not Agent.objects.filter(name="picky").exists()
+    # Fixed: the link, the three-way approval choice and the routing settings are saved through the service.
+    resp = browser.post("/admin/agents_app/agent/add/", agent_form(tenant, tool, functions=["get_stock"]))
+    assert resp.status_code == 302, resp.content.decode()[:3000]
+    agent = Agent.objects.get(name="picky")
+    link = agent.agent_tools.get()
+    assert (link.allowed_functions, link.requires_approval) == (["get_stock"], True)
+    assert (agent.routing, agent.routing_threshold, agent.knowledge_function) == ("intent", 0.4, "inv__get_stock")
+    page = browser.get(f"/admin/agents_app/agent/{agent.pk}/change/").content.decode()
+    ticked = set(re.findall(r'<input type="(?:checkbox|radio)" name="agent_tools-0-(\w+)" value="(\w+)"[^>]*checked', page))
+    assert ticked == {("functions", "get_stock"), ("functions_mode", "only"), ("approval", "yes")}
+    assert 'value="set_price"' in page
+    assert "allowed_functions" not in page and ">null<" not in page  # no hand-written JSON left
+    resp = browser.post(f"/admin/agents_app/agent/{agent.pk}/change/", {
+        **agent_form(tenant, tool, functions_mode="all", functions=[], approval="no"),
+        "agent_tools-INITIAL_FORMS": 1, "agent_tools-0-id": link.pk, "agent_tools-0-agent": agent.pk,
+        "routing": "all", "routing_threshold": "", "always_on": ["inv__set_price"]})
+    assert resp.status_code == 302, resp.content.decode()[:3000]
+    agent.refresh_from_db()
+    link = agent.agent_tools.get()
+    assert (link.allowed_functions, link.requires_approval) == (None, False)
+    assert (agent.routing, agent.routing_threshold, agent.always_on) == ("all", None, ["inv__set_price"])
+
+
+def test_agent_list_names_the_model_an_agent_chats_with(tenant: Any, api: Any, settings: Any) -> None:
+    make_agent(api, model=None, name="demo-chatter")
+    browser = _admin_browser(tenant)
+    settings.TOOLHUB_DEMO_MODEL_URL = ""
+    assert "none (chat fails until one is picked)" in browser.get("/admin/agents_app/agent/").content.decode()
+    settings.TOOLHUB_DEMO_MODEL_URL = "http://127.0.0.1:9/v1"
+    page = browser.get("/admin/agents_app/agent/").content.decode()
+    assert '<td class="field-model_shown">demo model</td>' in page
+    assert 'name="base_url"' in browser.get("/admin/agents_app/chatmodel/add/").content.decode()
+
+
+def test_the_agent_page_links_to_the_playground_with_the_agent_chosen(tenant: Any, api: Any) -> None:
+    make_agent(api, model=None, name="first")
+    agent_id = make_agent(api, model=None, name="second")
+    browser = _admin_browser(tenant)
+    page = browser.get(f"/admin/agents_app/agent/{agent_id}/change/").content.decode()
+    link = f"/playground/?tenant={tenant.slug}&amp;agent={agent_id}"
+    assert f'href="{link}"' in page
+    chat = browser.get(link.replace("&amp;", "&")).content.decode()
+    assert f'<option value="{agent_id}" selected>second</option>' in chat
 
 
 def test_playground_requires_login_and_lists_usable_agents(tenant: Any, api: Any, member_client: Any) -> None:

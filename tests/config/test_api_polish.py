@@ -31,6 +31,19 @@ def test_unknown_api_path_needs_no_login() -> None:
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
 
 
+@pytest.mark.parametrize("path", ["/api/v1/no-such-thing/", "/api/v1/tools/1/nope/", "/api/nope"])
+def test_unknown_api_path_is_the_envelope_under_debug_too(api: Any, settings: Any, path: str) -> None:
+    # `make run` serves with DEBUG on: an API client still gets JSON, not the debug page listing every URL.
+    settings.DEBUG = True
+    resp = api.get(path)
+    assert resp.status_code == 404 and resp["Content-Type"].startswith("application/json")
+    assert resp.json()["error"]["code"] == "not_found" and len(resp.content) < 300
+    assert b"admin/" not in resp.content
+    assert api.get("/api/v1/tools").status_code == 301  # the slash redirect is kept
+    page = Client().get("/no-such-page/")  # HTML paths keep Django's debug page under DEBUG
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
 def test_missing_trailing_slash_still_redirects(api: Any) -> None:
     resp = api.get("/api/v1/tools")
     assert resp.status_code == 301 and resp["Location"] == "/api/v1/tools/"

@@ -87,9 +87,36 @@ def test_switching_to_a_tenant_you_do_not_manage_changes_nothing(tenant: Any, ot
 def test_new_objects_go_to_the_current_tenant_only(tenant: Any, other_tenant: Any) -> None:
     client = admin_client(tenant, other_tenant)
     page = client.get("/admin/agents_app/agent/add/").content.decode()
-    select = page[page.index('id="id_tenant"'):]
-    select = select[:select.index("</select>")]
-    assert f'value="{tenant.pk}" selected' in select and f'value="{other_tenant.pk}"' not in select
+    # The header names the tenant; the form carries it without a second tenant select beside the switcher.
+    assert f'<input type="hidden" name="tenant" value="{tenant.pk}" data-context="available-source" id="id_tenant">' \
+        in page and 'class="form-row hidden field-tenant"' in page
+    assert 'id="id_tenant"' in page and '<select name="tenant" id="id_tenant"' not in page
+    resp = client.post("/admin/agents_app/agent/add/", {
+        "tenant": other_tenant.pk, "name": "sneaky", "max_steps": 4, "status": "ENABLED", "routing": "all",
+        "agent_tools-TOTAL_FORMS": 0, "agent_tools-INITIAL_FORMS": 0})
+    assert resp.status_code == 200 and not Agent.objects.filter(name="sneaky").exists()
+
+
+def test_the_last_tenant_is_remembered_at_the_next_login(tenant: Any, other_tenant: Any) -> None:
+    user = UserFactory(username="two-hats", password="pw-two-hats", is_staff=True)
+    for t in (tenant, other_tenant):
+        MembershipFactory(tenant=t, user=user, role=Role.ADMIN)
+    seed(tenant, "alpha")
+    seed(other_tenant, "omega")
+    client = Client()
+    assert client.login(username="two-hats", password="pw-two-hats")
+    assert b"alpha-tool" in client.get("/admin/tools_app/tool/").content  # first by slug at the first login
+    client.post("/admin/tenant/", {"tenant": other_tenant.pk})
+    client.post("/admin/logout/")  # as the browser does: the session ends, the browser's cookies stay
+    assert client.login(username="two-hats", password="pw-two-hats")
+    listing = client.get("/admin/tools_app/tool/").content
+    assert b"omega-tool" in listing and b"alpha-tool" not in listing
+    # Someone else signing in on the same browser is not sent to a tenant they do not manage.
+    client.post("/admin/logout/")
+    MembershipFactory(tenant=tenant, user=UserFactory(username="one-hat", password="pw-one-hat", is_staff=True),
+                      role=Role.ADMIN)
+    assert client.login(username="one-hat", password="pw-one-hat")
+    assert b"alpha-tool" in client.get("/admin/tools_app/tool/").content
 
 
 def test_names_are_readable(tenant: Any) -> None:

@@ -55,7 +55,13 @@ def membership(tenant: Tenant, user: Any) -> Membership:
 
 
 def messages_of(resp: Any) -> list[str]:
-    return [str(m) for m in resp.context["messages"]] if resp.context else []
+    """What the page says: its messages, and the errors of a form the service refused (shown at their fields)."""
+    if not resp.context:
+        return []
+    said = [str(m) for m in resp.context["messages"]]
+    if "adminform" in resp.context:
+        said += [str(e) for errors in resp.context["adminform"].form.errors.values() for e in errors]
+    return said
 
 
 # --- through the Django admin ----------------------------------------------------------------------
@@ -119,7 +125,7 @@ def test_admin_cannot_add_to_a_foreign_tenant(acme: Tenant, globex: Tenant, admi
 
 def tenant_form(tenant: Tenant, **changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {"slug": tenant.slug, "name": tenant.name, "is_active": "on",
-                            "command_interpreters": "[]", "sql_allowed_tables": "null"}
+                            "command_interpreters": "", "sql_allowed_tables": ""}
     for flag in ("admins_can_approve", "approval_second_person", "allow_imported_auto_approve"):
         if getattr(tenant, flag):
             data[flag] = "on"
@@ -130,7 +136,7 @@ def tenant_form(tenant: Tenant, **changes: Any) -> dict[str, Any]:
 def test_admin_cannot_change_tenant_policy_or_slug(acme: Tenant, admin_user: Any) -> None:
     browser(admin_user).post(f"/admin/tenants_app/tenant/{acme.pk}/change/", tenant_form(
         acme, slug="hijacked", name="Hijacked", admins_can_approve="on", approval_second_person="",
-        command_interpreters='["python3"]', sql_allowed_tables='["auth_user"]'), follow=True)
+        command_interpreters="python3", sql_allowed_tables="auth_user"), follow=True)
     acme.refresh_from_db()
     assert (acme.slug, acme.name, acme.admins_can_approve, acme.command_interpreters, acme.sql_allowed_tables) == (
         "acme", "Acme", False, [], None)
@@ -139,11 +145,17 @@ def test_admin_cannot_change_tenant_policy_or_slug(acme: Tenant, admin_user: Any
 def test_owner_changes_tenant_policy(acme: Tenant, boss: Any) -> None:
     resp = browser(boss).post(f"/admin/tenants_app/tenant/{acme.pk}/change/", tenant_form(
         acme, name="Acme Corp", admins_can_approve="on", approval_second_person="on",
-        command_interpreters='["python3"]'), follow=True)
+        command_interpreters="python3\nnode\n", sql_allowed_tables=" orders \ncustomers"), follow=True)
     assert resp.status_code == 200
     acme.refresh_from_db()
     assert acme.name == "Acme Corp" and acme.admins_can_approve and acme.approval_second_person
-    assert acme.command_interpreters == ["python3"] and acme.is_active
+    assert acme.command_interpreters == ["python3", "node"] and acme.is_active
+    assert acme.sql_allowed_tables == ["orders", "customers"]
+    page = browser(boss).get(f"/admin/tenants_app/tenant/{acme.pk}/change/").content.decode()
+    assert "python3\nnode</textarea>" in page and '["python3"' not in page  # one per line, no JSON
+    browser(boss).post(f"/admin/tenants_app/tenant/{acme.pk}/change/", tenant_form(acme, sql_allowed_tables=""))
+    acme.refresh_from_db()
+    assert acme.sql_allowed_tables is None  # empty: back to the platform's default tables
 
 
 def test_owner_cannot_deactivate(acme: Tenant, boss: Any) -> None:

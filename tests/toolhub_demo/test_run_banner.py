@@ -62,3 +62,19 @@ def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path
     worker_pid = int(re.search(r"embedded Celery worker \+ beat \(pid (\d+)", text).group(1))  # type: ignore[union-attr]
     assert not group_running(worker_pid)
 
+
+
+def test_the_demo_model_keeps_its_port_across_restarts(tmp_path: Path) -> None:
+    import socket
+
+    from toolhub_demo.management.commands.toolhub_run import demo_model_port
+
+    remembered = tmp_path / "demo-model.port"
+    first = demo_model_port(remembered)
+    assert remembered.read_text().strip() == str(first)
+    assert demo_model_port(remembered) == first  # a restart: the same URL, so a ChatModel pointed at it still works
+    with socket.socket() as busy:  # taken by something else meanwhile: another port, remembered instead
+        busy.bind(("127.0.0.1", first))
+        busy.listen()
+        other = demo_model_port(remembered)
+    assert other != first and remembered.read_text().strip() == str(other)

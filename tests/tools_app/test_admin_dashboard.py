@@ -59,6 +59,17 @@ def test_activity_percentiles_and_hours(tenant: Any) -> None:
     assert [h[2] for h in activity.hours if h[2]] == [2]
 
 
+def test_held_and_denied_calls_do_not_count_as_0_ms_and_rows_link_to_the_calls(tenant: Any) -> None:
+    slow = ToolFactory(tenant=tenant, name="slow")
+    calls(tenant, slow, [200, 200, 200])
+    calls(tenant, slow, [0, 0, 0, 0], status=CallStatus.AWAITING_APPROVAL)
+    calls(tenant, slow, [0, 0], status=CallStatus.DENIED)
+    row = next(t for t in dashboard.call_activity(tenant=tenant).tools if t.tool == "slow")
+    assert (row.calls, row.p50_ms, row.p95_ms) == (9, 200, 200)  # they still count as calls, not as cost
+    page = admin_client(tenant).get("/admin/").content.decode()
+    assert f'<a href="/admin/tools_app/toolcall/?tool__id__exact={slow.pk}">slow</a>' in page
+
+
 def test_index_shows_every_panel_with_a_bounded_number_of_queries(tenant: Any, other_tenant: Any) -> None:
     client = admin_client(tenant)
     client.get("/admin/")  # warm the session's tenant

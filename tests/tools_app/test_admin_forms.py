@@ -236,3 +236,20 @@ def test_function_switch_on_the_tool_page(staff: Client, tenant: Any) -> None:
     assert 'value="lookup:1"' in done.content.decode()
     missing = staff.post(f"/admin/tools_app/tool/{tool.pk}/function/", {"toggle": "nope:1"}, follow=True)
     assert "has no function" in missing.content.decode()
+
+
+def test_help_texts_keep_their_placeholders_and_timeouts_read_as_typed(staff: Client, tenant: Any) -> None:
+    page = staff.get(ADD).content.decode()
+    # Spec help is text: `<command>` is shown, never swallowed as an HTML tag.
+    assert "<code>&lt;command&gt; --version</code>" in page and "Run ` --version`" not in page
+    tool = ToolFactory(tenant=tenant, name="local-tool", type="LOCAL", config={
+        "command": sys.executable, "args": [str(MINI)], "startup_timeout_s": 20, "call_timeout_s": 7.5})
+    page = staff.get(f"/admin/tools_app/tool/{tool.pk}/change/").content.decode()
+    assert 'name="local_startup_timeout_s" value="20"' in page and 'value="20.0"' not in page
+    assert 'name="local_call_timeout_s" value="7.5"' in page
+
+
+def test_enable_messages_name_the_tool(staff: Client, tenant: Any) -> None:
+    tool = ToolFactory(tenant=tenant, name="execute_thing", status="DISABLED")
+    done = staff.post(f"/admin/tools_app/tool/{tool.pk}/status/", {"status": "ENABLED"}, follow=True)
+    assert "Tool execute_thing is now enabled." in done.content.decode()

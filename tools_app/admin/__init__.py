@@ -8,9 +8,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, Q, QuerySet, Value, When
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from core.errors import DomainError
@@ -26,12 +27,35 @@ from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
 from tools_app.admin.pages import ToolPagesMixin, function_badge
 from tools_app.configs import mask_config
-from tools_app.models import FunctionState, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.models import (
+    ApprovalVia,
+    FunctionState,
+    Safety,
+    Tool,
+    ToolCall,
+    ToolFunction,
+    ToolStatus,
+    ToolType,
+)
 from tools_app.services import discovery
+from tools_app.services.approvals import needs_approval
 
 CONFIG_HELP = ("Fields marked * are required. Rows marked <b>secret</b> are write-only: a stored secret shows "
                "<code>********</code>, which keeps it; type a new value to replace it. Rows marked <b>shown</b> "
                "are plain values anyone managing this tool can read back.")
+
+
+def function_approval(fn: ToolFunction) -> str:
+    """When calls to the function wait for a person, in words (the same rule as the approvals service)."""
+    if needs_approval(fn.tool, fn) and fn.safety == Safety.DESTRUCTIVE:
+        return "always (destructive)"
+    if fn.requires_approval:
+        return "always"
+    if fn.tool.requires_approval:
+        return "always (the tool asks)"
+    if needs_approval(fn.tool, fn):
+        return "always (server marks it destructive)"
+    return "no" if fn.requires_approval is False else "no (as the tool)"
 
 
 class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
@@ -54,8 +78,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
 
     @admin.display(description="Asks approval")
     def approval(self, obj: ToolFunction) -> str:
-        return {True: "always", False: "never"}.get(obj.requires_approval, "as the tool") \
-            if obj.requires_approval is not None else "as the tool"
+        return function_approval(obj)
 
     @admin.display(description="Description")
     def short_description(self, obj: ToolFunction) -> str:
@@ -77,6 +100,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
             "0" if obj.enabled else "1", "Disable" if obj.enabled else "Enable")
 
 
+RECENT_CALLS = 10
 MAIN_FIELDS = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
 HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
                  "last_checked_at"]
@@ -86,18 +110,23 @@ HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_u
 class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     form = ToolAdminForm
     change_form_template = "admin/tools_app/tool/change_form.html"
-    list_display = ["name", "tenant", "type", "status", "safety", "health", "awaiting", "last_ok_at"]
+    list_display = ["name", "tenant", "type", "status", "safety", "health", "awaiting"]
     list_select_related = ["tenant"]
     ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "market_origin"]
     inlines = [ToolFunctionInline]
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
             awaiting_count=Count("functions", filter=Q(functions__state=FunctionState.CHANGED)))
+
+    def get_ordering(self, request: HttpRequest) -> Any:
+        # The tenant's own MCP and HTTP tools first: a dozen built-ins would otherwise bury them.
+        # An expression, not an annotation: related filters (tool calls "by tool") order tools with this too.
+        return [Case(When(type=ToolType.BUILTIN, then=Value(1)), default=Value(0)).asc(), "name", "id"]
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant":
@@ -114,7 +143,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
         return self.inlines if obj is not None else []  # a new tool has no functions until discovered
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        fieldsets: list[Any] = [(None, {"fields": MAIN_FIELDS})]
+        main = [*MAIN_FIELDS, "market_origin"] if obj is not None and obj.market_entry_id else MAIN_FIELDS
+        fieldsets: list[Any] = [(None, {"fields": main})]
         if obj is not None and obj.type == ToolType.BUILTIN:
             fieldsets.append(("Built-in", {"fields": ["builtin_name"],
                                            "description": "Configured by the built-in registry: nothing to edit."}))
@@ -173,11 +203,25 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
                            change: bool = False, form_url: str = "", obj: Any = None) -> Any:
         if obj is not None:
             context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
+            context["function_count"] = obj.functions.count()
+            context["discovers"] = obj.type in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP)
+            context["recent_calls"] = list(ToolCall.objects.filter(tenant=obj.tenant, tool=obj)
+                                           .order_by("-created_at", "-id")[:RECENT_CALLS])
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
             entry = obj.market_entry
             context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
                 and entry.status != "removed"
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    @admin.display(description="From the market")
+    def market_origin(self, obj: Tool) -> str:
+        entry = obj.market_entry
+        if entry is None:
+            return "-"
+        state = "up to date" if entry.content_hash == obj.market_hash else "a newer version is available"
+        return format_html('<a href="{}" id="toolhub-market-entry">{}</a> ({}, {})',
+                           reverse("admin:market_app_marketentry_change", args=[entry.pk]), entry.title or entry.name,
+                           entry.source.name, state)
 
     @admin.display(description="Config (masked)")
     def config_summary(self, obj: Tool) -> str:
@@ -185,16 +229,27 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Health")
     def health(self, obj: Tool) -> str:
-        if obj.in_failure_window:
-            return f"breaker open ({obj.consecutive_failures} failures)"
+        """The dashboard's badges: ok, failing, paused by the breaker (minutes left), never checked."""
+        if obj.type not in (ToolType.LOCAL, ToolType.REMOTE):
+            return format_html('<span class="toolhub-badge muted" title="{}">no check</span>',
+                               "Built-in and HTTP tools have no health check")
+        last_ok = f"last OK {obj.last_ok_at:%Y-%m-%d %H:%M} UTC" if obj.last_ok_at else "never OK"
+        detail = f"{last_ok}; {obj.last_error}" if obj.last_error else last_ok
+        if obj.in_failure_window and obj.disabled_until is not None:
+            minutes = max(1, round((obj.disabled_until - timezone.now()).total_seconds() / 60))
+            return format_html('<span class="toolhub-badge bad" title="{}">paused · {} min left</span>', detail, minutes)
         if obj.consecutive_failures:
-            return f"{obj.consecutive_failures} failure(s)"
-        return "ok" if obj.last_ok_at else "unchecked"
+            return format_html('<span class="toolhub-badge warn" title="{}">{} failure{}</span>', detail,
+                               obj.consecutive_failures, "" if obj.consecutive_failures == 1 else "s")
+        if obj.last_ok_at:
+            return format_html('<span class="toolhub-badge ok" title="{}">ok</span>', detail)
+        return format_html('<span class="toolhub-badge muted" title="{}">never checked</span>', detail)
 
-    @admin.display(description="Awaiting approval", ordering="awaiting_count")
+    @admin.display(description="Changes", ordering="awaiting_count")
     def awaiting(self, obj: Tool) -> str:
         count = getattr(obj, "awaiting_count", 0)
-        return format_html('<span class="toolhub-badge toolhub-badge-wait">{} function(s)</span>', count) if count else ""
+        return format_html('<span class="toolhub-badge warn" title="{} function(s) new or changed, awaiting approval">'
+                           '{} to review</span>', count, count) if count else ""
 
     def save_model(self, request: HttpRequest, obj: Tool, form: Any, change: bool) -> None:
         data = services.ToolInput(
@@ -274,8 +329,8 @@ FUNCTION_FIELDS = ["tool", "name", "description", "input_schema", "output_schema
 
 @admin.register(ToolFunction)
 class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
-    list_display = ["name", "tool", "badge", "requires_approval", "safety", "safety_override",
-                    "unsupported_reason", "updated_at"]
+    list_display = ["function_ref", "badge", "asks_approval", "safety"]
+    list_display_links = ["function_ref"]
     list_select_related = ["tool"]
     list_filter = ["state", "enabled", tenant_filter("tool__tenant")]
     search_fields = ["name", "tool__name"]
@@ -286,9 +341,18 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     def badge(self, obj: ToolFunction) -> str:
         return function_badge(obj)
 
-    @admin.display(description="Safety (effective)")
+    @admin.display(description="Function", ordering="name")
+    def function_ref(self, obj: ToolFunction) -> str:
+        return format_html("{}<br><small>of {}</small>", obj.name, obj.tool.name)
+
+    @admin.display(description="Asks approval", ordering="requires_approval")
+    def asks_approval(self, obj: ToolFunction) -> str:
+        return function_approval(obj)
+
+    @admin.display(description="Safety")
     def safety(self, obj: ToolFunction) -> str:
-        return obj.safety
+        # The effective safety; an admin's override says so (the change page shows the annotations).
+        return f"{obj.safety} (override)" if obj.safety_override else obj.safety
 
     def _set_safety(self, request: HttpRequest, queryset: QuerySet[ToolFunction], safety: str) -> None:
         for fn in queryset.select_related("tool"):
@@ -329,13 +393,46 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
                 self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
 
 
+class ViaFilter(admin.SimpleListFilter):
+    """Where a call came from: an agent's chat, a direct invoke (API or the admin's Try), the MCP gateway."""
+
+    title = "via"
+    parameter_name = "via"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(ApprovalVia.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(via=value) if value else queryset
+
+
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["created_at", "tenant", "tool_name", "function", "status", "error_code", "cost_ms", "actor"]
-    list_filter = [tenant_filter(), "status"]
+    # Four columns that fit beside the filters at 1280 px: when, which call, how it ended, where it came from.
+    list_display = ["created_at", "tenant", "call", "outcome", "origin"]
+    list_filter = [tenant_filter(), "status", "tool", "agent", ViaFilter, "created_at"]
+    list_select_related = ["tenant", "agent", "actor"]
     search_fields = ["tool_name", "function"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+    @admin.display(description="Call", ordering="tool_name")
+    def call(self, obj: ToolCall) -> str:
+        return format_html("{}<br><small>{}</small>", obj.tool_name, obj.function)
+
+    @admin.display(description="Result", ordering="status")
+    def outcome(self, obj: ToolCall) -> str:
+        css = {"ok": "ok", "error": "bad", "denied": "bad", "awaiting_approval": "warn"}.get(obj.status, "muted")
+        return format_html('<span class="toolhub-badge {}">{}</span> {}<br><small>{} ms</small>', css,
+                           obj.get_status_display(), obj.error_code, obj.cost_ms)
+
+    @admin.display(description="Via", ordering="via")
+    def origin(self, obj: ToolCall) -> str:
+        via = dict(ApprovalVia.choices).get(obj.via, obj.via or "-")
+        who = " · ".join(str(x) for x in (obj.agent, obj.actor) if x is not None)
+        return format_html("{}<br><small>{}</small>", via, who)
+
 
 from tools_app import admin_refused  # noqa: E402,F401  registers "Refused calls" (its own module)

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from django import forms
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.secrets import MASK, NOT_SECRET, plain_keys
@@ -122,8 +122,24 @@ def field_name(tool_type: str, name: str) -> str:
     return f"{tool_type.lower()}_{name}"
 
 
+def help_html(text: str) -> str:
+    """A spec's help as safe HTML: the admin renders help_text unescaped, so `<command>` would vanish as a tag;
+    backticked spans become <code>."""
+    parts = str(escape(text or "")).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+class PlainFloatField(forms.FloatField):
+    """A float shown as typed: 20, not 20.0."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+
 def _doc_field(doc: FieldDoc) -> forms.Field:
-    label, help_text = doc.name.replace("_", " ").capitalize(), doc.help
+    label, help_text = doc.name.replace("_", " ").capitalize(), help_html(doc.help)
     common: dict[str, Any] = {"label": label, "help_text": help_text, "required": False}
     if doc.type.startswith("dict[str, str]"):
         common["help_text"] = help_text.replace("listed in not_secret", "marked shown")
@@ -133,7 +149,7 @@ def _doc_field(doc: FieldDoc) -> forms.Field:
     if doc.choices:
         return forms.ChoiceField(choices=[(c, c) for c in doc.choices], initial=doc.default, **common)
     if doc.type == "float":
-        return forms.FloatField(initial=doc.default, widget=forms.NumberInput(attrs={"step": "any"}), **common)
+        return PlainFloatField(initial=doc.default, widget=forms.NumberInput(attrs={"step": "any"}), **common)
     if doc.type == "bool":
         return forms.BooleanField(initial=doc.default, **common)
     if doc.type == "str" or doc.type.startswith("str |") or doc.type.startswith("Optional[str]"):

@@ -110,12 +110,15 @@ def function_badge(fn: ToolFunction) -> SafeString:
         return format_html('<span class="toolhub-badge toolhub-badge-wait" title="{}">awaiting approval</span>',
                            "new or changed since it was approved; left out of toolsets until approved")
     if fn.state == FunctionState.REMOVED:
-        return format_html('<span class="toolhub-badge toolhub-badge-off">removed</span>')
+        return format_html('<span class="toolhub-badge toolhub-badge-off">{}</span>', "removed")
     if fn.unsupported_reason:
         return format_html('<span class="toolhub-badge toolhub-badge-off" title="{}">unsupported</span>',
                            fn.unsupported_reason)
     if not fn.enabled:
-        return format_html('<span class="toolhub-badge toolhub-badge-off">disabled</span>')
+        return format_html('<span class="toolhub-badge toolhub-badge-off">{}</span>', "disabled")
+    if fn.tool.status != ToolStatus.ENABLED:
+        return format_html('<span class="toolhub-badge toolhub-badge-off" title="{}">{}</span>',
+                           "the function is on, but its tool is disabled: nothing calls it", "tool disabled")
     return format_html('<span class="toolhub-badge toolhub-badge-ok"><img src="{}" alt="True"> enabled</span>',
                        static("admin/img/icon-yes.svg"))
 
@@ -144,6 +147,10 @@ class ToolPagesMixin:
             raise Http404("no such tool")
         return tool  # type: ignore[no-any-return]
 
+    def _history(self, request: HttpRequest, tool: Tool, message: str) -> None:
+        """The tool's HISTORY records what was done from its page, not only saves."""
+        self.log_change(request, tool, message)  # type: ignore[attr-defined]
+
     def _back(self, tool: Tool) -> HttpResponseRedirect:
         return HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]))
 
@@ -169,6 +176,9 @@ class ToolPagesMixin:
         else:
             messages.error(request, f"Test failed after {body['latency_ms']} ms: {body['error']['code']}: "
                                     f"{body['error']['message']}")
+        self._history(request, tool, f"Test: {'OK' if body['ok'] else 'failed'} in {body['latency_ms']} ms"
+                                     + (f", {body['tool_count']} function(s)." if body["ok"]
+                                        else f" ({body['error']['code']})."))
         return self._back(tool)
 
     def refresh_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -187,6 +197,8 @@ class ToolPagesMixin:
                                                  f"{changes_line(body['changes'])}.{note}")
         else:
             messages.error(request, f"Refresh failed: {body['error']['code']}: {body['error']['message']}")
+        self._history(request, tool, f"Refresh: {changes_line(body['changes'])}." if body["ok"]
+                      else f"Refresh: failed ({body['error']['code']}).")
         return self._back(tool)
 
     def status_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -198,7 +210,8 @@ class ToolPagesMixin:
         except DomainError as exc:
             messages.error(request, f"Not changed: {exc.message}")
             return self._back(tool)
-        messages.success(request, f"{tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
+        messages.success(request, f"Tool {tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
+        self._history(request, tool, f"{'Enabled' if tool.status == ToolStatus.ENABLED else 'Disabled'} the tool.")
         return self._back(tool)
 
     def function_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -215,7 +228,8 @@ class ToolPagesMixin:
         except DomainError as exc:
             messages.error(request, f"Not changed: {exc.message}")
         else:
-            messages.success(request, f"{tool.name}.{name} is now {'enabled' if flag == '1' else 'disabled'}.")
+            messages.success(request, f"Function {tool.name}.{name} is now {'enabled' if flag == '1' else 'disabled'}.")
+            self._history(request, tool, f"{'Enabled' if flag == '1' else 'Disabled'} function {name}.")
         return self._back(tool)
 
     def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -244,6 +258,8 @@ class ToolPagesMixin:
                     problems.append(exc.message)
                 else:
                     result = invocation.body()
+                    self._history(request, tool, f"Tried {chosen.name}: {'OK' if result.get('success') else 'failed'}"
+                                                 f" (call #{result.get('call_id')}).")
                     result["data_json"] = json.dumps(result.get("data"), indent=2, ensure_ascii=False)[
                         :MAX_RESULT_CHARS] if result.get("data") is not None else ""
                     result["text"] = (result.get("text") or "")[:MAX_RESULT_CHARS]

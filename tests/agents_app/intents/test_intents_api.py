@@ -319,7 +319,7 @@ def test_admin_shows_the_tree_and_saves_examples_through_the_service(api: Any, t
     rows = list(IntentExample.objects.filter(node_id=node["id"]).order_by("position"))
     form = {
         "tenant": tenant.pk, "code": "ops-tickets", "name": "Tickets", "level": "TOPIC", "kind": "MCP",
-        "description": "", "parent": "", "status": "ENABLED", "function_refs": "tickets__query_tickets\n",
+        "description": "", "parent": "", "status": "ENABLED", "function_refs": ["tickets__query_tickets"],
         "examples-TOTAL_FORMS": str(len(rows) + 1), "examples-INITIAL_FORMS": str(len(rows)),
         "examples-MIN_NUM_FORMS": "0", "examples-MAX_NUM_FORMS": "1000",
     }

@@ -21,6 +21,27 @@ from toolhub_demo.seed import seed_demo
 from tools_app.runtime.procenv import kill_process_group
 
 
+def demo_model_port(remembered: Path) -> int:
+    """The demo model's port: the one used last time while it is free, so a ChatModel an operator pointed at
+    the demo model keeps working after a restart; a free one otherwise (remembered for next time)."""
+    try:
+        last = int(remembered.read_text().strip())
+    except (OSError, ValueError):
+        last = 0
+    for wanted in ([last] if 0 < last < 65536 else []) + [0]:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", wanted))
+            except OSError:
+                continue
+            port = int(sock.getsockname()[1])
+        if port != last:
+            remembered.parent.mkdir(parents=True, exist_ok=True)
+            remembered.write_text(f"{port}\n")
+        return port
+    raise RuntimeError("no free port for the demo model")
+
+
 class Command(BaseCommand):
     help = "Run Toolhub on embedded defaults (SQLite, filesystem broker, worker and beat in one child)."
 
@@ -98,9 +119,7 @@ class Command(BaseCommand):
         """Without TOOLHUB_DEMO_MODEL_URL, run the rule-based demo model so agents without a model can chat."""
         if settings.TOOLHUB_DEMO_MODEL_URL:
             return None
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = demo_model_port(Path(settings.VAR_DIR) / "demo-model.port")
         proc = subprocess.Popen([sys.executable, "-m", "toolhub_demo.demo_model", "--port", str(port)],
                                 stdout=subprocess.DEVNULL, start_new_session=True, cwd=str(settings.BASE_DIR))
         url = f"http://127.0.0.1:{port}/v1"

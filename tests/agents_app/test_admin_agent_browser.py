@@ -1,0 +1,85 @@
+"""The agent and intent pages in headless Chromium: the function picker, and refused saves that keep input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents_app.models import Agent, IntentNode
+from tenants_app.models import Role
+from tests.browser import MARKS, chromium, login, overflows, shot
+from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tools_app.models import ToolFunction
+
+pytestmark = MARKS
+
+
+def tool_with(tenant: Any, name: str, *functions: str) -> Any:
+    tool = ToolFactory(tenant=tenant, name=name)
+    for fn in functions:
+        ToolFunction.objects.create(tool=tool, name=fn, description=f"{fn} of {name}", input_schema={"type": "object"})
+    return tool
+
+
+def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    user = UserFactory(username="ada", password="pw-agent-1", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    inventory = tool_with(tenant, "inventory", "get_stock", "list_products", "set_price")
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        login(page, live_server.url, "ada", "pw-agent-1", next_url="/admin/agents_app/agent/add/")
+        page.fill("#id_name", "stock-helper")
+        page.fill("#id_system_prompt", "Answer stock questions briefly.")
+        row = page.locator("#agent_tools-0")
+        expect(row.locator("div.toolhub-fn-picker")).to_be_empty()
+        # The tool is an autocomplete: type, pick, and its functions appear as checkboxes.
+        row.locator(".select2-selection").click()
+        page.locator(".select2-search__field").fill("inv")
+        page.locator(".select2-results__option", has_text="inventory").click()
+        picker = row.locator("div.toolhub-fn-picker")
+        expect(picker.locator("input[type=checkbox]")).to_have_count(3)
+        picker.get_by_label("get_stock").check()
+        expect(row.locator("input[value=only]")).to_be_checked()  # ticking one means "only these"
+        row.get_by_label("Always ask: every call from this agent waits for a person").check()
+        assert not overflows(page)
+        shot(page, "admin-agent-function-picker")
+        page.click("input[name=_continue]")
+        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+        link = Agent.objects.get(name="stock-helper").agent_tools.get()
+        assert (link.tool_id, link.allowed_functions, link.requires_approval) == (inventory.pk, ["get_stock"], True)
+        expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
+        expect(page.locator("#agent_tools-0 input[value=set_price]")).not_to_be_checked()
+
+
+def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    user = UserFactory(username="ida", password="pw-intent-1", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    weather = tool_with(tenant, "weather", "forecast")
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        login(page, live_server.url, "ida", "pw-intent-1", next_url="/admin/agents_app/intentnode/add/")
+        expect(page.locator(".field-function_refs .help")).to_contain_text("as <tool>__<function>")
+        page.fill("#id_code", "info-weather")
+        page.fill("#id_name", "Weather questions")
+        page.fill("#id_description", "Forecasts for the next days")
+        page.get_by_label("forecast", exact=True).check()
+        page.fill("#id_examples-0-text", "will it rain in Paris tomorrow")
+        ToolFunction.objects.filter(tool=weather).delete()
+        page.click("input[name=_save]")
+        # The refusal (here: a function of another tenant would be the same) comes back at the picker; to make one,
+        # the tool loses its function between loading the form and saving it.
+        errors = page.locator(".field-function_refs .errorlist")
+        expect(errors).to_contain_text("unknown function(s) weather__forecast")
+        expect(page.locator("#id_name")).to_have_value("Weather questions")
+        expect(page.locator("#id_description")).to_have_value("Forecasts for the next days")
+        expect(page.locator("#id_examples-0-text")).to_have_value("will it rain in Paris tomorrow")
+        expect(page.locator("input[name=function_refs][value=weather__forecast]")).to_be_checked()
+        shot(page, "admin-intent-refused-keeps-input")
+        ToolFunction.objects.create(tool=weather, name="forecast", input_schema={"type": "object"})
+        page.click("input[name=_save]")
+        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+        node = IntentNode.objects.get(tenant=tenant, code="info-weather")
+        assert [e.text for e in node.examples.all()] == ["will it rain in Paris tomorrow"]

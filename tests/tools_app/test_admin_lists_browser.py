@@ -1,0 +1,119 @@
+"""Every admin list at 1280 px in headless Chromium: no column clipped, health as badges, MCP tools first,
+tool calls filtered by tool, agent, via and date."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from agents_app.models import Agent
+from market_app.models import MarketEntry, MarketSource
+from tenants_app.models import Role
+from tests.browser import MARKS, chromium, login, shot
+from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tools_app.models import CallStatus, ToolCall, ToolFunction
+
+pytestmark = MARKS
+
+LISTS = ["/admin/tools_app/tool/", "/admin/tools_app/toolcall/", "/admin/tools_app/toolfunction/",
+         "/admin/market_app/marketentry/", "/admin/market_app/marketsource/", "/admin/agents_app/agent/",
+         "/admin/tools_app/refusedcall/", "/admin/agents_app/conversation/"]
+
+
+def stocked(tenant: Any) -> None:
+    now = timezone.now()
+    inventory = ToolFactory(tenant=tenant, name="inventory-service-eu", last_ok_at=now, last_checked_at=now)
+    weather = ToolFactory(tenant=tenant, name="weather-forecasts", last_ok_at=now, consecutive_failures=3,
+                          last_error="HTTP 502 from upstream", disabled_until=now + timedelta(minutes=4))
+    ToolFactory(tenant=tenant, name="crm-remote", consecutive_failures=1, last_error="connect timeout")
+    for i, name in enumerate(["get_stock_level_for_warehouse", "list_products_in_category", "set_price"]):
+        ToolFunction.objects.create(tool=inventory, name=name, input_schema={"type": "object"},
+                                    description="A long description of what this function does " * 3,
+                                    state="CHANGED" if i == 2 else "ACTIVE")
+    agent = Agent.objects.create(tenant=tenant, name="stock-helper")
+    rows = []
+    for i in range(30):
+        tool = (inventory, weather)[i % 2]
+        rows.append(ToolCall(tenant=tenant, tool=tool, tool_name=tool.name, function="get_stock_level_for_warehouse",
+                             agent=agent if i % 3 == 0 else None, via=("chat", "invoke", "gateway")[i % 3],
+                             status=CallStatus.ERROR if i % 7 == 0 else CallStatus.OK,
+                             error_code="EXECUTION_ERROR" if i % 7 == 0 else "", cost_ms=20 + i,
+                             created_at=now - timedelta(days=i % 10, minutes=i)))
+    ToolCall.objects.bulk_create(rows)
+    source = MarketSource.objects.create(tenant=tenant, name="Team catalog with a long name",
+                                         url="http://127.0.0.1:9/a/rather/long/path/to/the/catalog.json",
+                                         last_refresh_at=now, last_status="ok",
+                                         last_counts={"added": 2, "updated": 1, "unchanged": 9, "removed": 0})
+    for i in range(5):
+        MarketEntry.objects.create(source=source, name=f"io.github.some-org/a-long-server-name-{i}",
+                                   title=f"A long server title {i}", description="Does things " * 10,
+                                   version="1.2.3", content_hash=f"h{i}")
+
+
+def test_no_list_clips_a_column_at_1280(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    user = UserFactory(username="lena", password="pw-lists-1", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    stocked(tenant)
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        login(page, live_server.url, "lena", "pw-lists-1")
+        clipped = {}
+        for path in LISTS:
+            page.goto(f"{live_server.url}{path}")
+            box = page.locator("#changelist .results")
+            if box.count():
+                hidden = page.evaluate("() => { const b = document.querySelector('#changelist .results');"
+                                       " return b.scrollWidth - b.clientWidth; }")
+                if hidden > 1:
+                    clipped[path] = hidden
+            shot(page, "admin-list-" + path.strip("/").replace("/", "-").replace("admin-", ""))
+        assert clipped == {}
+
+
+def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    user = UserFactory(username="hugo", password="pw-lists-2", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    stocked(tenant)
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        login(page, live_server.url, "hugo", "pw-lists-2", next_url="/admin/tools_app/tool/")
+        names = page.locator("#result_list tbody th.field-name").all_inner_texts()
+        assert names[:3] == ["crm-remote", "inventory-service-eu", "weather-forecasts"]  # built-ins after them
+        health = page.locator("#result_list tbody tr", has_text="weather-forecasts").locator(".toolhub-badge")
+        expect(health.first).to_have_class("toolhub-badge bad")
+        expect(health.first).to_contain_text("paused")
+        ok = page.locator("#result_list tbody tr", has_text="inventory-service-eu").locator(".toolhub-badge.ok")
+        expect(ok).to_have_count(1)
+        shot(page, "admin-tools-list")
+
+
+def test_tool_calls_filter_by_tool_agent_via_and_date(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    from playwright.sync_api import expect
+
+    user = UserFactory(username="vic", password="pw-lists-3", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    stocked(tenant)
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        login(page, live_server.url, "vic", "pw-lists-3", next_url="/admin/tools_app/toolcall/")
+        expect(page.locator("#result_list thead")).to_contain_text("Via")
+        filters = page.locator("#changelist-filter")
+        for title in ("By tool", "By agent", "By via", "By created at"):
+            expect(filters).to_contain_text(title)
+        filters.get_by_role("link", name="weather-forecasts").click()
+        expect(page.locator("#result_list tbody tr")).to_have_count(15)
+        filters.get_by_role("link", name="MCP gateway").click()
+        expect(page.locator("#result_list tbody tr")).to_have_count(5)
+        filters.get_by_role("link", name="Past 7 days").click()
+        midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)  # as the filter counts
+        count = ToolCall.objects.filter(tenant=tenant, tool__name="weather-forecasts", via="gateway",
+                                        created_at__gte=midnight - timedelta(days=7)).count()
+        expect(page.locator("#result_list tbody tr")).to_have_count(count)
+        shot(page, "admin-tool-calls-filtered")
+        page.goto(f"{live_server.url}/admin/tools_app/toolcall/")
+        page.locator("#changelist-filter").get_by_role("link", name="stock-helper").click()
+        expect(page.locator("#result_list tbody tr")).to_have_count(10)

@@ -1,0 +1,40 @@
+"""The sample plugin reaches the plugin tests from a folder of its own, never through the `.venv` `make run` serves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(settings.BASE_DIR)
+
+
+def test_make_test_installs_nothing_into_the_venv() -> None:
+    # A dry run prints every command `make test` would run; none may install the sample into the venv.
+    out = subprocess.run(["make", "-n", "test", "test-plugins"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    installs = [line for line in out.stdout.splitlines() if "pip install" in line and "sample-plugin" in line]
+    assert installs == []
+
+
+def test_the_tests_see_the_sample_from_their_own_folder() -> None:
+    dist = metadata.distribution("toolhub-sample-plugin")
+    found = Path(str(dist.locate_file(""))).resolve()
+    assert found == (Path(settings.VAR_DIR) / "test-plugins").resolve()
+    names = {ep.name for ep in dist.entry_points if ep.group == "toolhub.tools"}
+    assert names == {"sample_retitle", "sample_word_count"}
+    assert metadata.version("toolhub-sample-plugin") == "0.1.0"
+
+
+def test_other_settings_leave_the_folder_off_the_path() -> None:
+    code = ("import sys, django; django.setup(); "
+            "print(any(p.endswith('test-plugins') for p in sys.path))")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.dev"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
