@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from agents_app import services
 from agents_app.gateway.configs import client_configs
 from agents_app.models import Agent, AgentRouting, AgentTool, ChatModel, Conversation, Message
+from core.links import public_url
 from tenants_app.admin_scoping import (
     AdminAbort,
     ReadOnlyAdminMixin,
@@ -285,7 +286,7 @@ class AgentAdmin(_ServiceAdmin):
         agent = self.get_object(request, object_id)
         context = dict(extra_context or {})
         if agent is not None:
-            context["mcp"] = client_configs(base_url=request.build_absolute_uri("/"), tenant_slug=agent.tenant.slug,
+            context["mcp"] = client_configs(base_url=public_url("/", request=request), tenant_slug=agent.tenant.slug,
                                             agent_id=agent.pk, agent_name=agent.name)
         return super().change_view(request, object_id, form_url, extra_context=context)
 

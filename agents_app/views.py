@@ -18,7 +18,7 @@ from tenants_app.selectors import membership_get, memberships_for_user
 RECENT = 30  # conversations listed beside the chat
 
 
-@login_required(login_url="admin:login")
+@login_required  # settings.LOGIN_URL: the member sign-in, not the staff-only admin login
 @ensure_csrf_cookie
 def playground(request: HttpRequest) -> HttpResponse:
     """Pick an agent of the user's tenant (?tenant=<slug>, or the only membership) and chat with it."""

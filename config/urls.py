@@ -36,6 +36,7 @@ handler404 = "core.api_root.not_found"
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
+    path("accounts/", include("tenants_app.accounts")),
     path("metrics", metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),

@@ -115,6 +115,12 @@ AUTHENTICATION_BACKENDS = [
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
+# Every member signs in at /accounts/login/ (tenants_app.accounts); the admin keeps its own staff login.
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/playground/"
+# The absolute base of every link Toolhub hands out (OAuth authorize and callback links, client configs);
+# empty: the origin of the request that asks for the link.
+TOOLHUB_PUBLIC_URL = os.environ.get("TOOLHUB_PUBLIC_URL", "").strip()
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
