@@ -1,0 +1,277 @@
+"""OAuth 2.1 client for REMOTE MCP servers: discovery, registration, authorize links, code exchange, refresh.
+
+Django-free. The protocol pieces (discovery URL order, metadata and token models, PKCE, registration
+requests) are the mcp SDK's (`mcp.client.auth`); this module only strings them into the steps a server-side
+client with a browser redirect needs, over the outbound guard. Nothing raised here carries a token, a code
+or a client secret: errors name the endpoint and the OAuth error code only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx2
+from mcp.client.auth.oauth2 import PKCEParameters, check_registration_usable
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    extract_resource_metadata_from_www_auth,
+    validate_metadata_issuer,
+)
+from mcp.shared.auth import (
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+    ProtectedResourceMetadata,
+)
+from mcp.shared.auth_utils import resource_url_from_server_url
+from pydantic import ValidationError
+
+from core.outbound import GuardedTransport, OutboundPolicy, check_url, safe_url
+from tools_app.runtime.errors import RuntimeToolError
+
+INITIALIZE_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "toolhub-oauth-probe", "version": "1"}}}
+
+
+class OAuthFailed(RuntimeToolError):
+    """Discovery, registration or a token request failed; the message names the step, never a secret."""
+
+    code = "oauth_failed"
+
+
+class GrantInvalid(OAuthFailed):
+    """The authorization server refused the grant (`invalid_grant`): the user must authorize again."""
+
+    code = "authorization_required"
+    result_code = "AUTHORIZATION_REQUIRED"
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Where a protected MCP server's authorization happens."""
+
+    resource: str
+    issuer: str
+    metadata: dict[str, Any]
+    scopes_supported: list[str] = field(default_factory=list)
+
+    @property
+    def server(self) -> OAuthMetadata:
+        return OAuthMetadata.model_validate(self.metadata)
+
+
+@dataclass(frozen=True)
+class Client:
+    """A registered (or configured) OAuth client at one authorization server."""
+
+    client_id: str
+    client_secret: str = ""
+    auth_method: str = "none"
+
+
+@dataclass(frozen=True)
+class Tokens:
+    access_token: str
+    refresh_token: str
+    expires_at: float | None
+    scope: str
+
+
+def _http(policy: OutboundPolicy) -> httpx2.Client:
+    return httpx2.Client(transport=GuardedTransport(policy), timeout=policy.timeout_s, follow_redirects=False,
+                         trust_env=False)
+
+
+def discover(server_url: str, policy: OutboundPolicy) -> Discovery:
+    """RFC 9728 from the server's 401 (or the well-known fallbacks), then RFC 8414 / OIDC metadata."""
+    try:
+        return _discover(server_url, policy)
+    except httpx2.HTTPError as exc:
+        raise OAuthFailed(f"OAuth discovery at {safe_url(server_url)} failed: {type(exc).__name__}") from None
+
+
+def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
+    check_url(server_url, policy)
+    with _http(policy) as http:
+        probe = http.post(server_url, json=INITIALIZE_PROBE,
+                          headers={"Accept": "application/json, text/event-stream"})
+        hinted = extract_resource_metadata_from_www_auth(probe) if probe.status_code == 401 else None
+        prm: ProtectedResourceMetadata | None = None
+        for url in build_protected_resource_metadata_discovery_urls(hinted, server_url):
+            check_url(url, policy)
+            answer = http.get(url)
+            if answer.status_code == 200:
+                try:
+                    prm = ProtectedResourceMetadata.model_validate_json(answer.content)
+                    break
+                except ValidationError:
+                    continue
+        if prm is None and probe.status_code != 401:
+            raise OAuthFailed(f"{safe_url(server_url)} does not ask for OAuth (HTTP {probe.status_code}, "
+                              "no protected resource metadata)")
+        as_url = str(prm.authorization_servers[0]) if prm and prm.authorization_servers else None
+        metadata: OAuthMetadata | None = None
+        for url in build_oauth_authorization_server_metadata_discovery_urls(as_url, server_url):
+            check_url(url, policy)
+            answer = http.get(url)
+            if answer.status_code == 200:
+                try:
+                    metadata = OAuthMetadata.model_validate_json(answer.content)
+                    break
+                except ValidationError:
+                    continue
+    if metadata is None:
+        raise OAuthFailed(f"no authorization server metadata found for {safe_url(server_url)}")
+    if as_url:
+        try:
+            validate_metadata_issuer(metadata, as_url.rstrip("/") if not str(metadata.issuer).endswith("/") else as_url)
+        except Exception:
+            raise OAuthFailed(f"authorization server metadata of {safe_url(as_url)} names another issuer") from None
+    if "S256" not in (metadata.code_challenge_methods_supported or ["S256"]):
+        raise OAuthFailed(f"authorization server {safe_url(str(metadata.issuer))} does not offer PKCE S256")
+    resource = str(prm.resource) if prm else resource_url_from_server_url(server_url)
+    scopes = list(prm.scopes_supported or []) if prm else list(metadata.scopes_supported or [])
+    return Discovery(resource=resource, issuer=str(metadata.issuer),
+                     metadata=metadata.model_dump(mode="json", exclude_none=True), scopes_supported=scopes)
+
+
+def register(discovery: Discovery, *, redirect_uri: str, client_name: str, policy: OutboundPolicy) -> Client:
+    """Dynamic Client Registration (RFC 7591) of Toolhub's callback at this authorization server."""
+    endpoint = discovery.server.registration_endpoint
+    if endpoint is None:
+        raise OAuthFailed(f"{safe_url(discovery.issuer)} offers no client registration: configure a client_id")
+    request = OAuthClientMetadata(
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        client_name=client_name, grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+        token_endpoint_auth_method=_preferred_method(discovery.server),
+    )
+    check_url(str(endpoint), policy)
+    try:
+        with _http(policy) as http:
+            answer = http.post(str(endpoint), json=request.model_dump(by_alias=True, mode="json", exclude_none=True))
+    except httpx2.HTTPError as exc:
+        raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} failed: {type(exc).__name__}") from None
+    if answer.status_code not in (200, 201):
+        raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} failed: {_oauth_error(answer)}")
+    try:
+        info = OAuthClientInformationFull.model_validate_json(answer.content)
+        check_registration_usable(info)
+    except (ValidationError, Exception):
+        raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} answered an unusable client") from None
+    if not info.client_id:
+        raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} answered no client_id")
+    return Client(client_id=info.client_id, client_secret=info.client_secret or "",
+                  auth_method=info.token_endpoint_auth_method or ("client_secret_post" if info.client_secret else "none"))
+
+
+def _preferred_method(metadata: OAuthMetadata) -> Any:
+    offered = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
+    for method in ("none", "client_secret_post", "client_secret_basic"):
+        if method in offered:
+            return method
+    return "client_secret_post"
+
+
+def configured_client(discovery: Discovery, client_id: str, client_secret: str) -> Client:
+    """A client an admin registered by hand; the secret goes by the method the server offers."""
+    if not client_secret:
+        return Client(client_id=client_id)
+    offered = discovery.server.token_endpoint_auth_methods_supported or ["client_secret_basic"]
+    method = "client_secret_post" if "client_secret_post" in offered else "client_secret_basic"
+    return Client(client_id=client_id, client_secret=client_secret, auth_method=method)
+
+
+def new_pkce() -> tuple[str, str]:
+    """(verifier, S256 challenge)."""
+    pkce = PKCEParameters.generate()
+    return pkce.code_verifier, pkce.code_challenge
+
+
+def authorize_url(discovery: Discovery, client: Client, *, redirect_uri: str, state: str, code_challenge: str,
+                  scopes: list[str]) -> str:
+    params = {"response_type": "code", "client_id": client.client_id, "redirect_uri": redirect_uri, "state": state,
+              "code_challenge": code_challenge, "code_challenge_method": "S256", "resource": discovery.resource}
+    if scopes:
+        params["scope"] = " ".join(scopes)
+    return f"{discovery.server.authorization_endpoint}?{urlencode(params)}"
+
+
+def _token_request(discovery: Discovery, client: Client, data: dict[str, str], policy: OutboundPolicy,
+                   what: str) -> Tokens:
+    endpoint = str(discovery.server.token_endpoint)
+    data = {**data, "client_id": client.client_id}
+    auth: Any = None
+    if client.client_secret and client.auth_method == "client_secret_basic":
+        auth = httpx2.BasicAuth(client.client_id, client.client_secret)
+    elif client.client_secret:
+        data["client_secret"] = client.client_secret
+    check_url(endpoint, policy)
+    started = time.time()
+    try:
+        with _http(policy) as http:
+            answer = http.post(endpoint, data=data, auth=auth, headers={"Accept": "application/json"})
+    except httpx2.HTTPError as exc:
+        raise OAuthFailed(f"{what} at {safe_url(endpoint)} failed: {type(exc).__name__}") from None
+    if answer.status_code != 200:
+        error = _oauth_error(answer)
+        if error in ("invalid_grant", "invalid_client", "unauthorized_client"):
+            raise GrantInvalid(f"{what} refused by {safe_url(endpoint)}: {error}; authorize again")
+        raise OAuthFailed(f"{what} at {safe_url(endpoint)} failed: {error}")
+    try:
+        token = OAuthToken.model_validate_json(answer.content)
+    except ValidationError:
+        raise OAuthFailed(f"{what} at {safe_url(endpoint)} answered no usable token") from None
+    return Tokens(access_token=token.access_token, refresh_token=token.refresh_token or "",
+                  expires_at=started + token.expires_in if token.expires_in else None, scope=token.scope or "")
+
+
+def exchange_code(discovery: Discovery, client: Client, *, code: str, code_verifier: str, redirect_uri: str,
+                  policy: OutboundPolicy) -> Tokens:
+    return _token_request(discovery, client, {
+        "grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
+        "code_verifier": code_verifier, "resource": discovery.resource,
+    }, policy, "the code exchange")
+
+
+def refresh(discovery: Discovery, client: Client, *, refresh_token: str, policy: OutboundPolicy) -> Tokens:
+    tokens = _token_request(discovery, client, {
+        "grant_type": "refresh_token", "refresh_token": refresh_token, "resource": discovery.resource,
+    }, policy, "the token refresh")
+    # A server that does not rotate keeps the old refresh token valid (RFC 6749 §6).
+    return tokens if tokens.refresh_token else Tokens(tokens.access_token, refresh_token, tokens.expires_at, tokens.scope)
+
+
+def revoke(discovery: Discovery, client: Client, *, token: str, hint: str, policy: OutboundPolicy) -> bool:
+    """RFC 7009 where offered; False when the server offers no revocation or it failed (disconnect goes on)."""
+    endpoint = discovery.server.revocation_endpoint
+    if endpoint is None:
+        return False
+    data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
+    auth: Any = None
+    if client.client_secret and client.auth_method == "client_secret_basic":
+        auth = httpx2.BasicAuth(client.client_id, client.client_secret)
+    elif client.client_secret:
+        data["client_secret"] = client.client_secret
+    try:
+        check_url(str(endpoint), policy)
+        with _http(policy) as http:
+            return http.post(str(endpoint), data=data, auth=auth).status_code == 200
+    except (httpx2.HTTPError, RuntimeToolError):
+        return False
+
+
+def _oauth_error(answer: httpx2.Response) -> str:
+    """The RFC 6749 `error` code of a refusal (a fixed vocabulary), else the status: never the body."""
+    try:
+        error = answer.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, str) and error.replace("_", "").isalpha() and len(error) <= 40:
+        return error
+    return f"HTTP {answer.status_code}"
