@@ -22,6 +22,8 @@ SPECS: dict[str, type[ConfigSpec]] = {spec.tool_type: spec for spec in (LocalCon
                                                                           BuiltinConfig)}
 # Maps whose values are secret, per tool type (from the specs' field flags).
 SECRET_MAPS: dict[str, tuple[str, ...]] = {name: spec.secret_maps() for name, spec in SPECS.items()}
+# Single secret values inside an object field (section, key), per tool type: write-only like the maps' values.
+SECRET_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {"REMOTE": (("auth", "client_secret"),)}
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -90,22 +92,46 @@ def describe(tool_type: str) -> list[FieldDoc]:
     return spec_for(tool_type).describe()
 
 
+def _secret_fields(tool_type: str, config: Any) -> list[tuple[dict[str, Any], str, str]]:
+    """(section, section name, key) of every single secret value set in `config`."""
+    found = []
+    for section_name, key in SECRET_FIELDS.get(str(tool_type), ()):
+        section = config.get(section_name) if isinstance(config, dict) else None
+        if isinstance(section, dict) and section.get(key):
+            found.append((section, section_name, key))
+    return found
+
+
 def contains_mask(tool_type: str, config: dict[str, Any]) -> list[str]:
     """Keys (as `map.key`) whose value is the mask placeholder."""
-    return secrets.masked_keys(config, SECRET_MAPS[tool_type])
+    fields = [f"{name}.{key}" for section, name, key in _secret_fields(tool_type, config) if section[key] == secrets.MASK]
+    return secrets.masked_keys(config, SECRET_MAPS[tool_type]) + fields
 
 
 def merge_masked(tool_type: str, *, stored: dict[str, Any] | None, incoming: dict[str, Any]) -> dict[str, Any]:
     """An incoming `"********"` keeps the stored value under that key; anything else replaces."""
-    return secrets.merge_masked(stored=stored, incoming=incoming, secret_maps=SECRET_MAPS[tool_type],
-                                error=InvalidConfig)
+    merged = secrets.merge_masked(stored=stored, incoming=incoming, secret_maps=SECRET_MAPS[tool_type],
+                                  error=InvalidConfig)
+    for section, name, key in _secret_fields(tool_type, merged):
+        if section[key] == secrets.MASK:
+            old = ((stored or {}).get(name) or {}).get(key)
+            if not old:
+                field = f"config.{name}.{key}"
+                raise InvalidConfig(f"{field} is {secrets.MASK!r} but no value is stored under that key; "
+                                    "send the real value", details={"field": field})
+            section[key] = old
+    return merged
 
 
 def mask_config(tool_type: str, config: dict[str, Any] | None) -> dict[str, Any]:
     """The config's structure with every secret-map value replaced by the mask."""
-    return secrets.mask_maps(config, SECRET_MAPS[tool_type])
+    masked = secrets.mask_maps(config, SECRET_MAPS[tool_type])
+    for section, _name, key in _secret_fields(tool_type, masked):
+        section[key] = secrets.MASK
+    return masked
 
 
 def secret_values(tool_type: str, config: dict[str, Any] | None) -> list[str]:
     """Every secret value in a config (what the scrubber masks in everything that leaves a call)."""
-    return secrets.secret_values(config, SECRET_MAPS.get(tool_type, ()))
+    values = secrets.secret_values(config, SECRET_MAPS.get(tool_type, ()))
+    return values + [str(section[key]) for section, _n, key in _secret_fields(tool_type, config)]

@@ -73,6 +73,8 @@ class ConfigSpec(BaseModel):
         docs = []
         for name, f in cls.model_fields.items():
             default = None if f.is_required() else f.get_default(call_default_factory=True)
+            if isinstance(default, BaseModel):  # a sub-object (REMOTE `auth`): its JSON form
+                default = default.model_dump(mode="json")
             choices = get_args(f.annotation) if get_origin(f.annotation) is Literal else ()
             docs.append(FieldDoc(name=name, type="str" if choices else _type_name(f.annotation),
                                  required=f.is_required(), default=default, secret=_is_secret(f),

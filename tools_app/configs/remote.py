@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools_app.configs.base import (
     ConfigSpec,
@@ -19,6 +20,29 @@ from tools_app.runtime.mcp.spec import RemoteSpec
 TRANSPORTS = ("streamable_http", "sse")
 
 
+class RemoteAuth(BaseModel):
+    """How Toolhub authorizes to the server: static headers only (`none`) or OAuth 2.1 (`oauth2`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    type: Literal["none", "oauth2"] = Field(default="none", description="none (static headers) or oauth2")
+    per_user: bool = Field(default=False, description="oauth2: each member connects their own account "
+                                                      "(false: an owner/admin connects one shared account)")
+    scopes: list[str] = Field(default_factory=list, description="oauth2: scopes to ask for (default: the server's)")
+    client_id: str = Field(default="", max_length=512,
+                           description="oauth2: a registered client; empty: Toolhub registers itself (RFC 7591)")
+    client_secret: str = Field(default="", max_length=4096,
+                               description="oauth2: the registered client's secret (write-only)")
+
+    @model_validator(mode="after")
+    def _oauth_fields_need_oauth(self) -> RemoteAuth:
+        if self.type == "none" and (self.per_user or self.scopes or self.client_id or self.client_secret):
+            raise ValueError("per_user, scopes, client_id and client_secret apply to type oauth2 only")
+        if self.client_secret and not self.client_id:
+            raise ValueError("client_secret needs the client_id it belongs to")
+        return self
+
+
 class RemoteConfig(ConfigSpec):
     tool_type: ClassVar[str] = "REMOTE"
 
@@ -28,6 +52,8 @@ class RemoteConfig(ConfigSpec):
     headers: dict[str, str] = secret_map(
         "HTTP headers sent with every request (e.g. Authorization); values are secret unless listed in not_secret")
     timeout_s: float = timeout(30, "Connect and per-call timeout")
+    auth: RemoteAuth = Field(default_factory=RemoteAuth,
+                             description="OAuth 2.1: {type: none|oauth2, per_user, scopes, client_id, client_secret}")
     not_secret: list[str] = not_secret_field()
     sampling: bool = Field(default=False, description="Offer MCP sampling: when an agent's call asks for a model "
                                                       "completion, the agent's own model answers it once the "
@@ -51,6 +77,19 @@ class RemoteConfig(ConfigSpec):
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
         check_headers(value)
         return value
+
+    @classmethod
+    def load(cls, stored: Mapping[str, Any] | None) -> RemoteConfig:
+        spec = super().load(stored)
+        if isinstance(spec.auth, dict):  # model_construct leaves the stored sub-object a dict
+            object.__setattr__(spec, "auth", RemoteAuth.model_construct(**spec.auth))
+        return spec
+
+    def stored(self) -> dict[str, Any]:
+        data = super().stored()
+        if data.get("auth") == RemoteAuth().model_dump(mode="json"):
+            data.pop("auth")  # configs saved before `auth` existed compare equal
+        return data
 
     def target(self) -> RemoteSpec:
         return RemoteSpec(url=self.url, transport=self.transport, headers=tuple(sorted(self.headers.items())),
