@@ -37,6 +37,7 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
     path("accounts/", include("tenants_app.accounts")),
+    path("oauth/", include("tools_app.oauth_views")),
     path("metrics", metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),

@@ -62,3 +62,16 @@ class InvalidAnswer(ToolError):
     """An answer that does not fit the approval: a server question's schema, or an answer to no question."""
 
     code = "invalid_answer"
+
+
+class AuthorizationRequired(ToolError):
+    """The tool needs an OAuth connection the caller has not got (or that was revoked): `authorize_url` when
+    the caller may connect it."""
+
+    code = "authorization_required"
+
+
+class OAuthFlowRefused(PermissionDenied):
+    """An OAuth link or callback that does not belong to this user, this browser, or this moment."""
+
+    code = "oauth_flow_refused"

@@ -241,3 +241,72 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"Approval #{self.pk} ({self.get_status_display().lower()})"
+
+
+class OAuthRegistration(models.Model):
+    """Toolhub's client at one authorization server (DCR or configured), reused by every tool and user of it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="oauth_registrations")
+    issuer = models.CharField(max_length=500)
+    redirect_uri = models.CharField(max_length=500)
+    client_id = models.CharField(max_length=512)
+    # {client_secret, auth_method}: encrypted, never shown.
+    secret = EncryptedJSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "issuer", "redirect_uri"],
+                                               name="oauth_registration_once_per_server")]
+
+
+class OAuthStatus(models.TextChoices):
+    CONNECTED = "connected", "Connected"
+    NEEDS_AUTHORIZATION = "needs_authorization", "Needs authorization"
+
+
+class OAuthConnection(models.Model):
+    """A tool's OAuth grant: shared (user null) or one member's own; tokens encrypted at rest."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="oauth_connections")
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="oauth_connections")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+    connected_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    status = models.CharField(max_length=24, choices=OAuthStatus.choices, default=OAuthStatus.CONNECTED)
+    # {access_token, refresh_token}: encrypted, never shown.
+    tokens = EncryptedJSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.CharField(max_length=1000, blank=True, default="")
+    # Discovery (resource, issuer, server metadata) as it was when connected: refresh and revoke go there.
+    discovery = models.JSONField(default=dict)
+    registration = models.ForeignKey(OAuthRegistration, on_delete=models.PROTECT, related_name="connections")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "user"], name="oauth_connection_per_tool_user"),
+            models.UniqueConstraint(fields=["tool"], condition=models.Q(user__isnull=True),
+                                    name="oauth_connection_one_shared"),
+        ]
+
+
+class OAuthFlow(models.Model):
+    """One authorization in progress: single-use state and PKCE verifier, bound to its user, then its session."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    shared = models.BooleanField(default=False)
+    state = models.CharField(max_length=128, unique=True)
+    # {code_verifier}: encrypted; gone once the flow is used.
+    secret = EncryptedJSONField(null=True, blank=True)
+    authorize_url = models.TextField()
+    redirect_uri = models.CharField(max_length=500)
+    discovery = models.JSONField(default=dict)
+    registration = models.ForeignKey(OAuthRegistration, on_delete=models.CASCADE, related_name="+")
+    session_hash = models.CharField(max_length=64, blank=True, default="")
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -16,13 +16,14 @@ from rest_framework.response import Response
 
 from core import hotcache
 from core.api import TenantViewSet
+from core.links import public_base
 from core.parsers import JSONParser, TextYAMLParser, YAMLParser
 from core.renderers import TextYAMLRenderer, YAMLRenderer
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
-from tools_app.services import approvals, discovery, invoke
+from tools_app.services import approvals, discovery, invoke, oauth
 from tools_app.services.tools import parse_ids
 
 LIST_FILTERS = [
@@ -156,6 +157,12 @@ class ToolViewSet(TenantViewSet):
         code = http.HTTP_201_CREATED if result["created"] else http.HTTP_400_BAD_REQUEST
         return Response(result, status=code)
 
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="oauth/connect")
+    def oauth_connect(self, request: Request, pk: Any = None) -> Response:
+        return Response(oauth.oauth_connect(tenant=request.tenant, actor=request.user, tool_id=pk,  # type: ignore[attr-defined]
+                                            base_url=public_base(request)))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedWindowThrottle])

@@ -22,7 +22,7 @@ def server_url() -> Iterator[str]:
         yield url
 
 
-def browse(authorize_url: str, user: str = "alice") -> dict[str, list[str]]:
+def browse(authorize_url: str, user: str = "alice", callback: str = REDIRECT) -> dict[str, list[str]]:
     """What a browser does at the provider: follow its redirects (consent approves at once) to our callback."""
     url = authorize_url
     with httpx2.Client(follow_redirects=False) as http:
@@ -30,7 +30,7 @@ def browse(authorize_url: str, user: str = "alice") -> dict[str, list[str]]:
             answer = http.get(url)
             assert answer.status_code in (302, 307), answer.text
             url = answer.headers["location"]
-            if url.startswith(REDIRECT):
+            if url.startswith(callback):
                 return parse_qs(urlparse(url).query)
             if "/consent" in url:
                 url += f"&user={user}"

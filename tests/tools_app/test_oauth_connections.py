@@ -1,0 +1,109 @@
+"""Connecting an OAuth-protected REMOTE tool end to end: API link, signed-in browser, provider, callback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode, urlparse
+
+import pytest
+from django.test import Client
+
+from tenants_app.models import Role
+from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
+from tests.tools_app.runtime.mcp.test_oauth_client import browse
+from tools_app.models import OAuthConnection, OAuthRegistration, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CALLBACK = "http://testserver/oauth/callback/"
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "60")) as url:
+        yield url
+
+
+def make_tool(api: Any, url: str, *, per_user: bool = False, name: str = "linear") -> int:
+    resp = api.post("/api/v1/tools/", {"name": name, "type": "REMOTE", "config": {
+        "url": url, "auth": {"type": "oauth2", "per_user": per_user}}}, format="json")
+    assert resp.status_code == 201, resp.content
+    return int(resp.json()["id"])
+
+
+def signed_in(user: Any) -> Client:
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def provider_answer(browser: Client, link: str, user: str = "alice") -> dict[str, str]:
+    """Open our start link in `browser`, then let the provider (auto-consent) send us back: the callback query."""
+    started = browser.get(urlparse(link).path)
+    assert started.status_code == 302, started.content.decode()[:500]
+    return {k: v[0] for k, v in browse(started["Location"], user, callback=CALLBACK).items()}
+
+
+def test_shared_connection_end_to_end(api: Any, server_url: str) -> None:
+    tool_id = make_tool(api, server_url)
+    resp = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/")
+    assert resp.status_code == 200, resp.content
+    body = resp.json()
+    assert body["authorize_url"].startswith("http://testserver/oauth/start/") and body["expires_in"] > 0
+    browser = signed_in(api.user)
+    query = provider_answer(browser, body["authorize_url"])
+    done = browser.get("/oauth/callback/?" + urlencode(query))
+    assert done.status_code == 200, done.content.decode()[:800]
+    assert "linear is connected with the shared account" in done.content.decode()
+    connection = OAuthConnection.objects.get(tool_id=tool_id)
+    assert connection.user is None and connection.status == "connected"
+    tokens = connection.tokens
+    assert tokens["access_token"].startswith("at-") and tokens["refresh_token"].startswith("rt-")
+    # Tokens are ciphertext in the column, and nowhere in what was answered.
+    from django.db import connection as db
+
+    with db.cursor() as cur:
+        cur.execute("SELECT tokens FROM tools_app_oauthconnection")
+        raw = cur.fetchone()[0]
+    for secret in (tokens["access_token"], tokens["refresh_token"], query["code"]):
+        assert secret not in raw
+        assert secret not in done.content.decode() and secret not in resp.content.decode()
+    # The code is good once: replaying the callback connects nothing more.
+    again = browser.get("/oauth/callback/?" + urlencode(query))
+    assert again.status_code == 400 and query["code"] not in again.content.decode()
+    # A second connect reuses the registration made for this authorization server.
+    assert api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").status_code == 200
+    assert OAuthRegistration.objects.count() == 1
+
+
+def test_a_link_opened_by_another_user_connects_nothing(api: Any, member_client: Any, tenant: Any,
+                                                       server_url: str) -> None:
+    tool_id = make_tool(api, server_url)
+    link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
+    mallory = member_client(tenant, Role.ADMIN).user
+    hijacked = signed_in(mallory).get(urlparse(link).path)
+    assert hijacked.status_code == 400 and "not yours" in hijacked.content.decode()
+    # Nor can the other user finish a flow the owner started: the callback checks user and session.
+    owner = signed_in(api.user)
+    query = provider_answer(owner, link)
+    stolen = signed_in(mallory).get("/oauth/callback/?" + urlencode(query))
+    assert stolen.status_code == 400
+    other_session = signed_in(api.user).get("/oauth/callback/?" + urlencode(query))
+    assert other_session.status_code == 400 and "another browser" in other_session.content.decode()
+    assert not OAuthConnection.objects.exists()
+    # A signed-out visitor is sent to the member sign-in first.
+    anonymous = Client().get(urlparse(link).path)
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/")
+
+
+def test_shared_connection_needs_an_admin_and_a_non_oauth_tool_is_named(api: Any, member_client: Any, tenant: Any,
+                                                                       server_url: str) -> None:
+    tool_id = make_tool(api, server_url)
+    member = member_client(tenant, Role.MEMBER)
+    refused = member.post(f"/api/v1/tools/{tool_id}/oauth/connect/")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
+    plain = api.post("/api/v1/tools/", {"name": "plain", "type": "REMOTE", "config": {"url": server_url}},
+                     format="json").json()["id"]
+    resp = api.post(f"/api/v1/tools/{plain}/oauth/connect/")
+    assert resp.status_code == 400 and resp.json()["error"]["details"]["field"] == "config.auth.type"
+    assert not ToolCall.objects.exists()

@@ -1,0 +1,67 @@
+"""The browser half of connecting an OAuth tool: `/oauth/start/<flow>/` and `/oauth/callback/`."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import path, reverse
+from django.views.decorators.cache import never_cache
+
+from core.errors import PermissionDenied
+from tenants_app.models import Role
+from tenants_app.permissions import ensure_role
+from tools_app.errors import OAuthFlowRefused
+from tools_app.runtime.errors import RuntimeToolError
+from tools_app.services import oauth as services
+
+
+def _refused(request: HttpRequest, message: str) -> HttpResponse:
+    return render(request, "oauth/result.html", {"ok": False, "message": message, "title": "Not connected"},
+                  status=400)
+
+
+@never_cache
+@login_required  # a signed-out visitor signs in first (settings.LOGIN_URL), then comes back here
+def start(request: HttpRequest, flow: str) -> HttpResponse:
+    try:
+        target = services.oauth_flow_start(user=request.user, flow_id=flow, session_key=_session(request))
+    except OAuthFlowRefused as exc:
+        return _refused(request, exc.message)
+    return HttpResponseRedirect(target)
+
+
+@never_cache
+@login_required
+def callback(request: HttpRequest) -> HttpResponse:
+    try:
+        connection = services.oauth_flow_complete(
+            user=request.user, session_key=_session(request), state=request.GET.get("state", ""),
+            code=request.GET.get("code", ""), error=request.GET.get("error", ""),
+        )
+    except (OAuthFlowRefused, RuntimeToolError) as exc:
+        return _refused(request, exc.message)
+    tool = connection.tool
+    try:
+        admin = bool(ensure_role(tenant=tool.tenant, user=request.user, at_least=Role.ADMIN))
+    except PermissionDenied:
+        admin = False
+    back = reverse("admin:tools_app_tool_change", args=[tool.pk]) if admin and request.user.is_staff else (
+        reverse("playground") + f"?tenant={tool.tenant.slug}")
+    whose = "your own account" if connection.user_id else "the shared account everyone's calls use"
+    return render(request, "oauth/result.html", {
+        "ok": True, "title": "Connected", "tool": tool, "whose": whose, "back": back,
+        "message": f"{tool.name} is connected with {whose}.",
+    })
+
+
+def _session(request: HttpRequest) -> str | None:
+    if not request.session.session_key:
+        request.session.save()
+    return request.session.session_key
+
+
+urlpatterns = [
+    path("start/<uuid:flow>/", start, name="oauth-start"),
+    path("callback/", callback, name="oauth-callback"),
+]
