@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from pathlib import Path
@@ -19,7 +20,7 @@ from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
 from tools_app.runtime.builtins.sql_demo import demo_url
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
-from tools_app.runtime.mcp.spec import ServerSpec
+from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
 from tools_app.runtime.runner.client import RunnerPool
 from tools_app.runtime.runner.placement import Registry, RunnerInfo
 from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
@@ -111,9 +112,16 @@ def server_spec(tool: Tool) -> ServerSpec:
     local = tool.type == "LOCAL"
     roots = (str(_workspace_of(tool.tenant_id)),) if local else ()
     sandbox = server_sandbox(tool.tenant) if local and not tool.unsandboxed else None
-    return configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
+    spec = configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
                                tool_type=tool.type, config=tool.config or {}, validated=True, default_roots=roots,
                                sandbox=sandbox)
+    auth = (tool.config or {}).get("auth") or {}
+    if tool.type == "REMOTE" and auth.get("type") == "oauth2" and isinstance(spec.target, RemoteSpec):
+        from tools_app.services.oauth import shared_token_provider  # services import adapters
+
+        provider = shared_token_provider(tenant_id=tool.tenant_id, tool_id=tool.pk)
+        spec = dataclasses.replace(spec, target=dataclasses.replace(spec.target, token=provider))
+    return spec
 
 
 def server_sandbox(tenant: Tenant) -> ServerSandbox | None:

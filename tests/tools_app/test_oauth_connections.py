@@ -107,3 +107,87 @@ def test_shared_connection_needs_an_admin_and_a_non_oauth_tool_is_named(api: Any
     resp = api.post(f"/api/v1/tools/{plain}/oauth/connect/")
     assert resp.status_code == 400 and resp.json()["error"]["details"]["field"] == "config.auth.type"
     assert not ToolCall.objects.exists()
+
+
+def connect_shared(api: Any, tool_id: int) -> dict[str, str]:
+    link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
+    browser = signed_in(api.user)
+    query = provider_answer(browser, link)
+    assert browser.get("/oauth/callback/?" + urlencode(query)).status_code == 200
+    return query
+
+
+@pytest.fixture(scope="module")
+def short_lived_url() -> Iterator[str]:
+    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "2")) as url:
+        yield url
+
+
+def invoke(client: Any, tool_id: int, function: str) -> dict[str, Any]:
+    resp = client.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": function, "arguments": {}}, format="json")
+    assert resp.status_code == 200, resp.content
+    return dict(resp.json())
+
+
+def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, member_client: Any, tenant: Any,
+                                                                 short_lived_url: str) -> None:
+    import threading
+    import time
+
+    tool_id = make_tool(api, short_lived_url, name="racer")
+    before = api.post(f"/api/v1/tools/{tool_id}/test/")
+    assert "authorization_required" in before.content.decode(), before.content
+    connect_shared(api, tool_id)
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
+    member = member_client(tenant, Role.MEMBER)
+    first = invoke(member, tool_id, "whoami")  # a member's call acts as the shared account
+    assert first["success"] and "alice" in first["text"], first
+    issued = [OAuthConnection.objects.get(tool_id=tool_id).tokens]
+    time.sleep(2.5)  # the access token has expired
+    results: list[dict[str, Any]] = []
+    barrier = threading.Barrier(8)
+
+    def call() -> None:
+        barrier.wait()
+        results.append(invoke(member, tool_id, "whoami"))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 8 and all(r["success"] for r in results), results
+    issued.append(OAuthConnection.objects.get(tool_id=tool_id).tokens)
+    stats = invoke(api, tool_id, "stats")
+    assert '"reuse_detected": 0' in stats["text"], stats["text"]
+    # Nothing issued leaks into answers or the audit log.
+    audit = str(list(ToolCall.objects.values()))
+    for tokens in issued:
+        for token in tokens.values():
+            assert token not in audit and all(token not in str(r) for r in results)
+
+
+def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, short_lived_url: str) -> None:
+    import time
+
+    from tools_app import adapters
+    from tools_app.models import Tool
+    from tools_app.runtime.mcp import oauth
+    from tools_app.services.oauth import _client, _discovery
+
+    tool_id = make_tool(api, short_lived_url, name="revoked")
+    connect_shared(api, tool_id)
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
+    connection = OAuthConnection.objects.get(tool_id=tool_id)
+    assert oauth.revoke(_discovery(connection.discovery), _client(connection.registration),
+                        token=connection.tokens["refresh_token"], hint="refresh_token",
+                        policy=adapters.outbound_policy())
+    time.sleep(2.5)
+    for _ in range(4):
+        answer = invoke(api, tool_id, "whoami")
+        assert answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
+        assert "401" not in (answer["error"] or "")
+    connection.refresh_from_db()
+    assert connection.status == "needs_authorization" and connection.tokens is None
+    tool = Tool.objects.get(pk=tool_id)
+    assert tool.consecutive_failures == 0 and tool.disabled_until is None

@@ -24,6 +24,13 @@ class ToolRefused(RuntimeToolError):
     result_code = "REFUSED"
 
 
+class AuthorizationNeeded(RuntimeToolError):
+    """An OAuth tool has no usable connection for this caller (never connected, or the grant was revoked)."""
+
+    code = "authorization_required"
+    result_code = "AUTHORIZATION_REQUIRED"
+
+
 class CapacityExceeded(RuntimeToolError):
     code = "capacity_exceeded"
 

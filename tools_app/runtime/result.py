@@ -18,6 +18,8 @@ EXECUTION_ERROR = "EXECUTION_ERROR"
 # A tool's own refusal (plugin hooks), and a trial run asked of a tool whose effects a rollback cannot undo.
 REFUSED = "REFUSED"
 DRY_RUN_UNSUPPORTED = "DRY_RUN_UNSUPPORTED"
+# An OAuth tool without a usable connection for this caller (DESIGN §4, Connections).
+AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
 
 ERROR_CODES = (
     INVALID_PARAMS,
@@ -29,6 +31,7 @@ ERROR_CODES = (
     EXECUTION_ERROR,
     REFUSED,
     DRY_RUN_UNSUPPORTED,
+    AUTHORIZATION_REQUIRED,
 )
 
 

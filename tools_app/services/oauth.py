@@ -7,12 +7,14 @@ is held across an HTTP round trip; each write around them is its own `transactio
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
 from tenants_app.models import Role, Tenant
@@ -22,6 +24,7 @@ from tools_app.configs import load_config
 from tools_app.configs.remote import RemoteConfig
 from tools_app.errors import OAuthFlowRefused, ToolError
 from tools_app.models import OAuthConnection, OAuthFlow, OAuthRegistration, OAuthStatus, Tool, ToolType
+from tools_app.runtime.errors import AuthorizationNeeded
 from tools_app.runtime.mcp import oauth
 
 CALLBACK_PATH = "/oauth/callback/"
@@ -171,3 +174,63 @@ def _store(*, flow: OAuthFlow, tokens: oauth.Tokens, found: oauth.Discovery) -> 
         },
     )
     return connection
+
+
+REFRESH_SKEW_S = 30  # refresh this long before the access token's stated expiry
+
+
+def shared_token_provider(*, tenant_id: int, tool_id: int) -> Callable[[str | None], str]:
+    """The REMOTE runtime's token provider for a tool's shared connection (see RemoteSpec.token)."""
+    return functools.partial(_access_token, tenant_id=tenant_id, tool_id=tool_id)
+
+
+def _access_token(stale: str | None, *, tenant_id: int, tool_id: int) -> str:
+    """A usable access token, refreshed before expiry or after a 401 of `stale`.
+
+    Serialized per connection across processes: the row is locked (SQLite: the IMMEDIATE write transaction;
+    PostgreSQL: SELECT ... FOR UPDATE) while a refresh is in flight, so a rotating refresh token is presented
+    once; whoever waited reads the token the first one stored and does not refresh again.
+    """
+    try:
+        token, revoked = _token_locked(stale, tenant_id=tenant_id, tool_id=tool_id)
+    finally:
+        close_old_connections()  # runs in the pool's worker threads: give their connection back
+    if revoked or token is None:
+        raise AuthorizationNeeded(
+            "this tool's OAuth connection needs authorization: connect it again "
+            f"(POST /api/v1/tools/{tool_id}/oauth/connect/)" if revoked else
+            f"this tool is not connected: connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)")
+    return token
+
+
+@transaction.atomic
+def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int) -> tuple[str | None, bool]:
+    connection = (OAuthConnection.objects.select_for_update()
+                  .filter(tenant_id=tenant_id, tool_id=tool_id, user__isnull=True).first())
+    if connection is None:
+        return None, False
+    if connection.status != OAuthStatus.CONNECTED:
+        return None, True
+    tokens = dict(connection.tokens or {})
+    current = tokens.get("access_token", "")
+    soon = timezone.now() + dt.timedelta(seconds=REFRESH_SKEW_S)
+    fresh_enough = connection.expires_at is None or connection.expires_at > soon
+    if current and (stale != current) and (stale is not None or fresh_enough):
+        return current, False  # valid, or another caller refreshed since `stale` was refused
+    if not tokens.get("refresh_token"):
+        connection.status = OAuthStatus.NEEDS_AUTHORIZATION
+        connection.save(update_fields=["status", "updated_at"])
+        return None, True
+    try:
+        new = oauth.refresh(_discovery(connection.discovery), _client(connection.registration),
+                            refresh_token=tokens["refresh_token"], policy=adapters.outbound_policy())
+    except oauth.GrantInvalid:
+        # The grant is gone (revoked, or a refresh token reused): stop presenting it and ask for a new one.
+        connection.status, connection.tokens = OAuthStatus.NEEDS_AUTHORIZATION, None
+        connection.save(update_fields=["status", "tokens", "updated_at"])
+        return None, True
+    connection.tokens = {"access_token": new.access_token, "refresh_token": new.refresh_token}
+    connection.expires_at = dt.datetime.fromtimestamp(new.expires_at, tz=dt.UTC) if new.expires_at else None
+    connection.scopes = new.scope or connection.scopes
+    connection.save(update_fields=["tokens", "expires_at", "scopes", "updated_at"])
+    return new.access_token, False

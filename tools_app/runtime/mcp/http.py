@@ -14,7 +14,13 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from core.outbound import GuardedAsyncTransport, OutboundPolicy, check_url, safe_url
-from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, ToolTimeout
+from tools_app.runtime.errors import (
+    AuthorizationNeeded,
+    OutboundBlocked,
+    RemoteHTTPError,
+    RuntimeToolError,
+    ToolTimeout,
+)
 from tools_app.runtime.mcp.spec import RemoteSpec
 
 # An SSE stream may stay quiet for long; the session's own request timeouts bound each call.
@@ -42,9 +48,12 @@ class HttpChannel:
 class RecordingTransport(GuardedAsyncTransport):
     """The outbound guard, plus: redirects re-checked up front, HTTP error statuses recorded (never headers)."""
 
-    def __init__(self, policy: OutboundPolicy, channel: HttpChannel, *, optional_get: bool = False, **kwargs: Any) -> None:
+    def __init__(self, policy: OutboundPolicy, channel: HttpChannel, *, optional_get: bool = False,
+                 token_auth: bool = False, **kwargs: Any) -> None:
         super().__init__(policy, **kwargs)
         self.channel = channel
+        # With OAuth a 401 is TokenAuth's to judge (it refreshes and retries first).
+        self.token_auth = token_auth
         # Streamable HTTP's GET stream is optional (a server may answer 405): its status is no failure.
         self.optional_get = optional_get
 
@@ -77,7 +86,8 @@ class RecordingTransport(GuardedAsyncTransport):
                 )
                 self.channel.record(blocked)
                 raise blocked from None
-        elif status >= 400 and request.method != "DELETE" and not (self.optional_get and request.method == "GET"):
+        elif (status >= 400 and request.method != "DELETE" and not (self.optional_get and request.method == "GET")
+              and not (status == 401 and self.token_auth)):
             self.channel.record(
                 RemoteHTTPError(
                     f"{request.method} {safe_url(str(request.url))} answered HTTP {status}",
@@ -87,7 +97,46 @@ class RecordingTransport(GuardedAsyncTransport):
         return response
 
 
-def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: float, *, optional_get: bool) -> Any:
+class TokenAuth(httpx2.Auth):
+    """Bearer auth from the spec's token provider: asked per request, asked again once after a 401.
+
+    The provider touches the database, so it runs in a worker thread, never on the pool's event loop. A
+    provider failure is recorded on the channel (so the call reports AUTHORIZATION_REQUIRED, not the SDK's
+    stand-in) and the request goes out without a token, which the server refuses.
+    """
+
+    def __init__(self, provider: Any, channel: HttpChannel) -> None:
+        self.provider = provider
+        self.channel = channel
+
+    async def _token(self, stale: str | None) -> str | None:
+        try:
+            return str(await anyio.to_thread.run_sync(self.provider, stale))
+        except RuntimeToolError as exc:
+            self.channel.record(exc)
+            return None
+
+    async def async_auth_flow(self, request: httpx2.Request) -> Any:
+        token = await self._token(None)
+        if token is None:
+            raise self.channel.failure or RemoteHTTPError("no access token")
+        request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code == 401:
+            fresh = await self._token(token)
+            if fresh is None:
+                raise self.channel.failure or RemoteHTTPError("no access token")
+            if fresh != token:
+                await response.aread()
+                request.headers["Authorization"] = f"Bearer {fresh}"
+                response = yield request
+            if response.status_code == 401:
+                self.channel.record(AuthorizationNeeded(
+                    f"{safe_url(str(request.url))} refused the access token (HTTP 401): authorize again"))
+
+
+def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: float, *, optional_get: bool,
+                    token_auth: bool = False) -> Any:
     def factory(
         headers: dict[str, str] | None = None,
         timeout: httpx2.Timeout | None = None,
@@ -97,7 +146,7 @@ def _client_factory(policy: OutboundPolicy, channel: HttpChannel, timeout_s: flo
             headers=headers,
             auth=auth,
             timeout=timeout or httpx2.Timeout(timeout_s, read=SSE_READ_TIMEOUT_S),
-            transport=RecordingTransport(policy, channel, optional_get=optional_get),
+            transport=RecordingTransport(policy, channel, optional_get=optional_get, token_auth=token_auth),
             follow_redirects=False,
             trust_env=False,
         )
@@ -151,11 +200,14 @@ async def http_transport(
     """Open the configured transport; the URL is guard-checked before any connection is made."""
     check_url(spec.url, policy)
     headers = dict(spec.headers)
-    factory = _client_factory(policy, channel, spec.timeout_s, optional_get=spec.transport == "streamable_http")
+    factory = _client_factory(policy, channel, spec.timeout_s, optional_get=spec.transport == "streamable_http",
+                              token_auth=spec.token is not None)
+    auth = TokenAuth(spec.token, channel) if spec.token is not None else None
     if spec.transport == "sse":
         async with sse_client(
             spec.url,
             headers=headers,
+            auth=auth,
             timeout=spec.timeout_s,
             sse_read_timeout=SSE_READ_TIMEOUT_S,
             httpx_client_factory=factory,
@@ -163,6 +215,6 @@ async def http_transport(
             # A legacy SSE session lives exactly as long as its GET stream: its end is how a restart shows.
             yield _EndWatch(read_stream, channel), write_stream
     else:
-        async with factory(headers=headers) as client:
+        async with factory(headers=headers, auth=auth) as client:
             async with streamable_http_client(spec.url, http_client=client) as (read_stream, write_stream):
                 yield read_stream, write_stream

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from tools_app.runtime.sandbox import ServerSandbox
 
@@ -41,6 +42,9 @@ class RemoteSpec:
     timeout_s: float = 30
     sampling: bool = False
     elicitation: bool = True
+    # OAuth: called (in a worker thread) for the access token to send; given the token a 401 refused, it
+    # returns a newer one (refreshing if nobody has). It raises AuthorizationNeeded when there is none.
+    token: Callable[[str | None], str] | None = field(default=None, compare=False, hash=False)
 
     # Header values are secrets: keep them out of reprs that may reach logs.
     def __repr__(self) -> str:
