@@ -23,6 +23,7 @@ from tools_app.models import (
     Approval,
     ApprovalStatus,
     FunctionState,
+    OAuthConnection,
     Tool,
     ToolCall,
     ToolFunction,
@@ -242,3 +243,17 @@ def approvals_of(*, tenant: Tenant, ids: list[int], pending_only: bool = False) 
     if pending_only:
         qs = qs.filter(status=ApprovalStatus.PENDING)
     return qs.order_by("id")
+
+
+def oauth_state(*, tenant: Tenant, tool_id: Any, user: Any, config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The detail's `oauth` block as this caller sees it: the shared connection, or their own (per_user)."""
+    auth = (config or {}).get("auth") or {}
+    if auth.get("type") != "oauth2":
+        return None
+    per_user = bool(auth.get("per_user"))
+    connection = OAuthConnection.objects.filter(
+        tenant=tenant, tool_id=as_id(tool_id) or 0, user=user if per_user else None).first()
+    status = connection.status if connection is not None else "not_connected"
+    return {"type": "oauth2", "per_user": per_user, "connected": status == "connected", "status": status,
+            "scopes": connection.scopes.split() if connection is not None else [],
+            "expires_at": connection.expires_at.isoformat() if connection and connection.expires_at else None}

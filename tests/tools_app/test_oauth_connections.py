@@ -191,3 +191,36 @@ def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, s
     assert connection.status == "needs_authorization" and connection.tokens is None
     tool = Tool.objects.get(pk=tool_id)
     assert tool.consecutive_failures == 0 and tool.disabled_until is None
+
+
+def test_detail_shows_the_callers_view_and_disconnect_revokes(api: Any, member_client: Any, tenant: Any,
+                                                              server_url: str) -> None:
+    tool_id = make_tool(api, server_url, name="detailed")
+    assert api.get(f"/api/v1/tools/{tool_id}/").json()["oauth"] == {
+        "type": "oauth2", "per_user": False, "connected": False, "status": "not_connected", "scopes": [],
+        "expires_at": None}
+    connect_shared(api, tool_id)
+    tokens = OAuthConnection.objects.get(tool_id=tool_id).tokens
+    detail = api.get(f"/api/v1/tools/{tool_id}/")
+    block = detail.json()["oauth"]
+    assert block["connected"] is True and block["status"] == "connected" and block["scopes"] == ["read"]
+    assert block["expires_at"]
+    assert all(t not in detail.content.decode() for t in tokens.values())
+    member = member_client(tenant, Role.MEMBER)
+    assert member.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code == 403
+    assert api.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code == 204
+    assert not OAuthConnection.objects.filter(tool_id=tool_id).exists()
+    assert api.get(f"/api/v1/tools/{tool_id}/").json()["oauth"]["connected"] is False
+    # Revoked upstream too: the refresh token no longer works at the provider.
+    from tools_app import adapters
+    from tools_app.runtime.mcp import oauth
+    from tools_app.services.oauth import _client
+
+    registration = OAuthRegistration.objects.get()
+    found = oauth.discover(server_url, adapters.outbound_policy())
+    with pytest.raises(oauth.GrantInvalid):
+        oauth.refresh(found, _client(registration), refresh_token=tokens["refresh_token"],
+                      policy=adapters.outbound_policy())
+    plain = api.post("/api/v1/tools/", {"name": "plain", "type": "REMOTE", "config": {"url": server_url}},
+                     format="json").json()["id"]
+    assert api.get(f"/api/v1/tools/{plain}/").json()["oauth"] is None

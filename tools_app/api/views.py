@@ -73,7 +73,11 @@ class ToolViewSet(TenantViewSet):
     # string id in the schema would name `GET /tools/all/` (another operation) as this one.
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)], responses=s.ToolOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(_detail(request.tenant, pk))  # type: ignore[attr-defined]
+        body = _detail(request.tenant, pk)  # type: ignore[attr-defined]
+        # The caller's own view of the connection: never part of the shared, cached rendering.
+        body["oauth"] = selectors.oauth_state(tenant=request.tenant, tool_id=pk, user=request.user,  # type: ignore[attr-defined]
+                                              config=selectors.tool_get(tenant=request.tenant, tool_id=pk).config)  # type: ignore[attr-defined]
+        return Response(body)
 
     @extend_schema(request=s.ToolIn, responses={201: s.ToolOut})
     def create(self, request: Request) -> Response:
@@ -157,6 +161,12 @@ class ToolViewSet(TenantViewSet):
         code = http.HTTP_201_CREATED if result["created"] else http.HTTP_400_BAD_REQUEST
         return Response(result, status=code)
 
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["delete"], url_path="oauth")
+    def oauth_disconnect(self, request: Request, pk: Any = None) -> Response:
+        oauth.oauth_disconnect(tenant=request.tenant, actor=request.user, tool_id=pk)  # type: ignore[attr-defined]
+        return Response(status=http.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="oauth/connect")

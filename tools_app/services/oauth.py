@@ -234,3 +234,29 @@ def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int) -> tuple[s
     connection.scopes = new.scope or connection.scopes
     connection.save(update_fields=["tokens", "expires_at", "scopes", "updated_at"])
     return new.access_token, False
+
+
+def oauth_disconnect(*, tenant: Tenant, actor: Any, tool_id: Any) -> bool:
+    """Forget the caller's connection (the shared one: owner/admin), revoking it upstream where offered (RFC 7009)."""
+    tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    spec = _oauth_config(tool)
+    ensure_role(tenant=tenant, user=actor, at_least=Role.MEMBER if spec.auth.per_user else Role.ADMIN)
+    gone = _forget(tenant=tenant, tool=tool, user=actor if spec.auth.per_user else None)
+    if gone is None:
+        return False
+    tokens, found, client = gone
+    policy = adapters.outbound_policy()
+    for hint in ("refresh_token", "access_token"):
+        if tokens.get(hint):
+            oauth.revoke(found, client, token=tokens[hint], hint=hint, policy=policy)
+    return True
+
+
+@transaction.atomic
+def _forget(*, tenant: Tenant, tool: Tool, user: Any) -> tuple[dict[str, str], oauth.Discovery, oauth.Client] | None:
+    connection = OAuthConnection.objects.select_for_update().filter(tenant=tenant, tool=tool, user=user).first()
+    if connection is None:
+        return None
+    gone = (dict(connection.tokens or {}), _discovery(connection.discovery), _client(connection.registration))
+    connection.delete()
+    return gone
