@@ -257,3 +257,13 @@ def oauth_state(*, tenant: Tenant, tool_id: Any, user: Any, config: dict[str, An
     return {"type": "oauth2", "per_user": per_user, "connected": status == "connected", "status": status,
             "scopes": connection.scopes.split() if connection is not None else [],
             "expires_at": connection.expires_at.isoformat() if connection and connection.expires_at else None}
+
+
+def oauth_token_values(*, tenant: Tenant, tool: Tool) -> list[str]:
+    """The tokens of a tool's OAuth connections (the scrubber masks them); none for other tools (no query)."""
+    if ((tool.config or {}).get("auth") or {}).get("type") != "oauth2":
+        return []
+    values: list[str] = []
+    for tokens in OAuthConnection.objects.filter(tenant=tenant, tool=tool).values_list("tokens", flat=True):
+        values += [str(v) for v in (tokens or {}).values() if v]
+    return values

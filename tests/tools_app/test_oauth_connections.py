@@ -158,6 +158,8 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
         t.join(60)
     assert len(results) == 8 and all(r["success"] for r in results), results
     issued.append(OAuthConnection.objects.get(tool_id=tool_id).tokens)
+    leaked = invoke(api, tool_id, "leak_token")
+    assert leaked["success"] and "you sent me ********" in leaked["text"], leaked
     stats = invoke(api, tool_id, "stats")
     assert '"reuse_detected": 0' in stats["text"], stats["text"]
     # Nothing issued leaks into answers or the audit log.

@@ -279,7 +279,13 @@ def _invoke(
             "server-spec", (tenant.pk, tool.pk, tool.config_version, str(settings.TOOLHUB_WORKSPACE_ROOT)),
             (hotcache.tenant_scope(tenant.pk),), lambda: adapters.server_spec(tool))
     result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests,
-                 server_spec=pool_spec).scrubbed(scrub)
+                 server_spec=pool_spec)
+    tokens = selectors.oauth_token_values(tenant=tenant, tool=tool)
+    if tokens:
+        # OAuth tokens rotate, so they are read after the call (which may have refreshed them), not cached.
+        secrets += tokens
+        scrub = scrubber(secrets)
+    result.scrubbed(scrub)
     if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         if result.success or result.error_code not in BREAKER_CODES:
             if tool.consecutive_failures or tool.last_ok_at is None:
