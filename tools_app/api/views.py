@@ -33,7 +33,7 @@ LIST_FILTERS = [
 ]
 
 
-def _detail(tenant: Any, pk: Any) -> dict[str, Any]:
+def _detail(tenant: Any, pk: Any, user: Any) -> dict[str, Any]:
     """GET /tools/{id}/'s body. Warm, from this process's memory: the tool snapshot invoke uses
     (selectors.tool_snapshot) and its rendering, both kept only while nothing in the tenant's tools changed
     (core.hotcache; health and discovery writes bump it too). The market block is read on every request: a
@@ -50,6 +50,8 @@ def _detail(tenant: Any, pk: Any) -> dict[str, Any]:
                                     render))
     if tool.market_entry_id is not None:
         body["market"] = s.market_block(selectors.tool_market(tenant=tenant, tool_id=tool.pk))
+    # The caller's own view of the connection (no query for a tool without OAuth): never in the shared cache.
+    body["oauth"] = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
     return body
 
 
@@ -73,11 +75,7 @@ class ToolViewSet(TenantViewSet):
     # string id in the schema would name `GET /tools/all/` (another operation) as this one.
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)], responses=s.ToolOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        body = _detail(request.tenant, pk)  # type: ignore[attr-defined]
-        # The caller's own view of the connection: never part of the shared, cached rendering.
-        body["oauth"] = selectors.oauth_state(tenant=request.tenant, tool_id=pk, user=request.user,  # type: ignore[attr-defined]
-                                              config=selectors.tool_get(tenant=request.tenant, tool_id=pk).config)  # type: ignore[attr-defined]
-        return Response(body)
+        return Response(_detail(request.tenant, pk, request.user))  # type: ignore[attr-defined]
 
     @extend_schema(request=s.ToolIn, responses={201: s.ToolOut})
     def create(self, request: Request) -> Response:

@@ -117,6 +117,16 @@ class TokenAuth(httpx2.Auth):
             return None
 
     async def async_auth_flow(self, request: httpx2.Request) -> Any:
+        if request.method == "DELETE":
+            # Ending the session is best effort: without a token it goes out bare rather than failing loudly.
+            try:
+                token: str | None = str(await anyio.to_thread.run_sync(self.provider, None))
+            except RuntimeToolError:
+                token = None
+            if token:
+                request.headers["Authorization"] = f"Bearer {token}"
+            yield request
+            return
         token = await self._token(None)
         if token is None:
             raise self.channel.failure or RemoteHTTPError("no access token")
