@@ -169,7 +169,8 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
             assert token not in audit and all(token not in str(r) for r in results)
 
 
-def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, short_lived_url: str) -> None:
+def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, member_client: Any, tenant: Any,
+                                                                    short_lived_url: str) -> None:
     import time
 
     from tools_app import adapters
@@ -189,6 +190,10 @@ def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, s
         answer = invoke(api, tool_id, "whoami")
         assert answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
         assert "401" not in (answer["error"] or "")
+        assert answer["authorize_url"].startswith("http://testserver/oauth/start/")
+    member = member_client(tenant, Role.MEMBER)  # may not connect the shared account: no link
+    refused = invoke(member, tool_id, "whoami")
+    assert refused["error_code"] == "AUTHORIZATION_REQUIRED" and refused["authorize_url"] is None
     connection.refresh_from_db()
     assert connection.status == "needs_authorization" and connection.tokens is None
     tool = Tool.objects.get(pk=tool_id)

@@ -195,7 +195,12 @@ class ToolViewSet(TenantViewSet):
             arguments=body.validated_data.get("arguments", {}),
             dry_run=body.validated_data.get("dry_run", False),
         )
-        return Response(done.body())
+        answer = done.body()
+        if answer.get("error_code") == "AUTHORIZATION_REQUIRED":
+            # The caller's own link when they may connect it (the shared connection: owners/admins).
+            answer["authorize_url"] = oauth.authorize_link_or_none(
+                tenant=request.tenant, actor=request.user, tool_id=pk, base_url=public_base(request))  # type: ignore[attr-defined]
+        return Response(answer)
 
     @extend_schema(request=None, responses=s.FunctionOut)
     @action(detail=True, methods=["post"], url_path=r"functions/(?P<name>[^/]+)/approve")

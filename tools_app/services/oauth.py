@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import adapters, selectors
@@ -24,7 +25,7 @@ from tools_app.configs import load_config
 from tools_app.configs.remote import RemoteConfig
 from tools_app.errors import OAuthFlowRefused, ToolError
 from tools_app.models import OAuthConnection, OAuthFlow, OAuthRegistration, OAuthStatus, Tool, ToolType
-from tools_app.runtime.errors import AuthorizationNeeded
+from tools_app.runtime.errors import AuthorizationNeeded, RuntimeToolError
 from tools_app.runtime.mcp import oauth
 
 CALLBACK_PATH = "/oauth/callback/"
@@ -260,3 +261,12 @@ def _forget(*, tenant: Tenant, tool: Tool, user: Any) -> tuple[dict[str, str], o
     gone = (dict(connection.tokens or {}), _discovery(connection.discovery), _client(connection.registration))
     connection.delete()
     return gone
+
+
+def authorize_link_or_none(*, tenant: Tenant, actor: Any, tool_id: Any, base_url: str) -> str | None:
+    """A connect link for a call that answered AUTHORIZATION_REQUIRED, or None when this caller may not
+    connect the tool (or discovery fails now: the call's own message already says what to do)."""
+    try:
+        return str(oauth_connect(tenant=tenant, actor=actor, tool_id=tool_id, base_url=base_url)["authorize_url"])
+    except (DomainError, RuntimeToolError):
+        return None
