@@ -231,3 +231,15 @@ def test_detail_shows_the_callers_view_and_disconnect_revokes(api: Any, member_c
     plain = api.post("/api/v1/tools/", {"name": "plain", "type": "REMOTE", "config": {"url": server_url}},
                      format="json").json()["id"]
     assert api.get(f"/api/v1/tools/{plain}/").json()["oauth"] is None
+
+
+def test_tokens_never_follow_the_tool_to_another_url(api: Any, server_url: str, short_lived_url: str) -> None:
+    tool_id = make_tool(api, server_url, name="moved")
+    connect_shared(api, tool_id)
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
+    moved = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"url": short_lived_url, "auth": {"type": "oauth2"}}},
+                      format="json")
+    assert moved.status_code == 200, moved.content
+    answer = invoke(api, tool_id, "whoami")
+    assert answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
+    assert OAuthConnection.objects.get(tool_id=tool_id).status == "needs_authorization"

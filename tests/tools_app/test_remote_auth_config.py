@@ -58,3 +58,34 @@ def test_bad_auth_is_named_without_its_value(auth: dict[str, Any], field: str) -
         validate_config("REMOTE", {**BASE, "auth": auth})
     assert str(refused.value.details.get("field", "")).startswith(f"config.{field}")
     assert CLIENT_SECRET not in str(refused.value) and CLIENT_SECRET not in str(refused.value.details)
+
+
+@pytest.mark.django_db
+def test_client_secret_stays_out_of_detail_export_and_admin(api: Any, tenant: Any) -> None:
+    from django.test import Client
+
+    from tenants_app.models import Role
+    from tests.factories import MembershipFactory, UserFactory
+
+    resp = api.post("/api/v1/tools/", {"name": "linear", "type": "REMOTE", "config": {
+        **BASE, "auth": {"type": "oauth2", "client_id": "abc", "client_secret": CLIENT_SECRET}}}, format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = resp.json()["id"]
+    detail = api.get(f"/api/v1/tools/{tool_id}/")
+    assert detail.json()["config_summary"]["auth"]["client_secret"] == MASK
+    exported = api.post("/api/v1/tools/export/", {"ids": [tool_id]}, format="json")
+    admin: Any = UserFactory(is_staff=True, is_superuser=True)
+    MembershipFactory(tenant=tenant, user=admin, role=Role.OWNER)
+    browser = Client()
+    browser.force_login(admin)
+    page = browser.get(f"/admin/tools_app/tool/{tool_id}/change/")
+    assert page.status_code == 200
+    for answer in (resp, detail, exported, page):
+        assert CLIENT_SECRET not in answer.content.decode()
+    # Saving with the mask keeps the stored secret.
+    kept = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {**BASE, "auth": {
+        "type": "oauth2", "client_id": "abc", "client_secret": MASK}}}, format="json")
+    assert kept.status_code == 200, kept.content
+    from tools_app.models import Tool
+
+    assert Tool.objects.get(pk=tool_id).config["auth"]["client_secret"] == CLIENT_SECRET

@@ -102,7 +102,7 @@ def oauth_connect(*, tenant: Tenant, actor: Any, tool_id: Any, base_url: str) ->
             tenant=tenant, tool=tool, user=actor, shared=not spec.auth.per_user, state=state,
             secret={"code_verifier": verifier}, authorize_url=link, redirect_uri=redirect_uri,
             discovery={"resource": found.resource, "issuer": found.issuer, "metadata": found.metadata,
-                       "scopes_supported": found.scopes_supported},
+                       "scopes_supported": found.scopes_supported, "server_url": spec.url},
             registration=registration, expires_at=timezone.now() + dt.timedelta(seconds=ttl),
         )
     return {"authorize_url": f"{base_url.rstrip('/')}/oauth/start/{flow.pk}/", "expires_in": ttl}
@@ -171,7 +171,8 @@ def _store(*, flow: OAuthFlow, tokens: oauth.Tokens, found: oauth.Discovery) -> 
             "tokens": {"access_token": tokens.access_token, "refresh_token": tokens.refresh_token},
             "scopes": tokens.scope, "registration": flow.registration,
             "discovery": {"resource": found.resource, "issuer": found.issuer, "metadata": found.metadata,
-                          "scopes_supported": found.scopes_supported},
+                          "scopes_supported": found.scopes_supported,
+                          "server_url": flow.discovery.get("server_url", "")},
         },
     )
     return connection
@@ -211,6 +212,12 @@ def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int) -> tuple[s
     if connection is None:
         return None, False
     if connection.status != OAuthStatus.CONNECTED:
+        return None, True
+    url = ((Tool.objects.filter(pk=tool_id).values_list("config", flat=True).first() or {}).get("url"))
+    if url != connection.discovery.get("server_url"):
+        # The tool points elsewhere now: its tokens are never sent to a server they were not issued for.
+        connection.status, connection.tokens = OAuthStatus.NEEDS_AUTHORIZATION, None
+        connection.save(update_fields=["status", "tokens", "updated_at"])
         return None, True
     tokens = dict(connection.tokens or {})
     current = tokens.get("access_token", "")
