@@ -89,3 +89,16 @@ def test_client_secret_stays_out_of_detail_export_and_admin(api: Any, tenant: An
     from tools_app.models import Tool
 
     assert Tool.objects.get(pk=tool_id).config["auth"]["client_secret"] == CLIENT_SECRET
+
+
+
+@pytest.mark.django_db
+def test_a_kept_client_secret_does_not_follow_the_url_to_another_origin(api: Any) -> None:
+    auth = {"type": "oauth2", "client_id": "abc", "client_secret": CLIENT_SECRET}
+    tool_id = api.post("/api/v1/tools/", {"name": "linear", "type": "REMOTE", "config": {**BASE, "auth": auth}},
+                       format="json").json()["id"]
+    moved = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"url": "https://evil.example.net/mcp", "auth": {
+        **auth, "client_secret": MASK}}}, format="json")
+    assert moved.status_code == 400, moved.content
+    assert moved.json()["error"]["details"]["secrets_required"] == ["config.auth.client_secret"]
+    assert CLIENT_SECRET not in moved.content.decode()

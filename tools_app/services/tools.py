@@ -159,6 +159,8 @@ def _secrets_follow_origin(tool: Tool, incoming: dict[str, Any]) -> None:
     new_url = incoming.get("url")
     if tool.type in (ToolType.REMOTE, ToolType.HTTP) and isinstance(new_url, str):
         kept = kept_keys(stored=stored, incoming=incoming, secret_maps=SECRET_MAPS[tool.type])
+        kept += [m for m in contains_mask(tool.type, incoming) if m == "auth.client_secret"
+                 and ((stored.get("auth") or {}).get("client_secret"))]
         require_secrets_on_move(old_url=stored.get("url"), new_url=new_url,
                                 kept=[f"config.{k}" for k in kept], field="config.url")
 
