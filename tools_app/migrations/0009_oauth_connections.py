@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('tenants_app', '0003_imported_auto_approve'),
-        ('tools_app', '0007_toolcall_call_uid'),
+        ('tools_app', '0008_tool_unsandboxed'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
