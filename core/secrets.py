@@ -431,7 +431,8 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
 
 
 class SecretLogFilter(logging.Filter):
-    """A log filter masking every secret this process built a scrubber for, in the message and traceback."""
+    """A structured log filter: masks every secret this process built a scrubber for in every field of the
+    record (message and args, `extra=` fields of any type, exception and stack text), not only the message."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         with _known_lock:
@@ -448,7 +449,23 @@ class SecretLogFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = s.text(record.exc_text)
+            # A handler that formats exc_info itself (or reads the exception's args) would print it unmasked.
+            record.exc_info = None
+        if record.stack_info:
+            record.stack_info = s.text(record.stack_info)
         for key, value in list(vars(record).items()):
-            if key not in _RECORD_FIELDS and isinstance(value, str):
-                setattr(record, key, s.text(value))  # `extra=` fields a formatter may print
+            if key not in _RECORD_FIELDS:
+                setattr(record, key, _scrub_extra(s, value))  # `extra=` fields a formatter or handler may print
         return True
+
+
+def _scrub_extra(s: Scrubber, value: Any) -> Any:
+    """A log record's extra field with secrets masked: JSON-like values keep their shape, other objects are
+    replaced by their scrubbed text when that text held a secret."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str | Mapping | list | tuple):
+        return s.value(value)
+    text = str(value)
+    scrubbed = s.text(text)
+    return value if scrubbed == text else scrubbed
