@@ -7,6 +7,8 @@ import io
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -211,3 +213,21 @@ def test_log_filter_scrubs_every_field_of_the_record_not_only_the_message() -> N
         for value in vars(record).values():
             assert SECRET not in str(value)
     assert records[0].data["id"] == "1"  # type: ignore[attr-defined]  # structure kept, only values masked
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "scrub_corpus" / "cases.jsonl"
+CORPUS_CASES = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("case", CORPUS_CASES, ids=[f"{c['encoding']}-{i}" for i, c in enumerate(CORPUS_CASES)])
+def test_scrubber_corpus(case: dict[str, Any]) -> None:
+    """One row per encoding an upstream was seen to echo (and per false positive to avoid): the corpus grows
+    with each new encoding found."""
+    out = scrub(case["input"], [case["secret"]])
+    if case["masked"]:
+        dumped = json.dumps(out, ensure_ascii=False)
+        assert MASK in dumped
+        for leak in case["leaks"]:
+            assert leak not in dumped
+    else:
+        assert out == case["input"]
