@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: install run gateway-clients test test-servers test-plugins lint lock ci clean prod-local bench-load
+.PHONY: install run gateway-clients test test-fast test-servers test-plugins lint lock ci clean prod-local bench-load
 .PHONY: sandbox-deps docs
 
 install: $(STAMP) sandbox-deps
@@ -47,6 +47,12 @@ gateway-clients: install
 
 test: install test-servers test-plugins
 	$(BIN)/python -m pytest
+
+# The inner loop: everything but the slow lanes (real third-party servers, browsers, schema fuzzing, the
+# production topology). `make test` still runs them all.
+FAST_MARKERS = not real_servers and not browser and not schema_fuzz and not prod_topology
+test-fast: install
+	$(BIN)/python -m pytest -m "$(FAST_MARKERS)"
 
 # The sample tool plugin (examples/toolhub-sample-plugin) is never installed into $(VENV): the test settings
 # put it on sys.path from var/test-plugins/, so `make run` never offers sample_* tools. This removes a copy

@@ -60,8 +60,10 @@ class TenantViewSet(viewsets.GenericViewSet):
         hotcache.hint_tenant(request.headers.get("X-Tenant"))  # its generation comes with the identity one
         super().initial(request, *args, **kwargs)
         tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"))
-        request.tenant = tenant  # type: ignore[attr-defined]
-        request.membership = membership  # type: ignore[attr-defined]
+        # On the Django request too: DRF's OPTIONS metadata clones the request (clone_request keeps only the
+        # HttpRequest underneath) and looks the object up through that clone.
+        request.tenant = request._request.tenant = tenant  # type: ignore[attr-defined]
+        request.membership = request._request.membership = membership  # type: ignore[attr-defined]
         membership.require(self.required_role(request))
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:

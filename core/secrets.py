@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import html.entities
 import json
 import logging
 import re
@@ -204,6 +205,11 @@ def _char_pattern(c: str) -> str:
     alternatives.add("".join("%" + _hex(f"{b:02x}") for b in c.encode("utf-8")))
     if c == " ":
         alternatives.add(r"\+")  # quote_plus
+    # HTML character references an upstream's HTML page echoes: decimal, hex (either case), named.
+    alternatives.add(f"&#0*{cp};")
+    alternatives.add("&#[xX]0*" + _hex(f"{cp:x}") + ";")
+    if cp in html.entities.codepoint2name:
+        alternatives.add(f"&{html.entities.codepoint2name[cp]};")
     return "(?:" + "|".join(sorted(alternatives, key=len, reverse=True)) + ")"
 
 
@@ -228,7 +234,7 @@ def _matcher(value: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
 def _combined(values: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[str, ...]]:
     """The form pattern of several secrets (longest first) behind a one-class lookahead, so ordinary text
     fails fast at most positions; and their base64 cores."""
-    starts = {v[0] for v in values} | {"\\", "%"} | ({"+"} if any(v[0] == " " for v in values) else set())
+    starts = {v[0] for v in values} | {"\\", "%", "&"} | ({"+"} if any(v[0] == " " for v in values) else set())
     lead = "(?=[" + "".join(re.escape(c) for c in sorted(starts)) + "])"
     forms = re.compile(lead + "(?:" + "|".join("".join(_char_pattern(c) for c in v) for v in values) + ")")
     cores = set().union(*(_b64_cores(v.encode("utf-8")) for v in values))
@@ -259,13 +265,36 @@ def _b64_cores(secret: bytes) -> set[str]:
     return cores | {c.translate(_TO_URLSAFE) for c in cores}
 
 
+@functools.lru_cache(maxsize=1024)
+def _transformed(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Whole-value transforms an upstream applies before echoing a secret, lower-cased for a case-blind
+    search: the secret in another case, hex of its UTF-8 bytes and base32 (either case, padded or not)."""
+    forms: set[tuple[str, str]] = set()  # (form, the padding character that may follow it)
+    for value in values:
+        raw = value.encode("utf-8")
+        forms |= {(value.lower(), ""), (raw.hex(), ""), (base64.b32encode(raw).decode().rstrip("=").lower(), "=")}
+    return tuple(sorted(forms, key=lambda f: len(f[0]), reverse=True))
+
+
+def _find_all(haystack: str, needle: str, found: list[tuple[int, int]], pad: str = "") -> None:
+    at = haystack.find(needle)
+    while at >= 0:
+        end = at + len(needle)
+        while pad and end < len(haystack) and haystack[end] == pad:
+            end += 1
+        found.append((at, end))
+        at = haystack.find(needle, end)
+
+
 class Scrubber:
     """Masks known secret values in text and JSON values, in their encoded forms too.
 
     Matched forms: raw; JSON-escaped (also escaped twice) and `\\uXXXX`-escaped, any mix; percent-encoded
-    (quote and quote_plus, either hex case); base64 (std and urlsafe, padded or not) of the secret alone
-    or inside a longer blob such as `user:secret` (the whole base64 run is masked). Apply it to the full
-    text, before any truncation.
+    (quote and quote_plus, either hex case); HTML character references (decimal, hex, named); base64 (std
+    and urlsafe, padded or not) of the secret alone or inside a longer blob such as `user:secret` (the whole
+    base64 run is masked); the secret in another case, hex-encoded or base32-encoded (see `_transformed`);
+    in JSON values, a secret split across two adjacent strings. Apply it to the full text, before any
+    truncation. The cases live in tests/fixtures/scrub_corpus/cases.jsonl.
     """
 
     def __init__(self, secrets: Iterable[str], *, combine: bool = True) -> None:
@@ -275,6 +304,7 @@ class Scrubber:
         # one cached pattern per value, so a new secret never recompiles the others.
         few = combine and len(values) <= COMBINE_UP_TO
         self._matchers = [_combined(self.values)] if few else [_matcher(v) for v in values]
+        self._transformed = _transformed(self.values) if values else None
         # The longest text one raw secret can become (six-char \uXXXX escapes twice over, or %XX of 4 bytes).
         self.max_form_chars = max((len(v) * 12 for v in values), default=0)
 
@@ -284,6 +314,16 @@ class Scrubber:
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Sorted, merged (start, end) ranges of `text` to mask."""
         found: list[tuple[int, int]] = []
+        if self._transformed:
+            # str.find on the lower-cased text (C speed); lower() keeps offsets unless a character changes length.
+            lowered = text.lower()
+            if len(lowered) == len(text):
+                for form, pad in self._transformed:
+                    _find_all(lowered, form, found, pad)
+            else:
+                pattern = re.compile("|".join(re.escape(f) + ("=*" if pad else "") for f, pad in self._transformed),
+                                     re.IGNORECASE)
+                found += [m.span() for m in pattern.finditer(text)]
         for forms, cores in self._matchers:
             found += [m.span() for m in forms.finditer(text)]
             for core in cores:
@@ -331,10 +371,25 @@ class Scrubber:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {self.text(str(k)) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
+            keys = [self.text(str(k)) if isinstance(k, str) else k for k in value]
+            return dict(zip(keys, self._siblings(list(value.values())), strict=True))
         if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
+            return self._siblings(list(value))
         return value
+
+    def _siblings(self, items: list[Any]) -> list[Any]:
+        """Scrubbed items of one JSON array or object, masking a secret split across two adjacent strings
+        (half in one value, half in the next)."""
+        out = [self.value(v) for v in items]
+        for i in range(len(items) - 1):
+            a, b = items[i], items[i + 1]
+            if not (isinstance(a, str) and isinstance(b, str) and a and b):
+                continue
+            for start, end in self.spans(a + b):
+                if start < len(a) < end:
+                    out[i] = self.text(a[:start]) + MASK if out[i] == self.text(a) else MASK
+                    out[i + 1] = MASK + self.text(b[end - len(a):])
+        return out
 
 
 _known_lock = threading.Lock()
@@ -431,7 +486,8 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
 
 
 class SecretLogFilter(logging.Filter):
-    """A log filter masking every secret this process built a scrubber for, in the message and traceback."""
+    """A structured log filter: masks every secret this process built a scrubber for in every field of the
+    record (message and args, `extra=` fields of any type, exception and stack text), not only the message."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         with _known_lock:
@@ -448,7 +504,23 @@ class SecretLogFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = s.text(record.exc_text)
+            # A handler that formats exc_info itself (or reads the exception's args) would print it unmasked.
+            record.exc_info = None
+        if record.stack_info:
+            record.stack_info = s.text(record.stack_info)
         for key, value in list(vars(record).items()):
-            if key not in _RECORD_FIELDS and isinstance(value, str):
-                setattr(record, key, s.text(value))  # `extra=` fields a formatter may print
+            if key not in _RECORD_FIELDS:
+                setattr(record, key, _scrub_extra(s, value))  # `extra=` fields a formatter or handler may print
         return True
+
+
+def _scrub_extra(s: Scrubber, value: Any) -> Any:
+    """A log record's extra field with secrets masked: JSON-like values keep their shape, other objects are
+    replaced by their scrubbed text when that text held a secret."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str | Mapping | list | tuple):
+        return s.value(value)
+    text = str(value)
+    scrubbed = s.text(text)
+    return value if scrubbed == text else scrubbed

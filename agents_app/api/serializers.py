@@ -58,6 +58,12 @@ class ToolLinkIn(StrictInputSerializer):
     )
     requires_approval = serializers.BooleanField(required=False, allow_null=True, default=None)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # A PATCH makes the whole tree partial, so DRF skips `tool` when missing; a link still needs it.
+        if "tool" not in attrs:
+            raise serializers.ValidationError({"tool": [serializers.Field.default_error_messages["required"]]})
+        return attrs
+
 
 class AgentIn(StrictInputSerializer):
     name = serializers.CharField(max_length=64)

@@ -11,7 +11,7 @@ from tests.agents_app.support import chat, events, make_agent, make_model
 from tests.fixtures import real_servers as rs
 from tests.fixtures.fake_llm import call, text
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool"), pytest.mark.real_servers]
 
 
 @pytest.fixture

@@ -118,3 +118,19 @@ def test_a_tenant_you_are_not_in_is_named_as_the_problem(api: Any, other_tenant:
     error = foreign.json()["error"]
     assert error["code"] == "tenant_not_available" and "X-Tenant" in error["message"]
     assert error["details"]["your_tenants"] == ["acme"] and other_tenant.slug not in foreign.content.decode()
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/tools/0/", "/api/v1/tools/0/status/", "/api/v1/agents/0/", "/api/v1/intents/0/",
+    "/api/v1/models/0/", "/api/v1/market/sources/0/",
+])
+def test_options_on_a_detail_route_never_answers_5xx(api: Any, path: str) -> None:
+    response = api.options(path)
+    assert response.status_code < 500, response.content[:300]
+
+
+def test_patch_agent_with_a_tools_item_lacking_tool_is_a_typed_400(api: Any) -> None:
+    agent_id = api.post("/api/v1/agents/", {"name": "helper"}, format="json").json()["id"]
+    response = api.patch(f"/api/v1/agents/{agent_id}/", {"tools": [{"allowed_functions": None}]}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert set(response.json()["error"]) == {"code", "message", "details"}

@@ -24,6 +24,8 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
 
+pytestmark = pytest.mark.schema_fuzz
+
 MAX_EXAMPLES = 25
 
 # Operations that reach out on purpose (chat to a model, tests and refreshes of remote servers, MCP

@@ -7,6 +7,8 @@ import io
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -169,3 +171,63 @@ def test_origin_rule(old: str, new: str, moved: bool) -> None:
         assert exc.value.details["secrets_required"] == ["headers.Authorization"]
         assert "headers.Authorization" in exc.value.message
     require_secrets_on_move(old_url=old, new_url=new, kept=[], field="config.url")  # nothing kept: fine
+
+
+def test_log_filter_scrubs_every_field_of_the_record_not_only_the_message() -> None:
+    """A structured `extra` (Celery's task log passes `data` as a dict), a non-string extra, args of any
+    type and stack_info are printed by formatters and JSON handlers: the secret is masked in each."""
+    scrubber([SECRET])
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(SecretLogFilter())
+    handler.setFormatter(logging.Formatter("%(message)s | %(data)s | %(other)s | %(note)s"))
+    log = logging.getLogger("tests.core.secrets.structured")
+    log.addHandler(handler)
+    log.propagate = False
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    keep.addFilter(SecretLogFilter())
+    log.addHandler(keep)
+    try:
+        log.info(
+            "Task %(name)s succeeded: %(result)s",
+            {"name": "t", "result": {"token": SECRET}},
+            extra={"data": {"id": "1", "args": [SECRET], "kwargs": {"k": SECRET}},
+                   "other": (SECRET, 3), "note": SECRET},
+            stack_info=True,
+        )
+        log.warning("tuple args %s %r", 1, [SECRET], extra={"data": 1, "other": 2, "note": 3})
+    finally:
+        log.removeHandler(handler)
+        log.removeHandler(keep)
+        log.propagate = True
+    out = stream.getvalue()
+    assert SECRET not in out and repr(SECRET)[1:-1] not in out
+    assert MASK in out and "succeeded" in out
+    for record in records:
+        for value in vars(record).values():
+            assert SECRET not in str(value)
+    assert records[0].data["id"] == "1"  # type: ignore[attr-defined]  # structure kept, only values masked
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "scrub_corpus" / "cases.jsonl"
+CORPUS_CASES = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("case", CORPUS_CASES, ids=[f"{c['encoding']}-{i}" for i, c in enumerate(CORPUS_CASES)])
+def test_scrubber_corpus(case: dict[str, Any]) -> None:
+    """One row per encoding an upstream was seen to echo (and per false positive to avoid): the corpus grows
+    with each new encoding found."""
+    out = scrub(case["input"], [case["secret"]])
+    if case["masked"]:
+        dumped = json.dumps(out, ensure_ascii=False)
+        assert MASK in dumped
+        for leak in case["leaks"]:
+            assert leak not in dumped
+    else:
+        assert out == case["input"]

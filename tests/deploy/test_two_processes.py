@@ -23,9 +23,9 @@ import pytest
 from tests.fixtures.echo_http import echo_server
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.prod_topology, pytest.mark.skipif(
     not os.environ.get("TOOLHUB_TEST_PROD_LOCAL"), reason="needs PostgreSQL + Redis; set TOOLHUB_TEST_PROD_LOCAL=1"
-)
+)]
 
 
 def _free_port() -> int:

@@ -116,6 +116,7 @@ def test_every_client_file_imports_without_errors(api: Any, name: str) -> None:
 
 # --- real third-party servers (PyPI / npm), installed by tests.fixtures.real_servers ---------------------
 
+@pytest.mark.real_servers
 @pytest.mark.django_db(transaction=True)
 def test_real_servers_imported_from_a_cline_config_honour_auto_approve(api: Any, tenant: Any) -> None:
     from tests.fixtures import real_servers as rs
@@ -144,6 +145,7 @@ def test_real_servers_imported_from_a_cline_config_honour_auto_approve(api: Any,
         adapters.pool().close_all()
 
 
+@pytest.mark.real_servers
 @pytest.mark.django_db(transaction=True)
 def test_real_server_from_a_vscode_config_gets_its_input_value(api: Any) -> None:
     from tests.fixtures import real_servers as rs

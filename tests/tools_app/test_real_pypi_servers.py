@@ -19,7 +19,7 @@ from tests.fixtures import real_servers as rs
 from tools_app import adapters
 from tools_app.models import ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 
 
 @pytest.fixture(autouse=True)

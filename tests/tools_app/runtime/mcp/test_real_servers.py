@@ -12,6 +12,8 @@ from tests.fixtures import real_servers as rs
 from tests.tools_app.runtime.mcp.conftest import Specs
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 
+pytestmark = pytest.mark.real_servers
+
 TRANSPORTS = ["stdio", "streamable_http", "sse"]
 
 
