@@ -19,7 +19,7 @@ sandbox-deps:
 			|| echo "warning: could not install bubblewrap; execute_command will refuse to run until it is installed"; \
 	else \
 		echo "note: bubblewrap is not installed and this is not root, so it was skipped; execute_command will"; \
-		echo "      refuse to run until an administrator runs: apt-get install bubblewrap (see README, Security)"; \
+		echo "      refuse to run until an administrator runs: apt-get install bubblewrap (see docs/security.md)"; \
 	fi
 
 $(STAMP): requirements.lock pyproject.toml
