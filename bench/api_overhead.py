@@ -3,7 +3,7 @@ and GET /tools/{id}/ vs a bare Django view (/healthz), on the dev server and on 
 
     .venv/bin/python bench/api_overhead.py [-n 300] [--targets runserver,prod]
 
-`prod` needs PostgreSQL and Redis (it runs deploy/prod_local.py). Goals (issue 16): invoke p50 within 5 ms of
+`prod` needs PostgreSQL and Redis (it runs deploy/prod_local.py). Goals: invoke p50 within 5 ms of
 the direct SDK call; GET /tools/{id}/ p50 within 2x the bare view. The bare view, /healthz (core.health), reads no
 database, cache or session and needs no auth; it passes through the same middleware as every other view, so the
 ratio is what authentication, tenancy, the tool read and its rendering add. Each pair (direct call and invoke,

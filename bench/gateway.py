@@ -12,7 +12,7 @@ skipped with the reason when it cannot be had), one uvicorn worker on SQLite lik
 Both servers start on uvicorn with one worker (Toolhub: config.asgi, dev settings with DEBUG off as in production,
 SQLite in a scratch var dir). Part 1 takes its direct and gateway samples in turns (one call each, the order
 alternating), so both see the same machine: on a shared two-CPU box the load moves by the second.
-Goals (issue 13): p50 within 5 ms of direct, p95 under 2x direct; 32 clients: >= 5x ContextForge's throughput.
+Goals: p50 within 5 ms of direct, p95 under 2x direct; 32 clients: >= 5x ContextForge's throughput.
 """
 
 from __future__ import annotations

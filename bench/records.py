@@ -8,7 +8,7 @@ In one process on a scratch SQLite Toolhub (var/bench-records), side by side and
 - `api`: the same through POST /api/v1/tools/{id}/invoke/ (DRF test client, in process: no socket);
 - `orm`: `Product.objects.create(...)` per record in one `transaction.atomic()` — what a developer writes;
 - `bulk` (for reference): one `bulk_create`.
-Goal (issue 14): toolhub p50 under 2x the orm p50.
+Goal: toolhub p50 under 2x the orm p50.
 """
 
 from __future__ import annotations

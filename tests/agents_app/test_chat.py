@@ -255,7 +255,7 @@ def test_only_the_asker_decides(tenant: Any, api: Any, member: Any, member_clien
     assert other.post(f"/api/v1/conversations/{conversation_id}/resume/").status_code == 404
     shown = api.get(f"/api/v1/conversations/{conversation_id}/").json()  # admins may read
     assert shown["status"] == "awaiting_approval" and shown["approvals"][0]["approval_id"] == required["approval_id"]
-    # Another member may not see it, so deciding it answers exactly like a missing approval (hole 11).
+    # Another member may not see it, so deciding it answers exactly like a missing approval (foreign looks like missing).
     resp = other.post(f"/api/v1/approvals/{required['approval_id']}/approve/")
     missing = other.post("/api/v1/approvals/999999/approve/")
     assert resp.status_code == missing.status_code == 404 and resp.json() == missing.json()

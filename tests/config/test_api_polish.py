@@ -1,4 +1,4 @@
-"""API polish (issue 12): the root redirects to the admin, unknown API paths answer the JSON envelope,
+"""API polish: the root redirects to the admin, unknown API paths answer the JSON envelope,
 `GET /api/v1/` lists the entry points, the docs are served locally, and common mistakes get clear errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SQLite under concurrent writes (issue 10, hole 10): no "database is locked" 500s, the envelope if ever."""
+"""SQLite under concurrent writes: no "database is locked" 500s, the envelope if ever."""
 
 from __future__ import annotations
 

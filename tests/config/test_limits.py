@@ -69,7 +69,7 @@ def _raw_json(api: Any, path: str, body: str, method: str = "post") -> Any:
 
 @pytest.mark.parametrize("depth", [100, 900, 990, 5000])
 def test_deep_config_is_refused_before_anything_is_written(api: Any, depth: int) -> None:
-    """Hole 9: a config nested 900 deep answered 500 yet was committed, breaking detail and export."""
+    """Depth is capped: a config nested 900 deep answered 500 yet was committed, breaking detail and export."""
     before = Tool.objects.count()
     body = json.dumps(
         {"name": "deep", "type": "HTTP", "config": {"url": "http://127.0.0.1:9/x", "body": _nested(depth)}}
@@ -110,7 +110,7 @@ tools: [*f]
 
 @pytest.mark.parametrize("content_type", ["application/yaml", "text/yaml"])
 def test_yaml_import_refuses_aliases(api: Any, content_type: str) -> None:
-    """Hole 7: a 546-byte YAML import with aliases became a 112 MB config."""
+    """YAML aliases are refused: a 546-byte YAML import with aliases became a 112 MB config."""
     before = Tool.objects.count()
     resp = api.post("/api/v1/tools/import/", data=BILLION_LAUGHS, content_type=content_type)
     assert resp.status_code == 400
@@ -128,7 +128,7 @@ def test_yaml_import_without_aliases_still_works(api: Any) -> None:
     "url", ["http://[::1", "http://0177.0.0.1:9/x", "http://127.0.0.1:99999/x", "http://[::1]:x/", "http://%zz/"]
 )
 def test_malformed_urls_get_the_envelope_and_write_nothing(api: Any, url: str) -> None:
-    """Hole 10: `http://[::1` raised ValueError, `http://0177.0.0.1` InvalidURL: both were 500s."""
+    """A malformed URL is a typed 400: `http://[::1` raised ValueError, `http://0177.0.0.1` InvalidURL: both were 500s."""
     before = Tool.objects.count()
     for body in (
         {"name": "u1", "type": "HTTP", "config": {"url": url}},

@@ -51,7 +51,7 @@ def test_migrations_match_the_models(db: Any) -> None:
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits non-zero when a model drifted
 
 
-# -- production settings (issue 10, hole 14) --------------------------------------------------------
+# -- production settings refuse unsafe defaults --------------------------------------------------------
 
 PROD_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings.production",

@@ -1,4 +1,4 @@
-"""The admin works in one tenant at a time: switcher, and nothing of another tenant anywhere (issue 12)."""
+"""The admin works in one tenant at a time: switcher, and nothing of another tenant anywhere."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hole 2: tenant and membership writes go through the services, in the real Django admin and from code."""
+"""Tenant and membership writes go through the services, in the real Django admin and from code."""
 
 from __future__ import annotations
 

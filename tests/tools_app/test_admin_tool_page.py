@@ -1,4 +1,4 @@
-"""The tool page (issue 27, item 6): functions above the config, the tool's recent calls, actions in HISTORY,
+"""The tool page: functions above the config, the tool's recent calls, actions in HISTORY,
 honest function badges, and a hint while functions are still being discovered."""
 
 from __future__ import annotations

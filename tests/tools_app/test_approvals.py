@@ -1,4 +1,4 @@
-"""Approvals of direct invokes (hole 12) and who may see and decide them (hole 11), through the real API."""
+"""Approvals of direct invokes and who may see and decide them, through the real API."""
 
 from __future__ import annotations
 

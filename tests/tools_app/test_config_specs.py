@@ -1,4 +1,4 @@
-"""Hole 13: one typed config spec per tool type, validated once on save, naming the field it refuses."""
+"""One typed config spec per tool type, validated once on save, naming the field it refuses."""
 
 from __future__ import annotations
 

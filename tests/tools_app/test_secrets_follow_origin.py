@@ -1,4 +1,4 @@
-"""Hole 4: a destination moved to another origin does not take its stored secrets along.
+"""Secrets follow their origin: a destination moved to another origin does not take its stored secrets along.
 
 One rule (core.secrets.require_secrets_on_move) for REMOTE and HTTP tool URLs, chat model base URLs,
 market source URLs and market updates: "********" or omission keeps a secret only on the same origin.

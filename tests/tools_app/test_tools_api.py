@@ -260,7 +260,7 @@ def test_use_tool_grant_narrows_options(tenant: Any, member_client: Any, api: An
 
 @pytest.mark.parametrize("accept", ["application/yaml", "text/yaml"])
 def test_export_answers_yaml_when_the_client_accepts_only_yaml(api: Any, accept: str) -> None:
-    """Hole 11: `Accept: application/yaml` on export answered 406."""
+    """Exports honour `Accept: application/yaml`: on export answered 406."""
     import yaml
 
     created = api.post(

@@ -293,7 +293,7 @@ def test_malformed_config_is_refused_on_save(config: Any, fragment: str) -> None
 
 @pytest.mark.parametrize("value", ["..", ".", "../..", "..%2F", "a/../../admin"])
 def test_dot_segments_in_inputs_stay_inside_the_path_prefix(server: str, value: str) -> None:
-    """Hole 11: `..` as an input was resolved by the client and escaped `/json/`."""
+    """Inputs cannot climb the URL path: `..` as an input was resolved by the client and escaped `/json/`."""
     result = run_http_tool(cfg(server, "/json/${input.p}/tail"), {"p": value}, policy=POLICY)
     assert result.success, result
     (seen,) = Handler.seen

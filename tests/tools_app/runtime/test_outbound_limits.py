@@ -1,6 +1,6 @@
 """The outbound guard's total deadline and cross-origin redirect rules, against real loopback servers.
 
-Holes 5 and 6 of issue 10: a 307/308 to another origin re-sent the body and credentials; timeouts
+Redirects and time limits of the outbound guard: a 307/308 to another origin re-sent the body and credentials; timeouts
 bounded each read, so a server trickling one byte per second held a 3 s call open for 20 s.
 """
 

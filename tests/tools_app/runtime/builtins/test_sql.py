@@ -344,7 +344,7 @@ def test_missing_sqlite_file_is_a_business_error(tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
 
 
-# -- memory caps and operator-style functions (issue 10, holes 7 and 11) ---------------------------
+# -- memory caps and operator-style functions ---------------------------
 
 
 @pytest.fixture
