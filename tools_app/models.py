@@ -258,6 +258,9 @@ class OAuthRegistration(models.Model):
         constraints = [models.UniqueConstraint(fields=["tenant", "issuer", "redirect_uri"],
                                                name="oauth_registration_once_per_server")]
 
+    def __str__(self) -> str:
+        return f"OAuth client at {self.issuer}"
+
 
 class OAuthStatus(models.TextChoices):
     CONNECTED = "connected", "Connected"
@@ -290,6 +293,9 @@ class OAuthConnection(models.Model):
                                     name="oauth_connection_one_shared"),
         ]
 
+    def __str__(self) -> str:
+        return f"OAuth connection of tool {self.tool_id} ({'shared' if self.user_id is None else 'personal'}, {self.status})"
+
 
 class OAuthFlow(models.Model):
     """One authorization in progress: single-use state and PKCE verifier, bound to its user, then its session."""
@@ -310,3 +316,8 @@ class OAuthFlow(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"OAuth authorization of tool {self.tool_id} (expires {self.expires_at:%Y-%m-%d %H:%M})"
+
+

@@ -31,7 +31,7 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def wait_until(check: Any, bound_s: float = 15.0) -> bool:
+def wait_until(check: Any, bound_s: float = 30.0) -> bool:
     """Poll `check` until true or the (generous) bound passes; the bound is a hang guard, not a timing claim."""
     deadline = time.monotonic() + bound_s
     while not check():
