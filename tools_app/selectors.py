@@ -15,8 +15,9 @@ from guardian.shortcuts import get_objects_for_user
 from core import hotcache
 from core.errors import NotFound
 from core.ids import as_id
-from tenants_app.models import Role, Tenant
-from tenants_app.selectors import is_tenant_admin, membership_role
+from tenants_app.models import Tenant
+from tenants_app.policies import ADMINS
+from tenants_app.selectors import is_tenant_admin
 from tools_app.configs import secret_values
 from tools_app.errors import ToolNotFound
 from tools_app.models import (
@@ -142,8 +143,7 @@ def usable_tools(*, tenant: Tenant, user: Any) -> QuerySet[Tool]:
     A tool on which any user holds an explicit `use_tool` grant is restricted to its grantees.
     """
     qs = Tool.objects.filter(tenant=tenant, status=ToolStatus.ENABLED)
-    role = membership_role(tenant=tenant, user=user)
-    if role in (Role.OWNER, Role.ADMIN) or getattr(user, "is_superuser", False):
+    if ADMINS.allows(tenant=tenant, user=user):
         return qs
     granted = get_objects_for_user(user, "tools_app.use_tool", klass=qs, accept_global_perms=False)
     restricted_ids = _restricted_tool_ids(tenant)
