@@ -217,8 +217,9 @@ def _invoke(
     spec = plugins.spec_for(tool)
     title = plugins.call_title(tool, function, arguments)
     try:
+        # A call a person approved may have waited: through an agent, its use_agent and link are checked again too.
         fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
-                            snapshot=checked_against)
+                            snapshot=checked_against, agent=agent if approved else None)
         reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
         if reason:
             raise _Refused(codes.REFUSED, reason)
