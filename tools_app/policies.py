@@ -29,9 +29,6 @@ from tools_app.runtime import call_rules
 from tools_app.runtime import result as codes
 from tools_app.runtime.call_rules import Refusal
 
-# Refusals that say the caller lost the right to the call (not that the tool or function is unavailable now).
-RIGHTS = frozenset({"not_a_member", "role_too_low", "tool_not_usable", "agent_not_usable", "function_not_allowed"})
-
 
 class AgentRule(Protocol):
     """The agent half of CALLS, provided by agents_app: may `user` call `function` of `tool` through `agent`."""
