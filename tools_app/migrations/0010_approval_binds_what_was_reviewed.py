@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0007_toolcall_call_uid'),
+        ('tools_app', '0009_oauth_connections'),
     ]
 
     operations = [
