@@ -15,7 +15,8 @@ from agents_app.runtime.toolset import FunctionCandidate
 from core.errors import NotFound
 from core.ids import as_id
 from tenants_app.models import Tenant
-from tenants_app.selectors import is_tenant_admin, membership_role
+from tenants_app.policies import VIEWERS
+from tenants_app.selectors import is_tenant_admin
 from tools_app.models import Approval, ApprovalStatus, ToolFunction, function_safety
 
 
@@ -78,7 +79,7 @@ def usable_agents(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
     qs = Agent.objects.filter(tenant=tenant, status=AgentStatus.ENABLED)
     if is_tenant_admin(tenant=tenant, user=user):
         return qs
-    if membership_role(tenant=tenant, user=user) is None:
+    if not VIEWERS.allows(tenant=tenant, user=user):
         return qs.none()
     granted = get_objects_for_user(user, "agents_app.use_agent", klass=qs, accept_global_perms=False)
     pks = UserObjectPermission.objects.filter(

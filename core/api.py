@@ -64,7 +64,8 @@ class TenantViewSet(viewsets.GenericViewSet):
         # HttpRequest underneath) and looks the object up through that clone.
         request.tenant = request._request.tenant = tenant  # type: ignore[attr-defined]
         request.membership = request._request.membership = membership  # type: ignore[attr-defined]
-        membership.require(self.required_role(request))
+        # The role policy (tenants_app.policies), as services apply it: an operator passes as owner.
+        membership.require(self.required_role(request), user=request.user)
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         raise NotImplementedError

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
-from core.errors import PermissionDenied
-from core.roles import ROLE_RANK, Role
+from core.roles import ROLE_RANK, Role, role_at_least
 
 __all__ = ["ROLE_RANK", "Membership", "Role", "Tenant"]
 
@@ -63,12 +64,10 @@ class Membership(models.Model):
         return f"{self.user} @ {self.tenant} ({self.role})"
 
     def has_role(self, at_least: Role | str) -> bool:
-        return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(at_least)]
+        return role_at_least(self.role, at_least)
 
-    def require(self, at_least: Role | str) -> None:
-        if not self.has_role(at_least):
-            raise PermissionDenied(
-                f"This action needs the {Role(at_least).value} role or higher in tenant {self.tenant.slug!r}; "
-                f"you are {self.role}.",
-                details={"required_role": Role(at_least).value, "role": self.role},
-            )
+    def require(self, at_least: Role | str, *, user: Any = None) -> None:
+        """The role policy's check on this membership (tenants_app.policies); `user` lets an operator pass."""
+        from tenants_app.policies import role_policy
+
+        role_policy(at_least).require_membership(self, user=user)

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 
 from core import hotcache
 from core.errors import NotFound
+from tenants_app import policies
 from tenants_app.models import Membership, Role, Tenant
 
 
@@ -34,19 +35,14 @@ def memberships_for_user(*, user: Any) -> QuerySet[Membership]:
 
 
 def membership_role(*, tenant: Tenant, user: Any) -> Role | None:
-    row = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
-    return Role(row) if row else None
+    return policies.membership_role(tenant=tenant, user=user)
 
 
 def is_tenant_admin(*, tenant: Tenant, user: Any) -> bool:
-    """Owner or admin of the tenant (superusers count as admins): the one "manages this tenant" rule."""
-    if getattr(user, "is_superuser", False):
-        return True
-    return membership_role(tenant=tenant, user=user) in (Role.OWNER, Role.ADMIN)
+    """Owner or admin of the tenant (superusers count as admins): the role policy's ADMINS."""
+    return policies.ADMINS.allows(tenant=tenant, user=user)
 
 
 def tenants_for_admin(*, user: Any) -> QuerySet[Tenant]:
-    """Tenants a user may manage in the admin site: all for superusers, else where owner/admin."""
-    if user.is_superuser:
-        return Tenant.objects.all()
-    return Tenant.objects.filter(memberships__user=user, memberships__role__in=[Role.OWNER, Role.ADMIN])
+    """Tenants a user may manage in the admin site: the queryset side of the role policy's ADMINS."""
+    return policies.ADMINS.tenants(user=user)

@@ -19,9 +19,10 @@ from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
 from core.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from core.roles import role_at_least
+from tenants_app import policies
 from tenants_app.models import Membership, Role, Tenant
 from tenants_app.permissions import ensure_role
-from tenants_app.selectors import membership_role
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -38,19 +39,19 @@ NO_SUCH_USER = "no active user with that username can be added to this tenant"
 
 
 def _is_operator(actor: Any) -> bool:
-    return actor is None or bool(getattr(actor, "is_superuser", False))
+    return actor is None or policies.is_operator(actor)
 
 
 def actor_role(*, tenant: Tenant, actor: Any) -> Role | None:
-    """The actor's effective role: operators and superusers act as owners."""
-    if _is_operator(actor):
+    """The actor's effective role: operators (no actor: a management command) and superusers act as owners."""
+    if actor is None:
         return Role.OWNER
-    return membership_role(tenant=tenant, user=actor)
+    return policies.VIEWERS.effective_role(tenant=tenant, user=actor)
 
 
 def _require(*, tenant: Tenant, actor: Any, at_least: Role) -> Role:
-    """The role check of every tenant write: operators pass, everyone else through ensure_role."""
-    if _is_operator(actor):
+    """The role check of every tenant write: a management command passes, everyone else the role policy."""
+    if actor is None:
         return Role.OWNER
     return ensure_role(tenant=tenant, user=actor, at_least=at_least)
 
@@ -140,7 +141,7 @@ def _require_owner_for_role(*, tenant: Tenant, actor: Any) -> None:
 def _staff_for_managers(membership: Membership) -> None:
     # Tenant owners and admins manage their tenant in the admin site (scoped to it).
     user = membership.user
-    if membership.role in (Role.OWNER, Role.ADMIN) and not user.is_staff:
+    if role_at_least(membership.role, Role.ADMIN) and not user.is_staff:
         user.is_staff = True
         user.save(update_fields=["is_staff"])
 

@@ -186,6 +186,10 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     def state(self, obj: Approval) -> str:
         if obj.status == ApprovalStatus.PENDING and obj.expires_at <= timezone.now():
             return format_html('<span class="toolhub-badge muted">{}</span>', "expired")
+        if obj.status == ApprovalStatus.EXPIRED and obj.expired_reason:
+            # Why it ran nothing: the typed reason (as the API's expired_reason) and its words.
+            return format_html('<span class="toolhub-badge muted" title="{}">{}</span> {}<br><span class="quiet">{}</span>',
+                               obj.expired_reason, "expired", obj.get_expired_reason_display(), obj.expired_message)
         css = {"pending": "warn", "approved": "ok", "denied": "bad"}.get(obj.status, "muted")
         label = obj.get_status_display()
         if obj.decided_by_id and obj.status in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED):

@@ -216,6 +216,22 @@ class ApprovalVia(models.TextChoices):
     GATEWAY = "gateway", "MCP gateway"
 
 
+class ExpiryReason(models.TextChoices):
+    """Why an approval expired without running its call (the API's `expired_reason`)."""
+
+    TIMED_OUT = "timed_out", "not decided in time"
+    MOVED_ON = "moved_on", "the conversation moved on"
+    NOT_ANSWERED = "not_answered", "the server's question was not answered in time"
+    CONFIG_CHANGED = "config_changed", "the tool's configuration changed after the request"
+    ARGUMENTS_CHANGED = "arguments_changed", "the arguments differ from the ones reviewed"
+    TOOL_REMOVED = "tool_removed", "the tool was deleted"
+    REQUESTER_REMOVED = "requester_removed", "the requester left the tenant"
+    REQUESTER_ROLE = "requester_role", "the requester's role no longer allows calls"
+    TOOL_NOT_USABLE = "tool_not_usable", "the requester may no longer use the tool"
+    AGENT_NOT_USABLE = "agent_not_usable", "the requester may no longer use the agent"
+    FUNCTION_NOT_ALLOWED = "function_not_allowed", "the agent no longer offers the function"
+
+
 class Approval(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approvals")
     tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
@@ -235,6 +251,13 @@ class Approval(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the person reviews, bound at the request: the tool's config version and a digest of the arguments
+    # (canonical JSON). Approving a call whose tool or arguments no longer match runs nothing (it expires).
+    config_version = models.PositiveIntegerField(null=True, blank=True)
+    arguments_digest = models.CharField(max_length=64, blank=True, default="")
+    # Why it expired (blank unless expired), and the words shown with it.
+    expired_reason = models.CharField(max_length=32, choices=ExpiryReason.choices, blank=True, default="")
+    expired_message = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]

@@ -15,8 +15,10 @@ from guardian.shortcuts import get_objects_for_user
 from core import hotcache
 from core.errors import NotFound
 from core.ids import as_id
-from tenants_app.models import Role, Tenant
-from tenants_app.selectors import is_tenant_admin, membership_role
+from tenants_app.models import Tenant
+from tenants_app.policies import ADMINS
+from tenants_app.selectors import is_tenant_admin
+from tools_app import policies
 from tools_app.configs import secret_values
 from tools_app.errors import ToolNotFound
 from tools_app.models import (
@@ -114,16 +116,6 @@ def tool_snapshot(*, tenant: Tenant, tool_id: Any, fresh: bool = False) -> ToolS
     return found
 
 
-def usable_tool_ids(*, tenant: Tenant, user: Any) -> frozenset[int]:
-    """Ids of `usable_tools`, kept in memory until the tenant's tools or anyone's role or grants change."""
-    user_id = getattr(user, "pk", None)
-    if user_id is None:
-        return frozenset(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True))
-    return hotcache.remembered(
-        "usable-tools", (tenant.pk, user_id), (hotcache.AUTH, hotcache.tenant_scope(tenant.pk)),
-        lambda: frozenset(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True)))
-
-
 def tool_market(*, tenant: Tenant, tool_id: Any) -> Tool | None:
     """The tool's market link as it stands now (its loaded hash and entry), in one query."""
     return Tool.objects.filter(tenant=tenant, pk=as_id(tool_id) or 0).select_related("market_entry").first()
@@ -136,14 +128,16 @@ def tool_get_for_update(*, tenant: Tenant, tool_id: Any) -> Tool:
         raise ToolNotFound() from None
 
 
-def usable_tools(*, tenant: Tenant, user: Any) -> QuerySet[Tool]:
-    """Enabled tools this user may use: admins all; others all unless narrowed by `use_tool` grants.
+def usable_tools(*, tenant: Tenant, user: Any, any_status: bool = False) -> QuerySet[Tool]:
+    """Enabled tools (any tool with `any_status`) this user may use: admins all; others all unless narrowed by
+    `use_tool` grants. A tool on which any user holds an explicit `use_tool` grant is restricted to its grantees.
 
-    A tool on which any user holds an explicit `use_tool` grant is restricted to its grantees.
+    This is the `use_tool` half of who may call; the whole rule is tools_app.policies.CALLS.
     """
-    qs = Tool.objects.filter(tenant=tenant, status=ToolStatus.ENABLED)
-    role = membership_role(tenant=tenant, user=user)
-    if role in (Role.OWNER, Role.ADMIN) or getattr(user, "is_superuser", False):
+    qs = Tool.objects.filter(tenant=tenant)
+    if not any_status:
+        qs = qs.filter(status=ToolStatus.ENABLED)
+    if ADMINS.allows(tenant=tenant, user=user):
         return qs
     granted = get_objects_for_user(user, "tools_app.use_tool", klass=qs, accept_global_perms=False)
     restricted_ids = _restricted_tool_ids(tenant)
@@ -206,15 +200,8 @@ def approvals_visible(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
 
 
 def approvals_decidable(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
-    """Approvals a user may decide, under the tenant's policy (see services.approvals.may_decide)."""
-    qs = _approvals(tenant)
-    user_id = getattr(user, "pk", None)
-    admin = is_tenant_admin(tenant=tenant, user=user)
-    if tenant.approval_second_person:
-        return qs.exclude(requested_by_id=user_id) if admin else qs.none()
-    if admin and tenant.admins_can_approve:
-        return qs
-    return qs.filter(requested_by_id=user_id)
+    """Approvals a user may decide: the queryset side of tools_app.policies.DECIDERS."""
+    return policies.DECIDERS.approvals(tenant=tenant, user=user, qs=_approvals(tenant))
 
 
 def approval_list(*, tenant: Tenant, user: Any, status: str = "") -> QuerySet[Approval]:

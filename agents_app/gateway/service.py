@@ -32,7 +32,8 @@ from core import hotcache
 from core.errors import NotFound
 from core.secrets import redact, scrub_text
 from tenants_app import auth_cache
-from tenants_app.models import ROLE_RANK, Role, Tenant
+from tenants_app.models import Role, Tenant
+from tenants_app.policies import MEMBERS
 from tenants_app.selectors import membership_get
 from tools_app import adapters
 from tools_app import selectors as tool_selectors
@@ -69,7 +70,7 @@ class Principal:
 
     @property
     def may_call(self) -> bool:
-        return bool(getattr(self.user, "is_superuser", False)) or ROLE_RANK[self.role] >= ROLE_RANK[Role.MEMBER]
+        return MEMBERS.allows_role(self.role, user=self.user)
 
     @property
     def key(self) -> tuple[int, int]:

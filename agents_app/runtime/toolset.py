@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from tools_app.runtime import approval_policy
+from tools_app.runtime import approval_policy, call_rules
 from tools_app.runtime.schemas import normalize_for_openai
 
 FunctionState = Literal["ACTIVE", "CHANGED", "REMOVED"]
@@ -156,14 +156,12 @@ def _with_suffix(name: str, seed: str) -> str:
     return f"{name[: MAX_NAME - len(digest) - 1]}_{digest}"
 
 
-def _usable(c: FunctionCandidate, tenant_id: int, now: datetime) -> bool:
-    return (
-        c.tenant_id == tenant_id
-        and c.tool_status == "ENABLED"
-        and (c.tool_disabled_until is None or c.tool_disabled_until <= now)
-        and c.state == "ACTIVE"
-        and c.enabled
-    )
+def _refusal(c: FunctionCandidate, now: datetime) -> call_rules.Refusal | None:
+    """The one call rule (tools_app.runtime.call_rules) on a candidate's tool and function state."""
+    return call_rules.tool_refusal(tool_name=c.tool_name, status=c.tool_status, disabled_until=c.tool_disabled_until,
+                                   now=now) or call_rules.function_refusal(
+        tool_name=c.tool_name, function=c.function, state=c.state, enabled=c.enabled,
+        unsupported_reason=c.unsupported_reason)
 
 
 def assemble(
@@ -197,7 +195,11 @@ def assemble(
     kept: list[tuple[FunctionCandidate, AgentLink | None]] = []
     left_out: list[dict[str, str]] = []
     for c in candidates:
-        if not _usable(c, tenant_id, now):
+        if c.tenant_id != tenant_id:
+            continue
+        refusal = _refusal(c, now)
+        # A function Toolhub cannot call is still listed in `left_out` (with why); any other refusal drops it.
+        if refusal is not None and refusal.reason != "function_unsupported":
             continue
         if usable_tool_ids is not None and c.tool_id not in usable_tool_ids:
             continue
@@ -206,14 +208,13 @@ def assemble(
         link: AgentLink | None = None
         if link_by_tool is not None:
             link = link_by_tool.get(c.tool_id)
-            if link is None:
-                continue
-            if link.allowed_functions is not None and c.function not in link.allowed_functions:
+            if call_rules.link_refusal(agent_name="", tool_name=c.tool_name, function=c.function, linked=link is not None,
+                                       allowed_functions=link.allowed_functions if link is not None else None):
                 continue
         if (c.tool_id, c.function) in seen:
             continue
         seen.add((c.tool_id, c.function))
-        if c.unsupported_reason:
+        if refusal is not None:
             left_out.append({"tool": c.tool_name, "function": c.function, "reason": c.unsupported_reason})
             continue
         kept.append((c, link))

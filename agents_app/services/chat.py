@@ -7,6 +7,7 @@ generator early (a client that hangs up) still persists a consistent transcript.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -38,13 +39,14 @@ from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters
 from tools_app.configs import secret_values
-from tools_app.models import ApprovalStatus, ApprovalVia, Tool
+from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
 from tools_app.services import plugins
 from tools_app.services.approvals import (
+    approval_expire_unbound,
     approval_request,
     approval_screen,
     approvals_expire,
@@ -322,7 +324,7 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
         _claim(conversation)
         if conversation.status == ConversationStatus.AWAITING_APPROVAL:
             # A new message abandons the paused calls: their approvals can no longer run anything.
-            approvals_expire(tenant=tenant, reason="moved on",
+            approvals_expire(tenant=tenant, reason=ExpiryReason.MOVED_ON,
                              approvals=selectors.conversation_approvals(conversation=conversation, pending_only=True))
     else:
         conversation = Conversation.objects.create(tenant=tenant, agent=agent, user=actor, title=message[:200])
@@ -375,10 +377,16 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
     persisted = len(messages)
     decisions: dict[str, str] = {}
     approved: set[str] = set()
-    open_ids = {p.call_id for p in pending_calls(messages)}
+    open_by_id = {p.call_id: p for p in pending_calls(messages)}
     for key, batch in batches.items():
         row = rows.get(int(batch["id"]))
         status = row.status if row is not None else ApprovalStatus.EXPIRED
+        why = ""
+        if row is not None and status == ApprovalStatus.APPROVED:
+            # What was approved must still be what runs: the tool's config, the arguments, the user's right.
+            why = approval_expire_unbound(tenant=tenant, approval=row,
+                                          arguments=_batch_arguments(batch, open_by_id)) or ""
+            status = ApprovalStatus.EXPIRED if why else status
         if status == ApprovalStatus.APPROVED:
             decisions[key] = "approved"
             approved.update(batch["call_ids"])
@@ -386,9 +394,9 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
             decisions[key] = "denied"
         else:  # expired: never run, and say so in the transcript
             for call_id in batch["call_ids"]:
-                if call_id in open_ids:
+                if call_id in open_by_id:
                     messages.append({"role": "tool", "tool_call_id": call_id,
-                                     "content": "Error: not executed: the approval expired"})
+                                     "content": "Error: not executed: the approval expired" + (f" ({why})" if why else "")})
     toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
     toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
                                 model=model)
@@ -399,6 +407,20 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
     return _Run(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard_model_url=guard,
                 toolset=toolset, secrets=secrets, messages=messages, persisted=persisted, approvals=batches,
                 approved_call_ids=frozenset(approved), decisions=decisions, preamble=preamble, tools=tools)
+
+
+def _batch_arguments(batch: dict[str, Any], open_by_id: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments the batch's calls would run with (identical within a batch), from the transcript."""
+    for call_id in batch.get("call_ids") or []:
+        call = open_by_id.get(call_id)
+        if call is None:
+            continue
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return None  # the loop answers a call whose arguments are not JSON with an error; nothing to compare
+        return arguments if isinstance(arguments, dict) else None
+    return None
 
 
 # --- during the run -------------------------------------------------------------------------------

@@ -144,6 +144,8 @@ TOOLHUB_HOT_CACHE_S = int(os.environ.get("TOOLHUB_HOT_CACHE_S", "60"))
 
 # core.api resolves the request tenant through this (core imports no app).
 TOOLHUB_TENANT_RESOLVER = "tenants_app.resolution.resolve_tenant"
+# tools_app.policies.CALLS asks this for the agent half of "may this call run" (tools import no agents).
+TOOLHUB_AGENT_CALL_RULE = "agents_app.policies.AGENT_CALLS"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

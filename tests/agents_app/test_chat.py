@@ -285,6 +285,34 @@ def test_expired_approval_is_409_and_marked(tenant: Any, api: Any, member: Any, 
     assert (workspace(tenant) / "a.txt").exists()
 
 
+def test_a_config_change_between_approval_and_resume_runs_nothing(tenant: Any, api: Any, member: Any,
+                                                                   start_llm: Any) -> None:
+    """The approval binds the tool's config as reviewed: changed before the chat resumes, the call expires."""
+    from tests.fixtures.echo_http import echo_server
+
+    with echo_server() as url:
+        created = api.post("/api/v1/tools/", {"name": "lookup", "type": "HTTP", "requires_approval": True,
+                                              "config": {"method": "GET", "url": url + "/reviewed"}}, format="json")
+        assert created.status_code == 201, created.content
+        tool_id = created.json()["id"]
+        llm = start_llm([call("lookup__call", {}), text("done")])
+        agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool_id}])
+        body = chat(member, agent_id, "look it up")
+        approval_id = events(body, "approval.required")[0]["approval_id"]
+        assert member.post(f"/api/v1/approvals/{approval_id}/approve/").json()["status"] == "approved"
+        changed = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"method": "GET", "url": url + "/changed"}},
+                            format="json")
+        assert changed.status_code == 200, changed.content
+        resumed = member.post(f"/api/v1/conversations/{body['conversation_id']}/resume/").json()
+    assert not ToolCall.objects.filter(tool_id=tool_id, status=CallStatus.OK).exists(), resumed
+    approval = Approval.objects.get(pk=approval_id)
+    assert approval.status == ApprovalStatus.EXPIRED and approval.expired_reason == "config_changed"
+    answer = llm.requests[-1]["messages"][-1]
+    assert answer["role"] == "tool" and "not executed: the approval expired" in answer["content"]
+    assert "configuration changed" in answer["content"]
+    assert member.get(f"/api/v1/approvals/{approval_id}/").json()["expired_reason"] == "config_changed"
+
+
 def test_new_message_abandons_a_paused_run(tenant: Any, api: Any, member: Any, start_llm: Any) -> None:
     (workspace(tenant) / "a.txt").write_text("x")
     tool = builtin(tenant, "delete_file", enable=True)

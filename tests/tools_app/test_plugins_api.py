@@ -166,8 +166,9 @@ def test_dry_run_rolls_back_and_says_what_would_change(plugins_on: Any, member_c
     rows = conversations(plugins_on, member.user, "trip A", "trip B")
     body = invoke(member, row, {"match": "trip", "text": "X", "mode": "replace"}, dry_run=True)
     assert body["success"] and body["dry_run"] is True, body
-    assert body["text"] == "would rename 2 conversation(s)"
-    assert [r["after"] for r in body["data"]["rows"]] == ["X", "X"]
+    # The tool asks for approval, so a trial run withholds its result (the rows' titles): only what would change.
+    assert body["result_withheld"] is True and body["data"] is None and "trip A" not in str(body)
+    assert "would rename" not in body["text"] and "need a person's approval" in body["text"]
     changes = body["changes"]
     assert sorted((o["model"], o["pk"], o["action"]) for o in changes["objects"]) == sorted(
         ("agents_app.conversation", c.pk, "updated") for c in rows)

@@ -10,7 +10,16 @@ from rest_framework import serializers
 from core.secrets import KEEP
 from core.serializers import AnyJSONField, ChoiceField, IdField, StrictInputSerializer
 from tools_app.configs import mask_config
-from tools_app.models import Approval, Safety, Tool, ToolCall, ToolFunction, ToolStatus, ToolType
+from tools_app.models import (
+    Approval,
+    ExpiryReason,
+    Safety,
+    Tool,
+    ToolCall,
+    ToolFunction,
+    ToolStatus,
+    ToolType,
+)
 from tools_app.services import ToolInput
 
 
@@ -174,6 +183,9 @@ InvokeOut = inline_serializer(
         "shown": serializers.BooleanField(help_text="A result drawn for the reader, kept whole"),
         "title": serializers.CharField(required=False, help_text="How the call is named (the tool's call_title)"),
         "dry_run": serializers.BooleanField(required=False),
+        "result_withheld": serializers.BooleanField(
+            required=False, help_text="A trial run of a call that needs approval: its result is not shown, only "
+                                      "`changes`"),
         "changes": serializers.JSONField(
             required=False, allow_null=True,
             help_text="A trial run's rolled-back changes: objects [{model, pk, action}] and write statements per table",
@@ -193,12 +205,25 @@ class ApprovalOut(serializers.ModelSerializer):
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
     title = serializers.CharField(source="tool_call.title", help_text="How the call is named for people")
+    expired_reason = serializers.SerializerMethodField(
+        help_text="Why it expired without running (null unless expired): timed out, the conversation moved on, "
+                  "the tool's config or the arguments changed after the request, or the requester lost the right "
+                  "to the call")
+    expired_message = serializers.SerializerMethodField(help_text="The expiry reason in words (null unless expired)")
 
     class Meta:
         model = Approval
         fields = ["approval_id", "status", "via", "tool", "tool_id", "function", "title", "arguments", "safety",
                   "count", "warning", "summary", "conversation_id", "requested_by", "decided_by", "decided_at", "expires_at",
-                  "created_at"]
+                  "created_at", "expired_reason", "expired_message"]
+
+    @extend_schema_field(serializers.ChoiceField(choices=ExpiryReason.choices, allow_null=True))
+    def get_expired_reason(self, obj: Approval) -> str | None:
+        return obj.expired_reason or None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_expired_message(self, obj: Approval) -> str | None:
+        return obj.expired_message or None
 
     def get_safety(self, obj: Approval) -> str | None:
         # The function's effective safety (its override or annotations, else the tool's), as the rule used it.

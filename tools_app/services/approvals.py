@@ -5,10 +5,14 @@ Who may decide:
 - by default, only the member who asked; tenant owners/admins too when the tenant sets `admins_can_approve`;
 - with the tenant's `approval_second_person`, only an owner/admin other than the requester (four eyes).
 Who may see: the requester and the tenant's owners/admins; to anyone else an approval is missing (404).
+What it binds: the tool's config version and the arguments the person reviewed, and the requester's right to
+make that call (tools_app.policies.CALLS). If any of them no longer holds when it is approved (or, for a chat,
+resumed), it runs nothing: it expires with a typed reason (`Approval.expired_reason`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,7 +28,16 @@ from tenants_app.models import Tenant
 from tools_app import selectors
 from tools_app.configs import secret_values
 from tools_app.errors import ApprovalDecided, ApprovalExpired, InvalidAnswer, NotApprover
-from tools_app.models import Approval, ApprovalStatus, ApprovalVia, CallStatus, Tool, ToolFunction
+from tools_app.models import (
+    Approval,
+    ApprovalStatus,
+    ApprovalVia,
+    CallStatus,
+    ExpiryReason,
+    Tool,
+    ToolFunction,
+)
+from tools_app.policies import CALLS, DECIDERS
 from tools_app.runtime import approval_policy
 from tools_app.runtime import result as codes
 from tools_app.runtime.errors import InvalidParams
@@ -117,6 +130,8 @@ def approval_request(
         tenant=tenant,
         tool_call=call,
         requested_by=actor,
+        config_version=tool.config_version,
+        arguments_digest=arguments_digest(arguments),
         via=ApprovalVia(via),
         count=max(1, int(count)),
         warning=approval_policy.approval_warning(_function_safety(tool, function)) or "",
@@ -126,13 +141,18 @@ def approval_request(
     )
 
 
+def arguments_digest(arguments: Any) -> str:
+    """sha256 of the canonical arguments: what an approval binds (the arguments themselves may be encrypted)."""
+    return hashlib.sha256(canonical_json(arguments).encode()).hexdigest()
+
+
 def _pending_identical(*, tenant: Tenant, actor: Any, tool: Tool, function: str,
                        arguments: dict[str, Any]) -> Approval | None:
     wanted = canonical_json(arguments)
     rows = (Approval.objects.select_for_update(of=("self",)).select_related("tool_call")
             .filter(tenant=tenant, requested_by_id=getattr(actor, "pk", None), via=ApprovalVia.INVOKE,
                     status=ApprovalStatus.PENDING, expires_at__gt=timezone.now(), tool_call__tool=tool,
-                    tool_call__function=function)
+                    tool_call__function=function, config_version=tool.config_version)
             .order_by("id"))
     for approval in rows:  # arguments are encrypted at rest: compared here, among the requester's few
         if approval.held_arguments is not None and canonical_json(approval.held_arguments) == wanted:
@@ -191,7 +211,7 @@ def client_request_wait(*, tenant: Tenant, approval_id: int, wait_s: float) -> t
     with transaction.atomic():
         approval = Approval.objects.select_for_update(of=("self",)).select_related("tool_call").get(pk=approval_id)
         if approval.status == ApprovalStatus.PENDING:
-            _expire_one(approval, reason="was not answered in time", now=timezone.now())
+            _expire_one(approval, reason=ExpiryReason.NOT_ANSWERED, now=timezone.now())
             return ApprovalStatus.EXPIRED, None
         held = approval.held_arguments if isinstance(approval.held_arguments, dict) else {}
         if approval.held_arguments is not None:
@@ -242,18 +262,9 @@ class ApprovalDecision:
 
 
 def may_decide(*, tenant: Tenant, actor: Any, approval: Approval) -> tuple[bool, str]:
-    """(allowed, why not) under the tenant's policy; the same rule as selectors.approvals_decidable."""
-    asker = approval.requested_by_id == getattr(actor, "pk", None)
-    admin = selectors.is_tenant_admin(tenant=tenant, user=actor)
-    if tenant.approval_second_person:
-        if asker:
-            return False, "this tenant requires an owner or admin other than the requester to decide"
-        return admin, "only a tenant owner or admin may decide (this tenant requires a second person)"
-    if asker or (admin and tenant.admins_can_approve):
-        return True, ""
-    return False, "only the member who made the request may decide it" + (
-        "" if tenant.admins_can_approve else " (this tenant does not let admins decide)"
-    )
+    """(allowed, why not) under the tenant's policy: the why_not side of tools_app.policies.DECIDERS."""
+    why = DECIDERS.why_not(tenant=tenant, user=actor, approval=approval)
+    return why is None, why or ""
 
 
 def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool,
@@ -269,9 +280,12 @@ def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bo
     """
     approval, expired = _decide(tenant=tenant, actor=actor, approval_id=approval_id, approve=approve, answer=answer)
     if expired:
+        reason = approval.expired_reason or ExpiryReason.TIMED_OUT
+        said = approval.expired_message or ExpiryReason(reason).label
         raise ApprovalExpired(
-            "this approval request expired; send the request again",
-            details={"approval_id": approval.pk, "expired_at": approval.expires_at.isoformat()},
+            f"this approval request expired ({said}); send the request again",
+            details={"approval_id": approval.pk, "expired_at": approval.expires_at.isoformat(), "reason": reason,
+                     "reason_message": said},
         )
     decision = ApprovalDecision(approval)
     if approve and approval.via != ApprovalVia.CHAT:
@@ -291,9 +305,14 @@ def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool, answ
         raise ApprovalDecided(f"this approval was already {approval.status}", details={"status": approval.status})
     now = timezone.now()
     if approval.expires_at <= now:
-        _expire_one(approval, reason="expired", now=now)
+        _expire_one(approval, reason=ExpiryReason.TIMED_OUT, now=now)
         return approval, True
     kind = client_request_of(approval)
+    if approve and not kind:
+        unbound = approval_unbound(tenant=tenant, approval=approval)
+        if unbound is not None:
+            _expire_one(approval, reason=unbound[0], message=unbound[1], now=now)
+            return approval, True
     checked = _check_answer(approval, kind, approve, answer)
     approval.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
     approval.decided_by, approval.decided_at = actor, now
@@ -331,12 +350,61 @@ def _run_held(*, tenant: Tenant, approval: Approval) -> Invocation:
     )
 
 
-def _expire_one(approval: Approval, *, reason: str, now: Any) -> None:
-    approval.status, approval.decided_at, approval.held_arguments = ApprovalStatus.EXPIRED, now, None
-    approval.save(update_fields=["status", "decided_at", "held_arguments"])
+# A refusal of the requester's right to the call (tools_app.policies.CALLS) as the approval's expiry reason.
+_RIGHTS_EXPIRY = {
+    "not_a_member": ExpiryReason.REQUESTER_REMOVED,
+    "role_too_low": ExpiryReason.REQUESTER_ROLE,
+    "tool_not_usable": ExpiryReason.TOOL_NOT_USABLE,
+    "agent_not_usable": ExpiryReason.AGENT_NOT_USABLE,
+    "function_not_allowed": ExpiryReason.FUNCTION_NOT_ALLOWED,
+}
+
+
+def approval_unbound(*, tenant: Tenant, approval: Approval,
+                     arguments: Any = None) -> tuple[ExpiryReason, str] | None:
+    """Why the approval no longer covers the call it holds, as (reason, message); None while it does.
+
+    It covers the tool as configured when it was asked (its config version), the arguments the person
+    reviewed (`arguments`, default the held ones; a chat passes its transcript's), and a requester who may
+    still make the call: a member or more, with use_tool, and through an agent, with use_agent and a link
+    that still allows the function. A disabled or paused tool is not a reason: the run reports it.
+    """
     call = approval.tool_call
-    call.status, call.error = CallStatus.DENIED, f"not executed: the approval {reason}"
+    tool = Tool.objects.filter(tenant=tenant, pk=call.tool_id).first() if call.tool_id else None
+    if tool is None:
+        return ExpiryReason.TOOL_REMOVED, "the tool was deleted after the request"
+    if approval.config_version is not None and tool.config_version != approval.config_version:
+        return ExpiryReason.CONFIG_CHANGED, (
+            f"the tool's configuration changed after the request (version {approval.config_version}, now "
+            f"{tool.config_version}): what was reviewed is not what would run")
+    shown = approval.held_arguments if arguments is None else arguments
+    if approval.arguments_digest and shown is not None and arguments_digest(shown) != approval.arguments_digest:
+        return ExpiryReason.ARGUMENTS_CHANGED, "the arguments to run differ from the ones the person reviewed"
+    refusal = CALLS.why_not_rights(tenant=tenant, user=approval.requested_by, tool=tool, function=call.function,
+                                   agent=call.agent)
+    if refusal is not None:
+        return _RIGHTS_EXPIRY[refusal.reason], f"the requester lost the right to this call: {refusal.message}"
+    return None
+
+
+def _expire_one(approval: Approval, *, reason: ExpiryReason, now: Any, message: str = "") -> None:
+    approval.status, approval.decided_at, approval.held_arguments = ApprovalStatus.EXPIRED, now, None
+    approval.expired_reason, approval.expired_message = reason, (message or reason.label)[:500]
+    approval.save(update_fields=["status", "decided_at", "held_arguments", "expired_reason", "expired_message"])
+    call = approval.tool_call
+    call.status, call.error = CallStatus.DENIED, f"not executed: the approval expired: {approval.expired_message}"
     call.save(update_fields=["status", "error"])
+
+
+@transaction.atomic
+def approval_expire_unbound(*, tenant: Tenant, approval: Approval, arguments: Any = None) -> str | None:
+    """For a decided chat approval about to run at resume: expire it if it no longer binds (approval_unbound);
+    the message when it did, else None."""
+    unbound = approval_unbound(tenant=tenant, approval=approval, arguments=arguments)
+    if unbound is None:
+        return None
+    _expire_one(approval, reason=unbound[0], message=unbound[1], now=timezone.now())
+    return approval.expired_message
 
 
 def approvals_expire_due() -> int:
@@ -347,8 +415,8 @@ def approvals_expire_due() -> int:
 
 
 @transaction.atomic
-def approvals_expire(*, tenant: Tenant, approvals: Iterable[Approval] | None = None, reason: str = "expired",
-                     due_only: bool = False) -> int:
+def approvals_expire(*, tenant: Tenant, approvals: Iterable[Approval] | None = None,
+                     reason: ExpiryReason = ExpiryReason.TIMED_OUT, due_only: bool = False) -> int:
     """Close pending approvals without running anything: the given ones (a chat that moved on), or with
     `due_only` those past their expiry. Returns how many were closed."""
     now = timezone.now()

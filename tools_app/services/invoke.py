@@ -25,13 +25,12 @@ from tools_app.models import (
     Approval,
     ApprovalVia,
     CallStatus,
-    FunctionState,
     Tool,
     ToolCall,
     ToolFunction,
-    ToolStatus,
     ToolType,
 )
+from tools_app.policies import CALLS
 from tools_app.runtime import registry
 from tools_app.runtime import result as codes
 from tools_app.runtime.content import excerpt
@@ -58,6 +57,7 @@ class Invocation:
     call: ToolCall
     approval: Approval | None = None  # set when the call was held for a person
     changes: dict[str, Any] | None = None  # a trial run's rolled-back changes
+    withheld: bool = False  # a trial run of a call that needs approval: its result is not handed out
 
     def body(self) -> dict[str, Any]:
         out = {**self.result.as_dict(), "call_id": self.call.pk}
@@ -67,6 +67,8 @@ class Invocation:
             out["title"] = self.call.title
         if self.call.dry_run:
             out.update(dry_run=True, changes=self.changes)
+            if self.withheld:
+                out["result_withheld"] = True
         if self.approval is not None:
             out.update(approval_id=self.approval.pk, warning=self.approval.warning or None,
                        summary=self.approval.summary or None, expires_at=self.approval.expires_at.isoformat())
@@ -74,43 +76,21 @@ class Invocation:
 
 
 def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any,
-                   snapshot: selectors.ToolSnapshot | None = None) -> ToolFunction:
+                   snapshot: selectors.ToolSnapshot | None = None, agent: Any = None) -> ToolFunction:
     """Everything that must hold before a call; raises _Refused with a ToolResult code.
 
-    With the tool's `snapshot`, its functions and the user's usable tools come from memory (core.hotcache);
-    without, from the database.
+    Who may call what is tools_app.policies.CALLS (with `agent`, its use_agent grant and link too); then the
+    arguments must fit the function's schema. With the tool's `snapshot`, its functions and the user's
+    callable tools come from memory (core.hotcache); without, from the database.
     """
-    if tool.status != ToolStatus.ENABLED:
-        raise _Refused(codes.DISABLED, f"tool {tool.name!r} is disabled")
-    if tool.in_failure_window:
-        raise _Refused(
-            codes.DISABLED,
-            f"tool {tool.name!r} failed {tool.consecutive_failures} times in a row and is paused until "
-            f"{tool.disabled_until:%Y-%m-%d %H:%M:%S} UTC",
-        )
-    if snapshot is not None:
-        usable = tool.pk in selectors.usable_tool_ids(tenant=tenant, user=actor)
-        functions: Mapping[str, ToolFunction] = snapshot.functions
-    else:
-        usable = selectors.usable_tools(tenant=tenant, user=actor).filter(pk=tool.pk).exists()
+    functions: Mapping[str, ToolFunction] | None = snapshot.functions if snapshot is not None else None
+    if functions is None:
         functions = {f.name: f for f in tool.functions.all()}
-    if not usable:
-        raise _Refused(codes.DISABLED, f"you may not use tool {tool.name!r} (no use_tool permission)")
-    fn = functions.get(function)
-    if fn is None or fn.state == FunctionState.REMOVED:
-        known = sorted(n for n, f in functions.items() if f.state == FunctionState.ACTIVE)
-        hint = "" if known else "; run Test or Refresh to discover the tool's functions"
-        raise _Refused(codes.NOT_FOUND, f"tool {tool.name!r} has no function {function!r}; available: {known}{hint}")
-    if fn.state == FunctionState.CHANGED:
-        raise _Refused(
-            codes.DISABLED,
-            f"function {function!r} changed since it was approved (new or different schema); "
-            "an admin must approve it before use",
-        )
-    if fn.unsupported_reason:
-        raise _Refused(codes.DISABLED, f"function {function!r} cannot be called: {fn.unsupported_reason}")
-    if not fn.enabled:
-        raise _Refused(codes.DISABLED, f"function {function!r} of tool {tool.name!r} is disabled")
+    refusal = CALLS.why_not(tenant=tenant, user=actor, tool=tool, function=function, functions=functions,
+                            agent=agent, warm=snapshot is not None)
+    if refusal is not None:
+        raise _Refused(refusal.code, refusal.message, reason=refusal.reason)
+    fn = functions[function]
     if not isinstance(arguments, dict):
         raise _Refused(codes.INVALID_PARAMS, "arguments must be a JSON object")
     try:
@@ -121,9 +101,9 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
 
 
 class _Refused(Exception):
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, reason: str = "") -> None:
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code, self.message, self.reason = code, message, reason
 
 
 def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None) -> ToolResult:
@@ -237,8 +217,9 @@ def _invoke(
     spec = plugins.spec_for(tool)
     title = plugins.call_title(tool, function, arguments)
     try:
+        # A call a person approved may have waited: through an agent, its use_agent and link are checked again too.
         fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
-                            snapshot=checked_against)
+                            snapshot=checked_against, agent=agent if approved else None)
         reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
         if reason:
             raise _Refused(codes.REFUSED, reason)
@@ -266,11 +247,17 @@ def _invoke(
         started = time.monotonic()
         result, changes = plugins.trial_run(spec, tool, function, arguments, actor)
         result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)
+        # A trial run asks no one, so it must not hand out what a person's approval gates: the call's result.
+        # What it would change (`changes`) is the point of a trial and stays.
+        withheld = not approved and needs_approval(tool, fn)
+        if withheld:
+            result = _withheld(tool, function, result)
         result.scrubbed(scrub)
         call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
                      status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
                      conversation=conversation, via=via, title=title, dry_run=dry_run)
-        return Invocation(result, call, changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict())
+        return Invocation(result, call, changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict(),
+                          withheld=withheld)
     pool_spec = None
     if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         # Building the pool's spec from the stored config costs pydantic about half a millisecond per call: it is
@@ -309,6 +296,16 @@ def call_refused(*, tenant: Tenant, actor: Any, tool_id: Any, function: str, arg
     return audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
                  status=CallStatus.DENIED, secrets=secrets, agent=agent, conversation=conversation, via=via,
                  title=plugins.call_title(tool, function, arguments))
+
+
+def _withheld(tool: Tool, function: str, result: ToolResult) -> ToolResult:
+    """A trial run's result without what the approval gates: its data, text, content and error message."""
+    note = (f"trial run only: {approval_message(tool, function)}, so its result is withheld; "
+            "`changes` says what the call would change")
+    if result.success:
+        return ToolResult(success=True, text=note, cost_ms=result.cost_ms)
+    return ToolResult(success=False, error_code=result.error_code, cost_ms=result.cost_ms,
+                      error=f"the trial run failed ({result.error_code}); {note}")
 
 
 def _no_trial_run(tool: Tool) -> str:

@@ -1,0 +1,174 @@
+"""Authorization policies of the tools domain: one object per question, each with a queryset side and a
+`why_not` side that a test checks agree (tests/tools_app/test_policies.py).
+
+- CALLS ("may this user call this function of this tool now, through this agent?"): the tool's and function's
+  state (tools_app.runtime.call_rules, which toolset assembly applies too), the caller's role (MEMBERS of the
+  role policy), `use_tool` grants, and for a call through an agent its `use_agent` grant and link. The agent
+  half is agents_app's (`TOOLHUB_AGENT_CALL_RULE`): tools import no agents.
+- DECIDERS ("may this user decide this approval?"): the requester; tenant owners/admins when the tenant sets
+  `admins_can_approve`; under `approval_second_person` only an owner/admin other than the requester.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from core import hotcache
+from tenants_app.models import Tenant
+from tenants_app.policies import ADMINS, MEMBERS, RoleDenial
+from tools_app import selectors
+from tools_app.models import Approval, FunctionState, Tool, ToolFunction
+from tools_app.runtime import call_rules
+from tools_app.runtime import result as codes
+from tools_app.runtime.call_rules import Refusal
+
+
+class AgentRule(Protocol):
+    """The agent half of CALLS, provided by agents_app: may `user` call `function` of `tool` through `agent`."""
+
+    def why_not(self, *, tenant: Tenant, user: Any, agent: Any, tool: Tool, function: str) -> Refusal | None: ...
+
+    def allowed(self, *, tenant: Tenant, user: Any, agent: Any) -> Q:
+        """ToolFunction rows the agent offers this user (its usability and its links), as a filter."""
+        ...
+
+
+@cache
+def _agent_rule(path: str) -> AgentRule:
+    rule: AgentRule = import_string(path)
+    return rule
+
+
+def _role_refusal(denial: RoleDenial, tenant: Tenant) -> Refusal:
+    if denial.code == "not_a_member":
+        return Refusal("not_a_member", codes.DISABLED, f"you are not a member of tenant {tenant.slug!r}")
+    role = denial.details.get("role", "")
+    return Refusal("role_too_low", codes.DISABLED,
+                   f"a {role} may not call tools in tenant {tenant.slug!r}; calling needs the member role or higher")
+
+
+class CallPolicy:
+    """May a user call a function now. Warm (`warm=True`), the user's callable tools come from memory."""
+
+    @property
+    def agent_rule(self) -> AgentRule:
+        return _agent_rule(settings.TOOLHUB_AGENT_CALL_RULE)
+
+    # --- the queryset side ----------------------------------------------------------------------------
+
+    def tools(self, *, tenant: Tenant, user: Any) -> QuerySet[Tool]:
+        """Enabled tools the user may call: members and up, narrowed by `use_tool` grants (usable_tools)."""
+        if not MEMBERS.allows(tenant=tenant, user=user):
+            return Tool.objects.none()
+        return selectors.usable_tools(tenant=tenant, user=user)
+
+    def tool_ids(self, *, tenant: Tenant, user: Any) -> frozenset[int]:
+        """Ids of `tools`, kept in memory until the tenant's tools or anyone's role or grants change."""
+        user_id = getattr(user, "pk", None)
+        if user_id is None:
+            return frozenset(self.tools(tenant=tenant, user=user).values_list("pk", flat=True))
+        return hotcache.remembered(
+            "callable-tools", (tenant.pk, user_id), (hotcache.AUTH, hotcache.tenant_scope(tenant.pk)),
+            lambda: frozenset(self.tools(tenant=tenant, user=user).values_list("pk", flat=True)))
+
+    def functions(self, *, tenant: Tenant, user: Any, agent: Any = None, now: datetime | None = None,
+                  ) -> QuerySet[ToolFunction]:
+        """Every function the user may call now (through `agent`, when given)."""
+        now = now or timezone.now()
+        qs = (ToolFunction.objects.filter(tool__in=self.tools(tenant=tenant, user=user), state=FunctionState.ACTIVE,
+                                          enabled=True, unsupported_reason="")
+              .exclude(tool__disabled_until__gt=now))
+        if agent is not None:
+            qs = qs.filter(self.agent_rule.allowed(tenant=tenant, user=user, agent=agent))
+        return qs
+
+    # --- the why_not side -----------------------------------------------------------------------------
+
+    def why_not(self, *, tenant: Tenant, user: Any, tool: Tool, function: str,
+                functions: Any = None, agent: Any = None, warm: bool = False,
+                now: datetime | None = None) -> Refusal | None:
+        """Why `user` may not call `function` of `tool` now; None when they may.
+
+        `functions` maps names to the tool's ToolFunction rows (a snapshot's, else loaded); `warm` reads the
+        user's callable tools from memory (core.hotcache) instead of the database.
+        """
+        refusal = call_rules.tool_refusal(tool_name=tool.name, status=tool.status, disabled_until=tool.disabled_until,
+                                          now=now or timezone.now(), consecutive_failures=tool.consecutive_failures)
+        if refusal is not None:
+            return refusal
+        callable_ids = self.tool_ids(tenant=tenant, user=user) if warm else None
+        if callable_ids is None or tool.pk not in callable_ids:
+            refusal = self._who(tenant=tenant, user=user, tool=tool)
+            if refusal is not None:
+                return refusal
+        if functions is None:
+            functions = {f.name: f for f in tool.functions.all()}
+        fn = functions.get(function)
+        refusal = call_rules.function_refusal(
+            tool_name=tool.name, function=function, state=fn.state if fn is not None else None,
+            enabled=fn.enabled if fn is not None else False,
+            unsupported_reason=fn.unsupported_reason if fn is not None else "",
+            available=lambda: sorted(n for n, f in functions.items() if f.state == FunctionState.ACTIVE))
+        if refusal is not None:
+            return refusal
+        if agent is not None:
+            return self.agent_rule.why_not(tenant=tenant, user=user, agent=agent, tool=tool, function=function)
+        return None
+
+    def why_not_rights(self, *, tenant: Tenant, user: Any, tool: Tool, function: str,
+                       agent: Any = None) -> Refusal | None:
+        """Only the caller's right to the call (role, use_tool, use_agent, the agent's link), whatever state the
+        tool is in: what an approval re-checks before it runs a call it holds."""
+        refusal = self._who(tenant=tenant, user=user, tool=tool, any_status=True)
+        if refusal is None and agent is not None:
+            refusal = self.agent_rule.why_not(tenant=tenant, user=user, agent=agent, tool=tool, function=function)
+        return refusal
+
+    def _who(self, *, tenant: Tenant, user: Any, tool: Tool, any_status: bool = False) -> Refusal | None:
+        denial = MEMBERS.why_not(tenant=tenant, user=user)
+        if denial is not None:
+            return _role_refusal(denial, tenant)
+        usable = selectors.usable_tools(tenant=tenant, user=user, any_status=any_status)
+        if not usable.filter(pk=tool.pk).exists():
+            return Refusal("tool_not_usable", codes.DISABLED,
+                           f"you may not use tool {tool.name!r} (no use_tool permission)")
+        return None
+
+
+class DecidePolicy:
+    """Who may decide an approval, under its tenant's policy."""
+
+    def approvals(self, *, tenant: Tenant, user: Any, qs: QuerySet[Approval] | None = None) -> QuerySet[Approval]:
+        """The tenant's approvals (or those of `qs`) the user may decide."""
+        qs = Approval.objects.filter(tenant=tenant) if qs is None else qs.filter(tenant=tenant)
+        user_id = getattr(user, "pk", None)
+        admin = ADMINS.allows(tenant=tenant, user=user)
+        if tenant.approval_second_person:
+            return qs.exclude(requested_by_id=user_id) if admin else qs.none()
+        if admin and tenant.admins_can_approve:
+            return qs
+        return qs.filter(requested_by_id=user_id)
+
+    def why_not(self, *, tenant: Tenant, user: Any, approval: Approval) -> str | None:
+        """Why the user may not decide `approval`; None when they may."""
+        asker = approval.requested_by_id == getattr(user, "pk", None)
+        admin = ADMINS.allows(tenant=tenant, user=user)
+        if tenant.approval_second_person:
+            if asker:
+                return "this tenant requires an owner or admin other than the requester to decide"
+            return None if admin else "only a tenant owner or admin may decide (this tenant requires a second person)"
+        if asker or (admin and tenant.admins_can_approve):
+            return None
+        return "only the member who made the request may decide it" + (
+            "" if tenant.admins_can_approve else " (this tenant does not let admins decide)")
+
+
+CALLS = CallPolicy()
+DECIDERS = DecidePolicy()

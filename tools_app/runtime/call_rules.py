@@ -1,0 +1,81 @@
+"""Whether a function can be called now, from its tool's, its own and the agent link's state: the one rule.
+
+Django-free so toolset assembly (agents_app.runtime.toolset) and invoke's check (tools_app.policies.CallPolicy)
+apply the very same rule; who the caller is (role, use_tool, use_agent) is the policy's other half.
+Each refusal carries a typed `reason`, the ToolResult `code` a call answers with, and the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from tools_app.runtime import result as codes
+
+ENABLED = "ENABLED"
+ACTIVE = "ACTIVE"
+CHANGED = "CHANGED"
+REMOVED = "REMOVED"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a call may not happen: `reason` is the typed cause, `code` the call's result code."""
+
+    reason: str
+    code: str
+    message: str
+
+
+def in_failure_window(disabled_until: datetime | None, now: datetime) -> bool:
+    return disabled_until is not None and disabled_until > now
+
+
+def tool_refusal(*, tool_name: str, status: str, disabled_until: datetime | None, now: datetime,
+                 consecutive_failures: int = 0) -> Refusal | None:
+    """The tool is disabled, or paused by its failure breaker."""
+    if status != ENABLED:
+        return Refusal("tool_disabled", codes.DISABLED, f"tool {tool_name!r} is disabled")
+    if disabled_until is not None and in_failure_window(disabled_until, now):
+        return Refusal(
+            "tool_paused", codes.DISABLED,
+            f"tool {tool_name!r} failed {consecutive_failures} times in a row and is paused until "
+            f"{disabled_until:%Y-%m-%d %H:%M:%S} UTC",
+        )
+    return None
+
+
+def function_refusal(*, tool_name: str, function: str, state: str | None, enabled: bool, unsupported_reason: str,
+                     available: Callable[[], list[str]] = list) -> Refusal | None:
+    """The function is missing or removed (`state` None: the tool has no such function), changed since it was
+    approved, disabled by an admin, or one Toolhub cannot call. `available` names the active functions for
+    the hint (asked only when the function is missing)."""
+    if state is None or state == REMOVED:
+        known = available()
+        hint = "" if known else "; run Test or Refresh to discover the tool's functions"
+        return Refusal("function_missing", codes.NOT_FOUND,
+                       f"tool {tool_name!r} has no function {function!r}; available: {known}{hint}")
+    if state == CHANGED:
+        return Refusal(
+            "function_changed", codes.DISABLED,
+            f"function {function!r} changed since it was approved (new or different schema); "
+            "an admin must approve it before use",
+        )
+    if not enabled:
+        return Refusal("function_disabled", codes.DISABLED, f"function {function!r} of tool {tool_name!r} is disabled")
+    if unsupported_reason:
+        return Refusal("function_unsupported", codes.DISABLED, f"function {function!r} cannot be called: {unsupported_reason}")
+    return None
+
+
+def link_refusal(*, agent_name: str, tool_name: str, function: str, linked: bool,
+                 allowed_functions: Collection[str] | None) -> Refusal | None:
+    """The agent has no link to the tool, or its link's `allowed_functions` (None: all) leave the function out."""
+    if not linked:
+        return Refusal("function_not_allowed", codes.NOT_FOUND, f"agent {agent_name!r} has no tool {tool_name!r}")
+    if allowed_functions is not None and function not in allowed_functions:
+        return Refusal("function_not_allowed", codes.NOT_FOUND,
+                       f"agent {agent_name!r} may not call {tool_name}.{function} (its link allows "
+                       f"{sorted(allowed_functions)})")
+    return None
