@@ -57,6 +57,16 @@ class ServiceUnavailable(MCPError):
                                "retry_after_s": self.RETRY_AFTER_S})
 
 
+class Refused(MCPError):
+    """A typed refusal of Toolhub's own (throttle, role, approval, an upstream's failure of a prompt or resource):
+    a JSON-RPC error whose data names the code, as the API's error body does."""
+
+    CODE = -32003  # JSON-RPC's implementation-defined server error range
+
+    def __init__(self, refusal: service.Refusal) -> None:
+        super().__init__(code=self.CODE, message=refusal.message, data={"code": refusal.code, **refusal.details})
+
+
 async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ORM work in a worker thread, with Django's per-request connection hygiene around it."""
 
@@ -282,7 +292,10 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
                          ) -> types.CallToolResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
-        outcome, rendered = await db(_call, principal, params.name, arguments)
+        try:
+            outcome, rendered = await db(_call, principal, params.name, arguments)
+        except service.Refusal as refusal:
+            raise Refused(refusal) from None
         if rendered is not None:
             return rendered
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
@@ -319,6 +332,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
             got = await db(service.get_prompt, principal_of(ctx), params.name, params.arguments)
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}") from None
+        except service.Refusal as refusal:
+            raise Refused(refusal) from None
         return types.GetPromptResult.model_validate(got)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -332,6 +347,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
             got = await db(service.read_resource, principal_of(ctx), str(params.uri))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}") from None
+        except service.Refusal as refusal:
+            raise Refused(refusal) from None
         return types.ReadResourceResult.model_validate(got)
 
     server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,6 +32,7 @@ from agents_app.services.chat import build_toolset
 from core import hotcache
 from core.errors import NotFound
 from core.secrets import redact, scrub_text
+from core.throttle import take as take_throttle
 from tenants_app import auth_cache
 from tenants_app.models import ROLE_RANK, Role, Tenant
 from tenants_app.selectors import membership_get
@@ -51,8 +53,8 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
-from tools_app.services.approvals import approval_decide, approval_request, may_decide
-from tools_app.services.invoke import check_callable, tool_invoke
+from tools_app.services.approvals import approval_decide, approval_request, may_decide, needs_approval
+from tools_app.services.invoke import audit, check_callable, tool_invoke
 
 logger = logging.getLogger(__name__)
 VIA = ApprovalVia.GATEWAY
@@ -297,8 +299,10 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
     the same user calls the same function with the same arguments through this agent after that, the
-    run's result is answered (once) instead of a second run or a second request.
+    run's result is answered (once) instead of a second run or a second request. Every call counts against
+    the user's invoke throttle, as `/tools/{id}/invoke/` does (Refusal `throttled` once it is spent).
     """
+    throttle(principal)
     functions = listing(principal).by_name
     fn = functions.get(name)
     if fn is None:
@@ -465,9 +469,20 @@ def secrets_of(principal: Principal, fn: GatewayFunction | None) -> list[str]:
     return [] if fn is None else _secrets(principal, fn)
 
 
-# --- prompts and resources of the agent's MCP tools (read-only, namespaced like functions) ----------
+# --- prompts and resources of the agent's MCP tools (namespaced like functions, under the same rules) -----
 
 RESOURCE_SCHEME = "toolhub"
+# The audit rows' function names for a prompt get and a resource read: an MCP tool name cannot contain "/".
+PROMPT_GET = "prompts/get"
+RESOURCE_READ = "resources/read"
+
+
+class Refusal(Exception):
+    """A typed refusal of a gateway request (the server answers it as a JSON-RPC error whose data carries `code`)."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
 
 
 def _mcp_tools(principal: Principal) -> list[Tool]:
@@ -491,6 +506,56 @@ def _dump(model: Any, secrets: list[str]) -> dict[str, Any]:
     raw = json.dumps(model.model_dump(by_alias=True, mode="json", exclude_none=True))
     loaded: dict[str, Any] = json.loads(scrub_text(raw, secrets) if secrets else raw)
     return loaded
+
+
+def throttle(principal: Principal) -> None:
+    """Count one call against the user's invoke throttle (the API's key and rate); Refusal when it is spent."""
+    wait = take_throttle("invoke", principal.user)
+    if wait is not None:
+        seconds = max(1, int(wait))
+        raise Refusal("throttled", f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
+                      retry_after_s=seconds)
+
+
+def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
+              title: str) -> dict[str, Any]:
+    """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
+    approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
+    secrets = secret_values(tool.type, tool.config)
+
+    def refuse(code: str, wire_code: str, message: str, **details: Any) -> Refusal:
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=ToolResult.fail(code, message), status=CallStatus.DENIED, secrets=secrets,
+              agent=principal.agent, via=VIA, title=title)
+        return Refusal(wire_code, message, **details)
+
+    if not principal.may_call:
+        raise refuse(codes.DISABLED, "permission_denied",
+                     f"viewers may list this agent's prompts and resources but not use them (you are "
+                     f"{principal.role.value})")
+    link = principal.agent.agent_tools.filter(tool=tool).first()
+    if needs_approval(tool, None, link.requires_approval if link is not None else None):
+        # A held call runs its function once approved; a prompt or resource has none to run, so it is refused.
+        raise refuse(codes.APPROVAL_REQUIRED, "approval_required",
+                     f"{tool.name} needs a person's approval for every use, and a prompt or resource cannot be "
+                     "held for one: use the tool's functions (their calls are held for approval) or ask an admin "
+                     "to lift the tool's requires_approval", tool=tool.name)
+    throttle(principal)
+    started = time.monotonic()
+    try:
+        answer = _dump(adapters.pool().session_request(adapters.server_spec(tool), op), secrets)
+    except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
+        message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
+        failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
+        failed.cost_ms = int((time.monotonic() - started) * 1000)
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=failed, status=CallStatus.ERROR, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        raise Refusal("upstream_error", f"{tool.name} answered an error: {message}", tool=tool.name) from None
+    done = ToolResult.ok(text=json.dumps(answer, ensure_ascii=False))
+    done.cost_ms = int((time.monotonic() - started) * 1000)
+    audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+          result=done, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+    return answer
 
 
 def list_prompts(principal: Principal) -> list[dict[str, Any]]:
@@ -520,8 +585,8 @@ def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None
     async def op(session: Any) -> Any:
         return await session.get_prompt(original, arguments or {})
 
-    result = adapters.pool().session_request(adapters.server_spec(tool), op)
-    return _dump(result, secret_values(tool.type, tool.config))
+    return _upstream(principal, tool, PROMPT_GET, {"name": original, "arguments": dict(arguments or {})}, op,
+                     f"{tool.name}: prompt {original}"[:200])
 
 
 def _resource_uri(tool: Tool, uri: str) -> str:
@@ -555,8 +620,7 @@ def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
     async def op(session: Any) -> Any:
         return await session.read_resource(original)
 
-    result = _dump(adapters.pool().session_request(adapters.server_spec(tool), op),
-                   secret_values(tool.type, tool.config))
+    result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200])
     for item in result.get("contents", []):
         item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
     return result
