@@ -14,9 +14,11 @@ import logging
 import re
 import weakref
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import NotificationOptions
@@ -66,6 +68,60 @@ async def _drain(receive: Receive, scope: Scope) -> None:
 def not_found_body() -> dict[str, Any]:
     error = NotFound()
     return {"error": {"code": error.code, "message": str(error), "details": {}}}
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _allowed_hosts() -> list[str]:
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:  # as Django does
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return allowed
+
+
+def _host_allowed(host: str) -> bool:
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, _allowed_hosts())
+
+
+def _origin_allowed(origin: str) -> bool:
+    """The site's own origins: the public URL's, any on a host of ALLOWED_HOSTS, or one of CSRF_TRUSTED_ORIGINS."""
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        return False  # "null" (sandboxed frames, file pages), or no origin at all
+    own = f"{parts.scheme}://{parts.netloc}".lower()
+    public = str(getattr(settings, "TOOLHUB_PUBLIC_URL", "") or "")
+    trusted = {o.rstrip("/").lower() for o in settings.CSRF_TRUSTED_ORIGINS if "*" not in o}
+    if public:
+        site = urlsplit(public)
+        trusted.add(f"{site.scheme}://{site.netloc}".lower())
+    return own in trusted or _host_allowed(parts.netloc)
+
+
+async def _refuse_foreign(scope: Scope, receive: Receive, send: Send) -> bool:
+    """Refuse a request for another host name (DNS rebinding) or from a foreign web page's Origin, as the MCP
+    spec asks of streamable HTTP servers, before anything else looks at it. True when it was refused."""
+    host = _header(scope, b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+    host = (host or _header(scope, b"host") or "").split(",")[0].strip()
+    if not _host_allowed(host):
+        await _drain(receive, scope)
+        # The host is not echoed: it is whatever the request made up.
+        await _json(send, 400, {"error": {"code": "disallowed_host", "message": "this host name is not served here "
+                                          "(ALLOWED_HOSTS)", "details": {}}})
+        return True
+    origin = _header(scope, b"origin")
+    if origin is not None and not _origin_allowed(origin):
+        await _drain(receive, scope)
+        await _json(send, 403, {"error": {"code": "forbidden_origin", "message": "requests from this Origin are "
+                                          "refused: only this site's own origins may call the gateway from a "
+                                          "browser", "details": {}}})
+        return True
+    return False
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -198,6 +254,8 @@ class GatewayApp:
                         [(b"retry-after", retry)])
 
     async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if await _refuse_foreign(scope, receive, send):
+            return
         match = PATH_RE.match(scope["path"])
         if match is None:
             await _drain(receive, scope)
