@@ -95,7 +95,7 @@ def _origin_allowed(origin: str) -> bool:
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
         return False  # "null" (sandboxed frames, file pages), or no origin at all
     own = f"{parts.scheme}://{parts.netloc}".lower()
-    public = str(getattr(settings, "TOOLHUB_PUBLIC_URL", "") or "")
+    public = str(settings.TOOLHUB_PUBLIC_URL or "")
     trusted = {o.rstrip("/").lower() for o in settings.CSRF_TRUSTED_ORIGINS if "*" not in o}
     if public:
         site = urlsplit(public)

@@ -319,6 +319,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
             return _pending(ctx, outcome)
         approve = answer.action == "accept" and bool((answer.content or {}).get("approve"))
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
+        if decided is None:
+            return _pending(ctx, outcome)
         return await db(_content, principal, decided)
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

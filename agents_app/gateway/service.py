@@ -431,9 +431,21 @@ def _result_of(run: ToolCall) -> ToolResult:
     return ToolResult.ok(text=run.result_excerpt, content=content or None)
 
 
-def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome:
-    """The person at the client answered the elicitation: record the decision; approving runs the call once."""
+def decided_in_toolhub_only(principal: Principal) -> bool:
+    """The tenant's policy that approvals asked through the gateway are decided only in Toolhub (read from the
+    row: the principal's tenant may be a remembered copy)."""
+    return bool(Tenant.objects.filter(pk=principal.tenant.pk).values_list("gateway_approvals_in_toolhub_only",
+                                                                          flat=True).first())
+
+
+def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome | None:
+    """The person at the client answered the elicitation: record the decision; approving runs the call once.
+
+    None, deciding nothing, when the tenant has since ruled that gateway approvals are decided only in Toolhub.
+    """
     assert outcome.approval_id is not None and outcome.function is not None
+    if decided_in_toolhub_only(principal):
+        return None
     decision = approval_decide(tenant=principal.tenant, actor=principal.user, approval_id=outcome.approval_id,
                                approve=approve)
     if not approve or decision.invocation is None:
@@ -446,7 +458,10 @@ def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool)
 
 
 def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
-    """Whether the person at the client may decide their own request (not under the second-person rule)."""
+    """Whether the person at the client may decide their own request: not when the tenant keeps gateway
+    approvals to Toolhub, nor under the second-person rule."""
+    if decided_in_toolhub_only(principal):
+        return False
     approval = Approval.objects.get(tenant=principal.tenant, pk=approval_id)
     allowed, _why = may_decide(tenant=principal.tenant, actor=principal.user, approval=approval)
     return allowed

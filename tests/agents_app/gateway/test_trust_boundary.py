@@ -271,6 +271,9 @@ def test_an_origin_other_than_the_sites_own_is_refused(served: Any, setup: Any, 
     assert _initialize(url, setup.token, Origin="http://localhost:3000").status_code == 200
     settings.CSRF_TRUSTED_ORIGINS = ["https://console.example.com"]
     assert _initialize(url, setup.token, Origin="https://console.example.com").status_code == 200
+    settings.TOOLHUB_PUBLIC_URL = "https://hub.example.com/base/"
+    assert _initialize(url, setup.token, Origin="https://hub.example.com").status_code == 200
+    assert _initialize(url, setup.token, Origin="https://hub.example.com.attacker.example").status_code == 403
     assert _initialize(url, setup.token).status_code == 200  # no Origin (not a browser): fine
 
 
@@ -301,3 +304,27 @@ def test_a_tenant_can_keep_gateway_approvals_out_of_the_clients_hands(served: An
     assert approval.status == "pending" and not ToolCall.objects.filter(status="ok").exists()
     decided = setup.api.post(f"/api/v1/approvals/{approval.pk}/approve/")  # in Toolhub it is decided as ever
     assert decided.status_code == 200, decided.content
+
+
+def test_an_answer_arriving_after_the_tenant_ruled_so_decides_nothing(served: Any, setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
+                           format="json")
+    assert resp.status_code == 200, resp.content
+
+    def rule() -> None:
+        setup.tenant.gateway_approvals_in_toolhub_only = True
+        setup.tenant.save(update_fields=["gateway_approvals_in_toolhub_only"])
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        await asyncio.to_thread(rule)  # while the client is being asked, an owner changes the policy
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def scenario() -> Any:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token,
+                           elicitation_callback=on_elicit) as (session, _):
+            return await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    result = asyncio.run(scenario())
+    approval = Approval.objects.get()
+    assert result.is_error and result.structured_content["approval_id"] == approval.pk
+    assert approval.status == "pending" and not ToolCall.objects.filter(status="ok").exists()
