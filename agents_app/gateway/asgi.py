@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import weakref
+from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service, sessions
 from agents_app.gateway.server import (
+    COUNTED_KEY,
     PRINCIPAL_KEY,
     TRACE_KEY,
     ListChangedWatcher,
@@ -43,6 +45,7 @@ from tools_app import pool_broadcast
 logger = logging.getLogger(__name__)
 
 PREFIX = "/mcp/"
+SSE_PREFIX = "sse:"
 PATH_RE = re.compile(r"^/mcp/(?P<slug>[a-z0-9][a-z0-9-]{0,63})/agents/(?P<agent>[0-9]{1,18})(?P<rest>/|/sse/?|/messages/?)?$")
 REALM = 'Bearer realm="toolhub"'
 
@@ -156,6 +159,10 @@ class GatewayApp:
 
             pool_broadcast.on_reconnect(record_again)
         self.sse = SseServerTransport("/messages/")
+        # Sessions this process opened, by id, with the caps they count under (agents_app.gateway.sessions), and
+        # the new-session requests in flight per cap: exact here, whatever the shared index has seen yet.
+        self._opened: dict[str, tuple[str, ...]] = {}
+        self._opening: Counter[str] = Counter()
         self.local_cache = service.shared_cache_is_local()
         self._started: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
@@ -289,14 +296,75 @@ class GatewayApp:
         # presenting the session id is answered "session not found".
         digest = hashlib.sha256(token.encode()).hexdigest() if token else ""
         owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
-        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner)}
+        counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
+        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted}
         rest = (match["rest"] or "/").rstrip("/")
-        if rest == "":
+        if rest == "" and self._opens_session(scope):
+            await self._admitted(scope, receive, send, counted,
+                                 lambda s, r, w: self.manager.handle_request(s, r, w))
+        elif rest == "":
             await self.manager.handle_request(scope, receive, send)
         elif rest == "/sse":
-            await self._sse(scope, receive, send, match)
+            await self._admitted(scope, receive, send, counted, lambda s, r, w: self._sse(s, r, w, match))
         else:
             await self.sse.handle_post_message(scope, receive, send)
+
+    # ---- caps on open sessions -------------------------------------------------------------------
+
+    def _opens_session(self, scope: Scope) -> bool:
+        """A streamable-HTTP POST without a session id: the handshake of a new session (anything else the SDK
+        refuses, after this count)."""
+        return not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
+
+    async def _over_cap(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
+        """(per, limit, open) of the first cap a new session would pass, else None."""
+        live = self.manager.live_sessions()
+        for session_id in [s for s in self._opened if not s.startswith(SSE_PREFIX) and s not in live]:
+            del self._opened[session_id]
+        shared = await anyio.to_thread.run_sync(sessions.open_counts, counted)
+        for per, limit in sessions.cap_limits().items():
+            cap = counted[per]
+            here = sum(1 for caps in self._opened.values() if cap in caps)
+            opened = max(here, shared.get(per, 0)) + self._opening[cap]
+            if opened >= limit:
+                return per, limit, opened
+        return None
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send, counted: dict[str, str],
+                        handle: Any) -> None:
+        """Open a session (streamable HTTP or SSE) unless its token or member already holds as many as allowed."""
+        over = await self._over_cap(counted)
+        if over is not None:
+            per, limit, opened = over
+            await _drain(receive, scope)
+            whose = "API token" if per == "token" else "member of this tenant"
+            idle_min = int(float(settings.TOOLHUB_MCP_SESSION_IDLE_S) // 60)
+            await _json(send, 429, {"error": {"code": "too_many_sessions", "message": (
+                f"this {whose} already has {opened} open MCP sessions, the limit; end one (DELETE with its "
+                f"Mcp-Session-Id, or close the SSE stream) or let an idle one expire ({idle_min} min)"),
+                "details": {"limit": limit, "per": per, "open": opened}}})
+            return
+        caps = tuple(counted.values())
+        for cap in caps:
+            self._opening[cap] += 1
+        sse_id = f"{SSE_PREFIX}{id(scope)}"
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened = next((v.decode("latin-1") for k, v in message.get("headers", [])
+                               if k.lower() == b"mcp-session-id"), None)
+                if opened is not None:
+                    self._opened[opened] = caps
+                elif scope["path"].rstrip("/").endswith("/sse") and message.get("status") == 200:
+                    self._opened[sse_id] = caps
+            await send(message)
+
+        try:
+            await handle(scope, receive, noting)
+        finally:
+            for cap in caps:
+                self._opening[cap] -= 1
+            self._opened.pop(sse_id, None)  # an SSE session lasts as long as its stream
 
     async def _sse(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         if scope["method"] != "GET":

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 PRINCIPAL_KEY = "toolhub.principal"
 TRACE_KEY = "toolhub.trace_context"  # the HTTP request span's context, for handlers (core.tracing)
+COUNTED_KEY = "toolhub.session_caps"  # the caps a session opened by the request counts under (gateway.asgi)
 SERVER_VERSION = "1"
 T = TypeVar("T")
 
@@ -392,6 +393,8 @@ class _IdentityMiddleware:
         user = getattr(ctx.request, "scope", {}).get("user") if ctx.request is not None else None
         session_id = getattr(connection, "session_id", None)
         if session_id and isinstance(user, AuthenticatedUser):
+            counted = getattr(ctx.request, "scope", {}).get(COUNTED_KEY) or {}
             await db(sessions.remember, session_id=session_id, owner=dict(authorization_context(user)),
-                     protocol_version=str(result.get("protocolVersion") or ""), client_params=dict(ctx.params or {}))
+                     protocol_version=str(result.get("protocolVersion") or ""), client_params=dict(ctx.params or {}),
+                     counted=tuple(counted.values()))
         return result

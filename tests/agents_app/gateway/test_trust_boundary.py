@@ -20,7 +20,7 @@ from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
 from tests.agents_app.support import make_agent
 from tools_app import adapters
-from tools_app.models import Approval, Tool, ToolCall
+from tools_app.models import Approval, Tool, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,12 +73,13 @@ def test_a_viewer_can_neither_read_resources_nor_get_prompts(served: Any, setup:
     assert [(c.function, c.status) for c in refused] == [("prompts/get", "denied"), ("resources/read", "denied")]
 
 
-@pytest.mark.parametrize("allowed", [[], ["no_such_function"]])
+@pytest.mark.parametrize("allowed", [[], ["echo_env"]])
 def test_a_tool_with_no_callable_function_on_the_link_offers_no_resources_or_prompts(
     served: Any, setup: Any, allowed: list[str]
 ) -> None:
     agent_id = make_agent(setup.api, model=None, tools=[{"tool": setup.tool_id, "allowed_functions": allowed}],
                           name="narrow")
+    ToolFunction.objects.filter(tool_id=setup.tool_id, name="echo_env").update(enabled=False)  # the one it allows
 
     async def scenario() -> tuple[Any, Any, Any, Any]:
         async with connect(served.endpoint("acme", agent_id), setup.token) as (session, _):
@@ -231,6 +232,29 @@ def test_sessions_per_token_are_capped_across_tenants(
     # Another member's token is not affected.
     someone = member_client(setup.tenant, Role.MEMBER)
     assert _initialize(served.endpoint("acme", setup.agent_id), token_for_user(user=someone.user)).status_code == 200
+
+
+def test_the_cap_holds_across_web_processes(served_pair: Any, setup: Any, settings: Any) -> None:
+    settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = 2
+    first, second = served_pair
+    assert _initialize(first.endpoint("acme", setup.agent_id), setup.token).status_code == 200
+    assert _initialize(first.endpoint("acme", setup.agent_id), setup.token).status_code == 200
+    refused = _initialize(second.endpoint("acme", setup.agent_id), setup.token)  # the other process knows
+    assert refused.status_code == 429
+    assert refused.json()["error"]["details"] == {"limit": 2, "per": "member", "open": 2}
+
+
+def test_an_open_sse_stream_counts_as_a_session(served: Any, setup: Any, settings: Any) -> None:
+    settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = 1
+    url = served.endpoint("acme", setup.agent_id)
+
+    async def scenario() -> tuple[int, int]:
+        async with connect(url, setup.token, transport="sse"):
+            during = await asyncio.to_thread(lambda: _initialize(url, setup.token).status_code)
+        after = await asyncio.to_thread(lambda: _initialize(url, setup.token).status_code)
+        return during, after
+
+    assert asyncio.run(scenario()) == (429, 200)
 
 
 def test_a_continued_session_is_not_counted_again(served: Any, setup: Any, settings: Any) -> None:
