@@ -80,7 +80,9 @@ class Principal:
 
 @dataclass(frozen=True)
 class GatewayFunction:
-    """A toolset function as an MCP tool: the qualified name, schema, description and annotations."""
+    """A toolset function as an MCP tool: the qualified name and the definition as the server sent it (its own
+    input schema, not chat's model-facing one; output schema, annotations, `_meta`, icons), with the hints of
+    Toolhub's effective safety and a title where the server gave none."""
 
     name: str
     description: str
@@ -89,11 +91,17 @@ class GatewayFunction:
     read_only: bool
     destructive: bool
     function: ToolsetFunction = field(compare=False)
+    output_schema: dict[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+    icons: tuple[Mapping[str, Any], ...] = ()
 
     def wire(self) -> dict[str, Any]:
         """Everything a client sees; its hash is the toolset fingerprint."""
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema,
-                "title": self.title, "readOnly": self.read_only, "destructive": self.destructive}
+                "title": self.title, "readOnly": self.read_only, "destructive": self.destructive,
+                "outputSchema": self.output_schema, "annotations": dict(self.annotations or {}),
+                "_meta": dict(self.meta or {}), "icons": [dict(i) for i in self.icons]}
 
 
 @dataclass
@@ -240,34 +248,44 @@ def listing(principal: Principal) -> Listing:
 def _assemble(principal: Principal) -> Listing:
     toolset, _secrets = build_toolset(tenant=principal.tenant, actor=principal.user, agent=principal.agent)
     linked = [link.tool_id for link in principal.agent.agent_tools.all()]
-    keys = [(f.tool_id, f.function) for f in toolset]
-    titles: dict[tuple[int, str], str] = {}
+    keys = {(f.tool_id, f.function) for f in toolset}
+    # The definitions as the servers sent them (chat's toolset carries the model-facing input schema).
+    sent: dict[tuple[int, str], dict[str, Any]] = {}
     if keys:
-        rows = ToolFunction.objects.filter(tool__tenant=principal.tenant,
-                                           tool_id__in={k[0] for k in keys}).values_list("tool_id", "name",
-                                                                                        "annotations")
-        for tool_id, name, annotations in rows:
-            title = (annotations or {}).get("title") if isinstance(annotations, dict) else None
-            if isinstance(title, str) and title:
-                titles[(tool_id, name)] = title
-    functions = tuple(
-        GatewayFunction(
-            name=f.qualified_name,
-            description=f.description,
-            input_schema=f.parameters,
-            title=titles.get((f.tool_id, f.function)) or f"{f.tool_name}: {f.function}",
-            read_only=f.safety == Safety.READ_ONLY,
-            destructive=f.safety == Safety.DESTRUCTIVE,
-            function=f,
-        )
-        for f in toolset
-    )
+        rows = ToolFunction.objects.filter(tool__tenant=principal.tenant, tool_id__in={k[0] for k in keys}).values(
+            "tool_id", "name", "input_schema", "output_schema", "annotations", "title", "meta", "icons")
+        sent = {(row["tool_id"], row["name"]): dict(row) for row in rows if (row["tool_id"], row["name"]) in keys}
+    functions = tuple(_gateway_function(f, sent.get((f.tool_id, f.function)) or {}) for f in toolset)
     # A paused tool comes back when its pause runs out, with no write to signal it: the listing lives no longer.
     paused = (Tool.objects.filter(tenant=principal.tenant, pk__in=linked, disabled_until__gt=timezone.now())
               .order_by("disabled_until").values_list("disabled_until", flat=True).first()) if linked else None
     return Listing(functions=functions, by_name=MappingProxyType({f.name: f for f in functions}),
                    fingerprint=fingerprint_of(principal, list(functions)),
                    valid_until=paused.timestamp() if paused is not None else None)
+
+
+def _gateway_function(f: ToolsetFunction, row: dict[str, Any]) -> GatewayFunction:
+    annotations = dict(row.get("annotations") or {}) if isinstance(row.get("annotations"), dict) else {}
+    title = row.get("title") or annotations.get("title") or f"{f.tool_name}: {f.function}"
+    annotations.setdefault("title", title)
+    # Toolhub states the safety its approval rule uses (an admin's override, a DESTRUCTIVE tool): where the
+    # server's own hints say so too, a client sees exactly what the server sent.
+    annotations["readOnlyHint"] = f.safety == Safety.READ_ONLY
+    annotations["destructiveHint"] = f.safety == Safety.DESTRUCTIVE
+    icons = row.get("icons")
+    return GatewayFunction(
+        name=f.qualified_name,
+        description=f.description,
+        input_schema=row.get("input_schema") or f.parameters,
+        title=str(title),
+        read_only=f.safety == Safety.READ_ONLY,
+        destructive=f.safety == Safety.DESTRUCTIVE,
+        function=f,
+        output_schema=row.get("output_schema") or None,
+        annotations=MappingProxyType(annotations),
+        meta=MappingProxyType(dict(row["meta"])) if isinstance(row.get("meta"), dict) else None,
+        icons=tuple(i for i in icons if isinstance(i, dict)) if isinstance(icons, list) else (),
+    )
 
 
 def list_functions(principal: Principal) -> list[GatewayFunction]:
@@ -423,12 +441,22 @@ def _delivered(held: ToolCall, run: ToolCall) -> None:
     held.save(update_fields=["status", "error"])
 
 
+HANDED_OVER = "handed_over"  # ToolResult.meta: rebuilt from an approved run's audit row, not the server's answer
+
+
 def _result_of(run: ToolCall) -> ToolResult:
     """A recorded run as a result (its audit excerpt: capped, secrets already scrubbed)."""
     if run.status != CallStatus.OK:
         return ToolResult.fail(run.error_code or codes.EXECUTION_ERROR, run.error or "the approved call failed")
     content = [b for b in (run.result_content or []) if isinstance(b, dict) and b.get("type") != "omitted"]
-    return ToolResult.ok(text=run.result_excerpt, content=content or None)
+    data = None
+    if run.result_size == len(run.result_excerpt):  # kept whole: a JSON object there is the structured result
+        try:
+            data = json.loads(run.result_excerpt)
+        except ValueError:
+            data = None
+    return ToolResult.ok(data=data if isinstance(data, dict) else None, text=run.result_excerpt,
+                         content=content or None, **{HANDED_OVER: True})
 
 
 def decided_in_toolhub_only(principal: Principal) -> bool:

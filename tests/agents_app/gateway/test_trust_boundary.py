@@ -17,7 +17,7 @@ from django.core.cache import cache
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
-from tests.agents_app.gateway.clients import connect
+from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
 from tools_app import adapters
 from tools_app.models import Approval, Tool, ToolCall, ToolFunction
@@ -324,7 +324,7 @@ def test_a_tenant_can_keep_gateway_approvals_out_of_the_clients_hands(served: An
     result = asyncio.run(scenario())
     assert not asked  # the client was never offered the decision
     approval = Approval.objects.get()
-    assert result.is_error and result.structured_content["approval_id"] == approval.pk
+    assert result.is_error and refusal(result)["approval_id"] == approval.pk
     assert approval.status == "pending" and not ToolCall.objects.filter(status="ok").exists()
     decided = setup.api.post(f"/api/v1/approvals/{approval.pk}/approve/")  # in Toolhub it is decided as ever
     assert decided.status_code == 200, decided.content
@@ -350,5 +350,5 @@ def test_an_answer_arriving_after_the_tenant_ruled_so_decides_nothing(served: An
 
     result = asyncio.run(scenario())
     approval = Approval.objects.get()
-    assert result.is_error and result.structured_content["approval_id"] == approval.pk
+    assert result.is_error and refusal(result)["approval_id"] == approval.pk
     assert approval.status == "pending" and not ToolCall.objects.filter(status="ok").exists()
