@@ -222,11 +222,27 @@ def test_approval_without_elicitation_names_the_pending_id_then_runs_once(
     assert runs.count() == 1 and runs.get().status == "ok"
     ran = asyncio.run(call())  # the client asks again: it gets that run's result, nothing runs twice
     assert not ran.is_error and "DEMO-001" in ran.content[0].text
+    assert ran.structured_content["sku"] == "DEMO-001"  # what the function's outputSchema promises
     assert runs.count() == 1
 
     third = asyncio.run(call())  # the approval was used up: a new request is held
     assert third.is_error and refusal(third)["approval_id"] != approval_id
     assert runs.count() == 1
+
+
+def test_an_approved_result_too_large_to_keep_whole_is_said_so(served: Any, setup: Any, settings: Any) -> None:
+    _needs_approval(setup)
+    settings.TOOLHUB_AUDIT_RESULT_CHARS = 10  # the audit row keeps a cut excerpt: no structured result in it
+
+    async def call() -> Any:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            return await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    held = asyncio.run(call())
+    assert setup.api.post(f"/api/v1/approvals/{refusal(held)['approval_id']}/approve/").status_code == 200
+    ran = asyncio.run(call())  # the client's SDK would refuse a result without the promised structuredContent
+    assert ran.is_error and ran.content[0].text.startswith("EXECUTION_ERROR: the call ran (call ")
+    assert "structured result was not kept" in ran.content[0].text
 
 
 def test_a_different_argument_does_not_use_the_approval(served: Any, setup: Any) -> None:
