@@ -92,3 +92,27 @@ class ScopedWindowThrottle(ScopedRateThrottle):
     def wait(self) -> float | None:
         wait = getattr(self, "_wait", None)
         return None if wait is None else float(math.ceil(wait - 1e-9))  # 20.000000000000004 is 20
+
+
+class _Scoped:
+    """The view side of a throttle check made outside DRF: just the scope."""
+
+    def __init__(self, scope: str) -> None:
+        self.throttle_scope = scope
+
+
+class _Caller:
+    """The request side of a throttle check made outside DRF: just the authenticated user."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        self.META: dict[str, str] = {}
+
+
+def take(scope: str, user: Any) -> float | None:
+    """Count one request of `user` in `scope` outside DRF (the MCP gateway), under the same key and rate as the
+    API's throttle, so both draw on one budget. None when it fits, else the seconds until one would."""
+    throttle = ScopedWindowThrottle()
+    if throttle.allow_request(_Caller(user), _Scoped(scope)):
+        return None
+    return throttle.wait() or 1.0

@@ -16,7 +16,7 @@ from tenants_app.models import Membership, Role, Tenant
 from tenants_app.selectors import tenants_for_admin
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
-                      "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
+                      "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
                       "local_memory_mb"]
 
 

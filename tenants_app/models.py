@@ -28,6 +28,11 @@ class Tenant(models.Model):
         default=False,
         help_text="Every approval needs an owner/admin other than the requester (four-eyes rule)",
     )
+    gateway_approvals_in_toolhub_only = models.BooleanField(
+        default=False,
+        help_text="Approvals asked through the MCP gateway are decided only in Toolhub, never by the AI client "
+                  "(no elicitation)",
+    )
     allow_imported_auto_approve = models.BooleanField(
         default=False,
         help_text="Client configs imported into this tenant may mark functions (autoApprove) that skip approval",

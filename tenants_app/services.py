@@ -29,7 +29,7 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # Fields only an owner may change; everything a tenant's admins cannot touch.
 POLICY_FIELDS = frozenset({
     "command_interpreters", "sql_allowed_tables", "admins_can_approve", "approval_second_person",
-    "allow_imported_auto_approve",
+    "allow_imported_auto_approve", "gateway_approvals_in_toolhub_only",
 })
 IDENTITY_FIELDS = frozenset({"name", "slug"})
 # The LOCAL server sandbox's network and memory are the platform's to grant, not the tenant's.

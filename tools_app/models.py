@@ -102,6 +102,10 @@ class ToolFunction(models.Model):
     safety_override = models.CharField(max_length=16, choices=Safety.choices, blank=True, default="")
     # Why Toolhub cannot call this function (e.g. it requires MCP tasks); blank when it can.
     unsupported_reason = models.CharField(max_length=300, blank=True, default="")
+    # As the server sent them, served by the MCP gateway; not part of schema_hash (display, not contract).
+    title = models.CharField(max_length=300, blank=True, default="")
+    meta = models.JSONField(null=True, blank=True, help_text="The server's `_meta` of this tool (e.g. an MCP Apps UI)")
+    icons = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -13,10 +13,13 @@ import json
 import logging
 import re
 import weakref
+from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import NotificationOptions
@@ -25,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service, sessions
 from agents_app.gateway.server import (
+    COUNTED_KEY,
     PRINCIPAL_KEY,
     TRACE_KEY,
     ListChangedWatcher,
@@ -41,6 +45,7 @@ from tools_app import pool_broadcast
 logger = logging.getLogger(__name__)
 
 PREFIX = "/mcp/"
+SSE_PREFIX = "sse:"
 PATH_RE = re.compile(r"^/mcp/(?P<slug>[a-z0-9][a-z0-9-]{0,63})/agents/(?P<agent>[0-9]{1,18})(?P<rest>/|/sse/?|/messages/?)?$")
 REALM = 'Bearer realm="toolhub"'
 
@@ -66,6 +71,60 @@ async def _drain(receive: Receive, scope: Scope) -> None:
 def not_found_body() -> dict[str, Any]:
     error = NotFound()
     return {"error": {"code": error.code, "message": str(error), "details": {}}}
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _allowed_hosts() -> list[str]:
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:  # as Django does
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return allowed
+
+
+def _host_allowed(host: str) -> bool:
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, _allowed_hosts())
+
+
+def _origin_allowed(origin: str) -> bool:
+    """The site's own origins: the public URL's, any on a host of ALLOWED_HOSTS, or one of CSRF_TRUSTED_ORIGINS."""
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        return False  # "null" (sandboxed frames, file pages), or no origin at all
+    own = f"{parts.scheme}://{parts.netloc}".lower()
+    public = str(settings.TOOLHUB_PUBLIC_URL or "")
+    trusted = {o.rstrip("/").lower() for o in settings.CSRF_TRUSTED_ORIGINS if "*" not in o}
+    if public:
+        site = urlsplit(public)
+        trusted.add(f"{site.scheme}://{site.netloc}".lower())
+    return own in trusted or _host_allowed(parts.netloc)
+
+
+async def _refuse_foreign(scope: Scope, receive: Receive, send: Send) -> bool:
+    """Refuse a request for another host name (DNS rebinding) or from a foreign web page's Origin, as the MCP
+    spec asks of streamable HTTP servers, before anything else looks at it. True when it was refused."""
+    host = _header(scope, b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+    host = (host or _header(scope, b"host") or "").split(",")[0].strip()
+    if not _host_allowed(host):
+        await _drain(receive, scope)
+        # The host is not echoed: it is whatever the request made up.
+        await _json(send, 400, {"error": {"code": "disallowed_host", "message": "this host name is not served here "
+                                          "(ALLOWED_HOSTS)", "details": {}}})
+        return True
+    origin = _header(scope, b"origin")
+    if origin is not None and not _origin_allowed(origin):
+        await _drain(receive, scope)
+        await _json(send, 403, {"error": {"code": "forbidden_origin", "message": "requests from this Origin are "
+                                          "refused: only this site's own origins may call the gateway from a "
+                                          "browser", "details": {}}})
+        return True
+    return False
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -100,6 +159,10 @@ class GatewayApp:
 
             pool_broadcast.on_reconnect(record_again)
         self.sse = SseServerTransport("/messages/")
+        # Sessions this process opened, by id, with the caps they count under (agents_app.gateway.sessions), and
+        # the new-session requests in flight per cap: exact here, whatever the shared index has seen yet.
+        self._opened: dict[str, tuple[str, ...]] = {}
+        self._opening: Counter[str] = Counter()
         self.local_cache = service.shared_cache_is_local()
         self._started: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
@@ -198,6 +261,8 @@ class GatewayApp:
                         [(b"retry-after", retry)])
 
     async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if await _refuse_foreign(scope, receive, send):
+            return
         match = PATH_RE.match(scope["path"])
         if match is None:
             await _drain(receive, scope)
@@ -231,14 +296,75 @@ class GatewayApp:
         # presenting the session id is answered "session not found".
         digest = hashlib.sha256(token.encode()).hexdigest() if token else ""
         owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
-        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner)}
+        counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
+        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted}
         rest = (match["rest"] or "/").rstrip("/")
-        if rest == "":
+        if rest == "" and self._opens_session(scope):
+            await self._admitted(scope, receive, send, counted,
+                                 lambda s, r, w: self.manager.handle_request(s, r, w))
+        elif rest == "":
             await self.manager.handle_request(scope, receive, send)
         elif rest == "/sse":
-            await self._sse(scope, receive, send, match)
+            await self._admitted(scope, receive, send, counted, lambda s, r, w: self._sse(s, r, w, match))
         else:
             await self.sse.handle_post_message(scope, receive, send)
+
+    # ---- caps on open sessions -------------------------------------------------------------------
+
+    def _opens_session(self, scope: Scope) -> bool:
+        """A streamable-HTTP POST without a session id: the handshake of a new session (anything else the SDK
+        refuses, after this count)."""
+        return not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
+
+    async def _over_cap(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
+        """(per, limit, open) of the first cap a new session would pass, else None."""
+        live = self.manager.live_sessions()
+        for session_id in [s for s in self._opened if not s.startswith(SSE_PREFIX) and s not in live]:
+            del self._opened[session_id]
+        shared = await anyio.to_thread.run_sync(sessions.open_counts, counted)
+        for per, limit in sessions.cap_limits().items():
+            cap = counted[per]
+            here = sum(1 for caps in self._opened.values() if cap in caps)
+            opened = max(here, shared.get(per, 0)) + self._opening[cap]
+            if opened >= limit:
+                return per, limit, opened
+        return None
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send, counted: dict[str, str],
+                        handle: Any) -> None:
+        """Open a session (streamable HTTP or SSE) unless its token or member already holds as many as allowed."""
+        over = await self._over_cap(counted)
+        if over is not None:
+            per, limit, opened = over
+            await _drain(receive, scope)
+            whose = "API token" if per == "token" else "member of this tenant"
+            idle_min = int(float(settings.TOOLHUB_MCP_SESSION_IDLE_S) // 60)
+            await _json(send, 429, {"error": {"code": "too_many_sessions", "message": (
+                f"this {whose} already has {opened} open MCP sessions, the limit; end one (DELETE with its "
+                f"Mcp-Session-Id, or close the SSE stream) or let an idle one expire ({idle_min} min)"),
+                "details": {"limit": limit, "per": per, "open": opened}}})
+            return
+        caps = tuple(counted.values())
+        for cap in caps:
+            self._opening[cap] += 1
+        sse_id = f"{SSE_PREFIX}{id(scope)}"
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened = next((v.decode("latin-1") for k, v in message.get("headers", [])
+                               if k.lower() == b"mcp-session-id"), None)
+                if opened is not None:
+                    self._opened[opened] = caps
+                elif scope["path"].rstrip("/").endswith("/sse") and message.get("status") == 200:
+                    self._opened[sse_id] = caps
+            await send(message)
+
+        try:
+            await handle(scope, receive, noting)
+        finally:
+            for cap in caps:
+                self._opening[cap] -= 1
+            self._opened.pop(sse_id, None)  # an SSE session lasts as long as its stream
 
     async def _sse(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         if scope["method"] != "GET":

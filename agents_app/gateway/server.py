@@ -32,12 +32,17 @@ from core.errors import NotFound
 from core.exceptions import unavailable_service
 from core.secrets import scrub_text
 from tools_app.runtime import approval_policy
+from tools_app.runtime import result as codes
+from tools_app.runtime.mcp.discovery import RESULT_META, UPSTREAM_ERROR
 
 logger = logging.getLogger(__name__)
 
 PRINCIPAL_KEY = "toolhub.principal"
 TRACE_KEY = "toolhub.trace_context"  # the HTTP request span's context, for handlers (core.tracing)
+COUNTED_KEY = "toolhub.session_caps"  # the caps a session opened by the request counts under (gateway.asgi)
 SERVER_VERSION = "1"
+# The `_meta` key of Toolhub's own typed refusals in a tools/call result (error_code, approval_id, approve_url).
+REFUSAL_META = "toolhub/refusal"
 T = TypeVar("T")
 
 
@@ -55,6 +60,16 @@ class ServiceUnavailable(MCPError):
         super().__init__(code=self.CODE, message=f"The {service} is briefly unavailable; retry shortly.",
                          data={"code": "service_unavailable", "service": service,
                                "retry_after_s": self.RETRY_AFTER_S})
+
+
+class Refused(MCPError):
+    """A typed refusal of Toolhub's own (throttle, role, approval, an upstream's failure of a prompt or resource):
+    a JSON-RPC error whose data names the code, as the API's error body does."""
+
+    CODE = -32003  # JSON-RPC's implementation-defined server error range
+
+    def __init__(self, refusal: service.Refusal) -> None:
+        super().__init__(code=self.CODE, message=refusal.message, data={"code": refusal.code, **refusal.details})
 
 
 async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -156,17 +171,17 @@ class ListChangedWatcher:
 
 
 def _mcp_tool(fn: GatewayFunction) -> types.Tool:
-    return types.Tool(
-        name=fn.name,
-        title=fn.title,
-        description=fn.description,
-        input_schema=fn.input_schema,
-        annotations=types.ToolAnnotations(
-            title=fn.title,
-            read_only_hint=fn.read_only,
-            destructive_hint=fn.destructive,
-        ),
-    )
+    """The definition as the server sent it, under its qualified name (GatewayFunction says what Toolhub adds)."""
+    return types.Tool.model_validate({
+        "name": fn.name,
+        "title": fn.title,
+        "description": fn.description,
+        "inputSchema": fn.input_schema,
+        **({"outputSchema": fn.output_schema} if fn.output_schema else {}),
+        "annotations": dict(fn.annotations or {}),
+        **({"_meta": dict(fn.meta)} if fn.meta else {}),
+        **({"icons": [dict(i) for i in fn.icons]} if fn.icons else {}),
+    })
 
 
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
@@ -177,7 +192,9 @@ def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
     """The ToolResult as MCP content: the server's own content list whole when the runtime kept it."""
     result = outcome.result
-    if not result.success:
+    upstream = bool(result.meta.get(UPSTREAM_ERROR))
+    if not result.success and not upstream:
+        # Toolhub's own refusal (validation, role, breaker, approval...): typed by its code.
         message = f"{result.error_code}: {result.error or 'the call failed'}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
     secrets = service.secrets_of(principal, outcome.function)
@@ -187,14 +204,24 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
 
     raw = getattr(result, "content", None) or result.meta.get("content")
     if isinstance(raw, list) and raw:
-        blocks = types.CallToolResult.model_validate({"content": json.loads(scrub(json.dumps(raw)))}).content
+        blocks = json.loads(scrub(json.dumps(raw)))
     else:
         text = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
-        blocks = [types.TextContent(type="text", text=scrub(text))]
-    structured = None
+        blocks = [{"type": "text", "text": scrub(text)}]
+    wire: dict[str, Any] = {"content": blocks, "isError": upstream}
     if isinstance(result.data, dict):
-        structured = json.loads(scrub(json.dumps(result.data, default=str)))
-    return types.CallToolResult(content=blocks, structured_content=structured, is_error=False)
+        wire["structuredContent"] = json.loads(scrub(json.dumps(result.data, default=str)))
+    elif result.meta.get(service.HANDED_OVER) and outcome.function is not None and outcome.function.output_schema:
+        # A result Toolhub rebuilt without the structured part (an approved run handed over from its audit row,
+        # too large to keep whole) cannot meet the declared outputSchema: say so rather than break the client.
+        return types.CallToolResult(content=[types.TextContent(type="text", text=(
+            f"{codes.EXECUTION_ERROR}: the call ran (call {outcome.call_id}) but its structured result was not "
+            "kept; see it in Toolhub's audit log"))], is_error=True)
+    meta = result.meta.get(RESULT_META)
+    if isinstance(meta, dict) and meta:
+        wire["_meta"] = json.loads(scrub(json.dumps(meta, default=str)))
+    # The server's own isError result passes through whole: its content parts, structuredContent, _meta.
+    return types.CallToolResult.model_validate(wire)
 
 
 def _call(principal: Principal, name: str, arguments: dict[str, Any]) -> tuple[CallOutcome, types.CallToolResult | None]:
@@ -216,11 +243,14 @@ def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types
         f"listed at {base}/api/v1/approvals/?status=pending. Once approved, call this tool again with the "
         "same arguments: it runs once."
     )
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content={"error_code": "APPROVAL_REQUIRED", "approval_id": approval_id, "approve_url": decide},
-        is_error=True,
-    )
+    typed = {"error_code": "APPROVAL_REQUIRED", "approval_id": approval_id, "approve_url": decide}
+    wire: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True,
+                            "_meta": {REFUSAL_META: typed}}
+    if outcome.function is None or not outcome.function.output_schema:
+        # Clients check structuredContent against a declared outputSchema even on an error result (TypeScript
+        # SDK): where the server declared one, the typed fields ride in _meta only.
+        wire["structuredContent"] = typed
+    return types.CallToolResult.model_validate(wire)
 
 
 APPROVE_SCHEMA: dict[str, Any] = {
@@ -282,7 +312,10 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
                          ) -> types.CallToolResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
-        outcome, rendered = await db(_call, principal, params.name, arguments)
+        try:
+            outcome, rendered = await db(_call, principal, params.name, arguments)
+        except service.Refusal as refusal:
+            raise Refused(refusal) from None
         if rendered is not None:
             return rendered
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
@@ -306,6 +339,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
             return _pending(ctx, outcome)
         approve = answer.action == "accept" and bool((answer.content or {}).get("approve"))
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
+        if decided is None:
+            return _pending(ctx, outcome)
         return await db(_content, principal, decided)
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -319,6 +354,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
             got = await db(service.get_prompt, principal_of(ctx), params.name, params.arguments)
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}") from None
+        except service.Refusal as refusal:
+            raise Refused(refusal) from None
         return types.GetPromptResult.model_validate(got)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -332,6 +369,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:
             got = await db(service.read_resource, principal_of(ctx), str(params.uri))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}") from None
+        except service.Refusal as refusal:
+            raise Refused(refusal) from None
         return types.ReadResourceResult.model_validate(got)
 
     server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
@@ -373,6 +412,8 @@ class _IdentityMiddleware:
         user = getattr(ctx.request, "scope", {}).get("user") if ctx.request is not None else None
         session_id = getattr(connection, "session_id", None)
         if session_id and isinstance(user, AuthenticatedUser):
+            counted = getattr(ctx.request, "scope", {}).get(COUNTED_KEY) or {}
             await db(sessions.remember, session_id=session_id, owner=dict(authorization_context(user)),
-                     protocol_version=str(result.get("protocolVersion") or ""), client_params=dict(ctx.params or {}))
+                     protocol_version=str(result.get("protocolVersion") or ""), client_params=dict(ctx.params or {}),
+                     counted=tuple(counted.values()))
         return result

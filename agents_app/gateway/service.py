@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,6 +32,7 @@ from agents_app.services.chat import build_toolset
 from core import hotcache
 from core.errors import NotFound
 from core.secrets import redact, scrub_text
+from core.throttle import take as take_throttle
 from tenants_app import auth_cache
 from tenants_app.models import Role, Tenant
 from tenants_app.policies import MEMBERS
@@ -52,8 +54,8 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
-from tools_app.services.approvals import approval_decide, approval_request, may_decide
-from tools_app.services.invoke import check_callable, tool_invoke
+from tools_app.services.approvals import approval_decide, approval_request, may_decide, needs_approval
+from tools_app.services.invoke import audit, check_callable, tool_invoke
 
 logger = logging.getLogger(__name__)
 VIA = ApprovalVia.GATEWAY
@@ -79,7 +81,9 @@ class Principal:
 
 @dataclass(frozen=True)
 class GatewayFunction:
-    """A toolset function as an MCP tool: the qualified name, schema, description and annotations."""
+    """A toolset function as an MCP tool: the qualified name and the definition as the server sent it (its own
+    input schema, not chat's model-facing one; output schema, annotations, `_meta`, icons), with the hints of
+    Toolhub's effective safety and a title where the server gave none."""
 
     name: str
     description: str
@@ -88,11 +92,17 @@ class GatewayFunction:
     read_only: bool
     destructive: bool
     function: ToolsetFunction = field(compare=False)
+    output_schema: dict[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+    icons: tuple[Mapping[str, Any], ...] = ()
 
     def wire(self) -> dict[str, Any]:
         """Everything a client sees; its hash is the toolset fingerprint."""
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema,
-                "title": self.title, "readOnly": self.read_only, "destructive": self.destructive}
+                "title": self.title, "readOnly": self.read_only, "destructive": self.destructive,
+                "outputSchema": self.output_schema, "annotations": dict(self.annotations or {}),
+                "_meta": dict(self.meta or {}), "icons": [dict(i) for i in self.icons]}
 
 
 @dataclass
@@ -239,34 +249,44 @@ def listing(principal: Principal) -> Listing:
 def _assemble(principal: Principal) -> Listing:
     toolset, _secrets = build_toolset(tenant=principal.tenant, actor=principal.user, agent=principal.agent)
     linked = [link.tool_id for link in principal.agent.agent_tools.all()]
-    keys = [(f.tool_id, f.function) for f in toolset]
-    titles: dict[tuple[int, str], str] = {}
+    keys = {(f.tool_id, f.function) for f in toolset}
+    # The definitions as the servers sent them (chat's toolset carries the model-facing input schema).
+    sent: dict[tuple[int, str], dict[str, Any]] = {}
     if keys:
-        rows = ToolFunction.objects.filter(tool__tenant=principal.tenant,
-                                           tool_id__in={k[0] for k in keys}).values_list("tool_id", "name",
-                                                                                        "annotations")
-        for tool_id, name, annotations in rows:
-            title = (annotations or {}).get("title") if isinstance(annotations, dict) else None
-            if isinstance(title, str) and title:
-                titles[(tool_id, name)] = title
-    functions = tuple(
-        GatewayFunction(
-            name=f.qualified_name,
-            description=f.description,
-            input_schema=f.parameters,
-            title=titles.get((f.tool_id, f.function)) or f"{f.tool_name}: {f.function}",
-            read_only=f.safety == Safety.READ_ONLY,
-            destructive=f.safety == Safety.DESTRUCTIVE,
-            function=f,
-        )
-        for f in toolset
-    )
+        rows = ToolFunction.objects.filter(tool__tenant=principal.tenant, tool_id__in={k[0] for k in keys}).values(
+            "tool_id", "name", "input_schema", "output_schema", "annotations", "title", "meta", "icons")
+        sent = {(row["tool_id"], row["name"]): dict(row) for row in rows if (row["tool_id"], row["name"]) in keys}
+    functions = tuple(_gateway_function(f, sent.get((f.tool_id, f.function)) or {}) for f in toolset)
     # A paused tool comes back when its pause runs out, with no write to signal it: the listing lives no longer.
     paused = (Tool.objects.filter(tenant=principal.tenant, pk__in=linked, disabled_until__gt=timezone.now())
               .order_by("disabled_until").values_list("disabled_until", flat=True).first()) if linked else None
     return Listing(functions=functions, by_name=MappingProxyType({f.name: f for f in functions}),
                    fingerprint=fingerprint_of(principal, list(functions)),
                    valid_until=paused.timestamp() if paused is not None else None)
+
+
+def _gateway_function(f: ToolsetFunction, row: dict[str, Any]) -> GatewayFunction:
+    annotations = dict(row.get("annotations") or {}) if isinstance(row.get("annotations"), dict) else {}
+    title = row.get("title") or annotations.get("title") or f"{f.tool_name}: {f.function}"
+    annotations.setdefault("title", title)
+    # Toolhub states the safety its approval rule uses (an admin's override, a DESTRUCTIVE tool): where the
+    # server's own hints say so too, a client sees exactly what the server sent.
+    annotations["readOnlyHint"] = f.safety == Safety.READ_ONLY
+    annotations["destructiveHint"] = f.safety == Safety.DESTRUCTIVE
+    icons = row.get("icons")
+    return GatewayFunction(
+        name=f.qualified_name,
+        description=f.description,
+        input_schema=row.get("input_schema") or f.parameters,
+        title=str(title),
+        read_only=f.safety == Safety.READ_ONLY,
+        destructive=f.safety == Safety.DESTRUCTIVE,
+        function=f,
+        output_schema=row.get("output_schema") or None,
+        annotations=MappingProxyType(annotations),
+        meta=MappingProxyType(dict(row["meta"])) if isinstance(row.get("meta"), dict) else None,
+        icons=tuple(i for i in icons if isinstance(i, dict)) if isinstance(icons, list) else (),
+    )
 
 
 def list_functions(principal: Principal) -> list[GatewayFunction]:
@@ -298,8 +318,10 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
     the same user calls the same function with the same arguments through this agent after that, the
-    run's result is answered (once) instead of a second run or a second request.
+    run's result is answered (once) instead of a second run or a second request. Every call counts against
+    the user's invoke throttle, as `/tools/{id}/invoke/` does (Refusal `throttled` once it is spent).
     """
+    throttle(principal)
     functions = listing(principal).by_name
     fn = functions.get(name)
     if fn is None:
@@ -420,17 +442,39 @@ def _delivered(held: ToolCall, run: ToolCall) -> None:
     held.save(update_fields=["status", "error"])
 
 
+HANDED_OVER = "handed_over"  # ToolResult.meta: rebuilt from an approved run's audit row, not the server's answer
+
+
 def _result_of(run: ToolCall) -> ToolResult:
     """A recorded run as a result (its audit excerpt: capped, secrets already scrubbed)."""
     if run.status != CallStatus.OK:
         return ToolResult.fail(run.error_code or codes.EXECUTION_ERROR, run.error or "the approved call failed")
     content = [b for b in (run.result_content or []) if isinstance(b, dict) and b.get("type") != "omitted"]
-    return ToolResult.ok(text=run.result_excerpt, content=content or None)
+    data = None
+    if run.result_size == len(run.result_excerpt):  # kept whole: a JSON object there is the structured result
+        try:
+            data = json.loads(run.result_excerpt)
+        except ValueError:
+            data = None
+    return ToolResult.ok(data=data if isinstance(data, dict) else None, text=run.result_excerpt,
+                         content=content or None, **{HANDED_OVER: True})
 
 
-def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome:
-    """The person at the client answered the elicitation: record the decision; approving runs the call once."""
+def decided_in_toolhub_only(principal: Principal) -> bool:
+    """The tenant's policy that approvals asked through the gateway are decided only in Toolhub (read from the
+    row: the principal's tenant may be a remembered copy)."""
+    return bool(Tenant.objects.filter(pk=principal.tenant.pk).values_list("gateway_approvals_in_toolhub_only",
+                                                                          flat=True).first())
+
+
+def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome | None:
+    """The person at the client answered the elicitation: record the decision; approving runs the call once.
+
+    None, deciding nothing, when the tenant has since ruled that gateway approvals are decided only in Toolhub.
+    """
     assert outcome.approval_id is not None and outcome.function is not None
+    if decided_in_toolhub_only(principal):
+        return None
     decision = approval_decide(tenant=principal.tenant, actor=principal.user, approval_id=outcome.approval_id,
                                approve=approve)
     if not approve or decision.invocation is None:
@@ -443,7 +487,10 @@ def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool)
 
 
 def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
-    """Whether the person at the client may decide their own request (not under the second-person rule)."""
+    """Whether the person at the client may decide their own request: not when the tenant keeps gateway
+    approvals to Toolhub, nor under the second-person rule."""
+    if decided_in_toolhub_only(principal):
+        return False
     approval = Approval.objects.get(tenant=principal.tenant, pk=approval_id)
     allowed, _why = may_decide(tenant=principal.tenant, actor=principal.user, approval=approval)
     return allowed
@@ -466,9 +513,20 @@ def secrets_of(principal: Principal, fn: GatewayFunction | None) -> list[str]:
     return [] if fn is None else _secrets(principal, fn)
 
 
-# --- prompts and resources of the agent's MCP tools (read-only, namespaced like functions) ----------
+# --- prompts and resources of the agent's MCP tools (namespaced like functions, under the same rules) -----
 
 RESOURCE_SCHEME = "toolhub"
+# The audit rows' function names for a prompt get and a resource read: an MCP tool name cannot contain "/".
+PROMPT_GET = "prompts/get"
+RESOURCE_READ = "resources/read"
+
+
+class Refusal(Exception):
+    """A typed refusal of a gateway request (the server answers it as a JSON-RPC error whose data carries `code`)."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
 
 
 def _mcp_tools(principal: Principal) -> list[Tool]:
@@ -492,6 +550,56 @@ def _dump(model: Any, secrets: list[str]) -> dict[str, Any]:
     raw = json.dumps(model.model_dump(by_alias=True, mode="json", exclude_none=True))
     loaded: dict[str, Any] = json.loads(scrub_text(raw, secrets) if secrets else raw)
     return loaded
+
+
+def throttle(principal: Principal) -> None:
+    """Count one call against the user's invoke throttle (the API's key and rate); Refusal when it is spent."""
+    wait = take_throttle("invoke", principal.user)
+    if wait is not None:
+        seconds = max(1, int(wait))
+        raise Refusal("throttled", f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
+                      retry_after_s=seconds)
+
+
+def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
+              title: str) -> dict[str, Any]:
+    """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
+    approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
+    secrets = secret_values(tool.type, tool.config)
+
+    def refuse(code: str, wire_code: str, message: str, **details: Any) -> Refusal:
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=ToolResult.fail(code, message), status=CallStatus.DENIED, secrets=secrets,
+              agent=principal.agent, via=VIA, title=title)
+        return Refusal(wire_code, message, **details)
+
+    if not principal.may_call:
+        raise refuse(codes.DISABLED, "permission_denied",
+                     f"viewers may list this agent's prompts and resources but not use them (you are "
+                     f"{principal.role.value})")
+    link = principal.agent.agent_tools.filter(tool=tool).first()
+    if needs_approval(tool, None, link.requires_approval if link is not None else None):
+        # A held call runs its function once approved; a prompt or resource has none to run, so it is refused.
+        raise refuse(codes.APPROVAL_REQUIRED, "approval_required",
+                     f"{tool.name} needs a person's approval for every use, and a prompt or resource cannot be "
+                     "held for one: use the tool's functions (their calls are held for approval) or ask an admin "
+                     "to lift the tool's requires_approval", tool=tool.name)
+    throttle(principal)
+    started = time.monotonic()
+    try:
+        answer = _dump(adapters.pool().session_request(adapters.server_spec(tool), op), secrets)
+    except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
+        message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
+        failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
+        failed.cost_ms = int((time.monotonic() - started) * 1000)
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=failed, status=CallStatus.ERROR, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        raise Refusal("upstream_error", f"{tool.name} answered an error: {message}", tool=tool.name) from None
+    done = ToolResult.ok(text=json.dumps(answer, ensure_ascii=False))
+    done.cost_ms = int((time.monotonic() - started) * 1000)
+    audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+          result=done, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+    return answer
 
 
 def list_prompts(principal: Principal) -> list[dict[str, Any]]:
@@ -521,8 +629,8 @@ def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None
     async def op(session: Any) -> Any:
         return await session.get_prompt(original, arguments or {})
 
-    result = adapters.pool().session_request(adapters.server_spec(tool), op)
-    return _dump(result, secret_values(tool.type, tool.config))
+    return _upstream(principal, tool, PROMPT_GET, {"name": original, "arguments": dict(arguments or {})}, op,
+                     f"{tool.name}: prompt {original}"[:200])
 
 
 def _resource_uri(tool: Tool, uri: str) -> str:
@@ -556,8 +664,7 @@ def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
     async def op(session: Any) -> Any:
         return await session.read_resource(original)
 
-    result = _dump(adapters.pool().session_request(adapters.server_spec(tool), op),
-                   secret_values(tool.type, tool.config))
+    result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200])
     for item in result.get("contents", []):
         item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
     return result

@@ -54,11 +54,54 @@ def _ttl() -> int:
 _served: dict[str, dict[str, Any]] = {}
 
 
-def remember(*, session_id: str, owner: dict[str, Any], protocol_version: str, client_params: Any) -> None:
-    """Record a session at its handshake (called from the initialize middleware)."""
+def remember(*, session_id: str, owner: dict[str, Any], protocol_version: str, client_params: Any,
+             counted: tuple[str, ...] = ()) -> None:
+    """Record a session at its handshake (called from the initialize middleware); `counted` names the caps
+    (per token, per member) it counts under."""
     record = {"owner": dict(owner), "protocol_version": protocol_version, "client_params": client_params}
     _served[session_id] = record
     cache.set(_key(session_id), record, timeout=_ttl())
+    for cap in counted:
+        index = _index(cap)
+        listed = [sid for sid in cache.get(index) or [] if sid != session_id]
+        cache.set(index, [*listed, session_id], timeout=_ttl())
+
+
+# --- caps on open sessions ---------------------------------------------------------------------------------
+
+INDEX = "toolhub:mcp-sessions:{}"
+
+
+def _index(cap: str) -> str:
+    return INDEX.format(cap)
+
+
+def caps(*, token_digest: str, tenant_id: int, user_id: int) -> dict[str, str]:
+    """The caps a new session counts under: its token's, and its member's (the user in this tenant)."""
+    return {"token": f"token:{token_digest}", "member": f"member:{tenant_id}:{user_id}"}
+
+
+def cap_limits() -> dict[str, int]:
+    return {"token": int(settings.TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN),
+            "member": int(settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER)}
+
+
+def open_counts(counted: dict[str, str]) -> dict[str, int]:
+    """How many sessions each cap's index lists that are still open on any process (their record stands; an
+    ended session's record is deleted, an idle one's expires). The index drops the others as it goes.
+
+    Two processes admitting at the same instant may each miss the other's newest session (the index is one
+    cache value, not a transaction): a cap can be passed by the number of processes, never more."""
+    out: dict[str, int] = {}
+    for per, cap in counted.items():
+        index = _index(cap)
+        listed = list(cache.get(index) or [])
+        alive = set(cache.get_many([_key(sid) for sid in listed])) if listed else set()
+        kept = [sid for sid in listed if _key(sid) in alive]
+        if len(kept) != len(listed):
+            cache.set(index, kept, timeout=_ttl())
+        out[per] = len(kept)
+    return out
 
 
 def record_again(live: set[str]) -> int:

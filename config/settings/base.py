@@ -379,6 +379,9 @@ TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
 TOOLHUB_MCP_WATCH_S = float(os.environ.get("TOOLHUB_MCP_WATCH_S", "2"))
 TOOLHUB_MCP_SESSION_IDLE_S = float(os.environ.get("TOOLHUB_MCP_SESSION_IDLE_S", "1800"))
 TOOLHUB_MCP_ELICIT_TIMEOUT_S = float(os.environ.get("TOOLHUB_MCP_ELICIT_TIMEOUT_S", "300"))
+# Open sessions (streamable HTTP and SSE) one API token, and one member of a tenant, may hold at once.
+TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = int(os.environ.get("TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN", "64"))
+TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = int(os.environ.get("TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER", "32"))
 
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.

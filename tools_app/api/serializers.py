@@ -175,6 +175,7 @@ InvokeOut = inline_serializer(
         "error": serializers.CharField(allow_null=True),
         "cost_ms": serializers.IntegerField(),
         "call_id": serializers.IntegerField(),
+        "meta": serializers.JSONField(required=False, help_text="The MCP result's own `_meta`, as the server sent it"),
         "approval_id": serializers.IntegerField(required=False, help_text="Set when the call awaits approval"),
         "warning": serializers.CharField(required=False, allow_null=True),
         "summary": serializers.CharField(required=False, allow_null=True,

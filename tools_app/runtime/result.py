@@ -78,6 +78,8 @@ class ToolResult:
     def as_dict(self) -> dict[str, Any]:
         # Shallow on purpose: a deep copy of a 100-record `data` cost more than rendering it (bench/records.py).
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "meta"}
+        if self.meta.get("result_meta"):  # the MCP result's own `_meta` (tools_app.runtime.mcp.discovery)
+            out["meta"] = self.meta["result_meta"]
         out["content"] = list(self.content)
         if not out["content"] and self.text:
             # Built-in and HTTP tools answer text only: the same list shape for every caller.

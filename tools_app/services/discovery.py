@@ -36,6 +36,10 @@ class Offered:
     annotations: dict[str, Any] | None = None
     schema_hash: str = ""
     unsupported_reason: str = ""
+    # Kept as sent and served by the gateway, outside the hash (tools_app.runtime.mcp.discovery.FunctionInfo).
+    title: str = ""
+    meta: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if not self.schema_hash:
@@ -69,7 +73,8 @@ def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:
         functions=[
             # The hash stays the server's: it pins what was offered, not what is shown.
             Offered(scrub.text(f.name), scrub.text(f.description), scrub.value(f.input_schema),
-                    scrub.value(f.output_schema), scrub.value(f.annotations), f.schema_hash)
+                    scrub.value(f.output_schema), scrub.value(f.annotations), f.schema_hash, f.unsupported_reason,
+                    scrub.text(f.title), scrub.value(f.meta), scrub.value(f.icons))
             for f in probe.functions
         ],
         error=scrub.value(probe.error),
@@ -103,7 +108,7 @@ def _probe(tool: Tool) -> Probe:
         protocol_version=found.protocol_version,
         functions=[
             Offered(f.name, f.description or "", f.input_schema or {}, f.output_schema, f.annotations, f.schema_hash,
-                    f.unsupported_reason)
+                    f.unsupported_reason, f.title, f.meta, f.icons)
             for f in found.functions
         ],
     )
@@ -192,7 +197,8 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
         row = stored.get(name)
         fields = {"description": fn.description, "input_schema": fn.input_schema,
                   "output_schema": fn.output_schema, "annotations": fn.annotations, "schema_hash": fn.schema_hash,
-                  "unsupported_reason": fn.unsupported_reason[:300]}
+                  "unsupported_reason": fn.unsupported_reason[:300], "title": fn.title[:300], "meta": fn.meta,
+                  "icons": fn.icons}
         if row is None:
             ToolFunction.objects.create(
                 tool=tool, name=name, **fields,

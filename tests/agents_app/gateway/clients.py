@@ -26,3 +26,9 @@ async def connect(url: str, token: str, *, transport: str = "streamable_http", *
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write, **session_kw) as session:
                 yield session, await session.initialize()
+
+
+def refusal(result: Any) -> dict[str, Any]:
+    """Toolhub's typed refusal in a tools/call result (`_meta["toolhub/refusal"]`: error_code, approval_id, ...)."""
+    typed: dict[str, Any] = (result.meta or {})["toolhub/refusal"]
+    return typed

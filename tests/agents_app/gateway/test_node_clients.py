@@ -77,7 +77,7 @@ def test_typescript_client_hits_an_approval(served: Any, setup: Any, ts: Any) ->
     client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
     held = client.next("result")["result"]
     assert held["isError"] is True
-    approval_id = held["structuredContent"]["approval_id"]
+    approval_id = held["_meta"]["toolhub/refusal"]["approval_id"]
     assert f"approval id {approval_id}" in held["content"][0]["text"]
     assert setup.api.post(f"/api/v1/approvals/{approval_id}/approve/").status_code == 200
     client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
@@ -122,8 +122,9 @@ def test_inspector_cli_lists_calls_hits_an_approval_and_is_refused_across_tenant
     _needs_approval(setup)
     held = inspector(node_folder, url, setup.token, "--method", "tools/call", "--tool-name",
                      "inventory__get_inventory", "--tool-arg", "sku=DEMO-002")
+    assert held.stdout, held.stderr[-3000:]
     body = json.loads(held.stdout)
-    assert body["isError"] is True and body["structuredContent"]["approval_id"] == Approval.objects.get().pk
+    assert body["isError"] is True and body["_meta"]["toolhub/refusal"]["approval_id"] == Approval.objects.get().pk
 
     stranger = token_for_user(user=member_client(other_tenant, Role.ADMIN).user)
     refused = inspector(node_folder, url, stranger, "--method", "tools/list")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from agents_app.services.chat import build_toolset
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
-from tests.agents_app.gateway.clients import connect
+from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
 from tools_app.models import Approval, FunctionState, Tool, ToolCall, ToolFunction
 
@@ -205,7 +205,7 @@ def test_approval_without_elicitation_names_the_pending_id_then_runs_once(
 
     held = asyncio.run(call())
     assert held.is_error
-    approval_id = held.structured_content["approval_id"]
+    approval_id = refusal(held)["approval_id"]
     assert f"approval id {approval_id}" in held.content[0].text
     assert f"/api/v1/approvals/{approval_id}/approve/" in held.content[0].text
     approval = Approval.objects.get(pk=approval_id)
@@ -213,7 +213,7 @@ def test_approval_without_elicitation_names_the_pending_id_then_runs_once(
     assert approval.tool_call.agent_id == setup.agent_id
 
     again = asyncio.run(call())  # not decided yet: the same pending request, nothing ran
-    assert again.is_error and again.structured_content["approval_id"] == approval_id
+    assert again.is_error and refusal(again)["approval_id"] == approval_id
     assert Approval.objects.count() == 1 and not ToolCall.objects.filter(status="ok").exists()
 
     resp = setup.api.post(f"/api/v1/approvals/{approval_id}/approve/")  # approving runs the call, once
@@ -222,11 +222,27 @@ def test_approval_without_elicitation_names_the_pending_id_then_runs_once(
     assert runs.count() == 1 and runs.get().status == "ok"
     ran = asyncio.run(call())  # the client asks again: it gets that run's result, nothing runs twice
     assert not ran.is_error and "DEMO-001" in ran.content[0].text
+    assert ran.structured_content["sku"] == "DEMO-001"  # what the function's outputSchema promises
     assert runs.count() == 1
 
     third = asyncio.run(call())  # the approval was used up: a new request is held
-    assert third.is_error and third.structured_content["approval_id"] != approval_id
+    assert third.is_error and refusal(third)["approval_id"] != approval_id
     assert runs.count() == 1
+
+
+def test_an_approved_result_too_large_to_keep_whole_is_said_so(served: Any, setup: Any, settings: Any) -> None:
+    _needs_approval(setup)
+    settings.TOOLHUB_AUDIT_RESULT_CHARS = 10  # the audit row keeps a cut excerpt: no structured result in it
+
+    async def call() -> Any:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            return await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    held = asyncio.run(call())
+    assert setup.api.post(f"/api/v1/approvals/{refusal(held)['approval_id']}/approve/").status_code == 200
+    ran = asyncio.run(call())  # the client's SDK would refuse a result without the promised structuredContent
+    assert ran.is_error and ran.content[0].text.startswith("EXECUTION_ERROR: the call ran (call ")
+    assert "structured result was not kept" in ran.content[0].text
 
 
 def test_a_different_argument_does_not_use_the_approval(served: Any, setup: Any) -> None:
@@ -238,9 +254,9 @@ def test_a_different_argument_does_not_use_the_approval(served: Any, setup: Any)
             return await session.call_tool("inventory__get_inventory", {"sku": sku})
 
     held = asyncio.run(call("DEMO-001"))
-    setup.api.post(f"/api/v1/approvals/{held.structured_content['approval_id']}/approve/")
+    setup.api.post(f"/api/v1/approvals/{refusal(held)['approval_id']}/approve/")
     other = asyncio.run(call("DEMO-002"))
-    assert other.is_error and other.structured_content["approval_id"] != held.structured_content["approval_id"]
+    assert other.is_error and refusal(other)["approval_id"] != refusal(held)["approval_id"]
 
 
 @pytest.mark.parametrize("accept", [True, False])
@@ -289,7 +305,7 @@ def test_second_person_rule_falls_back_to_the_pending_id(served: Any, setup: Any
 
     result = asyncio.run(scenario())
     assert not asked
-    assert result.is_error and result.structured_content["approval_id"] == Approval.objects.get().pk
+    assert result.is_error and refusal(result)["approval_id"] == Approval.objects.get().pk
 
 
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])

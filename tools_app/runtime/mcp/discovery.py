@@ -28,6 +28,10 @@ class FunctionInfo:
     schema_hash: str
     # Why Toolhub cannot call it (blank when it can), e.g. it requires MCP tasks.
     unsupported_reason: str = ""
+    # Shown as sent, outside the schema hash: the display title, `_meta` (an MCP Apps UI link) and icons.
+    title: str = ""
+    meta: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -47,8 +51,12 @@ def function_info(tool: types.Tool) -> FunctionInfo:
     input_schema = dict(tool.input_schema or {"type": "object"})
     output_schema = dict(tool.output_schema) if tool.output_schema else None
     task_support = tool.execution.task_support if tool.execution is not None else None
+    icons = [icon.model_dump(mode="json", by_alias=True, exclude_none=True) for icon in tool.icons or []]
     return FunctionInfo(
         unsupported_reason=TASKS_REQUIRED if task_support == "required" else "",
+        title=tool.title or "",
+        meta=dict(tool.meta) if tool.meta else None,
+        icons=icons or None,
         name=tool.name,
         description=description,
         input_schema=input_schema,
@@ -93,14 +101,22 @@ def build_discovery(init: types.InitializeResult | None, functions: list[Functio
     )
 
 
+# ToolResult.meta keys: the result-level `_meta` as sent, and that the server itself answered isError (its
+# result is passed through whole, unlike Toolhub's own refusals).
+RESULT_META = "result_meta"
+UPSTREAM_ERROR = "upstream_error"
+
+
 def to_tool_result(result: types.CallToolResult) -> ToolResult:
-    """The content list kept whole, its readable text joined, structuredContent as `data`; isError a business error."""
+    """The content list kept whole, its readable text joined, structuredContent as `data`, `_meta` kept; isError a
+    business error marked as the server's own."""
     content = content_dicts(list(result.content or []))
     text = joined_text(content)
+    extra: dict[str, Any] = {RESULT_META: dict(result.meta)} if result.meta else {}
     if result.is_error:
-        out = ToolResult.fail(BUSINESS_ERROR, text or "the tool reported an error")
+        out = ToolResult.fail(BUSINESS_ERROR, text or "the tool reported an error", **extra, **{UPSTREAM_ERROR: True})
         out.text = text
         out.data = result.structured_content
         out.content = content
         return out
-    return ToolResult.ok(data=result.structured_content, text=text, content=content)
+    return ToolResult.ok(data=result.structured_content, text=text, content=content, **extra)

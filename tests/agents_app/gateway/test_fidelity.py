@@ -1,0 +1,114 @@
+"""A client through the gateway sees what a direct client sees: the same fixture server (tests/fixtures/
+mcp_servers/fidelity.py), one direct SDK session over stdio and one through the gateway, compared field by field.
+
+What Toolhub adds, and so may differ: names prefixed `<tool>__`; readOnlyHint/destructiveHint state Toolhub's
+effective safety (what its approval rule uses); a title where the server gave none; secrets scrubbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tenants_app.models import Role
+from tenants_app.services import token_for_user
+from tests.agents_app.gateway.clients import connect
+from tests.agents_app.support import make_agent
+from tests.fixtures.mcp_servers import HERE
+from tools_app.models import ToolFunction
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FIDELITY = HERE / "fidelity.py"
+CALLS: list[tuple[str, dict[str, Any]]] = [("forecast", {"city": "Lyon"}), ("explode", {"why": "bad"}),
+                                           ("bare", {})]
+TOOLHUB_HINTS = {"readOnlyHint", "destructiveHint"}
+
+
+@pytest.fixture
+def weather(transactional_db: Any, tenant: Any, member_client: Any) -> Any:
+    api = member_client(tenant, Role.ADMIN)
+    resp = api.post("/api/v1/tools/", {"name": "weather", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(FIDELITY)], "startup_timeout_s": 20, "call_timeout_s": 10}},
+        format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="forecaster")
+    return api, tool_id, agent_id
+
+
+async def _direct() -> tuple[Any, dict[str, Any]]:
+    params = StdioServerParameters(command=sys.executable, args=[str(FIDELITY)])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        return listed, {name: await session.call_tool(name, args) for name, args in CALLS}
+
+
+async def _through(url: str, token: str) -> tuple[Any, dict[str, Any], Any]:
+    async with connect(url, token) as (session, _):
+        listed = await session.list_tools()
+        results = {name: await session.call_tool(f"weather__{name}", args) for name, args in CALLS}
+        refused = await session.call_tool("weather__forecast", {"city": "Lyon", "nope": 1})
+        return listed, results, refused
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
+
+
+def test_listing_and_results_match_a_direct_client_field_by_field(served: Any, weather: Any) -> None:
+    api, _tool_id, agent_id = weather
+    direct_list, direct_results = asyncio.run(_direct())
+    via_list, via_results, refused = asyncio.run(_through(served.endpoint("acme", agent_id),
+                                                          token_for_user(user=api.user)))
+
+    via = {t.name: _wire(t) for t in via_list.tools}
+    assert sorted(via) == sorted(f"weather__{t.name}" for t in direct_list.tools)
+    for tool in direct_list.tools:
+        mine, theirs = via[f"weather__{tool.name}"], _wire(tool)
+        for key in ("description", "inputSchema", "outputSchema", "_meta", "icons"):
+            assert mine.get(key) == theirs.get(key), (tool.name, key)
+        if "title" in theirs:
+            assert mine["title"] == theirs["title"], tool.name
+        else:
+            assert mine["title"] == f"weather: {tool.name}"  # Toolhub's title where the server gave none
+        stated = theirs.get("annotations", {})
+        for key, value in stated.items():  # every annotation the server stated arrives as stated ...
+            assert mine["annotations"][key] == value, (tool.name, key)
+        # ... and the only ones added are Toolhub's safety (what its approval rule uses) and a title.
+        assert set(mine["annotations"]) - set(stated) <= TOOLHUB_HINTS | {"title"}
+
+    for name, direct in direct_results.items():
+        assert _wire(via_results[name]) == _wire(direct), name  # content, structuredContent, isError, _meta
+    assert via_results["explode"].is_error and len(via_results["explode"].content) == 2
+    assert via_results["explode"].content[0].text == "boom: bad"  # not "BUSINESS_ERROR: boom: bad"
+
+    # Toolhub's own refusal stays typed.
+    assert refused.is_error and refused.content[0].text.startswith("INVALID_PARAMS: ")
+
+
+def test_discovery_stores_title_meta_and_icons(weather: Any) -> None:
+    _api, tool_id, _agent_id = weather
+    fn = ToolFunction.objects.get(tool_id=tool_id, name="forecast")
+    assert fn.title == "Weather forecast"
+    assert fn.meta == {"ui": {"resourceUri": "ui://fidelity/forecast-card"}, "io.example/owner": "weather-team"}
+    assert fn.icons == [{"src": "https://example.com/sun.png", "mimeType": "image/png", "sizes": ["48x48"]}]
+    assert fn.input_schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    bare = ToolFunction.objects.get(tool_id=tool_id, name="bare")
+    assert (bare.title, bare.meta, bare.icons) == ("", None, None)
+
+
+def test_the_invoke_body_keeps_the_result_meta(weather: Any) -> None:
+    api, tool_id, _agent_id = weather
+    body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "forecast", "arguments": {"city": "Lyon"}},
+                    format="json").json()
+    assert body["success"] and body["data"] == {"city": "Lyon", "high_c": 21.5}
+    assert body["meta"] == {"io.example/source": "model-run-42"}
