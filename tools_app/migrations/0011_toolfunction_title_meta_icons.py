@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0009_oauth_connections'),
+        ('tools_app', '0010_approval_binds_what_was_reviewed'),
     ]
 
     operations = [
