@@ -19,6 +19,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
+    # Before too: a session an earlier module left open would count in open_sessions here.
+    adapters.pool().close_all()
     yield
     adapters.pool().close_all()
 
