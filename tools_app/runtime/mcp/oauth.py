@@ -9,8 +9,9 @@ or a client secret: errors name the endpoint and the OAuth error code only.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import httpx2
@@ -29,11 +30,12 @@ from mcp.shared.auth import (
     ProtectedResourceMetadata,
 )
 from mcp.shared.auth_utils import resource_url_from_server_url
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from core.outbound import GuardedTransport, OutboundPolicy, check_url, safe_url
 from tools_app.runtime.errors import RuntimeToolError
 
+M = TypeVar("M", bound=BaseModel)
 INITIALIZE_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                                "clientInfo": {"name": "toolhub-oauth-probe", "version": "1"}}}
@@ -96,36 +98,34 @@ def discover(server_url: str, policy: OutboundPolicy) -> Discovery:
         raise OAuthFailed(f"OAuth discovery at {safe_url(server_url)} failed: {type(exc).__name__}") from None
 
 
+def _first_document(http: httpx2.Client, policy: OutboundPolicy, urls: Iterable[str], model: type[M]) -> M | None:
+    """The first of `urls` (each checked by the outbound guard) that answers 200 with a valid `model` document."""
+    for url in urls:
+        check_url(url, policy)
+        answer = http.get(url)
+        if answer.status_code == 200:
+            try:
+                return model.model_validate_json(answer.content)
+            except ValidationError:
+                continue
+    return None
+
+
 def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
     check_url(server_url, policy)
     with _http(policy) as http:
         probe = http.post(server_url, json=INITIALIZE_PROBE,
                           headers={"Accept": "application/json, text/event-stream"})
         hinted = extract_resource_metadata_from_www_auth(probe) if probe.status_code == 401 else None
-        prm: ProtectedResourceMetadata | None = None
-        for url in build_protected_resource_metadata_discovery_urls(hinted, server_url):
-            check_url(url, policy)
-            answer = http.get(url)
-            if answer.status_code == 200:
-                try:
-                    prm = ProtectedResourceMetadata.model_validate_json(answer.content)
-                    break
-                except ValidationError:
-                    continue
+        prm = _first_document(http, policy, build_protected_resource_metadata_discovery_urls(hinted, server_url),
+                              ProtectedResourceMetadata)
         if prm is None and probe.status_code != 401:
             raise OAuthFailed(f"{safe_url(server_url)} does not ask for OAuth (HTTP {probe.status_code}, "
                               "no protected resource metadata)")
         as_url = str(prm.authorization_servers[0]) if prm and prm.authorization_servers else None
-        metadata: OAuthMetadata | None = None
-        for url in build_oauth_authorization_server_metadata_discovery_urls(as_url, server_url):
-            check_url(url, policy)
-            answer = http.get(url)
-            if answer.status_code == 200:
-                try:
-                    metadata = OAuthMetadata.model_validate_json(answer.content)
-                    break
-                except ValidationError:
-                    continue
+        metadata = _first_document(http, policy,
+                                   build_oauth_authorization_server_metadata_discovery_urls(as_url, server_url),
+                                   OAuthMetadata)
     if metadata is None:
         raise OAuthFailed(f"no authorization server metadata found for {safe_url(server_url)}")
     if as_url:
