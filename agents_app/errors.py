@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from core.codes import ApiCode
 from core.errors import Conflict, DomainError, NameTaken, NotFound, PermissionDenied
 
 __all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 
 
 class AgentError(DomainError):
-    code = "agent_error"
+    code = ApiCode.AGENT_ERROR
 
 
 class UnknownFunctions(AgentError):
     """A link's allowed_functions names functions its tool does not offer (details name the accepted ones)."""
 
-    code = "unknown_functions"
+    code = ApiCode.UNKNOWN_FUNCTIONS
 
 
 class AgentNotFound(NotFound):
@@ -22,43 +23,43 @@ class AgentNotFound(NotFound):
 
 
 class ModelNotConfigured(AgentError):
-    code = "model_not_configured"
+    code = ApiCode.MODEL_NOT_CONFIGURED
 
     def default_message(self) -> str:
         return "This agent has no chat model; an admin must pick one (or configure TOOLHUB_DEMO_MODEL_URL)."
 
 
 class AgentDisabled(Conflict):
-    code = "agent_disabled"
+    code = ApiCode.AGENT_DISABLED
 
 
 class AgentNotUsable(PermissionDenied):
-    code = "permission_denied"
+    code = ApiCode.PERMISSION_DENIED
 
 
 class ModelInUse(Conflict):
-    code = "model_in_use"
+    code = ApiCode.MODEL_IN_USE
 
 
 class ConversationBusy(Conflict):
-    code = "conversation_busy"
+    code = ApiCode.CONVERSATION_BUSY
 
 
 class NothingToResume(Conflict):
-    code = "nothing_to_resume"
+    code = ApiCode.NOTHING_TO_RESUME
 
 
 class ApprovalsPending(Conflict):
-    code = "approvals_pending"
+    code = ApiCode.APPROVALS_PENDING
 
 
 class IntentError(DomainError):
-    code = "invalid_intent"
+    code = ApiCode.INVALID_INTENT
 
 
 class IntentHasChildren(Conflict):
-    code = "intent_has_children"
+    code = ApiCode.INTENT_HAS_CHILDREN
 
 
 class IntentVersionConflict(Conflict):
-    code = "version_conflict"
+    code = ApiCode.VERSION_CONFLICT

@@ -10,17 +10,17 @@ from django.db.models import Q
 
 from agents_app import selectors
 from agents_app.models import Agent, AgentTool
+from core.codes import Reason
 from tenants_app.models import Tenant
 from tools_app.models import Tool
 from tools_app.runtime import call_rules
-from tools_app.runtime import result as codes
 from tools_app.runtime.call_rules import Refusal
 
 
 class AgentCallRule:
     def why_not(self, *, tenant: Tenant, user: Any, agent: Agent, tool: Tool, function: str) -> Refusal | None:
         if not selectors.agent_may_use(tenant=tenant, user=user, agent=agent):
-            return Refusal("agent_not_usable", codes.DISABLED,
+            return Refusal(Reason.AGENT_NOT_USABLE,
                            f"you may not use agent {agent.name!r} (disabled, or no use_agent permission)")
         link = AgentTool.objects.filter(agent=agent, tool=tool).first()
         return call_rules.link_refusal(agent_name=agent.name, tool_name=tool.name, function=function,

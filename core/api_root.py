@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.exceptions import error_body
+from core.codes import ApiCode, error_body
 
 AUTH_NOTE = ("Authenticate with `Authorization: Token <key>` (or the admin session). Name the tenant with "
              "`X-Tenant: <slug>`; a user who belongs to exactly one tenant may omit it.")
@@ -26,7 +26,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """handler404: the JSON error envelope under /api/, Django's own page elsewhere (the admin, /)."""
     if request.path.startswith("/api/"):
         return JsonResponse(
-            error_body("not_found", f"No API endpoint at {request.path}; GET /api/v1/ lists the entry points."),
+            error_body(ApiCode.NOT_FOUND, f"No API endpoint at {request.path}; GET /api/v1/ lists the entry points."),
             status=404,
         )
     return page_not_found(request, exception or Http404())

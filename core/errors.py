@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.codes import ApiCode, ResultCode
+
 
 class DomainError(Exception):
     """Base of every error a service raises on purpose; `code` is stable, `message` is safe to show."""
 
-    code = "error"
+    code = ApiCode.ERROR
     status = 400
 
     def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None) -> None:
@@ -23,7 +25,7 @@ class DomainError(Exception):
 class NotFound(DomainError):
     """Missing, or belonging to another tenant: the two are indistinguishable on purpose."""
 
-    code = "not_found"
+    code = ApiCode.NOT_FOUND
     status = 404
 
     def default_message(self) -> str:
@@ -31,7 +33,7 @@ class NotFound(DomainError):
 
 
 class TenantRequired(DomainError):
-    code = "tenant_required"
+    code = ApiCode.TENANT_REQUIRED
 
     def default_message(self) -> str:
         return "This user belongs to several tenants; send the X-Tenant header with a tenant slug."
@@ -40,28 +42,28 @@ class TenantRequired(DomainError):
 class TenantNotAvailable(NotFound):
     """X-Tenant names a tenant the caller is not in; unknown and foreign tenants answer alike (never says which)."""
 
-    code = "tenant_not_available"
+    code = ApiCode.TENANT_NOT_AVAILABLE
 
     def default_message(self) -> str:
         return "X-Tenant names no tenant you are a member of."
 
 
 class PermissionDenied(DomainError):
-    code = "permission_denied"
+    code = ApiCode.PERMISSION_DENIED
     status = 403
 
 
 class ValidationFailed(DomainError):
-    code = "invalid"
+    code = ApiCode.INVALID
 
 
 class Conflict(DomainError):
-    code = "conflict"
+    code = ApiCode.CONFLICT
     status = 409
 
 
 class NameTaken(Conflict):
-    code = "name_taken"
+    code = ApiCode.NAME_TAKEN
 
 
 # --- Runtime errors: raised by Django-free runtime code (tools, models, outbound), mapped by the services. ---
@@ -70,8 +72,8 @@ class NameTaken(Conflict):
 class RuntimeToolError(Exception):
     """Base of every runtime failure; `code` is a stable snake_case identifier."""
 
-    code = "runtime_error"
-    result_code = "EXECUTION_ERROR"  # the ToolResult error_code this maps to
+    code = ApiCode.RUNTIME_ERROR
+    result_code = ResultCode.EXECUTION_ERROR  # the ToolResult error_code this maps to
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -80,25 +82,25 @@ class RuntimeToolError(Exception):
 
 
 class InvalidParams(RuntimeToolError):
-    code = "invalid_params"
-    result_code = "INVALID_PARAMS"
+    code = ApiCode.INVALID_PARAMS
+    result_code = ResultCode.INVALID_PARAMS
 
 
 class BusinessError(RuntimeToolError):
-    code = "business_error"
-    result_code = "BUSINESS_ERROR"
+    code = ApiCode.BUSINESS_ERROR
+    result_code = ResultCode.BUSINESS_ERROR
 
 
 class ToolTimeout(RuntimeToolError):
-    code = "timeout"
-    result_code = "TIMEOUT"
+    code = ApiCode.TIMEOUT
+    result_code = ResultCode.TIMEOUT
 
 
 class OutboundBlocked(RuntimeToolError):
     """A URL or resolved address the outbound guard refuses."""
 
-    code = "outbound_blocked"
-    result_code = "BUSINESS_ERROR"
+    code = ApiCode.OUTBOUND_BLOCKED
+    result_code = ResultCode.BUSINESS_ERROR
 
 
 class DnsFailed(OutboundBlocked):
@@ -107,9 +109,9 @@ class DnsFailed(OutboundBlocked):
     A subclass of OutboundBlocked so every handler of guard failures still catches it; its own code
     tells the user to check the name, not the allowlist."""
 
-    code = "dns_failed"
+    code = ApiCode.DNS_FAILED
 
 
 class ResponseTooLarge(RuntimeToolError):
-    code = "response_too_large"
-    result_code = "BUSINESS_ERROR"
+    code = ApiCode.RESPONSE_TOO_LARGE
+    result_code = ResultCode.BUSINESS_ERROR

@@ -12,26 +12,25 @@ from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.codes import ApiCode, error_body
 from core.errors import DomainError
+
+__all__ = ["error_body", "exception_handler"]
 
 logger = logging.getLogger(__name__)
 
 
-def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
-
-
-_DRF_CODES: dict[type[Exception], str] = {
-    drf_exceptions.ParseError: "malformed_request",
-    drf_exceptions.NotAuthenticated: "not_authenticated",
-    drf_exceptions.AuthenticationFailed: "authentication_failed",
-    drf_exceptions.PermissionDenied: "permission_denied",
-    drf_exceptions.NotFound: "not_found",
-    drf_exceptions.MethodNotAllowed: "method_not_allowed",
-    drf_exceptions.NotAcceptable: "not_acceptable",
-    drf_exceptions.UnsupportedMediaType: "unsupported_media_type",
-    drf_exceptions.Throttled: "throttled",
-    drf_exceptions.ValidationError: "invalid",
+_DRF_CODES: dict[type[Exception], ApiCode] = {
+    drf_exceptions.ParseError: ApiCode.MALFORMED_REQUEST,
+    drf_exceptions.NotAuthenticated: ApiCode.NOT_AUTHENTICATED,
+    drf_exceptions.AuthenticationFailed: ApiCode.AUTHENTICATION_FAILED,
+    drf_exceptions.PermissionDenied: ApiCode.PERMISSION_DENIED,
+    drf_exceptions.NotFound: ApiCode.NOT_FOUND,
+    drf_exceptions.MethodNotAllowed: ApiCode.METHOD_NOT_ALLOWED,
+    drf_exceptions.NotAcceptable: ApiCode.NOT_ACCEPTABLE,
+    drf_exceptions.UnsupportedMediaType: ApiCode.UNSUPPORTED_MEDIA_TYPE,
+    drf_exceptions.Throttled: ApiCode.THROTTLED,
+    drf_exceptions.ValidationError: ApiCode.INVALID,
 }
 
 
@@ -77,10 +76,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         # past the earlier checks: the request is at fault, and its transaction was rolled back.
         logger.warning("refused input: %s", type(exc).__name__)
         what = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number out of range"
-        return Response(error_body("invalid", f"the request {what}"), status=400)
+        return Response(error_body(ApiCode.INVALID, f"the request {what}"), status=400)
     if _busy(exc):
         busy = Response(
-            error_body("busy", "The database is busy with other writes; nothing was written. Retry shortly.",
+            error_body(ApiCode.BUSY, "The database is busy with other writes; nothing was written. Retry shortly.",
                        {"retry_after_s": 1}),
             status=409,
         )
@@ -95,13 +94,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         details: dict[str, Any] = {"service": service, "retry_after_s": 2}
         if exhausted:
             details["reason"] = "pool_exhausted"
-        outage = Response(error_body("service_unavailable", message, details), status=503)
+        outage = Response(error_body(ApiCode.SERVICE_UNAVAILABLE, message, details), status=503)
         outage["Retry-After"] = "2"
         return outage
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(
-            error_body("request_too_large", f"request body exceeds the limit of {limit} bytes", {"max_bytes": limit}),
+            error_body(ApiCode.REQUEST_TOO_LARGE, f"request body exceeds the limit of {limit} bytes", {"max_bytes": limit}),
             status=413,
         )
     if isinstance(exc, Http404):
@@ -112,7 +111,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, drf_exceptions.ValidationError):
         details = response.data if isinstance(response.data, dict) else {"non_field_errors": response.data}
         message = _first_message(details)
-        response.data = error_body("invalid", message, details)
+        response.data = error_body(ApiCode.INVALID, message, details)
         return response
     code = next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), "error")
     detail = getattr(exc, "detail", str(exc))

@@ -5,11 +5,12 @@ from __future__ import annotations
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
+from core.codes import ApiCode
 from core.errors import DomainError
 
 
 class InvalidPageSize(DomainError):
-    code = "invalid_page_size"
+    code = ApiCode.INVALID_PAGE_SIZE
 
 
 class Pagination(PageNumberPagination):

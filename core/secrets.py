@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.codes import ApiCode
 from core.errors import DomainError, ValidationFailed
 
 MASK = "********"
@@ -45,7 +46,7 @@ KEEP: Any = _Keep()
 class SecretsRequired(ValidationFailed):
     """A destination moved to another origin while secrets were kept: they must be sent again."""
 
-    code = "secrets_required"
+    code = ApiCode.SECRETS_REQUIRED
 
 
 # --- masked maps ------------------------------------------------------------------------------------------

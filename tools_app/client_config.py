@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from core.codes import ApiCode
 from tools_app.configs.base import TIMEOUT_RANGE  # the tool config's bounds
 
 Kind = Literal["LOCAL", "REMOTE"]
@@ -42,7 +43,7 @@ class HttpListenerPackage(ValueError):
     rather than started (nothing would answer on stdio) or turned into a REMOTE tool pointing at a port
     that nobody opened."""
 
-    code = "http_listener_package"
+    code = ApiCode.HTTP_LISTENER_PACKAGE
 
     def __init__(self, transport: str, url: str, command: str = "") -> None:
         what = f"{command!r} " if command else ""

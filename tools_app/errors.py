@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from core.codes import ApiCode
 from core.errors import Conflict, DomainError, NameTaken, NotFound, PermissionDenied
 
 __all__ = ["NameTaken"]  # re-exported: the shared 409 for taken names
 
 
 class ToolError(DomainError):
-    code = "tool_error"
+    code = ApiCode.TOOL_ERROR
 
 
 class ToolNotFound(NotFound):
@@ -16,62 +17,62 @@ class ToolNotFound(NotFound):
 
 
 class InvalidConfig(ToolError):
-    code = "invalid_config"
+    code = ApiCode.INVALID_CONFIG
 
 
 class BuiltinReadOnly(ToolError):
-    code = "builtin_read_only"
+    code = ApiCode.BUILTIN_READ_ONLY
     status = 403
 
 
 class TypeChangeRefused(ToolError):
-    code = "type_change_refused"
+    code = ApiCode.TYPE_CHANGE_REFUSED
 
 
 class ToolDisabled(ToolError):
-    code = "tool_disabled"
+    code = ApiCode.TOOL_DISABLED
     status = 409
 
 
 class InvalidArguments(ToolError):
-    code = "invalid_arguments"
+    code = ApiCode.INVALID_ARGUMENTS
 
 
 class ApprovalRequired(ToolError):
-    code = "approval_required"
+    code = ApiCode.APPROVAL_REQUIRED
     status = 409
 
 
 class ImportFailed(ToolError):
-    code = "import_failed"
+    code = ApiCode.IMPORT_FAILED
 
 
 class ApprovalExpired(Conflict):
-    code = "approval_expired"
+    code = ApiCode.APPROVAL_EXPIRED
 
 
 class ApprovalDecided(Conflict):
-    code = "approval_already_decided"
+    code = ApiCode.APPROVAL_ALREADY_DECIDED
 
 
 class NotApprover(PermissionDenied):
-    code = "permission_denied"
+    code = ApiCode.PERMISSION_DENIED
 
 
 class InvalidAnswer(ToolError):
     """An answer that does not fit the approval: a server question's schema, or an answer to no question."""
 
-    code = "invalid_answer"
+    code = ApiCode.INVALID_ANSWER
 
 
 class AuthorizationRequired(ToolError):
     """The tool needs an OAuth connection the caller has not got (or that was revoked): `authorize_url` when
     the caller may connect it."""
 
-    code = "authorization_required"
+    code = ApiCode.AUTHORIZATION_REQUIRED
 
 
 class OAuthFlowRefused(PermissionDenied):
     """An OAuth link or callback that does not belong to this user, this browser, or this moment."""
 
-    code = "oauth_flow_refused"
+    code = ApiCode.OAUTH_FLOW_REFUSED

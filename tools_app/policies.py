@@ -21,12 +21,12 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from core import hotcache
+from core.codes import Reason
 from tenants_app.models import Tenant
 from tenants_app.policies import ADMINS, MEMBERS, RoleDenial
 from tools_app import selectors
 from tools_app.models import Approval, FunctionState, Tool, ToolFunction
 from tools_app.runtime import call_rules
-from tools_app.runtime import result as codes
 from tools_app.runtime.call_rules import Refusal
 
 
@@ -48,9 +48,9 @@ def _agent_rule(path: str) -> AgentRule:
 
 def _role_refusal(denial: RoleDenial, tenant: Tenant) -> Refusal:
     if denial.code == "not_a_member":
-        return Refusal("not_a_member", codes.DISABLED, f"you are not a member of tenant {tenant.slug!r}")
+        return Refusal(Reason.NOT_A_MEMBER, f"you are not a member of tenant {tenant.slug!r}")
     role = denial.details.get("role", "")
-    return Refusal("role_too_low", codes.DISABLED,
+    return Refusal(Reason.ROLE_TOO_LOW,
                    f"a {role} may not call tools in tenant {tenant.slug!r}; calling needs the member role or higher")
 
 
@@ -137,7 +137,7 @@ class CallPolicy:
             return _role_refusal(denial, tenant)
         usable = selectors.usable_tools(tenant=tenant, user=user, any_status=any_status)
         if not usable.filter(pk=tool.pk).exists():
-            return Refusal("tool_not_usable", codes.DISABLED,
+            return Refusal(Reason.TOOL_NOT_USABLE,
                            f"you may not use tool {tool.name!r} (no use_tool permission)")
         return None
 

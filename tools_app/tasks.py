@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
+from core.codes import ApiCode
 from tools_app.services import health
 
 
@@ -44,5 +45,5 @@ def refresh_functions(tool_id: int) -> dict[str, Any]:
 
     tool = Tool.objects.filter(pk=tool_id).select_related("tenant").first()
     if tool is None:
-        return {"ok": False, "error": {"code": "not_found", "message": "tool not found"}}
+        return {"ok": False, "error": {"code": ApiCode.NOT_FOUND, "message": "tool not found"}}
     return rediscover(tool)

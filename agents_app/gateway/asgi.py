@@ -38,6 +38,7 @@ from agents_app.gateway.server import (
 )
 from agents_app.gateway.sessions import SharedSessionManager
 from core import tracing
+from core.codes import ApiCode, error_body
 from core.errors import NotFound
 from core.exceptions import unavailable_service
 from tools_app import pool_broadcast
@@ -70,7 +71,7 @@ async def _drain(receive: Receive, scope: Scope) -> None:
 
 def not_found_body() -> dict[str, Any]:
     error = NotFound()
-    return {"error": {"code": error.code, "message": str(error), "details": {}}}
+    return error_body(error.code, error.message)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -114,15 +115,13 @@ async def _refuse_foreign(scope: Scope, receive: Receive, send: Send) -> bool:
     if not _host_allowed(host):
         await _drain(receive, scope)
         # The host is not echoed: it is whatever the request made up.
-        await _json(send, 400, {"error": {"code": "disallowed_host", "message": "this host name is not served here "
-                                          "(ALLOWED_HOSTS)", "details": {}}})
+        await _json(send, 400, error_body(ApiCode.DISALLOWED_HOST, "this host name is not served here (ALLOWED_HOSTS)"))
         return True
     origin = _header(scope, b"origin")
     if origin is not None and not _origin_allowed(origin):
         await _drain(receive, scope)
-        await _json(send, 403, {"error": {"code": "forbidden_origin", "message": "requests from this Origin are "
-                                          "refused: only this site's own origins may call the gateway from a "
-                                          "browser", "details": {}}})
+        await _json(send, 403, error_body(ApiCode.FORBIDDEN_ORIGIN, "requests from this Origin are refused: only "
+                                          "this site's own origins may call the gateway from a browser"))
         return True
     return False
 
@@ -254,10 +253,9 @@ class GatewayApp:
             if not body_read:
                 await _drain(receive, scope)
             retry = str(ServiceUnavailable.RETRY_AFTER_S).encode()
-            await _json(send, 503, {"error": {"code": "service_unavailable",
-                                              "message": f"The {service} is briefly unavailable; retry shortly.",
-                                              "details": {"service": service,
-                                                          "retry_after_s": ServiceUnavailable.RETRY_AFTER_S}}},
+            await _json(send, 503, error_body(ApiCode.SERVICE_UNAVAILABLE,
+                                              f"The {service} is briefly unavailable; retry shortly.",
+                                              {"service": service, "retry_after_s": ServiceUnavailable.RETRY_AFTER_S}),
                         [(b"retry-after", retry)])
 
     async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -287,7 +285,7 @@ class GatewayApp:
             header = REALM if token is None else f'{REALM}, error="invalid_token"'
             message = ("an API token is required: Authorization: Bearer <token>" if token is None
                        else "the API token is invalid")
-            await _json(send, 401, {"error": {"code": "not_authenticated", "message": message, "details": {}}},
+            await _json(send, 401, error_body(ApiCode.NOT_AUTHENTICATED, message),
                         [(b"www-authenticate", header.encode())])
             return
         user = principal.user
@@ -339,10 +337,10 @@ class GatewayApp:
             await _drain(receive, scope)
             whose = "API token" if per == "token" else "member of this tenant"
             idle_min = int(float(settings.TOOLHUB_MCP_SESSION_IDLE_S) // 60)
-            await _json(send, 429, {"error": {"code": "too_many_sessions", "message": (
+            await _json(send, 429, error_body(ApiCode.TOO_MANY_SESSIONS, (
                 f"this {whose} already has {opened} open MCP sessions, the limit; end one (DELETE with its "
                 f"Mcp-Session-Id, or close the SSE stream) or let an idle one expire ({idle_min} min)"),
-                "details": {"limit": limit, "per": per, "open": opened}}})
+                {"limit": limit, "per": per, "open": opened}))
             return
         caps = tuple(counted.values())
         for cap in caps:

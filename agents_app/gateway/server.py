@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
+from core.codes import ApiCode, ResultCode
 from core.errors import NotFound
 from core.exceptions import unavailable_service
 from core.secrets import scrub_text
@@ -58,7 +59,7 @@ class ServiceUnavailable(MCPError):
     def __init__(self, service: str) -> None:
         self.service = service
         super().__init__(code=self.CODE, message=f"The {service} is briefly unavailable; retry shortly.",
-                         data={"code": "service_unavailable", "service": service,
+                         data={"code": ApiCode.SERVICE_UNAVAILABLE, "service": service,
                                "retry_after_s": self.RETRY_AFTER_S})
 
 
@@ -196,7 +197,11 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
     if not result.success and not upstream:
         # Toolhub's own refusal (validation, role, breaker, approval...): typed by its code.
         message = f"{result.error_code}: {result.error or 'the call failed'}"
-        return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+        typed = {"error_code": result.error_code}
+        if result.error_reason:
+            typed["error_reason"] = result.error_reason
+        return types.CallToolResult.model_validate(
+            {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {REFUSAL_META: typed}})
     secrets = service.secrets_of(principal, outcome.function)
 
     def scrub(text: str) -> str:
@@ -243,7 +248,7 @@ def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types
         f"listed at {base}/api/v1/approvals/?status=pending. Once approved, call this tool again with the "
         "same arguments: it runs once."
     )
-    typed = {"error_code": "APPROVAL_REQUIRED", "approval_id": approval_id, "approve_url": decide}
+    typed = {"error_code": ResultCode.APPROVAL_REQUIRED, "approval_id": approval_id, "approve_url": decide}
     wire: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True,
                             "_meta": {REFUSAL_META: typed}}
     if outcome.function is None or not outcome.function.output_schema:

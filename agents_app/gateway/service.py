@@ -30,6 +30,7 @@ from agents_app.models import Agent
 from agents_app.runtime.toolset import ToolsetFunction, qualify
 from agents_app.services.chat import build_toolset
 from core import hotcache
+from core.codes import ApiCode, Reason
 from core.errors import NotFound
 from core.secrets import redact, scrub_text
 from core.throttle import take as take_throttle
@@ -55,7 +56,7 @@ from tools_app.models import (
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
 from tools_app.services.approvals import approval_decide, approval_request, may_decide, needs_approval
-from tools_app.services.invoke import audit, check_callable, tool_invoke
+from tools_app.services.invoke import CallRefused, audit, check_callable, tool_invoke
 
 logger = logging.getLogger(__name__)
 VIA = ApprovalVia.GATEWAY
@@ -325,11 +326,12 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
     functions = listing(principal).by_name
     fn = functions.get(name)
     if fn is None:
-        return CallOutcome(_unlisted(principal, name) or ToolResult.fail(
-            codes.NOT_FOUND, f"unknown tool {name!r}; available: {sorted(functions)}"))
+        return CallOutcome(_unlisted(principal, name) or ToolResult.refused(
+            Reason.UNKNOWN_FUNCTION, f"unknown tool {name!r}; available: {sorted(functions)}"))
     if not principal.may_call:
-        return CallOutcome(ToolResult.fail(
-            codes.DISABLED, f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
+        return CallOutcome(ToolResult.refused(
+            Reason.VIEWER_MAY_NOT_CALL,
+            f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
     target = fn.function
     if target.needs_approval:
         delivered = _collect_approved(principal, fn, arguments)
@@ -358,11 +360,9 @@ def _unlisted(principal: Principal, name: str) -> ToolResult | None:
             try:
                 check_callable(tenant=principal.tenant, actor=principal.user, tool=link.tool,
                                function=function.name, arguments={})
-            except Exception as exc:  # invoke's refusal type is private; anything with a result code is a refusal
-                if not hasattr(exc, "code"):
-                    raise
+            except CallRefused as exc:
                 if exc.code != codes.INVALID_PARAMS:
-                    return ToolResult.fail(exc.code, str(exc))
+                    return exc.result()
             return None
     return None
 
@@ -377,9 +377,7 @@ def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) 
     try:
         check_callable(tenant=principal.tenant, actor=principal.user, tool=tool, function=fn.function.function,
                        arguments=arguments)
-    except Exception as exc:  # invoke's refusal type is private; anything with a result code is a refusal
-        if not hasattr(exc, "code"):
-            raise
+    except CallRefused:
         return None
     approval = approval_request(tenant=principal.tenant, actor=principal.user, tool=tool,
                                 function=fn.function.function, arguments=arguments, agent=principal.agent,
@@ -557,7 +555,7 @@ def throttle(principal: Principal) -> None:
     wait = take_throttle("invoke", principal.user)
     if wait is not None:
         seconds = max(1, int(wait))
-        raise Refusal("throttled", f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
+        raise Refusal(ApiCode.THROTTLED, f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
                       retry_after_s=seconds)
 
 
@@ -567,23 +565,23 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
     approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
     secrets = secret_values(tool.type, tool.config)
 
-    def refuse(code: str, wire_code: str, message: str, **details: Any) -> Refusal:
+    def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
         audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
-              result=ToolResult.fail(code, message), status=CallStatus.DENIED, secrets=secrets,
-              agent=principal.agent, via=VIA, title=title)
-        return Refusal(wire_code, message, **details)
+              result=result, status=CallStatus.DENIED, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        return Refusal(wire_code, result.error or "", **details)
 
     if not principal.may_call:
-        raise refuse(codes.DISABLED, "permission_denied",
-                     f"viewers may list this agent's prompts and resources but not use them (you are "
-                     f"{principal.role.value})")
+        raise refuse(ToolResult.refused(Reason.VIEWER_MAY_NOT_CALL,
+                                        f"viewers may list this agent's prompts and resources but not use them "
+                                        f"(you are {principal.role.value})"), ApiCode.PERMISSION_DENIED)
     link = principal.agent.agent_tools.filter(tool=tool).first()
     if needs_approval(tool, None, link.requires_approval if link is not None else None):
         # A held call runs its function once approved; a prompt or resource has none to run, so it is refused.
-        raise refuse(codes.APPROVAL_REQUIRED, "approval_required",
-                     f"{tool.name} needs a person's approval for every use, and a prompt or resource cannot be "
-                     "held for one: use the tool's functions (their calls are held for approval) or ask an admin "
-                     "to lift the tool's requires_approval", tool=tool.name)
+        raise refuse(ToolResult.fail(
+            codes.APPROVAL_REQUIRED,
+            f"{tool.name} needs a person's approval for every use, and a prompt or resource cannot be "
+            "held for one: use the tool's functions (their calls are held for approval) or ask an admin "
+            "to lift the tool's requires_approval"), ApiCode.APPROVAL_REQUIRED, tool=tool.name)
     throttle(principal)
     started = time.monotonic()
     try:
@@ -594,7 +592,7 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
         failed.cost_ms = int((time.monotonic() - started) * 1000)
         audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
               result=failed, status=CallStatus.ERROR, secrets=secrets, agent=principal.agent, via=VIA, title=title)
-        raise Refusal("upstream_error", f"{tool.name} answered an error: {message}", tool=tool.name) from None
+        raise Refusal(ApiCode.UPSTREAM_ERROR, f"{tool.name} answered an error: {message}", tool=tool.name) from None
     done = ToolResult.ok(text=json.dumps(answer, ensure_ascii=False))
     done.cost_ms = int((time.monotonic() - started) * 1000)
     audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,

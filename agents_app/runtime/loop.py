@@ -25,6 +25,7 @@ from agents_app.runtime.transcript import (
     steps_taken,
 )
 from core import tracing
+from core.codes import ApiCode
 from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, REFUSED, ToolResult
@@ -311,7 +312,7 @@ def run(
                 yield _paused(approvals, steps)
                 return
     except Exception as exc:  # noqa: BLE001 - the generator reports, it does not raise
-        yield "error", {"code": "agent_error", "message": f"agent loop failed: {type(exc).__name__}", "steps": steps}
+        yield "error", {"code": ApiCode.AGENT_ERROR, "message": f"agent loop failed: {type(exc).__name__}", "steps": steps}
     finally:
         if client is not None:
             client.close()
@@ -367,7 +368,7 @@ def _max_steps(max_steps: int, steps: int, wanted: list[str]) -> Event:
     message = f"stopped after {steps} model turns (max_steps={max_steps})"
     if wanted:
         message += f"; the model still wanted to call: {', '.join(wanted)}"
-    return "error", {"code": "max_steps_exceeded", "message": message, "steps": steps}
+    return "error", {"code": ApiCode.MAX_STEPS_EXCEEDED, "message": message, "steps": steps}
 
 
 def _unique_ids(turn: ModelTurn) -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from core.codes import ApiCode
 from core.outbound import FetchedResponse, OutboundPolicy, fetch, safe_url
 from market_app.catalog.common import VersionCollector
 from market_app.catalog.parsers import describe, detect, parse_document, parse_official_registry
@@ -59,7 +60,7 @@ def fetch_catalog(
     """
     if fmt not in FORMATS:
         raise CatalogError(f"unknown catalog format {fmt!r}; accepted: {', '.join(FORMATS)}",
-                           code="unknown_format")
+                           code=ApiCode.UNKNOWN_FORMAT)
     if not 1 <= page_limit <= 100:
         raise ValueError("page_limit must be within 1..100 (the registry's own bounds)")
     hdrs = dict(headers or {})
@@ -124,10 +125,10 @@ def check_status(response: FetchedResponse) -> None:
         # Never echo the headers we sent: they are the source's secrets.
         raise CatalogError(
             f"authentication failed (HTTP {response.status}); check the source's auth headers",
-            code="auth_failed",
+            code=ApiCode.AUTH_FAILED,
         )
     if not 200 <= response.status < 300:
-        raise CatalogError(f"{safe_url(response.url)} answered HTTP {response.status}", code="http_error")
+        raise CatalogError(f"{safe_url(response.url)} answered HTTP {response.status}", code=ApiCode.HTTP_ERROR)
 
 
 def decode_json(response: FetchedResponse) -> Any:
@@ -140,7 +141,7 @@ def decode_json(response: FetchedResponse) -> Any:
     kind = response.content_type or "no content type"
     shown = f": {excerpt!r}" if excerpt else " (empty body)"
     raise CatalogError(
-        f"expected a JSON catalog from {safe_url(response.url)} but got {kind}{shown}", code="not_json"
+        f"expected a JSON catalog from {safe_url(response.url)} but got {kind}{shown}", code=ApiCode.NOT_JSON
     )
 
 
@@ -174,7 +175,7 @@ def _fetch_registry(
     while True:
         if pages >= max_pages:
             raise CatalogError(f"the registry listing has more than {max_pages} pages; stopped",
-                               code="too_many_pages")
+                               code=ApiCode.TOO_MANY_PAGES)
         params = {"limit": page_limit, "version": "latest", "cursor": cursor, "updated_since": updated_since}
         doc = get_json(with_params(endpoint, params), policy, headers)
         if not (isinstance(doc, dict) and isinstance(doc.get("servers"), list)):
@@ -200,7 +201,7 @@ def _fetch_registry(
         if page.next_cursor in seen_cursors:
             raise CatalogError(
                 f"cursor loop detected: page {pages} returned a nextCursor that was already followed",
-                code="cursor_loop",
+                code=ApiCode.CURSOR_LOOP,
             )
         seen_cursors.add(page.next_cursor)
         cursor = page.next_cursor

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.codes import ApiCode
 from market_app.catalog.common import (
     Collector,
     VersionCollector,
@@ -81,7 +82,7 @@ def parse_document(doc: Any, fmt: str = "auto", *, prefer: Prefer = "remote") ->
     """
     if fmt not in FORMATS:
         raise CatalogError(f"unknown catalog format {fmt!r}; accepted: {', '.join(FORMATS)}",
-                           code="unknown_format")
+                           code=ApiCode.UNKNOWN_FORMAT)
     actual = detect(doc) if fmt == "auto" else fmt
     if actual == "list":
         result = parse_list(doc)

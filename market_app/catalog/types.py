@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from core.codes import ApiCode
 from market_app.catalog.shell import is_shell_command
 
 Kind = Literal["LOCAL", "REMOTE"]
@@ -29,7 +30,7 @@ class CatalogError(Exception):
     Messages never contain request header values or URL query strings.
     """
 
-    def __init__(self, message: str, *, code: str = "not_a_catalog") -> None:
+    def __init__(self, message: str, *, code: ApiCode = ApiCode.NOT_A_CATALOG) -> None:
         super().__init__(message)
         self.message = message
         self.code = code

@@ -61,6 +61,7 @@ def test_disable_and_enable_hold_on_the_next_call(api: Any, inventory: int) -> N
     assert api.put(f"/api/v1/tools/{inventory}/status/", {"status": "DISABLED"}, format="json").status_code == 200
     refused = invoke(api, inventory)
     assert refused["success"] is False and refused["error_code"] == "DISABLED"
+    assert refused["error_reason"] == "tool_disabled"
     assert api.put(f"/api/v1/tools/{inventory}/status/", {"status": "ENABLED"}, format="json").status_code == 200
     assert invoke(api, inventory)["success"]
 
@@ -70,7 +71,7 @@ def test_a_disabled_function_is_refused_on_the_next_call(api: Any, inventory: in
     resp = api.patch(f"/api/v1/tools/{inventory}/functions/get_inventory/", {"enabled": False}, format="json")
     assert resp.status_code == 200, resp.content
     refused = invoke(api, inventory)
-    assert refused["error_code"] == "DISABLED" and "disabled" in refused["error"]
+    assert refused["error_code"] == "DISABLED" and refused["error_reason"] == "function_disabled"
 
 
 def test_a_grant_to_someone_else_narrows_the_tool_on_the_next_call(tenant: Any, member_client: Any,
@@ -80,7 +81,7 @@ def test_a_grant_to_someone_else_narrows_the_tool_on_the_next_call(tenant: Any, 
     tool = Tool.objects.get(pk=inventory)
     assign_perm("tools_app.use_tool", other.user, tool)  # the tool is now restricted to its grantees
     refused = invoke(member, inventory)
-    assert refused["error_code"] == "DISABLED" and "use_tool" in refused["error"]
+    assert refused["error_code"] == "DISABLED" and refused["error_reason"] == "tool_not_usable"
     assert invoke(other, inventory)["success"]
     remove_perm("tools_app.use_tool", other.user, tool)
     assert invoke(member, inventory)["success"]

@@ -154,7 +154,7 @@ def test_drift_is_held_until_approved(api: Any, tenant: Any) -> None:
     assert new.state == FunctionState.CHANGED
     refused = invoke(api, tool_id, new.name, {})
     assert refused["success"] is False and refused["error_code"] == "DISABLED"
-    assert "approve" in refused["error"]
+    assert refused["error_reason"] == "function_changed" and "approve" in refused["error"]
     options = api.get("/api/v1/tools/options/").json()
     offered = next(t for t in options if t["id"] == tool_id)
     assert new.name not in {f["name"] for f in offered["functions"]}
@@ -171,17 +171,21 @@ def test_invoke_refusals(api: Any) -> None:
     refresh(api, tool_id)
     unknown_arg = invoke(api, tool_id, "get_inventory", {"sku": "DEMO-001", "colour": "red"})
     assert unknown_arg["error_code"] == "INVALID_PARAMS" and "sku" in unknown_arg["error"]
+    assert unknown_arg["error_reason"] is None  # a bad argument has no refusal cause beyond its family
     missing = invoke(api, tool_id, "nope", {})
     assert missing["error_code"] == "NOT_FOUND" and "get_inventory" in missing["error"]
+    assert missing["error_reason"] == "function_missing"
     api.patch(f"/api/v1/tools/{tool_id}/functions/get_inventory/", {"enabled": False}, format="json")
-    assert invoke(api, tool_id, "get_inventory", {"sku": "x"})["error_code"] == "DISABLED"
+    disabled = invoke(api, tool_id, "get_inventory", {"sku": "x"})
+    assert (disabled["error_code"], disabled["error_reason"]) == ("DISABLED", "function_disabled")
     api.patch(f"/api/v1/tools/{tool_id}/functions/get_inventory/", {"enabled": True, "requires_approval": True},
               format="json")
     needs = invoke(api, tool_id, "get_inventory", {"sku": "x"})
     assert needs["error_code"] == "APPROVAL_REQUIRED"
     assert ToolCall.objects.get(pk=needs["call_id"]).status == CallStatus.AWAITING_APPROVAL
     api.put(f"/api/v1/tools/{tool_id}/status/", {"status": "DISABLED"}, format="json")
-    assert invoke(api, tool_id, "get_inventory", {"sku": "x"})["error_code"] == "DISABLED"
+    off = invoke(api, tool_id, "get_inventory", {"sku": "x"})
+    assert (off["error_code"], off["error_reason"]) == ("DISABLED", "tool_disabled")
 
 
 def test_startup_timeout_is_typed_and_leaves_no_process(api: Any) -> None:

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Model, ProtectedError, RestrictedError
 
+from core.codes import ApiCode, ResultCode
 from core.errors import BusinessError, InvalidParams, RuntimeToolError
 from tenants_app.models import Tenant
 from tools_app.records.args import MAX_BATCH
@@ -22,8 +23,8 @@ from tools_app.records.values import check_writable, field_value, row, validatio
 
 
 class RecordNotFound(RuntimeToolError):
-    code = "record_not_found"
-    result_code = "NOT_FOUND"
+    code = ApiCode.RECORD_NOT_FOUND
+    result_code = ResultCode.NOT_FOUND
 
 
 def one_or_many(single: Any, many: Any, names: tuple[str, str]) -> tuple[list[Any], bool]:

@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Model, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
+from core.codes import ApiCode
 from core.errors import BusinessError
 from tenants_app.models import Tenant
 from tools_app.records.registry import RecordModel
@@ -23,7 +24,7 @@ VERBS = {VIEW: "read", ADD: "create", CHANGE: "change", DELETE: "delete"}
 
 
 class PermissionRefused(BusinessError):
-    code = "permission_denied"
+    code = ApiCode.PERMISSION_DENIED
 
 
 def codenames(spec: RecordModel, action: str) -> list[str]:

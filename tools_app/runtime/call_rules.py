@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from tools_app.runtime import result as codes
+from core.codes import REASON_FAMILY, Reason, ResultCode
 
 ENABLED = "ENABLED"
 ACTIVE = "ACTIVE"
@@ -21,11 +21,14 @@ REMOVED = "REMOVED"
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a call may not happen: `reason` is the typed cause, `code` the call's result code."""
+    """Why a call may not happen: `reason` is the distinct cause, `code` the family a call result reports."""
 
-    reason: str
-    code: str
+    reason: Reason
     message: str
+
+    @property
+    def code(self) -> ResultCode:
+        return REASON_FAMILY[self.reason]
 
 
 def in_failure_window(disabled_until: datetime | None, now: datetime) -> bool:
@@ -36,10 +39,10 @@ def tool_refusal(*, tool_name: str, status: str, disabled_until: datetime | None
                  consecutive_failures: int = 0) -> Refusal | None:
     """The tool is disabled, or paused by its failure breaker."""
     if status != ENABLED:
-        return Refusal("tool_disabled", codes.DISABLED, f"tool {tool_name!r} is disabled")
+        return Refusal(Reason.TOOL_DISABLED, f"tool {tool_name!r} is disabled")
     if disabled_until is not None and in_failure_window(disabled_until, now):
         return Refusal(
-            "tool_paused", codes.DISABLED,
+            Reason.TOOL_PAUSED,
             f"tool {tool_name!r} failed {consecutive_failures} times in a row and is paused until "
             f"{disabled_until:%Y-%m-%d %H:%M:%S} UTC",
         )
@@ -54,18 +57,19 @@ def function_refusal(*, tool_name: str, function: str, state: str | None, enable
     if state is None or state == REMOVED:
         known = available()
         hint = "" if known else "; run Test or Refresh to discover the tool's functions"
-        return Refusal("function_missing", codes.NOT_FOUND,
-                       f"tool {tool_name!r} has no function {function!r}; available: {known}{hint}")
+        return Refusal(
+            Reason.FUNCTION_MISSING,
+            f"tool {tool_name!r} has no function {function!r}; available: {known}{hint}")
     if state == CHANGED:
         return Refusal(
-            "function_changed", codes.DISABLED,
+            Reason.FUNCTION_CHANGED,
             f"function {function!r} changed since it was approved (new or different schema); "
             "an admin must approve it before use",
         )
     if not enabled:
-        return Refusal("function_disabled", codes.DISABLED, f"function {function!r} of tool {tool_name!r} is disabled")
+        return Refusal(Reason.FUNCTION_DISABLED, f"function {function!r} of tool {tool_name!r} is disabled")
     if unsupported_reason:
-        return Refusal("function_unsupported", codes.DISABLED, f"function {function!r} cannot be called: {unsupported_reason}")
+        return Refusal(Reason.FUNCTION_UNSUPPORTED, f"function {function!r} cannot be called: {unsupported_reason}")
     return None
 
 
@@ -73,9 +77,10 @@ def link_refusal(*, agent_name: str, tool_name: str, function: str, linked: bool
                  allowed_functions: Collection[str] | None) -> Refusal | None:
     """The agent has no link to the tool, or its link's `allowed_functions` (None: all) leave the function out."""
     if not linked:
-        return Refusal("function_not_allowed", codes.NOT_FOUND, f"agent {agent_name!r} has no tool {tool_name!r}")
+        return Refusal(Reason.FUNCTION_NOT_ALLOWED, f"agent {agent_name!r} has no tool {tool_name!r}")
     if allowed_functions is not None and function not in allowed_functions:
-        return Refusal("function_not_allowed", codes.NOT_FOUND,
-                       f"agent {agent_name!r} may not call {tool_name}.{function} (its link allows "
+        return Refusal(
+            Reason.FUNCTION_NOT_ALLOWED,
+            f"agent {agent_name!r} may not call {tool_name}.{function} (its link allows "
                        f"{sorted(allowed_functions)})")
     return None

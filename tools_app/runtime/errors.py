@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.codes import ApiCode, ResultCode
 from core.errors import (
     BusinessError,
     InvalidParams,
@@ -20,36 +21,36 @@ __all__ = [
 class ToolRefused(RuntimeToolError):
     """A tool refused the call up front (its refusal or before_approval hook, or no user where one is needed)."""
 
-    code = "refused"
-    result_code = "REFUSED"
+    code = ApiCode.REFUSED
+    result_code = ResultCode.REFUSED
 
 
 class AuthorizationNeeded(RuntimeToolError):
     """An OAuth tool has no usable connection for this caller (never connected, or the grant was revoked)."""
 
-    code = "authorization_required"
-    result_code = "AUTHORIZATION_REQUIRED"
+    code = ApiCode.AUTHORIZATION_REQUIRED
+    result_code = ResultCode.AUTHORIZATION_REQUIRED
 
 
 class CapacityExceeded(RuntimeToolError):
-    code = "capacity_exceeded"
+    code = ApiCode.CAPACITY_EXCEEDED
 
 
 class ConnectionFailed(RuntimeToolError):
-    code = "connection_failed"
+    code = ApiCode.CONNECTION_FAILED
 
 
 class CommandNotFound(RuntimeToolError):
-    code = "command_not_found"
+    code = ApiCode.COMMAND_NOT_FOUND
 
 
 class StartupTimeout(RuntimeToolError):
-    code = "startup_timeout"
-    result_code = "TIMEOUT"
+    code = ApiCode.STARTUP_TIMEOUT
+    result_code = ResultCode.TIMEOUT
 
 
 class ProtocolError(RuntimeToolError):
-    code = "protocol_error"
+    code = ApiCode.PROTOCOL_ERROR
 
 
 # --- MCP client runtime (tools_app/runtime/mcp) ---
@@ -58,28 +59,28 @@ class ProtocolError(RuntimeToolError):
 class CommandNotExecutable(CommandNotFound):
     """The configured command exists but is not an executable file."""
 
-    code = "command_not_executable"
+    code = ApiCode.COMMAND_NOT_EXECUTABLE
 
 
 class ServerExited(ConnectionFailed):
     """A LOCAL server process exited before or during the session; the message carries its stderr tail."""
 
-    code = "server_exited"
+    code = ApiCode.SERVER_EXITED
 
 
 class RemoteHTTPError(ConnectionFailed):
     """A REMOTE server answered with an HTTP error status (the status is in the message and details)."""
 
-    code = "remote_http_error"
+    code = ApiCode.REMOTE_HTTP_ERROR
 
 
 class WrongTransport(ConnectionFailed):
     """The URL does not speak the configured transport (streamable_http vs sse)."""
 
-    code = "wrong_transport"
+    code = ApiCode.WRONG_TRANSPORT
 
 
 class MalformedResult(ProtocolError):
     """A tool result that does not match the protocol or the tool's declared output schema."""
 
-    code = "malformed_result"
+    code = ApiCode.MALFORMED_RESULT

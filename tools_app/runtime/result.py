@@ -5,34 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from core.codes import REASON_FAMILY, Reason, ResultCode
 from core.secrets import Scrubber
 
-# Error codes of DESIGN §4, shared by every runtime.
-INVALID_PARAMS = "INVALID_PARAMS"
-NOT_FOUND = "NOT_FOUND"
-DISABLED = "DISABLED"
-APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
-TIMEOUT = "TIMEOUT"
-BUSINESS_ERROR = "BUSINESS_ERROR"
-EXECUTION_ERROR = "EXECUTION_ERROR"
-# A tool's own refusal (plugin hooks), and a trial run asked of a tool whose effects a rollback cannot undo.
-REFUSED = "REFUSED"
-DRY_RUN_UNSUPPORTED = "DRY_RUN_UNSUPPORTED"
-# An OAuth tool without a usable connection for this caller (DESIGN §4, Connections).
-AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
+# Error codes of DESIGN §4 (the families of core.codes.ResultCode), shared by every runtime.
+INVALID_PARAMS = ResultCode.INVALID_PARAMS
+NOT_FOUND = ResultCode.NOT_FOUND
+DISABLED = ResultCode.DISABLED
+APPROVAL_REQUIRED = ResultCode.APPROVAL_REQUIRED
+TIMEOUT = ResultCode.TIMEOUT
+BUSINESS_ERROR = ResultCode.BUSINESS_ERROR
+EXECUTION_ERROR = ResultCode.EXECUTION_ERROR
+REFUSED = ResultCode.REFUSED
+DRY_RUN_UNSUPPORTED = ResultCode.DRY_RUN_UNSUPPORTED
+AUTHORIZATION_REQUIRED = ResultCode.AUTHORIZATION_REQUIRED
+CREDENTIALS_REQUIRED = ResultCode.CREDENTIALS_REQUIRED
 
-ERROR_CODES = (
-    INVALID_PARAMS,
-    NOT_FOUND,
-    DISABLED,
-    APPROVAL_REQUIRED,
-    TIMEOUT,
-    BUSINESS_ERROR,
-    EXECUTION_ERROR,
-    REFUSED,
-    DRY_RUN_UNSUPPORTED,
-    AUTHORIZATION_REQUIRED,
-)
+ERROR_CODES = tuple(ResultCode)
 
 
 @dataclass
@@ -51,6 +40,8 @@ class ToolResult:
     text: str = ""
     error_code: str | None = None
     error: str | None = None
+    # The distinct cause of a refusal (core.codes.Reason) beside its family `error_code`; None otherwise.
+    error_reason: str | None = None
     cost_ms: int = 0
     content: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -64,7 +55,13 @@ class ToolResult:
     @classmethod
     def fail(cls, code: str, message: str, **meta: Any) -> ToolResult:
         assert code in ERROR_CODES, code
-        return cls(success=False, error_code=code, error=message, meta=dict(meta))
+        return cls(success=False, error_code=ResultCode(code), error=message, meta=dict(meta))
+
+    @classmethod
+    def refused(cls, reason: Reason, message: str, **meta: Any) -> ToolResult:
+        """A call refused for a distinct cause: `error_code` is its family (REASON_FAMILY), `error_reason` it."""
+        return cls(success=False, error_code=REASON_FAMILY[reason], error_reason=reason, error=message,
+                   meta=dict(meta))
 
     def scrubbed(self, scrubber: Scrubber) -> ToolResult:
         """This result with every secret masked in text, data, content, error and meta (in place; returns self)."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.codes import ApiCode, ResultCode
 from tools_app.runtime.errors import RuntimeToolError
 
 DEFAULT_BWRAP = "/usr/bin/bwrap"
@@ -52,8 +53,8 @@ SANDBOX_UID = 65534
 class SandboxUnavailable(RuntimeToolError):
     """The command sandbox could not start; the command did not run."""
 
-    code = "sandbox_unavailable"
-    result_code = "EXECUTION_ERROR"
+    code = ApiCode.SANDBOX_UNAVAILABLE
+    result_code = ResultCode.EXECUTION_ERROR
 
 
 @dataclass(frozen=True)
@@ -249,5 +250,5 @@ class ServerSandbox:
 class SandboxPathRefused(RuntimeToolError):
     """A LOCAL server's cwd, root or command names a place outside what its sandbox may see."""
 
-    code = "sandbox_path_refused"
-    result_code = "INVALID_PARAMS"
+    code = ApiCode.SANDBOX_PATH_REFUSED
+    result_code = ResultCode.INVALID_PARAMS

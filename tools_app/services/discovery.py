@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache
+from core.codes import ApiCode
 from core.secrets import Scrubber, scrubber
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
@@ -87,7 +88,7 @@ def _probe(tool: Tool) -> Probe:
         try:
             spec = get_tool(tool.builtin_name)
         except KeyError:  # a plugin whose package was uninstalled; the next sync removes the row
-            return Probe(ok=False, error={"code": "not_found", "message": f"no tool named {tool.builtin_name!r} "
+            return Probe(ok=False, error={"code": ApiCode.NOT_FOUND, "message": f"no tool named {tool.builtin_name!r} "
                                           "is installed (its plugin package may have been removed)"})
         fn = Offered(spec.function_name, spec.description, spec.input_schema)
         return Probe(ok=True, server={"name": "toolhub-builtin", "version": "1"}, functions=[fn])

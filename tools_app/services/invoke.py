@@ -77,7 +77,7 @@ class Invocation:
 
 def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any,
                    snapshot: selectors.ToolSnapshot | None = None, agent: Any = None) -> ToolFunction:
-    """Everything that must hold before a call; raises _Refused with a ToolResult code.
+    """Everything that must hold before a call; raises CallRefused with a ToolResult code.
 
     Who may call what is tools_app.policies.CALLS (with `agent`, its use_agent grant and link too); then the
     arguments must fit the function's schema. With the tool's `snapshot`, its functions and the user's
@@ -89,21 +89,28 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
     refusal = CALLS.why_not(tenant=tenant, user=actor, tool=tool, function=function, functions=functions,
                             agent=agent, warm=snapshot is not None)
     if refusal is not None:
-        raise _Refused(refusal.code, refusal.message, reason=refusal.reason)
+        raise CallRefused(refusal.code, refusal.message, reason=refusal.reason)
     fn = functions[function]
     if not isinstance(arguments, dict):
-        raise _Refused(codes.INVALID_PARAMS, "arguments must be a JSON object")
+        raise CallRefused(codes.INVALID_PARAMS, "arguments must be a JSON object")
     try:
         validate_arguments(fn.input_schema, arguments)
     except RuntimeToolError as exc:
-        raise _Refused(codes.INVALID_PARAMS, exc.message) from None
+        raise CallRefused(codes.INVALID_PARAMS, exc.message) from None
     return fn
 
 
-class _Refused(Exception):
-    def __init__(self, code: str, message: str, reason: str = "") -> None:
+class CallRefused(Exception):
+    """A call that may not happen: `code` its result family, `reason` the distinct cause (core.codes) if any."""
+
+    def __init__(self, code: str, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.reason = code, message, reason
+
+    def result(self) -> ToolResult:
+        result = ToolResult.fail(self.code, self.message)
+        result.error_reason = self.reason
+        return result
 
 
 def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None) -> ToolResult:
@@ -222,23 +229,23 @@ def _invoke(
                             snapshot=checked_against, agent=agent if approved else None)
         reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
         if reason:
-            raise _Refused(codes.REFUSED, reason)
+            raise CallRefused(codes.REFUSED, reason)
         if dry_run:
             if spec is None or not spec.undone_by_rollback:
-                raise _Refused(codes.DRY_RUN_UNSUPPORTED, _no_trial_run(tool))
+                raise CallRefused(codes.DRY_RUN_UNSUPPORTED, _no_trial_run(tool))
         elif not approved and needs_approval(tool, fn):
             card = approval_screen(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
             if card.refuse:
-                raise _Refused(codes.REFUSED, card.refuse)
+                raise CallRefused(codes.REFUSED, card.refuse)
             if via != ApprovalVia.CHAT:
                 approval = approval_request(tenant=tenant, actor=actor, tool=tool, function=function,
                                             arguments=arguments, agent=agent, conversation=conversation, via=via,
                                             summary=card.text, title=title)
                 held = ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error)
                 return Invocation(held, approval.tool_call, approval)
-            raise _Refused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
-    except _Refused as refused:
-        result = ToolResult.fail(refused.code, refused.message).scrubbed(scrub)
+            raise CallRefused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
+    except CallRefused as refused:
+        result = refused.result().scrubbed(scrub)
         return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                                         result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
                                         conversation=conversation, via=via, title=title, dry_run=dry_run))

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
+from core.codes import ApiCode
 from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
@@ -122,7 +123,7 @@ def tools_import(*, tenant: Tenant, actor: Any, document: Any) -> dict[str, Any]
             continue
         tool_type = str(item.get("type", "")).upper()
         if tool_type not in IMPORTABLE_TYPES:
-            errors.append({"name": name, "code": "invalid_type",
+            errors.append({"name": name, "code": ApiCode.INVALID_TYPE,
                            "message": f"type {item.get('type')!r} cannot be imported; accepted: LOCAL, REMOTE, HTTP"})
             continue
         config = item.get("config") or {}
@@ -204,7 +205,7 @@ def tools_seed(*, tenant: Tenant, actor: Any, items: list[tuple[str, Any]]) -> d
                 out["errors"].append({"source": source, **err})
             continue
         if existing.type != tool_type:
-            out["errors"].append({"source": source, "name": name, "code": "type_conflict",
+            out["errors"].append({"source": source, "name": name, "code": ApiCode.TYPE_CONFLICT,
                                   "message": f"tenant already has a {existing.type} tool named {name!r}; "
                                              f"the file says {tool_type}"})
             continue

@@ -52,7 +52,7 @@ def test_a_change_reaches_the_next_listing_and_call(setup: Any) -> None:
     assert NAME not in {f.name for f in service.list_functions(who)}
     assert service.fingerprint(who) != before  # what makes the watcher send list_changed
     refused = service.call_function(who, NAME, ARGS)
-    assert refused.result.error_code == "DISABLED" and "is disabled" in (refused.result.error or "")
+    assert refused.result.error_code == "DISABLED" and refused.result.error_reason == "function_disabled"
 
 
 def test_an_agent_edit_and_a_disable_reach_the_next_message(setup: Any) -> None:

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rest_framework.exceptions import ParseError
 
+from core.codes import ApiCode
 from core.errors import DomainError
 from core.parsers import load_yaml
 from tenants_app.models import Membership, Role, Tenant
@@ -47,7 +48,7 @@ class Command(BaseCommand):
                 items.append((path.name, load_yaml(path.read_text(encoding="utf-8"))))
             except (DomainError, ParseError, ValueError, UnicodeDecodeError) as exc:
                 message = getattr(exc, "message", None) or getattr(exc, "detail", None) or str(exc)
-                parse_errors.append({"source": path.name, "code": "unreadable", "message": str(message)[:300]})
+                parse_errors.append({"source": path.name, "code": ApiCode.UNREADABLE, "message": str(message)[:300]})
         try:
             report = tools_seed(tenant=tenant, actor=actor, items=items)
         except DomainError as exc:

@@ -32,6 +32,7 @@ from mcp.shared.auth import (
 from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import BaseModel, ValidationError
 
+from core.codes import ApiCode, ResultCode
 from core.outbound import GuardedTransport, OutboundPolicy, check_url, safe_url
 from tools_app.runtime.errors import RuntimeToolError
 
@@ -44,14 +45,14 @@ INITIALIZE_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
 class OAuthFailed(RuntimeToolError):
     """Discovery, registration or a token request failed; the message names the step, never a secret."""
 
-    code = "oauth_failed"
+    code = ApiCode.OAUTH_FAILED
 
 
 class GrantInvalid(OAuthFailed):
     """The authorization server refused the grant (`invalid_grant`): the user must authorize again."""
 
-    code = "authorization_required"
-    result_code = "AUTHORIZATION_REQUIRED"
+    code = ApiCode.AUTHORIZATION_REQUIRED
+    result_code = ResultCode.AUTHORIZATION_REQUIRED
 
 
 @dataclass(frozen=True)

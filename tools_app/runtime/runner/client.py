@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 
+from core.codes import ApiCode
 from tools_app.runtime.errors import ConnectionFailed
 from tools_app.runtime.mcp.discovery import Discovery
 from tools_app.runtime.mcp.pool import SYNC_SLACK_S, SessionPool
@@ -28,7 +29,7 @@ T = TypeVar("T")
 
 
 class RunnerUnavailable(ConnectionFailed):
-    code = "runner_unavailable"
+    code = ApiCode.RUNNER_UNAVAILABLE
 
 
 class RunnerPool:
