@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 PORT ?= 8000
 
 .PHONY: install run gateway-clients test test-fast test-servers test-plugins lint lock ci clean prod-local bench-load
-.PHONY: sandbox-deps docs
+.PHONY: sandbox-deps docs docs-config
 
 install: $(STAMP) sandbox-deps
 
@@ -71,6 +71,10 @@ test-servers: install
 # The documentation site (docs/, mkdocs.yml) into var/site; --strict: a broken link or anchor fails the build.
 docs: install
 	$(BIN)/mkdocs build --strict --quiet
+
+# docs/configuration.md's table from the settings (core.env): run after adding or changing a variable.
+docs-config: install
+	$(BIN)/python manage.py toolhub_settings --write docs/configuration.md
 
 lint: install
 	$(BIN)/ruff check .

@@ -45,11 +45,12 @@ class ToolsAppConfig(AppConfig):
         warn_if_local_sandbox_off()
         from tools_app import adapters, signals  # noqa: F401
         from tools_app.pool_broadcast import publish_release
-        from tools_app.services.tools import config_change_listeners
+        from tools_app.signals import tool_released
 
-        for listener in (adapters.release_tool, publish_release):
-            if listener not in config_change_listeners:
-                config_change_listeners.append(listener)
+        tool_released.connect(lambda sender, tool_id, **kw: adapters.release_tool(tool_id), weak=False,
+                              dispatch_uid="pool-release-tool")
+        tool_released.connect(lambda sender, tool_id, **kw: publish_release(tool_id), weak=False,
+                              dispatch_uid="pool-broadcast-release")
         from django.core.signals import setting_changed
 
         from tools_app.runtime import registry

@@ -234,8 +234,8 @@ def threshold_of(agent: Agent) -> float:
 
 
 def _limit(model_limit: int | None) -> int:
-    ceiling = int(getattr(settings, "TOOLHUB_MODEL_TOOL_LIMIT", 128))
-    return ceiling if model_limit is None or model_limit < 0 else min(ceiling, model_limit)
+    """The chat's limit for this model (agents_app.services.chat._model_limit), or the deployment's without one."""
+    return int(settings.TOOLHUB_MODEL_TOOL_LIMIT) if model_limit is None or model_limit <= 0 else model_limit
 
 
 def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, question: str,

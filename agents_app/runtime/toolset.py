@@ -21,8 +21,6 @@ _BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 SEPARATOR = "__"
 MAX_NAME = 64
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-# OpenAI refuses a request with more tools than this; a model setting (`max_tools`) may say otherwise.
-DEFAULT_MAX_FUNCTIONS = 128
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from agents_app.runtime import loop
 from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig, ModelError
 from agents_app.runtime.model_client import sample as sample_with_model
-from agents_app.runtime.toolset import DEFAULT_MAX_FUNCTIONS, AgentLink, Toolset, assemble
+from agents_app.runtime.toolset import AgentLink, Toolset, assemble
+from core.codes import ApiCode
 from core.db import release_connection
 from core.errors import NotFound
 from core.secrets import Scrubber, StreamScrubber, redact, scrubber
@@ -132,7 +133,7 @@ class ChatRun:
         try:
             blocked = _model_blocked(run)
             if blocked is not None:
-                outcome = "error", {"code": "model_blocked", "message": blocked, "steps": 0,
+                outcome = "error", {"code": ApiCode.MODEL_BLOCKED, "message": blocked, "steps": 0,
                                     "conversation_id": self.conversation_id}
                 yield outcome
                 return
@@ -277,15 +278,19 @@ def _routed(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, messa
 
 
 def _model_limit(model: ModelConfig) -> int:
-    """The model's tool limit (`max_tools`, default 128)."""
+    """The functions one request may offer: the model's `max_tools` when it sets a whole number, else the
+    deployment's TOOLHUB_MODEL_TOOL_LIMIT (128 unless set). The one place the limit is decided; intent routing
+    caps its fallback with it too."""
+    default = int(settings.TOOLHUB_MODEL_TOOL_LIMIT)
     try:
-        return int(model.params.get("max_tools", DEFAULT_MAX_FUNCTIONS))
+        limit = int(model.params.get("max_tools", default))
     except (TypeError, ValueError):
-        return DEFAULT_MAX_FUNCTIONS
+        return default
+    return limit if limit > 0 else default
 
 
 def _capped(toolset: Toolset, model: ModelConfig, preamble: list[Event]) -> tuple[Toolset, list[Event]]:
-    """The toolset within the model's limit (`max_tools`, default 128), after any routing chose; what was
+    """The toolset within the model's limit (`_model_limit`), after any routing chose; what was
     left out, and why (over the limit, or a function Toolhub cannot call), is said in `toolset.limited`."""
     limit = _model_limit(model)
     toolset = toolset.capped(limit)

@@ -10,22 +10,15 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.env import env_bool, env_choice, env_float, env_int, env_list, env_path, env_str
 from core.outbound import parse_allow
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-VAR_DIR = Path(os.environ.get("TOOLHUB_VAR_DIR", BASE_DIR / "var"))
+# Every variable below is read through core.env: typed, checked at startup, listed in docs/configuration.md.
+VAR_DIR = env_path("TOOLHUB_VAR_DIR", BASE_DIR / "var")
 
 
-def env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "toolhub-dev-only-not-secret")
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "toolhub-dev-only-not-secret")
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -87,8 +80,8 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'toolhub.sqlite3'}"),
-        conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0")),
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'toolhub.sqlite3'}"),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -120,7 +113,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/playground/"
 # The absolute base of every link Toolhub hands out (OAuth authorize and callback links, client configs);
 # empty: the origin of the request that asks for the link.
-TOOLHUB_PUBLIC_URL = os.environ.get("TOOLHUB_PUBLIC_URL", "").strip()
+TOOLHUB_PUBLIC_URL = env_str("TOOLHUB_PUBLIC_URL", "").strip()
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -129,18 +122,18 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from here after collectstatic
+# WhiteNoise serves from here after collectstatic; core.apps makes the folders settings name (none at import).
 
 # Request bodies are capped (DESIGN §7), and so is their nesting (core.parsers).
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TOOLHUB_MAX_BODY_BYTES", str(2 * 1024 * 1024)))
-TOOLHUB_MAX_JSON_DEPTH = int(os.environ.get("TOOLHUB_MAX_JSON_DEPTH", "1000"))
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("TOOLHUB_MAX_BODY_BYTES", 2 * 1024 * 1024)
+TOOLHUB_MAX_JSON_DEPTH = env_int("TOOLHUB_MAX_JSON_DEPTH", 1000)
 
 # Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
-TOOLHUB_AUTH_CACHE_S = int(os.environ.get("TOOLHUB_AUTH_CACHE_S", "30"))
+TOOLHUB_AUTH_CACHE_S = env_int("TOOLHUB_AUTH_CACHE_S", 30)
 # Invoke's tool/function reads and the gateway's principal and toolset are kept in process memory this long
 # at most (0 = off); any change to a tenant's tools, functions, agents, links or grants drops them at once
 # in every process (core.hotcache).
-TOOLHUB_HOT_CACHE_S = int(os.environ.get("TOOLHUB_HOT_CACHE_S", "60"))
+TOOLHUB_HOT_CACHE_S = env_int("TOOLHUB_HOT_CACHE_S", 60)
 
 # core.api resolves the request tenant through this (core imports no app).
 TOOLHUB_TENANT_RESOLVER = "tenants_app.resolution.resolve_tenant"
@@ -165,9 +158,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [],
     "DEFAULT_THROTTLE_RATES": {
-        "invoke": os.environ.get("TOOLHUB_THROTTLE_INVOKE", "600/min"),
-        "chat": os.environ.get("TOOLHUB_THROTTLE_CHAT", "120/min"),
-        "test": os.environ.get("TOOLHUB_THROTTLE_TEST", "60/min"),
+        "invoke": env_str("TOOLHUB_THROTTLE_INVOKE", "600/min"),
+        "chat": env_str("TOOLHUB_THROTTLE_CHAT", "120/min"),
+        "test": env_str("TOOLHUB_THROTTLE_TEST", "60/min"),
     },
 }
 
@@ -197,9 +190,9 @@ SPECTACULAR_SETTINGS = {
 
 # Secrets: newest key first; a dev key file is generated when the variable is unset.
 TOOLHUB_SECRET_KEYS = env_list("TOOLHUB_SECRET_KEYS")
-TOOLHUB_DEV_KEY_FILE = Path(os.environ.get("TOOLHUB_DEV_KEY_FILE", VAR_DIR / "dev-secret.key"))
+TOOLHUB_DEV_KEY_FILE = env_path("TOOLHUB_DEV_KEY_FILE", VAR_DIR / "dev-secret.key")
 
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env_str("REDIS_URL", "")
 CACHES = {
     "default": (
         # One connection pool per process (core.cache): Django's own makes one per request under ASGI.
@@ -211,7 +204,7 @@ CACHES = {
 
 # Celery: Redis (or any broker URL) when set, otherwise an embedded filesystem broker under var/,
 # so `make run` needs no server.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or None)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -219,8 +212,6 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celery-beat-schedule")
 if not CELERY_BROKER_URL:
     _queue = VAR_DIR / "celery" / "queue"
-    _queue.mkdir(parents=True, exist_ok=True)
-    (VAR_DIR / "celery" / "results").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),
@@ -229,11 +220,11 @@ if not CELERY_BROKER_URL:
         "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
-    CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or f"file://{VAR_DIR / 'celery' / 'results'}"
+    CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or f"file://{VAR_DIR / 'celery' / 'results'}"
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "tools-health": {
         "task": "tools.check_health",
-        "schedule": float(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60")),
+        "schedule": env_float("TOOLHUB_HEALTH_INTERVAL_S", 60),
     },
     "market-refresh-due": {
         "task": "market.dispatch_due_refreshes",
@@ -245,33 +236,33 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "audit-spool-replay": {
         "task": "tools.replay_audit_spool",
-        "schedule": float(os.environ.get("TOOLHUB_AUDIT_SPOOL_REPLAY_S", "30")),
+        "schedule": env_float("TOOLHUB_AUDIT_SPOOL_REPLAY_S", 30),
     },
 }
 
 # Runtime limits and policies.
-TOOLHUB_OUTBOUND_ALLOW = os.environ.get("TOOLHUB_OUTBOUND_ALLOW", "")
+TOOLHUB_OUTBOUND_ALLOW = env_str("TOOLHUB_OUTBOUND_ALLOW", "")
 try:
     # Checked at startup: a host name where a CIDR belongs would otherwise be a 500 on the first chat.
     parse_allow(TOOLHUB_OUTBOUND_ALLOW)
 except ValueError as _exc:
     raise ImproperlyConfigured(str(_exc)) from None
-TOOLHUB_OUTBOUND_MAX_BYTES = int(os.environ.get("TOOLHUB_OUTBOUND_MAX_BYTES", str(5 * 1024 * 1024)))
-TOOLHUB_OUTBOUND_TIMEOUT_S = float(os.environ.get("TOOLHUB_OUTBOUND_TIMEOUT_S", "30"))
-TOOLHUB_BREAKER_THRESHOLD = int(os.environ.get("TOOLHUB_BREAKER_THRESHOLD", "3"))
-TOOLHUB_BREAKER_COOLDOWN_S = int(os.environ.get("TOOLHUB_BREAKER_COOLDOWN_S", "300"))
-TOOLHUB_POOL_IDLE_TTL_S = float(os.environ.get("TOOLHUB_POOL_IDLE_TTL_S", "300"))
-TOOLHUB_POOL_MAX_PER_TENANT = int(os.environ.get("TOOLHUB_POOL_MAX_PER_TENANT", "20"))
-TOOLHUB_POOL_MAX_TOTAL = int(os.environ.get("TOOLHUB_POOL_MAX_TOTAL", "100"))
-TOOLHUB_AUDIT_RESULT_CHARS = int(os.environ.get("TOOLHUB_AUDIT_RESULT_CHARS", "2000"))
+TOOLHUB_OUTBOUND_MAX_BYTES = env_int("TOOLHUB_OUTBOUND_MAX_BYTES", 5 * 1024 * 1024)
+TOOLHUB_OUTBOUND_TIMEOUT_S = env_float("TOOLHUB_OUTBOUND_TIMEOUT_S", 30)
+TOOLHUB_BREAKER_THRESHOLD = env_int("TOOLHUB_BREAKER_THRESHOLD", 3)
+TOOLHUB_BREAKER_COOLDOWN_S = env_int("TOOLHUB_BREAKER_COOLDOWN_S", 300)
+TOOLHUB_POOL_IDLE_TTL_S = env_float("TOOLHUB_POOL_IDLE_TTL_S", 300)
+TOOLHUB_POOL_MAX_PER_TENANT = env_int("TOOLHUB_POOL_MAX_PER_TENANT", 20)
+TOOLHUB_POOL_MAX_TOTAL = env_int("TOOLHUB_POOL_MAX_TOTAL", 100)
+TOOLHUB_AUDIT_RESULT_CHARS = env_int("TOOLHUB_AUDIT_RESULT_CHARS", 2000)
 # Audit rows of calls that ran while the database was away wait here (one JSON file each, already redacted) until
 # replayed (tools_app.services.audit_spool). Every process of one deployment should see the same directory.
-TOOLHUB_AUDIT_SPOOL_DIR = Path(os.environ.get("TOOLHUB_AUDIT_SPOOL_DIR", VAR_DIR / "audit-spool"))
+TOOLHUB_AUDIT_SPOOL_DIR = env_path("TOOLHUB_AUDIT_SPOOL_DIR", VAR_DIR / "audit-spool")
 # At most this many spooled rows are replayed after a process's next successful audit write (beat does the rest).
-TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH = int(os.environ.get("TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH", "50"))
-TOOLHUB_WORKSPACE_ROOT = Path(os.environ.get("TOOLHUB_WORKSPACE_ROOT", BASE_DIR / "workspace"))
-TOOLHUB_AGENT_SQL_DB = os.environ.get("TOOLHUB_AGENT_SQL_DB", "agent_sql")
-TOOLHUB_AGENT_SQL_URL = os.environ.get("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
+TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH = env_int("TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH", 50)
+TOOLHUB_WORKSPACE_ROOT = env_path("TOOLHUB_WORKSPACE_ROOT", BASE_DIR / "workspace")
+TOOLHUB_AGENT_SQL_DB = env_str("TOOLHUB_AGENT_SQL_DB", "agent_sql")
+TOOLHUB_AGENT_SQL_URL = env_str("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
 TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
 # Tool plugins (the `toolhub.tools` entry-point group) offered to tenants: distribution or entry-point names,
 # comma-separated; `*` = every installed plugin, empty = none.
@@ -280,59 +271,55 @@ TOOLHUB_TOOL_PLUGINS = env_list("TOOLHUB_TOOL_PLUGINS", "*")
 TOOLHUB_COMMAND_ALLOWLIST = env_list("TOOLHUB_COMMAND_ALLOWLIST")
 # execute_command runs inside bubblewrap (no network, read-only system, the workspace the only writable
 # path). Only the exact value `off` disables it, and startup then logs a WARNING; a missing bwrap fails calls.
-TOOLHUB_COMMAND_SANDBOX = os.environ.get("TOOLHUB_COMMAND_SANDBOX", "on").strip().lower() != "off"
-TOOLHUB_COMMAND_SANDBOX_BWRAP = os.environ.get("TOOLHUB_COMMAND_SANDBOX_BWRAP", "/usr/bin/bwrap")
+TOOLHUB_COMMAND_SANDBOX = env_str("TOOLHUB_COMMAND_SANDBOX", "on").strip().lower() != "off"
+TOOLHUB_COMMAND_SANDBOX_BWRAP = env_str("TOOLHUB_COMMAND_SANDBOX_BWRAP", "/usr/bin/bwrap")
 # Extra host folders mounted read-only in the sandbox (colon-separated), e.g. /opt/node; their bin/ joins PATH.
-TOOLHUB_COMMAND_SANDBOX_RO_PATHS = [p for p in os.environ.get("TOOLHUB_COMMAND_SANDBOX_RO_PATHS", "").split(":") if p]
+TOOLHUB_COMMAND_SANDBOX_RO_PATHS = [p for p in env_str("TOOLHUB_COMMAND_SANDBOX_RO_PATHS", "").split(":") if p]
 # LOCAL MCP servers are tenant code: each runs in its tenant's bubblewrap sandbox (its own uid, the tenant workspace
 # as cwd and only writable path, nothing of Toolhub's files, environment or processes, no network unless the tenant's
 # policy grants it). Only the exact value `off` runs them as Toolhub's own user (startup then logs a WARNING).
-TOOLHUB_LOCAL_SANDBOX = os.environ.get("TOOLHUB_LOCAL_SANDBOX", "on").strip().lower() != "off"
+TOOLHUB_LOCAL_SANDBOX = env_str("TOOLHUB_LOCAL_SANDBOX", "on").strip().lower() != "off"
 # Runtimes servers need, mounted read-only at their own paths (colon-separated; files or folders): this Python (its
 # installation and virtualenv) always; add e.g. /opt/node, a uv tools folder, a venv holding MCP server packages.
 TOOLHUB_LOCAL_SANDBOX_RO_PATHS = list(dict.fromkeys(
-    [sys.base_prefix, sys.prefix] + [p for p in os.environ.get("TOOLHUB_LOCAL_SANDBOX_RO_PATHS", "").split(":") if p]
+    [sys.base_prefix, sys.prefix] + [p for p in env_str("TOOLHUB_LOCAL_SANDBOX_RO_PATHS", "").split(":") if p]
 ))
 # Tenant N's servers run as uid BASE + N inside their sandbox.
-TOOLHUB_LOCAL_SANDBOX_UID_BASE = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_UID_BASE", "100000"))
+TOOLHUB_LOCAL_SANDBOX_UID_BASE = env_int("TOOLHUB_LOCAL_SANDBOX_UID_BASE", 100000)
 # Memory of all of a tenant's sandboxed processes together: a cgroup per tenant where the host allows one
 # (TOOLHUB_SANDBOX_CGROUP names a writable cgroup, else Toolhub's own v1 memory cgroup is used if writable); a
 # tenant's `local_memory_mb` overrides it. An address-space cap per server process only when set (0 = none): Node
 # reserves ~10 GiB of address space per WebAssembly memory, so a cap that fits memory breaks Node servers.
-TOOLHUB_LOCAL_SANDBOX_PROCESS_MB = int(os.environ.get("TOOLHUB_LOCAL_SANDBOX_PROCESS_MB", "0"))
-TOOLHUB_SANDBOX_TENANT_MEMORY_MB = int(os.environ.get("TOOLHUB_SANDBOX_TENANT_MEMORY_MB", "4096"))
-TOOLHUB_SANDBOX_CGROUP = os.environ.get("TOOLHUB_SANDBOX_CGROUP", "") or None
+TOOLHUB_LOCAL_SANDBOX_PROCESS_MB = env_int("TOOLHUB_LOCAL_SANDBOX_PROCESS_MB", 0)
+TOOLHUB_SANDBOX_TENANT_MEMORY_MB = env_int("TOOLHUB_SANDBOX_TENANT_MEMORY_MB", 4096)
+TOOLHUB_SANDBOX_CGROUP = env_str("TOOLHUB_SANDBOX_CGROUP", "") or None
 # Who may register LOCAL commands: `any` (every tenant admin; sandboxed), `approved` (tenant admins only the
 # operator's list below or entries of global market sources; superusers anything), `off` (superusers only).
-TOOLHUB_LOCAL_COMMANDS = os.environ.get("TOOLHUB_LOCAL_COMMANDS", "any").strip().lower()
-if TOOLHUB_LOCAL_COMMANDS not in ("any", "approved", "off"):
-    raise ImproperlyConfigured(f"TOOLHUB_LOCAL_COMMANDS={TOOLHUB_LOCAL_COMMANDS!r}; accepted: any, approved, off")
+TOOLHUB_LOCAL_COMMANDS = env_choice("TOOLHUB_LOCAL_COMMANDS", "any", ("any", "approved", "off"))
 # The operator-approved LOCAL commands for `approved`: `;`-separated command lines, each an exact command plus
 # the leading arguments a tool must start with, e.g. "npx -y @modelcontextprotocol/server-memory@2026.1.26".
-TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in os.environ.get("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")
+TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in env_str("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")
                                    if c.strip()]
 # The runner tier: LOCAL servers live in runner processes (`manage.py toolhub_runner`), each server key on exactly one
 # runner in the whole deployment. `redis`: runners announce themselves in REDIS_URL and web processes and workers
 # call them over HTTP with TOOLHUB_RUNNER_SECRET; empty (default, `make run`, tests): servers run in each process.
-TOOLHUB_RUNNERS = os.environ.get("TOOLHUB_RUNNERS", "").strip().lower()
-TOOLHUB_RUNNER_SECRET = os.environ.get("TOOLHUB_RUNNER_SECRET", "")
-TOOLHUB_RUNNER_TTL_S = float(os.environ.get("TOOLHUB_RUNNER_TTL_S", "10"))
-if TOOLHUB_RUNNERS not in ("", "redis"):
-    raise ImproperlyConfigured(f"TOOLHUB_RUNNERS={TOOLHUB_RUNNERS!r}; accepted: redis, or empty (in-process)")
+TOOLHUB_RUNNERS = env_choice("TOOLHUB_RUNNERS", "", ("", "redis"))
+TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
+TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
 if TOOLHUB_RUNNERS and not (REDIS_URL and TOOLHUB_RUNNER_SECRET):
     raise ImproperlyConfigured("TOOLHUB_RUNNERS=redis needs REDIS_URL and TOOLHUB_RUNNER_SECRET")
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.
 TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
-TOOLHUB_HEALTH_INTERVAL_S = int(os.environ.get("TOOLHUB_HEALTH_INTERVAL_S", "60"))
-TOOLHUB_HEALTH_CONCURRENCY = int(os.environ.get("TOOLHUB_HEALTH_CONCURRENCY", "16"))
-TOOLHUB_MARKET_MAX_BYTES = int(os.environ.get("TOOLHUB_MARKET_MAX_BYTES", str(5 * 1024 * 1024)))
-TOOLHUB_MARKET_TIMEOUT_S = float(os.environ.get("TOOLHUB_MARKET_TIMEOUT_S", "30"))
-TOOLHUB_MARKET_REFRESH_LEASE_S = int(os.environ.get("TOOLHUB_MARKET_REFRESH_LEASE_S", "600"))
-TOOLHUB_APPROVAL_TTL_S = int(os.environ.get("TOOLHUB_APPROVAL_TTL_S", "3600"))
-TOOLHUB_TOOL_RESULT_CHARS = int(os.environ.get("TOOLHUB_TOOL_RESULT_CHARS", "8000"))
+TOOLHUB_HEALTH_INTERVAL_S = env_int("TOOLHUB_HEALTH_INTERVAL_S", 60)
+TOOLHUB_HEALTH_CONCURRENCY = env_int("TOOLHUB_HEALTH_CONCURRENCY", 16)
+TOOLHUB_MARKET_MAX_BYTES = env_int("TOOLHUB_MARKET_MAX_BYTES", 5 * 1024 * 1024)
+TOOLHUB_MARKET_TIMEOUT_S = env_float("TOOLHUB_MARKET_TIMEOUT_S", 30)
+TOOLHUB_MARKET_REFRESH_LEASE_S = env_int("TOOLHUB_MARKET_REFRESH_LEASE_S", 600)
+TOOLHUB_APPROVAL_TTL_S = env_int("TOOLHUB_APPROVAL_TTL_S", 3600)
+TOOLHUB_TOOL_RESULT_CHARS = env_int("TOOLHUB_TOOL_RESULT_CHARS", 8000)
 # Chat: the model call timeout; the demo model (`make run` starts it when set empty) is fixed rules, not an AI.
-TOOLHUB_MODEL_TIMEOUT_S = float(os.environ.get("TOOLHUB_MODEL_TIMEOUT_S", "60"))
-TOOLHUB_DEMO_MODEL_URL = os.environ.get("TOOLHUB_DEMO_MODEL_URL", "")
+TOOLHUB_MODEL_TIMEOUT_S = env_float("TOOLHUB_MODEL_TIMEOUT_S", 60)
+TOOLHUB_DEMO_MODEL_URL = env_str("TOOLHUB_DEMO_MODEL_URL", "")
 # The demo catalog URL and seed (`make run`); production turns it off whatever the environment says.
 TOOLHUB_DEMO_ENABLED = env_bool("TOOLHUB_DEMO", True)
 
@@ -344,11 +331,11 @@ def _networks(name: str, default: str) -> list[ipaddress.IPv4Network | ipaddress
 
 
 # GET /metrics: a Bearer token, or a client address in the allowlist (default: this machine only).
-TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "")
+TOOLHUB_METRICS_TOKEN = env_str("TOOLHUB_METRICS_TOKEN", "")
 TOOLHUB_METRICS_ALLOW = _networks("TOOLHUB_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 
 # Logs: one JSON object per line with request_id and call_id (TOOLHUB_LOG_FORMAT=text for a terminal).
-TOOLHUB_LOG_FORMAT = os.environ.get("TOOLHUB_LOG_FORMAT", "json")
+TOOLHUB_LOG_FORMAT = env_choice("TOOLHUB_LOG_FORMAT", "json", ("json", "text"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -366,7 +353,7 @@ LOGGING = {
             "formatter": "text" if TOOLHUB_LOG_FORMAT == "text" else "json",
         }
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))},
     # HTTP client libraries log full request URLs at INFO; an HTTP tool's URL may carry a secret.
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp")},
 }
@@ -376,17 +363,17 @@ LOGGING = {
 # answer must reach the process that asked. TOOLHUB_MCP_STATELESS=1 drops sessions altogether (no GET
 # stream, so no pushed list_changed; approvals always answer with the pending approval id).
 TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
-TOOLHUB_MCP_WATCH_S = float(os.environ.get("TOOLHUB_MCP_WATCH_S", "2"))
-TOOLHUB_MCP_SESSION_IDLE_S = float(os.environ.get("TOOLHUB_MCP_SESSION_IDLE_S", "1800"))
-TOOLHUB_MCP_ELICIT_TIMEOUT_S = float(os.environ.get("TOOLHUB_MCP_ELICIT_TIMEOUT_S", "300"))
+TOOLHUB_MCP_WATCH_S = env_float("TOOLHUB_MCP_WATCH_S", 2)
+TOOLHUB_MCP_SESSION_IDLE_S = env_float("TOOLHUB_MCP_SESSION_IDLE_S", 1800)
+TOOLHUB_MCP_ELICIT_TIMEOUT_S = env_float("TOOLHUB_MCP_ELICIT_TIMEOUT_S", 300)
 # Open sessions (streamable HTTP and SSE) one API token, and one member of a tenant, may hold at once.
-TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = int(os.environ.get("TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN", "64"))
-TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = int(os.environ.get("TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER", "32"))
+TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN", 64)
+TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER", 32)
 
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.
-TOOLHUB_INTENT_THRESHOLD = float(os.environ.get("TOOLHUB_INTENT_THRESHOLD", "0.35"))
-TOOLHUB_INTENT_MARGIN = float(os.environ.get("TOOLHUB_INTENT_MARGIN", "0.1"))
-TOOLHUB_MODEL_TOOL_LIMIT = int(os.environ.get("TOOLHUB_MODEL_TOOL_LIMIT", "128"))
+TOOLHUB_INTENT_THRESHOLD = env_float("TOOLHUB_INTENT_THRESHOLD", 0.35)
+TOOLHUB_INTENT_MARGIN = env_float("TOOLHUB_INTENT_MARGIN", 0.1)
+TOOLHUB_MODEL_TOOL_LIMIT = env_int("TOOLHUB_MODEL_TOOL_LIMIT", 128)
 # A warm intent router re-reads its tree signature after a local write, or this often for other processes'.
-TOOLHUB_INTENT_RECHECK_S = float(os.environ.get("TOOLHUB_INTENT_RECHECK_S", "2"))
+TOOLHUB_INTENT_RECHECK_S = env_float("TOOLHUB_INTENT_RECHECK_S", 2)

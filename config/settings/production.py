@@ -1,11 +1,12 @@
 """Production: everything from the environment, secure cookies, keys required."""
 
-import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from core.env import env_bool, env_float, env_int, env_list, env_str
+
 from .base import *  # noqa: F403
-from .base import TOOLHUB_SECRET_KEYS, env_bool, env_list
+from .base import TOOLHUB_SECRET_KEYS
 
 DEBUG = False
 SESSION_COOKIE_SECURE = True
@@ -15,7 +16,7 @@ if not TOOLHUB_SECRET_KEYS:
     raise ImproperlyConfigured("TOOLHUB_SECRET_KEYS must be set in production (comma-separated Fernet keys)")
 
 # No fallbacks: a missing key or host list is a deployment mistake, said at startup, not a dev default.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set in production (a long random string, e.g. "
@@ -35,7 +36,7 @@ if TOOLHUB_BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("TOOLHUB_SSL_REDIRECT", True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
-    SECURE_HSTS_SECONDS = int(os.environ.get("TOOLHUB_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_SECONDS = env_int("TOOLHUB_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TOOLHUB_HSTS_INCLUDE_SUBDOMAINS", False)
     SECURE_HSTS_PRELOAD = False
 SECURE_REFERRER_POLICY = "same-origin"
@@ -53,6 +54,6 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 (the pool owns connection lifetime)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {  # noqa: F405
         "min_size": 1,
-        "max_size": int(os.environ.get("TOOLHUB_DB_POOL_MAX", "8")),
-        "timeout": float(os.environ.get("TOOLHUB_DB_POOL_TIMEOUT_S", "20")),
+        "max_size": env_int("TOOLHUB_DB_POOL_MAX", 8),
+        "timeout": env_float("TOOLHUB_DB_POOL_TIMEOUT_S", 20),
     }

@@ -9,12 +9,10 @@ may mark a server `unsandboxed`.
 
 from __future__ import annotations
 
-import functools
 import shlex
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from core.errors import PermissionDenied
 from tenants_app.models import Tenant
@@ -96,8 +94,7 @@ def _check_inside_workspace(tenant: Tenant, config: dict[str, Any]) -> None:
 def recycle_local_servers(*, tenant: Tenant) -> None:
     """Close the running LOCAL servers of `tenant` in every process once this commits; the next call starts them
     under the tenant's current sandbox policy."""
-    from tools_app.services.tools import config_change_listeners
+    from tools_app.signals import release_after_commit
 
     for tool_id in Tool.objects.filter(tenant=tenant, type=ToolType.LOCAL).values_list("pk", flat=True):
-        for listener in config_change_listeners:
-            transaction.on_commit(functools.partial(listener, tool_id))
+        release_after_commit(tool_id)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +25,7 @@ from tools_app.errors import (
 )
 from tools_app.models import Safety, Tool, ToolStatus, ToolType
 from tools_app.services.local_policy import check_local_server
-
-# Called after commit with the tool id whenever its config_version changes, it is disabled or deleted:
-# the MCP pool listens and closes the tool's sessions (and every process they started) at once.
-config_change_listeners: list[Callable[[int], None]] = []
+from tools_app.signals import release_after_commit
 
 
 @dataclass
@@ -170,8 +166,7 @@ def _config_changed(tool: Tool) -> None:
     tool.consecutive_failures = 0
     tool.disabled_until = None
     tool_id = tool.pk
-    for listener in config_change_listeners:
-        transaction.on_commit(functools.partial(listener, tool_id))
+    release_after_commit(tool_id)
 
 
 @transaction.atomic
@@ -188,8 +183,7 @@ def tool_set_status(*, tenant: Tenant, actor: Any, tool_id: Any, status: str) ->
         tool.save(update_fields=["status", "consecutive_failures", "disabled_until", "updated_at"])
         if status == ToolStatus.DISABLED:
             # A disabled tool's server must not idle on until the TTL: close it once the change commits.
-            for listener in config_change_listeners:
-                transaction.on_commit(functools.partial(listener, tool.pk))
+            release_after_commit(tool.pk)
     return tool
 
 
@@ -221,7 +215,6 @@ def tools_delete(*, tenant: Tenant, actor: Any, ids: list[int]) -> int:
         raise BuiltinReadOnly(f"built-in tools cannot be deleted: {', '.join(names)}", details={"builtin": names})
     for tool in tools:
         tool_id = tool.pk
-        for listener in config_change_listeners:
-            transaction.on_commit(functools.partial(listener, tool_id))
+        release_after_commit(tool_id)
     Tool.objects.filter(pk__in=ids, tenant=tenant).delete()
     return len(ids)

@@ -250,6 +250,19 @@ def test_fallback_is_capped_at_the_models_tool_limit(api: Any, tenant: Any, memb
     assert len(offered) == 10 and "weather__weather_query" in offered  # the best match's functions come first
 
 
+def test_plain_chat_is_capped_at_the_deployments_tool_limit_too(api: Any, tenant: Any, member_client: Any,
+                                                               start_llm: Any, settings: Any) -> None:
+    settings.TOOLHUB_MODEL_TOOL_LIMIT = 5  # no routing, and a model without `max_tools`: the deployment's limit
+    make_tree(api, tenant)
+    llm = start_llm([text("ok")])
+    links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
+    agent_id = make_agent(api, model=make_model(api, llm), tools=links)
+    body = chat(member_client(tenant, Role.MEMBER), agent_id, "hello")
+    assert len(_tools_offered(llm.requests[0])) == 5
+    limited = events(body, "toolset.limited")[0]
+    assert limited["limit"] == 5 and limited["offered"] == 5 and limited["left_out"]
+
+
 def test_fallback_uses_the_agents_model_limit_best_match_and_always_on_first(api: Any, tenant: Any, member_client: Any,
                                                                             start_llm: Any) -> None:
     make_tree(api, tenant)
