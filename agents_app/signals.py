@@ -17,7 +17,7 @@ def _agent_changed(sender: Any, instance: Agent, **kwargs: Any) -> None:
 def _link_changed(sender: Any, instance: AgentTool, **kwargs: Any) -> None:
     field = AgentTool._meta.get_field("agent")
     tenant_id: int | None
-    if field.is_cached(instance):  # type: ignore[attr-defined]
+    if field.is_cached(instance):
         tenant_id = instance.agent.tenant_id
     else:
         tenant_id = Agent.objects.filter(pk=instance.agent_id).values_list("tenant_id", flat=True).first()

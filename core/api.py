@@ -10,8 +10,11 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.http import Http404
 from django.utils.module_loading import import_string
-from rest_framework import viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers, viewsets
+from rest_framework import status as http
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from core import hotcache
 from core.errors import NotFound
@@ -20,7 +23,7 @@ from core.roles import Role
 
 def _resolver() -> Callable[[Any, str | None], tuple[Any, Any]]:
     # The tenancy app plugs in through a setting: core sits below every app and imports none of them.
-    return import_string(settings.TOOLHUB_TENANT_RESOLVER)  # type: ignore[no-any-return]
+    return import_string(settings.TOOLHUB_TENANT_RESOLVER)
 
 
 class TenantViewSet(viewsets.GenericViewSet):
@@ -67,6 +70,16 @@ class TenantViewSet(viewsets.GenericViewSet):
         # The role policy (tenants_app.policies), as services apply it: an operator passes as owner.
         membership.require(self.required_role(request), user=request.user)
 
+    @property
+    def tenant(self) -> Any:
+        """The request's tenant, resolved and role-checked in `initial` (a tenants_app.models.Tenant)."""
+        return self.request.tenant  # type: ignore[attr-defined]
+
+    @property
+    def membership(self) -> Any:
+        """The caller's membership of `tenant` (tenants_app.resolution), with its role."""
+        return self.request.membership  # type: ignore[attr-defined]
+
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         raise NotImplementedError
 
@@ -76,7 +89,7 @@ class TenantViewSet(viewsets.GenericViewSet):
             model = getattr(getattr(self.get_serializer_class(), "Meta", None), "model", None)
             if model is not None:
                 return model._default_manager.none()
-        return self.scoped_queryset(tenant=self.request.tenant, user=self.request.user)  # type: ignore[attr-defined]
+        return self.scoped_queryset(tenant=self.tenant, user=self.request.user)
 
     def get_object(self) -> Model:
         """Detail objects come through the scoped queryset too: another tenant's object is NotFound."""
@@ -84,3 +97,76 @@ class TenantViewSet(viewsets.GenericViewSet):
             return super().get_object()
         except (Http404, ValueError, TypeError, OverflowError):
             raise NotFound() from None
+
+
+class ServiceCrudViewSet(TenantViewSet):
+    """The CRUD scaffold every resource shares: list, retrieve, create, update (PUT and PATCH) and destroy, each
+    a thin call of the resource's selector or service (HackSoft's input/output serializers).
+
+    A subclass names its serializers (`input_serializer`; `serializer_class` for output; `list_serializer` when
+    the list shows less) and implements `get_one(pk)` (a tenant-scoped selector) and the three `do_*` service
+    calls. The OpenAPI schema of the six operations is derived from those serializers at class creation.
+    """
+
+    input_serializer: ClassVar[type[serializers.Serializer] | None] = None
+    list_serializer: ClassVar[type[serializers.Serializer] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        inp, out = cls.input_serializer, getattr(cls, "serializer_class", None)
+        if inp is None or out is None:
+            return
+        listed = cls.list_serializer or out
+        extend_schema_view(
+            list=extend_schema(responses=listed(many=True)),
+            retrieve=extend_schema(responses=out),
+            create=extend_schema(request=inp, responses={201: out}),
+            update=extend_schema(request=inp, responses=out),
+            partial_update=extend_schema(request=inp, responses=out),
+            destroy=extend_schema(responses={204: None}),
+        )(cls)
+
+    # --- what a resource provides ---
+    def get_one(self, pk: Any) -> Any:
+        raise NotImplementedError
+
+    def do_create(self, data: Any) -> Any:
+        raise NotImplementedError
+
+    def do_update(self, pk: Any, changes: Any) -> Any:
+        raise NotImplementedError
+
+    def do_delete(self, pk: Any) -> None:
+        raise NotImplementedError
+
+    # --- the scaffold ---
+    def _out(self, obj: Any) -> dict[str, Any]:
+        return self.get_serializer_class()(obj).data
+
+    def _valid_input(self, request: Request, *, partial: bool) -> Any:
+        assert self.input_serializer is not None
+        body = self.input_serializer(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        return body.to_input()  # type: ignore[attr-defined]
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        listed = self.list_serializer or self.get_serializer_class()
+        return self.get_paginated_response(listed(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response(self._out(self.get_one(pk)))
+
+    def create(self, request: Request) -> Response:
+        created = self.do_create(self._valid_input(request, partial=False))
+        return Response(self._out(created), status=http.HTTP_201_CREATED)
+
+    def update(self, request: Request, pk: Any = None) -> Response:
+        return Response(self._out(self.do_update(pk, self._valid_input(request, partial=False))))
+
+    def partial_update(self, request: Request, pk: Any = None) -> Response:
+        return Response(self._out(self.do_update(pk, self._valid_input(request, partial=True))))
+
+    def destroy(self, request: Request, pk: Any = None) -> Response:
+        self.do_delete(pk)
+        return Response(status=http.HTTP_204_NO_CONTENT)

@@ -80,7 +80,7 @@ class OneHopASGIHandler(ASGIHandler):
         response: HttpResponseBase = await sync_to_async(self.get_response, thread_sensitive=True)(request)
         return response
 
-    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:  # type: ignore[override]
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Django's ASGIHandler.handle (5.2), with the request signals moved into the request's one hop: the
         request_started signal is sent there before the view, and a response whose body is already complete
         (not streaming) is closed there too (request_finished: database connections back to the pool) before

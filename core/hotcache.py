@@ -171,7 +171,7 @@ def remembered(kind: str, key: Hashable, scopes: tuple[str, ...], load: Callable
     now = time.time()
     hit, value = _snapshots.get(kind, key, stamp, now)
     if hit:
-        return value  # type: ignore[no-any-return]
+        return value
     value = load()
     expires = now + ttl
     if valid_until is not None:

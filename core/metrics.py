@@ -62,7 +62,7 @@ def render() -> bytes:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        multiprocess.MultiProcessCollector(registry)
     else:
         registry = REGISTRY
     gauges = CollectorRegistry()

@@ -359,7 +359,7 @@ class GuardedTransport(httpx2.HTTPTransport):
         self.policy = policy
         # Every connection this transport opens honours the surrounding `deadline(...)`.
         pool = self._pool
-        pool._network_backend = _DeadlineBackend(pool._network_backend)  # type: ignore[attr-defined]
+        pool._network_backend = _DeadlineBackend(pool._network_backend)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         return super().handle_request(pin_request(request, self.policy))

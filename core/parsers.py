@@ -62,7 +62,7 @@ class JSONParser(DRFJSONParser):
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader without anchors and aliases: a document means exactly what it spells out."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(

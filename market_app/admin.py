@@ -78,19 +78,19 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant":
             kwargs["queryset"] = tenants_for_admin(user=request.user)
-            kwargs["required"] = not request.user.is_superuser  # type: ignore[union-attr]
+            kwargs["required"] = not request.user.is_superuser
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*self.readonly_fields, *(["tenant"] if obj is not None else [])]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is not None and obj.tenant_id is None and not request.user.is_superuser:  # type: ignore[union-attr]
+        if obj is not None and obj.tenant_id is None and not request.user.is_superuser:
             return False
         return super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is not None and obj.tenant_id is None and not request.user.is_superuser:  # type: ignore[union-attr]
+        if obj is not None and obj.tenant_id is None and not request.user.is_superuser:
             return False
         return super().has_delete_permission(request, obj)
 

@@ -34,7 +34,7 @@ COOKIE_MAX_AGE = 365 * 24 * 3600
 def current_tenant(request: HttpRequest) -> Tenant | None:
     """The tenant this admin session works in: the one chosen (if still allowed), else the first by slug."""
     if hasattr(request, "_toolhub_admin_tenant"):
-        return request._toolhub_admin_tenant  # type: ignore[no-any-return]
+        return request._toolhub_admin_tenant
     allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
     if chosen is None:
@@ -81,7 +81,7 @@ def tenant_path(model: type[models.Model]) -> tuple[str, bool] | None:
         related = field.related_model if field.many_to_one else None
         if related is None or related is Tenant:
             continue
-        for inner in related._meta.fields:  # type: ignore[union-attr]
+        for inner in related._meta.fields:
             if inner.name == "tenant" and inner.many_to_one and inner.related_model is Tenant:
                 return f"{field.name}__tenant", bool(inner.null)
     return None
@@ -128,7 +128,7 @@ class TenantRoleAdminMixin:
         if related is Tenant:
             kwargs["queryset"] = current_tenants(request)
             kwargs.setdefault("initial", current_tenant(request))
-            if db_field.null and request.user.is_superuser:  # type: ignore[union-attr]
+            if db_field.null and request.user.is_superuser:
                 kwargs.setdefault("empty_label", "(global: every tenant)")  # e.g. a global market source
             else:
                 kwargs.setdefault("empty_label", None)

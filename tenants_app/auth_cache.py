@@ -52,7 +52,7 @@ def cached(kind: str, key: str, load: Callable[[], T]) -> T:
         full = f"toolhub:{kind}:{hotcache.generations(hotcache.AUTH)[0]}:{digest}"
         hit = cache.get(full, _MISSING)
         if hit is not _MISSING:
-            return hit  # type: ignore[return-value]
+            return hit
         value = load()
         cache.set(full, value, timeout=ttl)
         return value

@@ -57,7 +57,7 @@ def _tool_changed(sender: Any, instance: Tool, **kwargs: Any) -> None:
 def _function_changed(sender: Any, instance: ToolFunction, **kwargs: Any) -> None:
     field = ToolFunction._meta.get_field("tool")
     tenant_id: int | None
-    if field.is_cached(instance):  # type: ignore[attr-defined]
+    if field.is_cached(instance):
         tenant_id = instance.tool.tenant_id
     else:
         tenant_id = Tool.objects.filter(pk=instance.tool_id).values_list("tenant_id", flat=True).first()

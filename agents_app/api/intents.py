@@ -20,7 +20,7 @@ from agents_app.errors import AgentNotFound
 from agents_app.intents import routing, selectors
 from agents_app.models import IntentKind, IntentLevel, IntentNode, IntentStatus
 from agents_app.services import intents as services
-from core.api import TenantViewSet
+from core.api import ServiceCrudViewSet
 from core.errors import NotFound
 from core.parsers import TextYAMLParser, YAMLParser
 from core.serializers import StrictInputSerializer
@@ -105,11 +105,12 @@ def export_document(nodes: list[IntentNode]) -> dict[str, Any]:
     return {"format": EXPORT_FORMAT, "intents": items}
 
 
-class IntentViewSet(TenantViewSet):
+class IntentViewSet(ServiceCrudViewSet):
     """The tenant's intent tree (admins write, members read and route)."""
 
     read_role = Role.MEMBER
     serializer_class = IntentOut
+    input_serializer = IntentIn
 
     action_roles = {"route": Role.MEMBER}
 
@@ -118,48 +119,24 @@ class IntentViewSet(TenantViewSet):
         return selectors.intent_list(tenant=tenant, filters={k: params.get(k, "") for k in
                                                              ("level", "kind", "status", "parent", "q")})
 
-    @extend_schema(responses=IntentOut(many=True))
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(IntentOut(page, many=True).data)
+    def get_one(self, pk: Any) -> Any:
+        return selectors.intent_get(tenant=self.tenant, intent_id=pk)
 
-    @extend_schema(responses=IntentOut)
-    def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(IntentOut(selectors.intent_get(tenant=request.tenant, intent_id=pk)).data)  # type: ignore[attr-defined]
+    def do_create(self, data: Any) -> Any:
+        return services.intent_create(tenant=self.tenant, actor=self.request.user, data=data)
 
-    @extend_schema(request=IntentIn, responses={201: IntentOut})
-    def create(self, request: Request) -> Response:
-        body = IntentIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        node = services.intent_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
-        return Response(IntentOut(node).data, status=http.HTTP_201_CREATED)
+    def do_update(self, pk: Any, changes: Any) -> Any:
+        return services.intent_update(tenant=self.tenant, actor=self.request.user, intent_id=pk, changes=changes)
 
-    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
-        body = IntentIn(data=request.data, partial=partial)
-        body.is_valid(raise_exception=True)
-        node = services.intent_update(tenant=request.tenant, actor=request.user, intent_id=pk,  # type: ignore[attr-defined]
-                                      changes=body.to_input())
-        return Response(IntentOut(node).data)
-
-    @extend_schema(request=IntentIn, responses=IntentOut)
-    def update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=False)
-
-    @extend_schema(request=IntentIn, responses=IntentOut)
-    def partial_update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=True)
-
-    @extend_schema(responses={204: None})
-    def destroy(self, request: Request, pk: Any = None) -> Response:
-        services.intent_delete(tenant=request.tenant, actor=request.user, intent_id=pk)  # type: ignore[attr-defined]
-        return Response(status=http.HTTP_204_NO_CONTENT)
+    def do_delete(self, pk: Any) -> None:
+        services.intent_delete(tenant=self.tenant, actor=self.request.user, intent_id=pk)
 
     @extend_schema(request=RouteIn, responses=RouteOut)
     @action(detail=False, methods=["post"], url_path="route")
     def route(self, request: Request) -> Response:
         body = RouteIn(data=request.data)
         body.is_valid(raise_exception=True)
-        tenant, user = request.tenant, request.user  # type: ignore[attr-defined]
+        tenant, user = self.tenant, request.user
         agent = None
         if body.validated_data.get("agent") is not None:
             agent = agent_selectors.agent_get(tenant=tenant, agent_id=body.validated_data["agent"])
@@ -174,7 +151,7 @@ class IntentViewSet(TenantViewSet):
     def export(self, request: Request) -> Response | HttpResponse:
         body = ExportIn(data=request.data or {})
         body.is_valid(raise_exception=True)
-        nodes = list(selectors.intent_list(tenant=request.tenant))  # type: ignore[attr-defined]
+        nodes = list(selectors.intent_list(tenant=self.tenant))
         ids = body.validated_data.get("ids")
         if ids is not None:
             wanted = set(ids)
@@ -193,5 +170,5 @@ class IntentViewSet(TenantViewSet):
     def import_(self, request: Request) -> Response:
         document = request.data
         items = document.get("intents") if isinstance(document, dict) else document
-        result = services.intent_import(tenant=request.tenant, actor=request.user, items=items)  # type: ignore[attr-defined]
+        result = services.intent_import(tenant=self.tenant, actor=request.user, items=items)
         return Response(result, status=http.HTTP_201_CREATED)

@@ -10,7 +10,6 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
-from rest_framework import status as http
 from rest_framework.decorators import action
 from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -19,7 +18,7 @@ from rest_framework.response import Response
 from agents_app import selectors, services
 from agents_app.api import serializers as s
 from agents_app.services import ChatRun
-from core.api import TenantViewSet
+from core.api import ServiceCrudViewSet, TenantViewSet
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 
@@ -84,99 +83,51 @@ def _respond(request: Request, run: ChatRun, stream: bool) -> StreamingHttpRespo
     return Response(s.ChatOut(_collect(run)).data)
 
 
-class ChatModelViewSet(TenantViewSet):
+class ChatModelViewSet(ServiceCrudViewSet):
     """OpenAI-compatible endpoints (admins); api_key is write-only."""
 
     read_role = Role.ADMIN
     serializer_class = s.ChatModelOut
+    input_serializer = s.ChatModelIn
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.chat_model_list(tenant=tenant)
 
-    @extend_schema(responses=s.ChatModelOut(many=True))
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(s.ChatModelOut(page, many=True).data)
+    def get_one(self, pk: Any) -> Any:
+        return selectors.chat_model_get(tenant=self.tenant, model_id=pk)
 
-    @extend_schema(responses=s.ChatModelOut)
-    def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.ChatModelOut(selectors.chat_model_get(tenant=request.tenant, model_id=pk)).data)  # type: ignore[attr-defined]
+    def do_create(self, data: Any) -> Any:
+        return services.chat_model_create(tenant=self.tenant, actor=self.request.user, data=data)
 
-    @extend_schema(request=s.ChatModelIn, responses={201: s.ChatModelOut})
-    def create(self, request: Request) -> Response:
-        body = s.ChatModelIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        model = services.chat_model_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
-        return Response(s.ChatModelOut(model).data, status=http.HTTP_201_CREATED)
+    def do_update(self, pk: Any, changes: Any) -> Any:
+        return services.chat_model_update(tenant=self.tenant, actor=self.request.user, model_id=pk, changes=changes)
 
-    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
-        body = s.ChatModelIn(data=request.data, partial=partial)
-        body.is_valid(raise_exception=True)
-        model = services.chat_model_update(
-            tenant=request.tenant, actor=request.user, model_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
-        )
-        return Response(s.ChatModelOut(model).data)
-
-    @extend_schema(request=s.ChatModelIn, responses=s.ChatModelOut)
-    def update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=False)
-
-    @extend_schema(request=s.ChatModelIn, responses=s.ChatModelOut)
-    def partial_update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=True)
-
-    @extend_schema(responses={204: None})
-    def destroy(self, request: Request, pk: Any = None) -> Response:
-        services.chat_model_delete(tenant=request.tenant, actor=request.user, model_id=pk)  # type: ignore[attr-defined]
-        return Response(status=http.HTTP_204_NO_CONTENT)
+    def do_delete(self, pk: Any) -> None:
+        services.chat_model_delete(tenant=self.tenant, actor=self.request.user, model_id=pk)
 
 
-class AgentViewSet(TenantViewSet):
+class AgentViewSet(ServiceCrudViewSet):
     """Agents (admins manage; members see the agents they may use) and the chat endpoint."""
 
     serializer_class = s.AgentOut
+    input_serializer = s.AgentIn
     # Members chat; only the management methods need an admin.
     action_roles = {"chat": Role.MEMBER}
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.agent_list(tenant=tenant, user=user)
 
-    @extend_schema(responses=s.AgentOut(many=True))
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(s.AgentOut(page, many=True).data)
+    def get_one(self, pk: Any) -> Any:
+        return self.get_object()
 
-    @extend_schema(responses=s.AgentOut)
-    def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.AgentOut(self.get_object()).data)
+    def do_create(self, data: Any) -> Any:
+        return services.agent_create(tenant=self.tenant, actor=self.request.user, data=data)
 
-    @extend_schema(request=s.AgentIn, responses={201: s.AgentOut})
-    def create(self, request: Request) -> Response:
-        body = s.AgentIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        agent = services.agent_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
-        return Response(s.AgentOut(agent).data, status=http.HTTP_201_CREATED)
+    def do_update(self, pk: Any, changes: Any) -> Any:
+        return services.agent_update(tenant=self.tenant, actor=self.request.user, agent_id=pk, changes=changes)
 
-    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
-        body = s.AgentIn(data=request.data, partial=partial)
-        body.is_valid(raise_exception=True)
-        agent = services.agent_update(
-            tenant=request.tenant, actor=request.user, agent_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
-        )
-        return Response(s.AgentOut(agent).data)
-
-    @extend_schema(request=s.AgentIn, responses=s.AgentOut)
-    def update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=False)
-
-    @extend_schema(request=s.AgentIn, responses=s.AgentOut)
-    def partial_update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=True)
-
-    @extend_schema(responses={204: None})
-    def destroy(self, request: Request, pk: Any = None) -> Response:
-        services.agent_delete(tenant=request.tenant, actor=request.user, agent_id=pk)  # type: ignore[attr-defined]
-        return Response(status=http.HTTP_204_NO_CONTENT)
+    def do_delete(self, pk: Any) -> None:
+        services.agent_delete(tenant=self.tenant, actor=self.request.user, agent_id=pk)
 
     @extend_schema(request=s.ChatIn, responses={200: s.ChatOut})
     @action(detail=True, methods=["post"], url_path="chat", throttle_classes=[ScopedWindowThrottle],
@@ -185,7 +136,7 @@ class AgentViewSet(TenantViewSet):
         body = s.ChatIn(data=request.data)
         body.is_valid(raise_exception=True)
         run = services.chat_start(
-            tenant=request.tenant,  # type: ignore[attr-defined]
+            tenant=self.tenant,
             actor=request.user,
             agent_id=pk,
             message=body.validated_data["message"],
@@ -215,7 +166,7 @@ class ConversationViewSet(TenantViewSet):
     @extend_schema(responses=s.ConversationOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
         conversation = selectors.conversation_get(
-            tenant=request.tenant, user=request.user, conversation_id=pk, admins_too=True  # type: ignore[attr-defined]
+            tenant=self.tenant, user=request.user, conversation_id=pk, admins_too=True
         )
         context = {
             "messages": selectors.conversation_messages(conversation=conversation),
@@ -229,7 +180,7 @@ class ConversationViewSet(TenantViewSet):
     def resume(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
         body = s.ResumeIn(data=request.data or {})
         body.is_valid(raise_exception=True)
-        run = services.conversation_resume(tenant=request.tenant, actor=request.user, conversation_id=pk)  # type: ignore[attr-defined]
+        run = services.conversation_resume(tenant=self.tenant, actor=request.user, conversation_id=pk)
         return _respond(request, run, _wants_stream(request, body.validated_data))
 
     def get_throttles(self) -> builtins.list[Any]:

@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api import TenantViewSet
+from core.api import ServiceCrudViewSet, TenantViewSet
 from market_app import selectors, services
 from market_app.api import serializers as s
 from tools_app import selectors as tool_selectors
@@ -21,54 +21,32 @@ from tools_app.api.serializers import ToolOut
 LoadOut = inline_serializer("MarketLoadOut", {"tool": ToolOut(), "message": serializers.CharField()})
 
 
-class SourceViewSet(TenantViewSet):
+class SourceViewSet(ServiceCrudViewSet):
     """Catalog sources: the global ones and the tenant's own; auth headers are write-only."""
 
     serializer_class = s.SourceOut
+    input_serializer = s.SourceIn
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.source_list(tenant=tenant)
 
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(s.SourceOut(page, many=True).data)
+    def get_one(self, pk: Any) -> Any:
+        return selectors.source_get(tenant=self.tenant, source_id=pk)
 
-    def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.SourceOut(selectors.source_get(tenant=request.tenant, source_id=pk)).data)  # type: ignore[attr-defined]
+    def do_create(self, data: Any) -> Any:
+        return services.source_create(tenant=self.tenant, actor=self.request.user, data=data)
 
-    @extend_schema(request=s.SourceIn, responses={201: s.SourceOut})
-    def create(self, request: Request) -> Response:
-        body = s.SourceIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        source = services.source_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
-        return Response(s.SourceOut(source).data, status=http.HTTP_201_CREATED)
+    def do_update(self, pk: Any, changes: Any) -> Any:
+        return services.source_update(tenant=self.tenant, actor=self.request.user, source_id=pk, changes=changes)
 
-    def _update(self, request: Request, pk: Any, partial: bool) -> Response:
-        body = s.SourceIn(data=request.data, partial=partial)
-        body.is_valid(raise_exception=True)
-        source = services.source_update(
-            tenant=request.tenant, actor=request.user, source_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
-        )
-        return Response(s.SourceOut(source).data)
-
-    @extend_schema(request=s.SourceIn, responses=s.SourceOut)
-    def update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=False)
-
-    @extend_schema(request=s.SourceIn, responses=s.SourceOut)
-    def partial_update(self, request: Request, pk: Any = None) -> Response:
-        return self._update(request, pk, partial=True)
-
-    @extend_schema(responses={204: None})
-    def destroy(self, request: Request, pk: Any = None) -> Response:
-        services.source_delete(tenant=request.tenant, actor=request.user, source_id=pk)  # type: ignore[attr-defined]
-        return Response(status=http.HTTP_204_NO_CONTENT)
+    def do_delete(self, pk: Any) -> None:
+        services.source_delete(tenant=self.tenant, actor=self.request.user, source_id=pk)
 
     @extend_schema(request=None, responses=s.RefreshOut)
     @action(detail=True, methods=["post"], url_path="refresh")
     def refresh(self, request: Request, pk: Any = None) -> Response:
         """Refresh now, in this request (the schedule uses the Celery task)."""
-        counts = services.source_refresh(source_id=pk, tenant=request.tenant, actor=request.user)  # type: ignore[attr-defined]
+        counts = services.source_refresh(source_id=pk, tenant=self.tenant, actor=request.user)
         return Response(counts)
 
 
@@ -95,7 +73,7 @@ class EntryViewSet(TenantViewSet):
         return self.get_paginated_response(s.EntryOut(page, many=True).data)
 
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.EntryOut(selectors.entry_get(tenant=request.tenant, entry_id=pk)).data)  # type: ignore[attr-defined]
+        return Response(s.EntryOut(selectors.entry_get(tenant=self.tenant, entry_id=pk)).data)
 
     @extend_schema(request=s.LoadIn, responses={201: LoadOut})
     @action(detail=True, methods=["post"], url_path="load")
@@ -103,7 +81,7 @@ class EntryViewSet(TenantViewSet):
         body = s.LoadIn(data=request.data)
         body.is_valid(raise_exception=True)
         loaded = services.entry_load(
-            tenant=request.tenant, actor=request.user, entry_id=pk, **body.validated_data  # type: ignore[attr-defined]
+            tenant=self.tenant, actor=request.user, entry_id=pk, **body.validated_data
         )
         return Response({"tool": ToolOut(loaded.tool).data, "message": loaded.message}, status=http.HTTP_201_CREATED)
 
@@ -114,7 +92,7 @@ class EntryViewSet(TenantViewSet):
         body = s.BatchLoadIn(data=request.data)
         body.is_valid(raise_exception=True)
         results = services.entries_batch_load(
-            tenant=request.tenant, actor=request.user, ids=body.validated_data["ids"]  # type: ignore[attr-defined]
+            tenant=self.tenant, actor=request.user, ids=body.validated_data["ids"]
         )
         return Response({"results": results})
 
@@ -133,6 +111,6 @@ class ToolMarketUpdateViewSet(TenantViewSet):
         """Apply the newer market entry, keeping the stored values of variables it still declares."""
         body = s.MarketUpdateIn(data=request.data or {})
         body.is_valid(raise_exception=True)
-        done = services.tool_market_update(tenant=request.tenant, actor=request.user, tool_id=pk,  # type: ignore[attr-defined]
+        done = services.tool_market_update(tenant=self.tenant, actor=request.user, tool_id=pk,
                                            **body.validated_data)
         return Response({**ToolOut(done.tool).data, "message": done.message})

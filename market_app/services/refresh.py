@@ -145,7 +145,7 @@ def _write_updates(rows: list[MarketEntry]) -> None:
     fields = [meta.get_field(name) for name in ENTRY_FIELDS]
     quote = connection.ops.quote_name
     sets = ", ".join(f"{quote(str(f.column))} = %s" for f in fields)  # type: ignore[union-attr]
-    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(str(meta.pk.column))} = %s"  # type: ignore[union-attr]
+    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(str(meta.pk.column))} = %s"
     params = [
         [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]  # type: ignore[union-attr]
         for row in rows

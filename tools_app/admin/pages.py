@@ -145,7 +145,7 @@ class ToolPagesMixin:
         tool = self.get_object(request, object_id)  # type: ignore[attr-defined]
         if tool is None or not self.has_view_permission(request, tool):  # type: ignore[attr-defined]
             raise Http404("no such tool")
-        return tool  # type: ignore[no-any-return]
+        return tool
 
     def _history(self, request: HttpRequest, tool: Tool, message: str) -> None:
         """The tool's HISTORY records what was done from its page, not only saves."""

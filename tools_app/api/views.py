@@ -75,20 +75,20 @@ class ToolViewSet(TenantViewSet):
     # string id in the schema would name `GET /tools/all/` (another operation) as this one.
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)], responses=s.ToolOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(_detail(request.tenant, pk, request.user))  # type: ignore[attr-defined]
+        return Response(_detail(self.tenant, pk, request.user))
 
     @extend_schema(request=s.ToolIn, responses={201: s.ToolOut})
     def create(self, request: Request) -> Response:
         body = s.ToolIn(data=request.data)
         body.is_valid(raise_exception=True)
-        tool = services.tool_create(tenant=request.tenant, actor=request.user, data=body.to_input())  # type: ignore[attr-defined]
+        tool = services.tool_create(tenant=self.tenant, actor=request.user, data=body.to_input())
         return Response(s.ToolOut(tool).data, status=http.HTTP_201_CREATED)
 
     def _update(self, request: Request, pk: Any, partial: bool) -> Response:
         body = s.ToolIn(data=request.data, partial=partial)
         body.is_valid(raise_exception=True)
         tool = services.tool_update(
-            tenant=request.tenant, actor=request.user, tool_id=pk, changes=body.to_input()  # type: ignore[attr-defined]
+            tenant=self.tenant, actor=request.user, tool_id=pk, changes=body.to_input()
         )
         return Response(s.ToolOut(tool).data)
 
@@ -105,7 +105,7 @@ class ToolViewSet(TenantViewSet):
         responses={204: None},
     )
     def destroy(self, request: Request, pk: Any = None) -> Response:
-        services.tools_delete(tenant=request.tenant, actor=request.user, ids=parse_ids(pk or ""))  # type: ignore[attr-defined]
+        services.tools_delete(tenant=self.tenant, actor=request.user, ids=parse_ids(pk or ""))
         return Response(status=http.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -118,7 +118,7 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(responses=s.ToolOptionOut(many=True))
     @action(detail=False, methods=["get"], url_path="options", pagination_class=None)
     def options_(self, request: Request) -> Response:
-        qs = selectors.tool_options(tenant=request.tenant, user=request.user)  # type: ignore[attr-defined]
+        qs = selectors.tool_options(tenant=self.tenant, user=request.user)
         return Response(s.ToolOptionOut(qs, many=True).data)
 
     @extend_schema(request=s.StatusIn, responses=s.ToolOut)
@@ -127,7 +127,7 @@ class ToolViewSet(TenantViewSet):
         body = s.StatusIn(data=request.data)
         body.is_valid(raise_exception=True)
         tool = services.tool_set_status(
-            tenant=request.tenant, actor=request.user, tool_id=pk, status=body.validated_data["status"]  # type: ignore[attr-defined]
+            tenant=self.tenant, actor=request.user, tool_id=pk, status=body.validated_data["status"]
         )
         return Response(s.ToolOut(tool).data)
 
@@ -143,7 +143,7 @@ class ToolViewSet(TenantViewSet):
         body = s.IdsIn(data=request.data)
         body.is_valid(raise_exception=True)
         document = services.tools_export(
-            tenant=request.tenant, actor=request.user, ids=body.validated_data["ids"]  # type: ignore[attr-defined]
+            tenant=self.tenant, actor=request.user, ids=body.validated_data["ids"]
         )
         negotiated = getattr(request, "accepted_renderer", None)
         if body.validated_data["format"] == "yaml" and not isinstance(negotiated, YAMLRenderer):
@@ -155,7 +155,7 @@ class ToolViewSet(TenantViewSet):
         detail=False, methods=["post"], url_path="import", parser_classes=[JSONParser, YAMLParser, TextYAMLParser]
     )
     def import_(self, request: Request) -> Response:
-        result = services.tools_import(tenant=request.tenant, actor=request.user, document=request.data)  # type: ignore[attr-defined]
+        result = services.tools_import(tenant=self.tenant, actor=request.user, document=request.data)
         code = http.HTTP_201_CREATED if result["created"] else http.HTTP_400_BAD_REQUEST
         return Response(result, status=code)
 
@@ -163,24 +163,24 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(request=None, responses={204: None})
     @action(detail=True, methods=["delete"], url_path="oauth")
     def oauth_disconnect(self, request: Request, pk: Any = None) -> Response:
-        oauth.oauth_disconnect(tenant=request.tenant, actor=request.user, tool_id=pk)  # type: ignore[attr-defined]
+        oauth.oauth_disconnect(tenant=self.tenant, actor=request.user, tool_id=pk)
         return Response(status=http.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="oauth/connect")
     def oauth_connect(self, request: Request, pk: Any = None) -> Response:
-        return Response(oauth.oauth_connect(tenant=request.tenant, actor=request.user, tool_id=pk,  # type: ignore[attr-defined]
+        return Response(oauth.oauth_connect(tenant=self.tenant, actor=request.user, tool_id=pk,
                                             base_url=public_base(request)))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedWindowThrottle])
     def test(self, request: Request, pk: Any = None) -> Response:
-        return Response(discovery.tool_test(tenant=request.tenant, actor=request.user, tool_id=pk))  # type: ignore[attr-defined]
+        return Response(discovery.tool_test(tenant=self.tenant, actor=request.user, tool_id=pk))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="refresh", throttle_classes=[ScopedWindowThrottle])
     def refresh(self, request: Request, pk: Any = None) -> Response:
-        return Response(discovery.tool_refresh(tenant=request.tenant, actor=request.user, tool_id=pk))  # type: ignore[attr-defined]
+        return Response(discovery.tool_refresh(tenant=self.tenant, actor=request.user, tool_id=pk))
 
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
     @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedWindowThrottle])
@@ -188,7 +188,7 @@ class ToolViewSet(TenantViewSet):
         body = s.InvokeIn(data=request.data)
         body.is_valid(raise_exception=True)
         done = invoke.tool_invoke(
-            tenant=request.tenant,  # type: ignore[attr-defined]
+            tenant=self.tenant,
             actor=request.user,
             tool_id=pk,
             function=body.validated_data["function"],
@@ -199,13 +199,13 @@ class ToolViewSet(TenantViewSet):
         if answer.get("error_code") == "AUTHORIZATION_REQUIRED":
             # The caller's own link when they may connect it (the shared connection: owners/admins).
             answer["authorize_url"] = oauth.authorize_link_or_none(
-                tenant=request.tenant, actor=request.user, tool_id=pk, base_url=public_base(request))  # type: ignore[attr-defined]
+                tenant=self.tenant, actor=request.user, tool_id=pk, base_url=public_base(request))
         return Response(answer)
 
     @extend_schema(request=None, responses=s.FunctionOut)
     @action(detail=True, methods=["post"], url_path=r"functions/(?P<name>[^/]+)/approve")
     def approve_function(self, request: Request, pk: Any = None, name: str = "") -> Response:
-        fn = discovery.function_approve(tenant=request.tenant, actor=request.user, tool_id=pk, name=name)  # type: ignore[attr-defined]
+        fn = discovery.function_approve(tenant=self.tenant, actor=request.user, tool_id=pk, name=name)
         return Response(s.FunctionOut(fn).data)
 
     @extend_schema(request=s.FunctionPatchIn, responses=s.FunctionOut)
@@ -214,7 +214,7 @@ class ToolViewSet(TenantViewSet):
         body = s.FunctionPatchIn(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         fn = discovery.function_update(
-            tenant=request.tenant,  # type: ignore[attr-defined]
+            tenant=self.tenant,
             actor=request.user,
             tool_id=pk,
             name=name,
@@ -268,16 +268,16 @@ class ApprovalViewSet(TenantViewSet):
 
     @extend_schema(responses=s.ApprovalOut)
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        approval = selectors.approval_get_visible(tenant=request.tenant, user=request.user, approval_id=pk)  # type: ignore[attr-defined]
+        approval = selectors.approval_get_visible(tenant=self.tenant, user=request.user, approval_id=pk)
         return Response(s.ApprovalOut(approval).data)
 
     def _decide(self, request: Request, pk: Any, approve: bool, answer: Any = None) -> Response:
         decision = approvals.approval_decide(
-            tenant=request.tenant, actor=request.user, approval_id=pk, approve=approve,  # type: ignore[attr-defined]
+            tenant=self.tenant, actor=request.user, approval_id=pk, approve=approve,
             answer=answer,
         )
         approval = selectors.approval_get_visible(
-            tenant=request.tenant, user=request.user, approval_id=decision.approval.pk  # type: ignore[attr-defined]
+            tenant=self.tenant, user=request.user, approval_id=decision.approval.pk
         )
         return Response({**s.ApprovalOut(approval).data, **decision.body()})
 

@@ -256,7 +256,7 @@ def delete_records(*, tenant: Tenant, user: Any, model: str, id: Any = None, ids
         try:
             _, per_model = spec.model._default_manager.filter(pk__in=gone).delete()
         except (ProtectedError, RestrictedError) as exc:
-            kinds = sorted({o._meta.verbose_name_plural for o in exc.args[1]})  # type: ignore[attr-defined]
+            kinds = sorted({o._meta.verbose_name_plural for o in exc.args[1]})
             raise BusinessError(f"cannot delete: other records ({', '.join(map(str, kinds))}) refer to "
                                 f"{'them' if len(gone) > 1 else 'it'}; nothing was deleted",
                                 details={"reason": "referenced"}) from None

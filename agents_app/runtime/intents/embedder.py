@@ -133,7 +133,7 @@ class IntentEmbedder:
 def _normalise(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return rows / norms  # type: ignore[no-any-return]
+    return rows / norms
 
 
 _default: IntentEmbedder | None = None

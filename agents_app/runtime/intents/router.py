@@ -166,7 +166,7 @@ class IntentIndex:
         if not lam or not self._multi.any():
             return node
         prior = np.where(self._shared, domain[self._group], np.float32(domain[self._multi].mean()))
-        return (node + np.float32(lam) * prior) / np.float32(1.0 + lam)  # type: ignore[no-any-return]
+        return (node + np.float32(lam) * prior) / np.float32(1.0 + lam)
 
     def semantic_scores(self, qvec: np.ndarray) -> np.ndarray:
         """Each node's semantic similarity to a question vector (before rescaling to 0..1)."""
@@ -326,13 +326,13 @@ class _Space:
     def question(self, q: np.ndarray) -> np.ndarray:
         """A question's part, centred and whitened like the examples, as a unit vector."""
         out = q - self.mu if self.transform is None else (q - self.mu) @ self.transform
-        return out / (float(np.linalg.norm(out)) or 1.0)  # type: ignore[no-any-return]
+        return out / (float(np.linalg.norm(out)) or 1.0)
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (rows / norms).astype(np.float32)  # type: ignore[no-any-return]
+    return (rows / norms).astype(np.float32)
 
 
 def timed_route(index: IntentIndex, question: str, **kw: Any) -> tuple[list[Match], int]:
