@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from core.fields import EncryptedJSONField
+from core.hotcache import TenantBumpingQuerySet
 from tenants_app.models import Tenant
 
 
@@ -33,7 +34,14 @@ class AgentStatus(models.TextChoices):
     DISABLED = "DISABLED", "Disabled"
 
 
+class AgentToolQuerySet(TenantBumpingQuerySet):
+    tenant_path = "agent__tenant_id"
+
+
 class Agent(models.Model):
+    # Bulk writes drop the tenant's hot-path snapshots (toolsets, gateway listings) too (core.hotcache).
+    objects = TenantBumpingQuerySet.as_manager()
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
     name = models.CharField(max_length=64)
     description = models.TextField(blank=True, default="")
@@ -60,6 +68,8 @@ class Agent(models.Model):
 
 
 class AgentTool(models.Model):
+    objects = AgentToolQuerySet.as_manager()
+
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="agent_tools")
     tool = models.ForeignKey("tools_app.Tool", on_delete=models.CASCADE, related_name="agent_links")
     allowed_functions = models.JSONField(null=True, blank=True, help_text="null = all functions")

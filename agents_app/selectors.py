@@ -54,6 +54,7 @@ def _with_links(qs: QuerySet[Agent]) -> QuerySet[Agent]:
 
 def agent_list(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
     """Admins see every agent; others the enabled ones they may use."""
+    qs: QuerySet[Agent]
     if is_tenant_admin(tenant=tenant, user=user):
         qs = Agent.objects.filter(tenant=tenant)
     else:
@@ -62,7 +63,7 @@ def agent_list(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
 
 
 def agent_get(*, tenant: Tenant, agent_id: Any, for_update: bool = False) -> Agent:
-    qs = Agent.objects.filter(tenant=tenant)
+    qs: QuerySet[Agent] = Agent.objects.filter(tenant=tenant)
     qs = qs.select_for_update(of=("self",)) if for_update else _with_links(qs)
     try:
         return qs.get(pk=_int(agent_id))
@@ -106,7 +107,7 @@ def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[Function
     return [
         FunctionCandidate(
             tool_id=r[0], tool_name=r[1], tool_type=r[2], tool_status=r[3], tool_disabled_until=r[4], function=r[5],
-            description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9],  # type: ignore[arg-type]
+            description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9],
             # The function's own safety: the admin's override, else its MCP annotations, else the tool's.
             safety=function_safety(tool_safety=r[10], override=r[15], annotations=r[14]),  # type: ignore[arg-type]
             tool_requires_approval=r[11], function_requires_approval=r[12], tenant_id=r[13],

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import QuerySet
 
 T = TypeVar("T")
 AUTH = "auth"
@@ -202,3 +203,60 @@ def recall(kind: str, key: Hashable, scopes_of: Callable[[Any], tuple[str, ...]]
 def clear_local() -> None:
     """Forget this process's snapshots (tests; the shared generations are left alone)."""
     _snapshots.clear()
+
+
+class TenantBumpingQuerySet(QuerySet[Any]):
+    """A queryset whose signal-less writes (`update`, `bulk_create`, `bulk_update`) still drop the snapshots of
+    the tenants they touch, as a save or delete does through the signals: cache invalidation lives in the data
+    layer, not in a bump_tenant call each caller must remember after a bulk write.
+
+    `tenant_path` is the lookup from a row to its tenant id (`tenant_id`, or `tool__tenant_id` for a child row).
+    `update()` reads the touched tenants first (one query) unless `in_tenant(tenant_id)` named it.
+    """
+
+    tenant_path = "tenant_id"
+
+    def in_tenant(self, tenant_id: Any) -> TenantBumpingQuerySet:
+        """Rows of this tenant only (filtered), and the tenant to bump known without a query."""
+        narrowed = self.filter(**{self.tenant_path: tenant_id})
+        narrowed._known_tenants = {tenant_id}  # type: ignore[attr-defined]
+        return narrowed
+
+    def _touched(self) -> set[Any]:
+        known = getattr(self, "_known_tenants", None)
+        if known is not None:
+            return set(known)
+        return set(self.order_by().values_list(self.tenant_path, flat=True).distinct())
+
+    def _tenant_of(self, obj: Any) -> Any:
+        value = obj
+        for part in self.tenant_path.split("__"):
+            value = getattr(value, part, None)
+            if value is None:
+                return None
+        return value
+
+    def _bump(self, tenants: set[Any]) -> None:
+        for tenant_id in tenants:
+            bump_tenant(tenant_id)
+
+    def _clone(self) -> Any:
+        clone = super()._clone()  # type: ignore[misc]
+        if hasattr(self, "_known_tenants"):
+            clone._known_tenants = self._known_tenants
+        return clone
+
+    def update(self, **kwargs: Any) -> int:
+        self._bump(self._touched())
+        return super().update(**kwargs)
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        created = super().bulk_create(list(objs), *args, **kwargs)
+        self._bump({self._tenant_of(obj) for obj in created} - {None})
+        return created
+
+    def bulk_update(self, objs: Any, fields: Any, *args: Any, **kwargs: Any) -> int:
+        objs = list(objs)
+        done = super().bulk_update(objs, fields, *args, **kwargs)
+        self._bump({self._tenant_of(obj) for obj in objs} - {None})
+        return done

@@ -35,6 +35,16 @@ def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path_factory.mktemp("workspace")
 
 
+@pytest.fixture
+def fresh_process_state() -> Any:
+    """This process's own state (core.process_state: HTTP clients, executors) made anew for the test and after."""
+    from core.process_state import reset_all
+
+    reset_all()
+    yield
+    reset_all()
+
+
 @pytest.fixture(scope="session")
 def sql_demo_db() -> Any:
     from toolhub_demo.tools import ensure_sql_demo_database

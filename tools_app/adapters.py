@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from django.conf import settings
 
 from core.errors import RuntimeToolError
 from core.outbound import GuardedTransport, OutboundPolicy, ssl_context
+from core.process_state import PerProcess
 from tenants_app.models import Tenant
 from tools_app import configs
 from tools_app.models import Tool
@@ -77,7 +77,8 @@ def runner_of(tool: Tool) -> RunnerInfo | None:
         return None
 
 
-_http_clients: dict[tuple[int, str], httpx2.Client] = {}
+# Per process (core.process_state) and allowlist: building a client loads the CA bundle, so it is reused.
+_http_clients: PerProcess[dict[str, httpx2.Client]] = PerProcess(dict)
 
 
 def guarded_http_client() -> httpx2.Client:
@@ -85,9 +86,10 @@ def guarded_http_client() -> httpx2.Client:
 
     One per process and allowlist: building a client loads the CA bundle, so it is reused.
     """
-    key = (os.getpid(), str(settings.TOOLHUB_OUTBOUND_ALLOW))
+    key = str(settings.TOOLHUB_OUTBOUND_ALLOW)
+    clients = _http_clients.get()
     with _pool_lock:
-        client = _http_clients.get(key)
+        client = clients.get(key)
         if client is None:
             client = httpx2.Client(
                 transport=GuardedTransport(outbound_policy(), verify=ssl_context(),
@@ -95,7 +97,7 @@ def guarded_http_client() -> httpx2.Client:
                 follow_redirects=False,
                 trust_env=False,
             )
-            _http_clients[key] = client
+            clients[key] = client
         return client
 
 

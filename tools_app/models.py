@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from core.fields import EncryptedJSONField
+from core.hotcache import TenantBumpingQuerySet
 from tenants_app.models import Tenant
 
 
@@ -31,7 +32,14 @@ class Safety(models.TextChoices):
     DESTRUCTIVE = "DESTRUCTIVE", "Destructive"
 
 
+class FunctionQuerySet(TenantBumpingQuerySet):
+    tenant_path = "tool__tenant_id"
+
+
 class Tool(models.Model):
+    # Bulk writes (update, bulk_create) drop the tenant's hot-path snapshots too (core.hotcache).
+    objects = TenantBumpingQuerySet.as_manager()
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tools")
     name = models.CharField(max_length=64)
     description = models.TextField(blank=True, default="")
@@ -85,6 +93,8 @@ class FunctionState(models.TextChoices):
 
 
 class ToolFunction(models.Model):
+    objects = FunctionQuerySet.as_manager()
+
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="functions")
     name = models.CharField(max_length=128)
     description = models.TextField(blank=True, default="")

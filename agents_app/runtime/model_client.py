@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +13,7 @@ import httpx2
 import openai
 
 from core.outbound import deadline_at
+from core.process_state import PerProcess
 from core.secrets import scrub_text
 
 ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "model_timeout"]
@@ -158,24 +157,18 @@ def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
     return ModelError("model_error", _scrub(f"model call failed: {type(exc).__name__}: {exc}", config.api_key))
 
 
-_shared_lock = threading.Lock()
-_shared: tuple[int, httpx2.Client] | None = None
+def _new_http_client() -> httpx2.Client:
+    return httpx2.Client(limits=httpx2.Limits(max_connections=200, max_keepalive_connections=40),
+                         follow_redirects=False)
+
+
+# One pooled HTTP client per process: building one costs ~100 ms (TLS context), reuse keeps connections warm;
+# a forked worker makes its own (core.process_state), never sharing its parent's sockets.
+_shared = PerProcess(_new_http_client, close=lambda client: client.close())
 
 
 def shared_http_client() -> httpx2.Client:
-    """One pooled HTTP client per process: building one costs ~100 ms (TLS context), reuse keeps connections warm.
-
-    Keyed by pid so a forked worker never shares its parent's sockets.
-    """
-    global _shared
-    with _shared_lock:
-        if _shared is None or _shared[0] != os.getpid():
-            client = httpx2.Client(
-                limits=httpx2.Limits(max_connections=200, max_keepalive_connections=40),
-                follow_redirects=False,
-            )
-            _shared = (os.getpid(), client)
-        return _shared[1]
+    return _shared.get()
 
 
 class ModelClient:

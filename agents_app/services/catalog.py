@@ -11,7 +11,7 @@ from agents_app import selectors
 from agents_app.errors import AgentError, ModelInUse, UnknownFunctions
 from agents_app.models import Agent, AgentRouting, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
-from core import hotcache, names
+from core import names
 from core.secrets import KEEP, MASK, require_secrets_on_move
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
@@ -209,7 +209,6 @@ def _check_steps(value: int) -> int:
 
 
 def _set_links(agent: Agent, links: list[ToolLink]) -> None:
-    hotcache.bump_tenant(agent.tenant_id)  # bulk_create sends no signals; the gateway's toolsets depend on links
     AgentTool.objects.filter(agent=agent).delete()
     AgentTool.objects.bulk_create(
         AgentTool(agent=agent, tool_id=link.tool, allowed_functions=link.allowed_functions,

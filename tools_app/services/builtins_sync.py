@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from core import hotcache
 from tenants_app.models import Tenant
 from tools_app.models import FunctionState, Tool, ToolFunction, ToolStatus, ToolType
 from tools_app.runtime import registry
@@ -67,7 +66,6 @@ def sync_builtin_tools(*, tenant: Tenant, refresh: bool = False) -> dict[str, in
             tool.status = ToolStatus.DISABLED
             tool.save(update_fields=["status", "updated_at"])
         counts["retired"] += 1
-    hotcache.bump_tenant(tenant.pk)  # the function updates above are bulk (no signals)
     return counts
 
 

@@ -9,7 +9,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from core import hotcache
 from core.codes import ApiCode
 from core.secrets import Scrubber, scrubber
 from tenants_app.models import Role, Tenant
@@ -220,8 +219,7 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
         if name not in by_name and row.state != FunctionState.REMOVED:
             row.state = FunctionState.REMOVED
             row.save(update_fields=["state", "updated_at"])
-    Tool.objects.filter(pk=tool.pk).update(last_checked_at=timezone.now())
-    hotcache.bump_tenant(tool.tenant_id)  # a bulk update sends no signal: the detail's snapshot must go
+    Tool.objects.in_tenant(tool.tenant_id).filter(pk=tool.pk).update(last_checked_at=timezone.now())
     return changes
 
 

@@ -12,7 +12,6 @@ from django.db import close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core import hotcache
 from tools_app.models import Tool, ToolStatus, ToolType
 
 log = logging.getLogger(__name__)
@@ -28,23 +27,21 @@ def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | 
     one more failure in a row: when a server process dies, every call in flight on it (in every web process)
     fails at once, and counting each would pause a tool that the pool has already respawned."""
     now = timezone.now()
-    # Bulk updates send no signals: invoke's and the gateway's snapshots of this tool are dropped here.
-    if tenant_id is None:
-        tenant_id = Tool.objects.filter(pk=tool_id).values_list("tenant_id", flat=True).first()
-    hotcache.bump_tenant(tenant_id)
+    # The updates drop invoke's and the gateway's snapshots of this tool (core.hotcache.TenantBumpingQuerySet).
+    tools = Tool.objects.in_tenant(tenant_id) if tenant_id is not None else Tool.objects.all()
     if ok:
-        Tool.objects.filter(pk=tool_id).update(
+        tools.filter(pk=tool_id).update(
             consecutive_failures=0, disabled_until=None, last_ok_at=now, last_checked_at=now, last_error=""
         )
         return
-    rows = Tool.objects.filter(pk=tool_id)
+    rows = tools.filter(pk=tool_id)
     if started_at is not None:
         rows = rows.exclude(consecutive_failures__gt=0, last_checked_at__gt=started_at)
     if not rows.update(
         consecutive_failures=F("consecutive_failures") + 1, last_checked_at=now, last_error=error[:LAST_ERROR_CHARS]
     ):
         return
-    Tool.objects.filter(pk=tool_id, consecutive_failures__gte=settings.TOOLHUB_BREAKER_THRESHOLD).update(
+    tools.filter(pk=tool_id, consecutive_failures__gte=settings.TOOLHUB_BREAKER_THRESHOLD).update(
         disabled_until=now + timedelta(seconds=settings.TOOLHUB_BREAKER_COOLDOWN_S)
     )
 

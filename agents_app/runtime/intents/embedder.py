@@ -9,7 +9,6 @@ Nothing is fetched at run time: weights and engines are files of the installed w
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import numpy as np
+
+from core.process_state import PerProcess
 
 # An example's stored vector is three parts: e5 with the "query: " prefix, e5 with "passage: ", then USE.
 # A question's vector is two: e5 "query: ", then USE. Each part is L2-normalised on its own.
@@ -73,7 +74,10 @@ class IntentEmbedder:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
-        self._helper: tuple[int, ThreadPoolExecutor] | None = None
+        # A thread of this process's own (core.process_state: made again in a forked child, which inherits the
+        # executor but not its thread).
+        self._helper = PerProcess(lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="intent-embed"),
+                                  close=lambda pool: pool.shutdown(wait=False))
         self.hits = self.misses = 0
 
     def _load(self) -> tuple[Any, Any]:
@@ -90,9 +94,7 @@ class IntentEmbedder:
 
         Made again after a fork: a child inherits the executor but not its thread.
         """
-        if self._helper is None or self._helper[0] != os.getpid():
-            self._helper = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="intent-embed"))
-        return self._helper[1]
+        return self._helper.get()
 
     def embed_examples(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -6,7 +6,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -15,6 +14,7 @@ from typing import Any, TypeVar
 import anyio
 
 from core.outbound import OutboundPolicy
+from core.process_state import on_fork_in_child
 from tools_app.runtime.errors import (
     CapacityExceeded,
     ConnectionFailed,
@@ -58,7 +58,6 @@ class SessionPool:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pid = 0
         # Loop-thread-only state from here on.
         self._conns: dict[Key, Connection] = {}
         self._opening: dict[Key, tuple[ServerSpec, asyncio.Future[Connection]]] = {}
@@ -67,19 +66,25 @@ class SessionPool:
         self._bg: set[asyncio.Task[Any]] = set()
         self._reaper_task: asyncio.Task[None] | None = None
         self._counters = {"processes_spawned": 0, "sessions_opened": 0, "probes": 0, "recycled": 0, "reaped": 0, "evicted": 0}
+        # A forked child (Celery prefork, gunicorn) has none of the parent's loop thread or sessions.
+        on_fork_in_child(self._forget_after_fork)
 
     # ---- loop thread -----------------------------------------------------------------------------
 
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the parent's loop thread, sessions and processes are not ours (core.process_state)."""
+        self._lock = threading.Lock()
+        self._loop, self._thread = None, None
+        self._conns, self._opening, self._draining, self._probing = {}, {}, set(), {}
+        self._bg, self._reaper_task = set(), None
+
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            # After a fork (Celery prefork, gunicorn) the parent's loop thread does not exist here.
-            if self._loop is None or self._pid != os.getpid() or not (self._thread and self._thread.is_alive()):
-                if self._pid != os.getpid():
-                    self._conns, self._opening, self._draining, self._probing = {}, {}, set(), {}
+            if self._loop is None or not (self._thread and self._thread.is_alive()):
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name="toolhub-mcp-pool", daemon=True)
                 thread.start()
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+                self._loop, self._thread = loop, thread
                 asyncio.run_coroutine_threadsafe(self._start_reaper(), loop).result(5)
             return self._loop
 
@@ -152,12 +157,12 @@ class SessionPool:
             self._run(self._close_tool(tool_id), 30)
 
     def close_all(self) -> None:
-        if self._loop is not None and self._pid == os.getpid():
+        if self._loop is not None:
             self._run(self._close_all(), 60)
 
     def shutdown(self) -> None:
         """close_all, then stop the loop thread (interpreter exit)."""
-        if self._loop is None or self._pid != os.getpid():
+        if self._loop is None:
             return
         try:
             self.close_all()
@@ -425,7 +430,9 @@ _pool_lock = threading.Lock()
 
 
 def _default_policy() -> OutboundPolicy:
-    return OutboundPolicy.build(os.environ.get("TOOLHUB_OUTBOUND_ALLOW", ""))
+    """The guard with no operator allowlist: the host (tools_app.adapters) configures the pool from its settings;
+    the runtime reads no environment of its own."""
+    return OutboundPolicy.build("")
 
 
 def get_pool() -> SessionPool:
