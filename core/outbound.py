@@ -18,6 +18,7 @@ import httpcore2
 import httpx2
 
 from core.errors import DnsFailed, OutboundBlocked, ResponseTooLarge, ToolTimeout
+from core.urls import origin
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -244,15 +245,6 @@ def ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _origin(url: str) -> tuple[str, str, int]:
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return ("", url, 0)  # malformed: equal to no other origin, and the guard refuses it anyway
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
 def fetch(
     method: str,
     url: str,
@@ -270,7 +262,7 @@ def fetch(
     credential) nor cookies; one that would re-send a body there (307/308) is not followed.
     """
     timeout = httpx2.Timeout(policy.timeout_s)
-    first_origin = _origin(url)
+    first_origin = origin(url)
     transport = GuardedTransport(policy, verify=ssl_context())
     with (
         deadline(policy.timeout_s),
@@ -292,7 +284,7 @@ def fetch(
             try:
                 if response.is_redirect and "location" in response.headers:
                     target = urljoin(url, response.headers["location"])
-                    cross_origin = _origin(target) != _origin(url) or _origin(target) != first_origin
+                    cross_origin = origin(target) != origin(url) or origin(target) != first_origin
                     keeps_body = response.status_code in (307, 308)
                     if cross_origin and keeps_body and (content is not None or json is not None):
                         raise OutboundBlocked(
@@ -377,7 +369,7 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
         location = response.headers.get("location")
         if 300 <= response.status_code < 400 and location:
             target = urljoin(str(request.url), location)
-            if _origin(target) != _origin(str(request.url)):
+            if origin(target) != origin(str(request.url)):
                 # The SDK clients follow redirects themselves and would carry their headers (the
                 # tool's credentials) and a 307/308 body along: another origin is never followed.
                 await response.aclose()

@@ -15,10 +15,10 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from core.codes import ApiCode
 from core.errors import DomainError, ValidationFailed
+from core.urls import origin
 
 MASK = "********"
 # The config key listing secret-map entries (as `map.key`) whose values are not secret.
@@ -149,22 +149,7 @@ def secret_values(config: Mapping[str, Any] | None, secret_maps: Iterable[str]) 
 
 # --- the origin rule --------------------------------------------------------------------------------------
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of a URL, the port defaulted by scheme; unparsable parts compare as given."""
-    try:
-        parts = urlsplit(url.strip())
-        scheme = parts.scheme.lower()
-        host = (parts.hostname or "").lower()
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        return scheme, host, port if port is not None else _DEFAULT_PORTS.get(scheme)
-    except ValueError:
-        return "", url, None
+# `origin` lives in core.urls (the same rule the outbound guard applies to redirects).
 
 
 def require_secrets_on_move(*, old_url: str | None, new_url: str | None, kept: Iterable[str], field: str) -> None:
