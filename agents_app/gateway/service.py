@@ -56,7 +56,8 @@ from tools_app.models import (
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
 from tools_app.services.approvals import approval_decide, approval_request, may_decide, needs_approval
-from tools_app.services.invoke import CallRefused, audit, check_callable, tool_invoke
+from tools_app.services.audit import audit
+from tools_app.services.invoke import CallRefused, check_callable, tool_invoke
 
 logger = logging.getLogger(__name__)
 VIA = ApprovalVia.GATEWAY

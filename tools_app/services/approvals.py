@@ -44,6 +44,7 @@ from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.plugin import ApprovalCard
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
+from tools_app.services.audit import audit
 
 if TYPE_CHECKING:
     from tools_app.services.invoke import Invocation
@@ -111,7 +112,6 @@ def approval_request(
     A direct invoke identical to one of the requester's still-pending ones (same tool, function and
     canonical arguments) joins it: the same approval answers, its count grows, and approving runs it once.
     """
-    from tools_app.services.invoke import audit  # invoke imports this module for the approval branch
 
     if not isinstance(tool, Tool):
         tool = selectors.tool_get(tenant=tenant, tool_id=tool)
@@ -180,7 +180,6 @@ def client_request_hold(*, tenant: Tenant, actor: Any, tool: Tool | int, functio
     (encrypted) with it, and an elicitation's answer comes with the approval. It expires when the call
     can no longer use the answer (`wait_s`).
     """
-    from tools_app.services.invoke import audit
 
     if not isinstance(tool, Tool):
         tool = selectors.tool_get(tenant=tenant, tool_id=tool)

@@ -1,0 +1,107 @@
+"""The audit row of one call: arguments redacted, results cut to the audit size, secrets scrubbed, and spooled
+when the database is away. Every caller (invoke, approvals, the gateway's prompts and resources) writes through
+`audit`; it imports neither invoke nor approvals, so neither needs a late import to reach it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from core.exceptions import unavailable_service
+from core.secrets import redact, scrub_text
+from tenants_app.models import Tenant
+from tools_app.models import CallStatus, Tool, ToolCall
+from tools_app.runtime.content import excerpt
+from tools_app.runtime.result import ToolResult
+from tools_app.services import audit_spool
+
+logger = logging.getLogger(__name__)
+
+
+def content_excerpt(content: list[dict[str, Any]], cap: int, secrets: list[str]) -> list[dict[str, Any]] | None:
+    """The content list for the audit row: long strings cut, then blocks dropped until it fits `cap` chars."""
+    if not content:
+        return None
+    blocks = excerpt(redact(content, secrets))  # scrubbed before any cut
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for block in blocks:
+        size = len(json.dumps(block, default=str))
+        if used + size > cap:
+            kept.append({"type": "omitted", "blocks": len(blocks) - len(kept)})
+            break
+        kept.append(block)
+        used += size
+    return kept
+
+
+def logs_excerpt(logs: Any, cap: int, secrets: list[str]) -> list[dict[str, Any]] | None:
+    """The server's log messages sent during the call, newest kept when over `cap` chars."""
+    if not logs:
+        return None
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for entry in reversed(redact(list(logs), secrets)):
+        size = len(json.dumps(entry, default=str))
+        if used + size > cap:
+            break
+        kept.append(entry)
+        used += size
+    return list(reversed(kept))
+
+
+def audit(
+    *, tenant: Tenant, actor: Any, tool: Tool, function: str, arguments: Any, result: ToolResult, status: str,
+    secrets: list[str], agent: Any = None, conversation: Any = None, via: str = "", title: str = "",
+    dry_run: bool = False,
+) -> ToolCall:
+    """One audit row: arguments redacted, the result excerpt truncated with its full size recorded.
+
+    A result marked `shown` (drawn for the reader) is kept whole: text and data, uncut.
+    """
+    full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
+    if result.success and result.shown and result.data is not None:
+        full = json.dumps({"text": result.text, "data": result.data}, default=str)
+    if not result.success:
+        full = result.error or ""
+    full = scrub_text(full, secrets)  # before the cut: a cut secret no longer matches
+    cap = len(full) if result.success and result.shown else settings.TOOLHUB_AUDIT_RESULT_CHARS
+    call = ToolCall(
+        result_content=content_excerpt(result.content, cap, secrets),
+        server_logs=logs_excerpt(result.meta.get("logs"), cap, secrets),
+        tenant=tenant,
+        tool=tool,
+        tool_name=tool.name,
+        function=function[:128],
+        actor=actor if getattr(actor, "pk", None) else None,
+        agent=agent,
+        conversation=conversation,
+        via=via,
+        title=(title or tool.name)[:200],
+        dry_run=dry_run,
+        arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),
+        status=status,
+        error_code=result.error_code or "",
+        error=scrub_text(result.error or "", secrets)[:2000],
+        cost_ms=result.cost_ms,
+        result_excerpt=full[:cap],
+        result_size=len(full),
+    )
+    try:
+        call.save(force_insert=True)  # the warm path's one query
+    except Exception as exc:
+        # The call ran (OK/ERROR) but the database went away before its row was written: the built row (already
+        # redacted) is spooled and replayed later, and the caller gets the result. A call that did not run
+        # (denied, awaiting approval) needs its row now (an Approval points at it): the outage stays a 503.
+        if status not in (CallStatus.OK, CallStatus.ERROR) or unavailable_service(exc) != "database":
+            raise
+        audit_spool.spool(call)
+        logger.warning("audit row of call %s spooled: database unavailable (%s)", call.call_uid, type(exc).__name__)
+        return call
+    if not transaction.get_connection().in_atomic_block:
+        audit_spool.replay_if_pending()
+    return call
