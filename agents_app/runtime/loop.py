@@ -257,28 +257,11 @@ def run(
                 return
             if client is None:
                 client = ModelClient(model, http_client=http_client)
-            turn: ModelTurn | None = None
             _refresh_system(messages, system)
-            failed: ModelError | None = None
-            with tracing.span(f"chat {model.model}", {"gen_ai.operation.name": "chat",
-                                                      "gen_ai.request.model": model.model,
-                                                      "toolhub.step": steps + 1}, kind="client",
-                              current=False) as current:
-                try:
-                    for item in client.stream_turn(messages, tools):
-                        if isinstance(item, str):
-                            yield "message.delta", {"text": item}
-                        else:
-                            turn = item
-                except ModelError as exc:
-                    failed = exc
-                    tracing.set_attributes(current, **{"error.type": exc.code})
-                if turn is not None:
-                    tracing.set_attributes(current, **{"gen_ai.response.tool_calls": len(turn.tool_calls)})
-            if failed is not None:
-                yield "error", {"code": failed.code, "message": failed.message, "steps": steps}
+            turn = yield from _model_turn(client, model, messages, tools, steps)
+            if isinstance(turn, ModelError):
+                yield "error", {"code": turn.code, "message": turn.message, "steps": steps}
                 return
-            assert turn is not None
             steps += 1
             _unique_ids(turn)
             messages.append(turn.as_message())
@@ -287,14 +270,9 @@ def run(
                 return
             if steps >= max_steps:
                 # The model would never see these results: answer them without running anything.
-                for c in turn.tool_calls:
-                    messages.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": c.id,
-                            "content": f"Error: not executed: the step limit ({max_steps} model turns) was reached",
-                        }
-                    )
+                messages.extend({"role": "tool", "tool_call_id": c.id,
+                                 "content": f"Error: not executed: the step limit ({max_steps} model turns) was reached"}
+                                for c in turn.tool_calls)
                 yield _max_steps(max_steps, steps, [c.name for c in turn.tool_calls])
                 return
             approvals = yield from _process_calls(
@@ -316,6 +294,26 @@ def run(
     finally:
         if client is not None:
             client.close()
+
+
+def _model_turn(client: ModelClient, model: ModelConfig, messages: list[dict[str, Any]],
+                tools: list[dict[str, Any]], steps: int) -> Generator[Event, None, ModelTurn | ModelError]:
+    """One model call, traced, its text streamed as `message.delta`: the turn, or the model's error."""
+    turn: ModelTurn | None = None
+    with tracing.span(f"chat {model.model}", {"gen_ai.operation.name": "chat", "gen_ai.request.model": model.model,
+                                              "toolhub.step": steps + 1}, kind="client", current=False) as current:
+        try:
+            for item in client.stream_turn(messages, tools):
+                if isinstance(item, str):
+                    yield "message.delta", {"text": item}
+                else:
+                    turn = item
+        except ModelError as exc:
+            tracing.set_attributes(current, **{"error.type": exc.code})
+            return exc
+        assert turn is not None
+        tracing.set_attributes(current, **{"gen_ai.response.tool_calls": len(turn.tool_calls)})
+    return turn
 
 
 def resume(
@@ -437,20 +435,41 @@ def _process_calls(
     """
     for call in calls:
         _prepare(call, toolset)
+    # A resumed batch was screened before it was held.
+    cards = _screened(calls, screen) if screen is not None and not decisions else {}
+    approvals = _held(turn_index, calls, decisions, cards)
+    runnable = [c for c in calls if c.result is None and not c.status]
+    yield from _announced(calls, cap)
+    if runnable:
+        yield from _run_concurrently(runnable, execute, cap)
+    # Answers go in the assistant's call order, whatever order they finished in.
+    for call in calls:
+        if call.status != "awaiting_approval":
+            messages.append(tool_message(call.call_id, call.content, call.result, vision))
+    for a in approvals:
+        yield "approval.required", a.as_event()
+    return approvals
 
-    # A guarded call not yet decided may be refused before anyone is asked, or say what its card shows.
+
+def _screened(calls: list[_Call], screen: Screen) -> dict[str, str]:
+    """A guarded call not yet decided may be refused before anyone is asked (its result set to REFUSED), or say
+    what its card shows: the cards by call id."""
     cards: dict[str, str] = {}
-    if screen is not None and not decisions:  # a resumed batch was screened before it was held
-        for call in calls:
-            if call.result is None and call.fn is not None and call.fn.needs_approval and call.arguments is not None:
-                try:
-                    refused, cards[call.call_id] = screen(call.fn, call.arguments)
-                except Exception:  # noqa: BLE001 - a failing screen shows the plain card
-                    refused = None
-                if refused:
-                    call.result = ToolResult.fail(REFUSED, refused)
+    for call in calls:
+        if call.result is None and call.fn is not None and call.fn.needs_approval and call.arguments is not None:
+            try:
+                refused, cards[call.call_id] = screen(call.fn, call.arguments)
+            except Exception:  # noqa: BLE001 - a failing screen shows the plain card
+                refused = None
+            if refused:
+                call.result = ToolResult.fail(REFUSED, refused)
+    return cards
 
-    # Batch guarded calls by function + canonical arguments; the key covers the batch's call ids.
+
+def _held(turn_index: int, calls: list[_Call], decisions: Mapping[str, str],
+          cards: Mapping[str, str]) -> list[ApprovalRequest]:
+    """Guarded calls batched by function + canonical arguments (the key covers the batch's call ids): approved
+    batches run, denied ones are marked, the others are held and returned as approval requests."""
     groups: dict[tuple[str, str], list[_Call]] = {}
     for call in calls:
         if call.result is None and call.fn is not None and call.fn.needs_approval:
@@ -467,21 +486,16 @@ def _process_calls(
         for m in members:
             m.status = "denied" if decision == "denied" else "awaiting_approval"
         if decision != "denied":
-            approvals.append(
-                ApprovalRequest(
-                    key=key,
-                    name=name,
-                    tool=fn.tool_name,
-                    function=fn.function,
-                    arguments=members[0].arguments,
-                    safety=fn.safety,
-                    warning=approval_warning(fn.safety),
-                    call_ids=ids,
-                    summary=cards.get(members[0].call_id, ""),
-                )
-            )
+            approvals.append(ApprovalRequest(
+                key=key, name=name, tool=fn.tool_name, function=fn.function, arguments=members[0].arguments,
+                safety=fn.safety, warning=approval_warning(fn.safety), call_ids=ids,
+                summary=cards.get(members[0].call_id, ""),
+            ))
+    return approvals
 
-    runnable = [c for c in calls if c.result is None and not c.status]
+
+def _announced(calls: list[_Call], cap: int) -> Iterator[Event]:
+    """`tool.call` for every call not held, then the results known before running: errors and denials."""
     for call in calls:
         if call.status != "awaiting_approval":
             yield "tool.call", call.call_event()
@@ -494,55 +508,44 @@ def _process_calls(
             call.content = DENIED_TEXT
             yield "tool.result", call.result_event()
 
-    if runnable:
-        # Workers post progress, events and completion to one queue, so they stream while calls run.
-        posted: queue.Queue[tuple[_Call, ToolResult | None, dict[str, Any] | None]] = queue.Queue()
 
-        def work(call: _Call) -> None:
-            assert call.fn is not None and call.arguments is not None
+def _run_concurrently(runnable: list[_Call], execute: Execute, cap: int) -> Iterator[Event]:
+    """Run the calls in a small thread pool; their progress, events and results stream as they come."""
+    # Workers post progress, events and completion to one queue, so they stream while calls run.
+    posted: queue.Queue[tuple[_Call, ToolResult | None, dict[str, Any] | None]] = queue.Queue()
 
-            def report(progress: float, total: float | None, message: str | None) -> None:
-                posted.put((call, None, {"progress": progress, "total": total, "message": message}))
+    def work(call: _Call) -> None:
+        assert call.fn is not None and call.arguments is not None
 
-            def emit(name: str, data: dict[str, Any]) -> None:
-                posted.put((call, None, {EVENT_KEY: name, **data}))
+        def report(progress: float, total: float | None, message: str | None) -> None:
+            posted.put((call, None, {"progress": progress, "total": total, "message": message}))
 
-            _progress.sink, _progress.events = report, emit
-            try:
-                result = _safe_execute(execute, call.fn, call.arguments, call.call_id)
-            finally:
-                _progress.sink = _progress.events = None
-            posted.put((call, result, None))
+        def emit(name: str, data: dict[str, Any]) -> None:
+            posted.put((call, None, {EVENT_KEY: name, **data}))
 
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(runnable))) as pool:
-            for call in runnable:
-                pool.submit(work, call)
-            remaining = len(runnable)
-            while remaining:
-                call, result, progress = posted.get()
-                if progress is not None and EVENT_KEY in progress:
-                    event = dict(progress)
-                    name = str(event.pop(EVENT_KEY))
-                    yield name, {"call_id": call.call_id, "name": call.name,
-                                 "tool": call.fn.tool_name if call.fn else None,
-                                 "function": call.fn.function if call.fn else None, **event}
-                    continue
-                if progress is not None:
-                    yield "tool.progress", {"call_id": call.call_id, "name": call.name,
-                                            "tool": call.fn.tool_name if call.fn else None,
-                                            "function": call.fn.function if call.fn else None, **progress}
-                    continue
-                assert result is not None
-                remaining -= 1
-                call.result = result
-                call.status = "ok" if call.result.success else "error"
-                call.content = render_result(call.result, cap)
-                yield "tool.result", call.result_event()
+        _progress.sink, _progress.events = report, emit
+        try:
+            result = _safe_execute(execute, call.fn, call.arguments, call.call_id)
+        finally:
+            _progress.sink = _progress.events = None
+        posted.put((call, result, None))
 
-    # Answers go in the assistant's call order, whatever order they finished in.
-    for call in calls:
-        if call.status != "awaiting_approval":
-            messages.append(tool_message(call.call_id, call.content, call.result, vision))
-    for a in approvals:
-        yield "approval.required", a.as_event()
-    return approvals
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(runnable))) as pool:
+        for call in runnable:
+            pool.submit(work, call)
+        remaining = len(runnable)
+        while remaining:
+            call, result, progress = posted.get()
+            if progress is not None:
+                event = dict(progress)
+                name = str(event.pop(EVENT_KEY)) if EVENT_KEY in event else "tool.progress"
+                yield name, {"call_id": call.call_id, "name": call.name,
+                             "tool": call.fn.tool_name if call.fn else None,
+                             "function": call.fn.function if call.fn else None, **event}
+                continue
+            assert result is not None
+            remaining -= 1
+            call.result = result
+            call.status = "ok" if call.result.success else "error"
+            call.content = render_result(call.result, cap)
+            yield "tool.result", call.result_event()
