@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from core.codes import Reason
 from tools_app.runtime import approval_policy, call_rules
 from tools_app.runtime.schemas import normalize_for_openai
 
@@ -162,6 +163,54 @@ def _refusal(c: FunctionCandidate, now: datetime) -> call_rules.Refusal | None:
         unsupported_reason=c.unsupported_reason)
 
 
+def _selected(candidates: Iterable[FunctionCandidate], *, tenant_id: int,
+              link_by_tool: Mapping[int, AgentLink] | None, wanted_names: frozenset[str] | None,
+              usable_tool_ids: set[int] | None, now: datetime,
+              ) -> tuple[list[tuple[FunctionCandidate, AgentLink | None]], list[dict[str, str]]]:
+    """The candidates the toolset keeps (with their agent link), and those left out because Toolhub cannot call
+    them (listed with why); anything else refused, unlinked, unwanted or repeated is dropped."""
+    seen: set[tuple[int, str]] = set()
+    kept: list[tuple[FunctionCandidate, AgentLink | None]] = []
+    left_out: list[dict[str, str]] = []
+    for c in candidates:
+        if c.tenant_id != tenant_id:
+            continue
+        refusal = _refusal(c, now)
+        # A function Toolhub cannot call is still listed in `left_out` (with why); any other refusal drops it.
+        if refusal is not None and refusal.reason != Reason.FUNCTION_UNSUPPORTED:
+            continue
+        if usable_tool_ids is not None and c.tool_id not in usable_tool_ids:
+            continue
+        if wanted_names is not None and c.tool_name not in wanted_names:
+            continue
+        link = link_by_tool.get(c.tool_id) if link_by_tool is not None else None
+        if link_by_tool is not None and call_rules.link_refusal(
+                agent_name="", tool_name=c.tool_name, function=c.function, linked=link is not None,
+                allowed_functions=link.allowed_functions if link is not None else None):
+            continue
+        if (c.tool_id, c.function) in seen:
+            continue
+        seen.add((c.tool_id, c.function))
+        if refusal is not None:
+            left_out.append({"tool": c.tool_name, "function": c.function, "reason": c.unsupported_reason})
+            continue
+        kept.append((c, link))
+    return kept, left_out
+
+
+def _unique_name(c: FunctionCandidate, taken: set[str]) -> str:
+    """`<tool>__<function>`, suffixed when an earlier function took that name; added to `taken`."""
+    name = qualify(c.tool_name, c.function)
+    if name in taken:
+        name = _with_suffix(name, f"{c.tool_id}/{c.function}")
+        attempt = 0
+        while name in taken:  # practically unreachable; keeps uniqueness a guarantee, not a hope
+            attempt += 1
+            name = _with_suffix(name, f"{c.tool_id}/{c.function}/{attempt}")
+    taken.add(name)
+    return name
+
+
 def assemble(
     *,
     tenant_id: int,
@@ -188,34 +237,8 @@ def assemble(
         for agent_link in links:
             link_by_tool.setdefault(agent_link.tool_id, agent_link)  # first link wins; AgentTool is unique per tool
     wanted_names = None if tool_names is None else frozenset(tool_names)
-
-    seen: set[tuple[int, str]] = set()
-    kept: list[tuple[FunctionCandidate, AgentLink | None]] = []
-    left_out: list[dict[str, str]] = []
-    for c in candidates:
-        if c.tenant_id != tenant_id:
-            continue
-        refusal = _refusal(c, now)
-        # A function Toolhub cannot call is still listed in `left_out` (with why); any other refusal drops it.
-        if refusal is not None and refusal.reason != "function_unsupported":
-            continue
-        if usable_tool_ids is not None and c.tool_id not in usable_tool_ids:
-            continue
-        if wanted_names is not None and c.tool_name not in wanted_names:
-            continue
-        link: AgentLink | None = None
-        if link_by_tool is not None:
-            link = link_by_tool.get(c.tool_id)
-            if call_rules.link_refusal(agent_name="", tool_name=c.tool_name, function=c.function, linked=link is not None,
-                                       allowed_functions=link.allowed_functions if link is not None else None):
-                continue
-        if (c.tool_id, c.function) in seen:
-            continue
-        seen.add((c.tool_id, c.function))
-        if refusal is not None:
-            left_out.append({"tool": c.tool_name, "function": c.function, "reason": c.unsupported_reason})
-            continue
-        kept.append((c, link))
+    kept, left_out = _selected(candidates, tenant_id=tenant_id, link_by_tool=link_by_tool, wanted_names=wanted_names,
+                               usable_tool_ids=usable_tool_ids, now=now)
 
     # Built-ins claim their names first, then older tools: a later server whose names collide
     # (e.g. tool "a" + function "b__c" vs tool "a__b" + function "c") gets a suffixed name
@@ -228,14 +251,7 @@ def assemble(
     taken: set[str] = set()
     functions: list[ToolsetFunction] = []
     for c, c_link in kept:
-        name = qualify(c.tool_name, c.function)
-        if name in taken:
-            name = _with_suffix(name, f"{c.tool_id}/{c.function}")
-            attempt = 0
-            while name in taken:  # practically unreachable; keeps uniqueness a guarantee, not a hope
-                attempt += 1
-                name = _with_suffix(name, f"{c.tool_id}/{c.function}/{attempt}")
-        taken.add(name)
+        name = _unique_name(c, taken)
         needs_approval = approval_policy.needs_approval(
             function_flag=c.function_requires_approval,
             link_flag=c_link.requires_approval if c_link is not None else None,
