@@ -239,17 +239,7 @@ class ModelClient:
                         if delta is not None and delta.content:
                             text.append(delta.content)
                             yield delta.content
-                        for tc in (delta.tool_calls if delta is not None else None) or []:
-                            slot = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": []})
-                            if tc.id:
-                                slot["id"] = tc.id
-                            if tc.function is not None:
-                                # Most servers send the name once; some repeat it whole in every delta.
-                                name = tc.function.name
-                                if name and name != slot["name"]:
-                                    slot["name"] += name
-                                if tc.function.arguments:
-                                    slot["arguments"].append(tc.function.arguments)
+                        _gather_tool_calls(calls, delta.tool_calls if delta is not None else None)
                         if choice.finish_reason:
                             turn.finish_reason = choice.finish_reason
         except ModelError:
@@ -266,6 +256,21 @@ class ModelClient:
             for _, slot in sorted(calls.items())
         ]
         yield turn
+
+
+def _gather_tool_calls(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
+    """Fold one chunk's tool-call deltas into `calls` (by index: id, name, argument fragments)."""
+    for tc in deltas or []:
+        slot = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": []})
+        if tc.id:
+            slot["id"] = tc.id
+        if tc.function is not None:
+            # Most servers send the name once; some repeat it whole in every delta.
+            name = tc.function.name
+            if name and name != slot["name"]:
+                slot["name"] += name
+            if tc.function.arguments:
+                slot["arguments"].append(tc.function.arguments)
 
 
 def sampling_messages(params: dict[str, Any], vision: bool) -> list[dict[str, Any]]:
