@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agents_app.gateway import server, service
+from agents_app.gateway import principal, server
 from tests.agents_app.gateway.clients import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,7 +32,7 @@ def test_an_outage_while_authenticating_answers_503_with_retry_after(
     def down(**kwargs: Any) -> Any:
         raise exc
 
-    monkeypatch.setattr(service, "authenticate", down)
+    monkeypatch.setattr(principal, "authenticate", down)  # what authenticate_remembering calls
     resp = httpx2.post(served.endpoint("acme", setup.agent_id), json=INITIALIZE,
                        headers={**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"})
     assert resp.status_code == 503

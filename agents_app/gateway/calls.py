@@ -1,0 +1,249 @@
+"""tools/call through invoke: held for approval, collected once approved, refused typed; the gateway's throttle."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents_app.gateway.listing import GatewayFunction, listing, redacted_arguments
+from agents_app.gateway.principal import Principal
+from agents_app.runtime.toolset import qualify
+from core.codes import ApiCode, Reason
+from core.throttle import take as take_throttle
+from tenants_app.models import Tenant
+from tools_app import selectors as tool_selectors
+from tools_app.models import (
+    Approval,
+    ApprovalStatus,
+    ApprovalVia,
+    CallStatus,
+    ToolCall,
+)
+from tools_app.runtime import result as codes
+from tools_app.runtime.result import ToolResult
+from tools_app.services.approvals import approval_decide, approval_request, may_decide
+from tools_app.services.invoke import CallRefused, check_callable, tool_invoke
+
+logger = logging.getLogger(__name__)
+VIA = ApprovalVia.GATEWAY
+
+
+@dataclass
+class CallOutcome:
+    """What tools/call answers: a result, or a pending approval the client must have decided."""
+
+    result: ToolResult
+    call_id: int | None = None
+    approval_id: int | None = None
+    function: GatewayFunction | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def held(self) -> bool:
+        """The call waits for a person's decision on `approval_id`."""
+        return self.approval_id is not None and self.result.error_code == codes.APPROVAL_REQUIRED
+
+
+# --- calls ----------------------------------------------------------------------------------------
+
+
+def call_function(principal: Principal, name: str, arguments: dict[str, Any]) -> CallOutcome:
+    """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
+
+    A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
+    the same user calls the same function with the same arguments through this agent after that, the
+    run's result is answered (once) instead of a second run or a second request. Every call counts against
+    the user's invoke throttle, as `/tools/{id}/invoke/` does (Refusal `throttled` once it is spent).
+    """
+    throttle(principal)
+    functions = listing(principal).by_name
+    fn = functions.get(name)
+    if fn is None:
+        return CallOutcome(_unlisted(principal, name) or ToolResult.refused(
+            Reason.UNKNOWN_FUNCTION, f"unknown tool {name!r}; available: {sorted(functions)}"))
+    if not principal.may_call:
+        return CallOutcome(ToolResult.refused(
+            Reason.VIEWER_MAY_NOT_CALL,
+            f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
+    target = fn.function
+    if target.needs_approval:
+        delivered = _collect_approved(principal, fn, arguments)
+        if delivered is not None:
+            return delivered
+        pending = _pending_same(principal, fn, arguments)
+        if pending is not None:
+            return pending
+        held = _hold(principal, fn, arguments)
+        if held is not None:
+            return held
+    done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
+                       function=target.function, arguments=arguments, agent=principal.agent, via=VIA)
+    return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
+                       approval_id=done.approval.pk if done.approval is not None else None)
+
+
+def _unlisted(principal: Principal, name: str) -> ToolResult | None:
+    """Why a name of one of the agent's own tools is not listed now (paused by its breaker, disabled, changed
+    and awaiting review, not usable by this user): invoke's own refusal, so a client is told what to wait for
+    instead of "unknown tool". None for a name the agent does not have. Runs on a miss only."""
+    for link in principal.agent.agent_tools.select_related("tool").filter(tool__tenant=principal.tenant):
+        for function in link.tool.functions.all():
+            if qualify(link.tool.name, function.name) != name:
+                continue
+            try:
+                check_callable(tenant=principal.tenant, actor=principal.user, tool=link.tool,
+                               function=function.name, arguments={})
+            except CallRefused as exc:
+                if exc.code != codes.INVALID_PARAMS:
+                    return exc.result()
+            return None
+    return None
+
+
+def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
+    """Hold a valid call for a person; None when invoke would refuse it anyway (it then reports why).
+
+    The toolset's rule (which includes the agent link's flag) decides here, so a call is held even when
+    only the link asks for approval.
+    """
+    tool = tool_selectors.tool_get(tenant=principal.tenant, tool_id=fn.function.tool_id)
+    try:
+        check_callable(tenant=principal.tenant, actor=principal.user, tool=tool, function=fn.function.function,
+                       arguments=arguments)
+    except CallRefused:
+        return None
+    approval = approval_request(tenant=principal.tenant, actor=principal.user, tool=tool,
+                                function=fn.function.function, arguments=arguments, agent=principal.agent,
+                                via=ApprovalVia.GATEWAY)
+    return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error),
+                       call_id=approval.tool_call_id, approval_id=approval.pk, function=fn, arguments=arguments)
+
+
+def _same_call(principal: Principal, fn: GatewayFunction, status: str) -> Any:
+    return (
+        Approval.objects.filter(tenant=principal.tenant, requested_by=principal.user, via=ApprovalVia.GATEWAY,
+                                status=status, tool_call__agent=principal.agent, tool_call__tool_id=fn.function.tool_id,
+                                tool_call__function=fn.function.function,
+                                tool_call__status=CallStatus.AWAITING_APPROVAL)
+        .select_related("tool_call")
+        .order_by("id")
+    )
+
+
+def _pending_same(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
+    """A retry while the request is still undecided names the same pending approval (no duplicates)."""
+    shown = redacted_arguments(principal, fn, arguments)
+    for approval in _same_call(principal, fn, ApprovalStatus.PENDING).filter(expires_at__gt=timezone.now()):
+        if approval.tool_call.arguments == shown:
+            return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error),
+                               call_id=approval.tool_call_id, approval_id=approval.pk, function=fn,
+                               arguments=arguments)
+    return None
+
+
+@transaction.atomic
+def _collect_approved(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
+    """The result of an approved request for this very call (approving ran it), handed over once."""
+    shown = redacted_arguments(principal, fn, arguments)
+    for approval in _same_call(principal, fn, ApprovalStatus.APPROVED).select_for_update(of=("self",)):
+        held = approval.tool_call
+        if held.arguments != shown:
+            continue
+        runs = (ToolCall.objects.filter(tenant=principal.tenant, actor=principal.user, agent=principal.agent,
+                                        tool_id=held.tool_id, function=held.function, via=VIA, pk__gt=held.pk)
+                .exclude(status=CallStatus.AWAITING_APPROVAL).order_by("id"))
+        run = next((r for r in runs if r.arguments == held.arguments and not _is_held(r)), None)
+        if run is None:
+            continue  # approved but not run yet (the decision is being carried out right now)
+        _delivered(held, run)
+        return CallOutcome(_result_of(run), call_id=run.pk, approval_id=approval.pk, function=fn,
+                           arguments=arguments)
+    return None
+
+
+def _is_held(call: ToolCall) -> bool:
+    """A row that is itself a held request (not a run)."""
+    return Approval.objects.filter(tool_call=call).exists()
+
+
+def _delivered(held: ToolCall, run: ToolCall) -> None:
+    # The held row leaves AWAITING_APPROVAL inside the locking transaction: the result is handed over once.
+    held.status = run.status
+    held.error = f"approved; ran as call {run.pk}; result handed to the MCP client"
+    held.save(update_fields=["status", "error"])
+
+
+HANDED_OVER = "handed_over"  # ToolResult.meta: rebuilt from an approved run's audit row, not the server's answer
+
+
+def _result_of(run: ToolCall) -> ToolResult:
+    """A recorded run as a result (its audit excerpt: capped, secrets already scrubbed)."""
+    if run.status != CallStatus.OK:
+        return ToolResult.fail(run.error_code or codes.EXECUTION_ERROR, run.error or "the approved call failed")
+    content = [b for b in (run.result_content or []) if isinstance(b, dict) and b.get("type") != "omitted"]
+    data = None
+    if run.result_size == len(run.result_excerpt):  # kept whole: a JSON object there is the structured result
+        try:
+            data = json.loads(run.result_excerpt)
+        except ValueError:
+            data = None
+    return ToolResult.ok(data=data if isinstance(data, dict) else None, text=run.result_excerpt,
+                         content=content or None, **{HANDED_OVER: True})
+
+
+def decided_in_toolhub_only(principal: Principal) -> bool:
+    """The tenant's policy that approvals asked through the gateway are decided only in Toolhub (read from the
+    row: the principal's tenant may be a remembered copy)."""
+    return bool(Tenant.objects.filter(pk=principal.tenant.pk).values_list("gateway_approvals_in_toolhub_only",
+                                                                          flat=True).first())
+
+
+def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome | None:
+    """The person at the client answered the elicitation: record the decision; approving runs the call once.
+
+    None, deciding nothing, when the tenant has since ruled that gateway approvals are decided only in Toolhub.
+    """
+    assert outcome.approval_id is not None and outcome.function is not None
+    if decided_in_toolhub_only(principal):
+        return None
+    decision = approval_decide(tenant=principal.tenant, actor=principal.user, approval_id=outcome.approval_id,
+                               approve=approve)
+    if not approve or decision.invocation is None:
+        return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, "the call was declined at the client; not run"),
+                           call_id=outcome.call_id, approval_id=outcome.approval_id)
+    done = decision.invocation
+    _delivered(decision.approval.tool_call, done.call)
+    return CallOutcome(done.result, call_id=done.call.pk, approval_id=outcome.approval_id,
+                       function=outcome.function, arguments=outcome.arguments)
+
+
+def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
+    """Whether the person at the client may decide their own request: not when the tenant keeps gateway
+    approvals to Toolhub, nor under the second-person rule."""
+    if decided_in_toolhub_only(principal):
+        return False
+    approval = Approval.objects.get(tenant=principal.tenant, pk=approval_id)
+    allowed, _why = may_decide(tenant=principal.tenant, actor=principal.user, approval=approval)
+    return allowed
+
+
+class Refusal(Exception):
+    """A typed refusal of a gateway request (the server answers it as a JSON-RPC error whose data carries `code`)."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+
+
+def throttle(principal: Principal) -> None:
+    """Count one call against the user's invoke throttle (the API's key and rate); Refusal when it is spent."""
+    wait = take_throttle("invoke", principal.user)
+    if wait is not None:
+        seconds = max(1, int(wait))
+        raise Refusal(ApiCode.THROTTLED, f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
+                      retry_after_s=seconds)

@@ -1,0 +1,170 @@
+"""The agent's MCP servers' prompts and resources, proxied under the rules of a tool call (audited, throttled)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import quote, unquote
+
+from agents_app.gateway.calls import VIA, Refusal, throttle
+from agents_app.gateway.listing import list_functions
+from agents_app.gateway.principal import Principal
+from agents_app.runtime.toolset import qualify
+from core.codes import ApiCode, Reason
+from core.errors import NotFound
+from core.secrets import scrub_text
+from tools_app import adapters
+from tools_app.configs import secret_values
+from tools_app.models import (
+    CallStatus,
+    Tool,
+    ToolType,
+)
+from tools_app.runtime import result as codes
+from tools_app.runtime.result import ToolResult
+from tools_app.services.approvals import needs_approval
+from tools_app.services.audit import audit
+
+logger = logging.getLogger(__name__)
+
+
+# --- prompts and resources of the agent's MCP tools (namespaced like functions, under the same rules) -----
+
+RESOURCE_SCHEME = "toolhub"
+# The audit rows' function names for a prompt get and a resource read: an MCP tool name cannot contain "/".
+PROMPT_GET = "prompts/get"
+RESOURCE_READ = "resources/read"
+
+
+def _mcp_tools(principal: Principal) -> list[Tool]:
+    """The agent's MCP tools that offer this user at least one function (so usable, enabled, not backed off)."""
+    ids = {f.function.tool_id for f in list_functions(principal)}
+    return list(Tool.objects.filter(tenant=principal.tenant, pk__in=ids, type__in=(ToolType.LOCAL, ToolType.REMOTE))
+                .order_by("name"))
+
+
+def _from_each(principal: Principal, op: Any) -> list[tuple[Tool, Any]]:
+    out = []
+    for tool in _mcp_tools(principal):
+        try:
+            out.append((tool, adapters.pool().session_request(adapters.server_spec(tool), op)))
+        except Exception as exc:  # noqa: BLE001 - a server without prompts/resources (or down) offers none
+            logger.info("gateway: %s offers no listing: %s", tool.name, type(exc).__name__)
+    return out
+
+
+def _dump(model: Any, secrets: list[str]) -> dict[str, Any]:
+    raw = json.dumps(model.model_dump(by_alias=True, mode="json", exclude_none=True))
+    loaded: dict[str, Any] = json.loads(scrub_text(raw, secrets) if secrets else raw)
+    return loaded
+
+
+def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
+              title: str) -> dict[str, Any]:
+    """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
+    approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
+    secrets = secret_values(tool.type, tool.config)
+
+    def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=result, status=CallStatus.DENIED, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        return Refusal(wire_code, result.error or "", **details)
+
+    if not principal.may_call:
+        raise refuse(ToolResult.refused(Reason.VIEWER_MAY_NOT_CALL,
+                                        f"viewers may list this agent's prompts and resources but not use them "
+                                        f"(you are {principal.role.value})"), ApiCode.PERMISSION_DENIED)
+    link = principal.agent.agent_tools.filter(tool=tool).first()
+    if needs_approval(tool, None, link.requires_approval if link is not None else None):
+        # A held call runs its function once approved; a prompt or resource has none to run, so it is refused.
+        raise refuse(ToolResult.fail(
+            codes.APPROVAL_REQUIRED,
+            f"{tool.name} needs a person's approval for every use, and a prompt or resource cannot be "
+            "held for one: use the tool's functions (their calls are held for approval) or ask an admin "
+            "to lift the tool's requires_approval"), ApiCode.APPROVAL_REQUIRED, tool=tool.name)
+    throttle(principal)
+    started = time.monotonic()
+    try:
+        answer = _dump(adapters.pool().session_request(adapters.server_spec(tool), op), secrets)
+    except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
+        message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
+        failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
+        failed.cost_ms = int((time.monotonic() - started) * 1000)
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=failed, status=CallStatus.ERROR, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        raise Refusal(ApiCode.UPSTREAM_ERROR, f"{tool.name} answered an error: {message}", tool=tool.name) from None
+    done = ToolResult.ok(text=json.dumps(answer, ensure_ascii=False))
+    done.cost_ms = int((time.monotonic() - started) * 1000)
+    audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+          result=done, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+    return answer
+
+
+def list_prompts(principal: Principal) -> list[dict[str, Any]]:
+    async def op(session: Any) -> Any:
+        return await session.list_prompts()
+
+    prompts = []
+    for tool, listed in _from_each(principal, op):
+        for prompt in listed.prompts:
+            item = _dump(prompt, secret_values(tool.type, tool.config))
+            item["name"] = qualify(tool.name, prompt.name)
+            prompts.append(item)
+    return prompts
+
+
+def _split(principal: Principal, qualified: str) -> tuple[Tool, str]:
+    for tool in _mcp_tools(principal):
+        prefix = qualify(tool.name, "")
+        if qualified.startswith(prefix):
+            return tool, qualified[len(prefix):]
+    raise NotFound()
+
+
+def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+    tool, original = _split(principal, name)
+
+    async def op(session: Any) -> Any:
+        return await session.get_prompt(original, arguments or {})
+
+    return _upstream(principal, tool, PROMPT_GET, {"name": original, "arguments": dict(arguments or {})}, op,
+                     f"{tool.name}: prompt {original}"[:200])
+
+
+def _resource_uri(tool: Tool, uri: str) -> str:
+    return f"{RESOURCE_SCHEME}://{tool.name}/{quote(uri, safe='')}"
+
+
+def list_resources(principal: Principal) -> list[dict[str, Any]]:
+    async def op(session: Any) -> Any:
+        return await session.list_resources()
+
+    resources = []
+    for tool, listed in _from_each(principal, op):
+        for resource in listed.resources:
+            item = _dump(resource, secret_values(tool.type, tool.config))
+            item["uri"] = _resource_uri(tool, str(resource.uri))
+            item["name"] = qualify(tool.name, resource.name)
+            resources.append(item)
+    return resources
+
+
+def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
+    prefix = f"{RESOURCE_SCHEME}://"
+    if not uri.startswith(prefix) or "/" not in uri[len(prefix):]:
+        raise NotFound()
+    tool_name, encoded = uri[len(prefix):].split("/", 1)
+    tool = next((t for t in _mcp_tools(principal) if t.name == tool_name), None)
+    if tool is None:
+        raise NotFound()
+    original = unquote(encoded)
+
+    async def op(session: Any) -> Any:
+        return await session.read_resource(original)
+
+    result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200])
+    for item in result.get("contents", []):
+        item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
+    return result
