@@ -30,9 +30,9 @@ from agents_app.errors import (
 from agents_app.models import Agent, AgentStatus, Conversation, ConversationStatus, Message
 from agents_app.runtime import loop
 from agents_app.runtime.loop import Event, pending_calls, render_result
-from agents_app.runtime.model_client import ModelConfig, ModelError
-from agents_app.runtime.model_client import sample as sample_with_model
+from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import AgentLink, Toolset, assemble
+from agents_app.services.chat_client_requests import client_requests_for
 from core.codes import ApiCode
 from core.db import release_connection
 from core.errors import NotFound
@@ -42,7 +42,6 @@ from tools_app import adapters
 from tools_app.configs import secret_values
 from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
 from tools_app.runtime.errors import OutboundBlocked
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
 from tools_app.services import plugins
@@ -51,8 +50,6 @@ from tools_app.services.approvals import (
     approval_request,
     approval_screen,
     approvals_expire,
-    client_request_hold,
-    client_request_wait,
 )
 from tools_app.services.invoke import REFUSED_CODES, call_refused, tool_invoke
 
@@ -462,7 +459,7 @@ def _executor(run: _Run) -> loop.Execute:
                 conversation=run.conversation,
                 on_progress=loop.progress_reporter(),
                 via=ApprovalVia.CHAT,
-                client_requests=_client_requests(run, fn, loop.event_reporter()),
+                client_requests=client_requests_for(run, fn, loop.event_reporter()),
             )
             result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too
             run.results[call_id] = result.scrubbed(run.scrub)
@@ -534,59 +531,6 @@ def _audit_refused(run: _Run, data: dict[str, Any]) -> None:
     call_refused(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id, function=fn.function,
                  arguments=arguments, code=str(data["error_code"]), message=str(data.get("error") or ""),
                  agent=run.agent, conversation=run.conversation, via=ApprovalVia.CHAT)
-
-
-NOT_STREAMED = ("declined: this chat is not streamed, so nobody sees the server's {what} while the call waits; "
-                "chat with \"stream\": true to answer such requests")
-
-
-def _client_requests(run: _Run, fn: Any, notify: Any) -> ClientRequests:
-    """How the server's own requests during this call are answered (see tools_app.runtime.mcp.client_requests).
-
-    In a streamed chat each is held as an approval for the chat's user (the one approval rule and API): a
-    `sampling.required` or `elicitation.required` event shows it, the call waits for the decision (at most
-    the tool's call timeout), and then sampling is answered by the agent's own model and an elicitation by
-    the user's answer. Elsewhere both are declined with the reason.
-    """
-    if not run.interactive or notify is None:
-        return ClientRequests(no_sample=NOT_STREAMED.format(what="sampling request"),
-                              no_elicit=NOT_STREAMED.format(what="question"))
-    scrub = run.scrub
-
-    def hold(kind: str, question: dict[str, Any], shown: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        try:
-            tool = Tool.objects.get(tenant=run.tenant, pk=fn.tool_id)
-            wait_s = float(adapters.server_spec(tool).call_timeout_s)
-            approval = client_request_hold(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function,
-                                           kind=kind, question=question, agent=run.agent,
-                                           conversation=run.conversation, wait_s=wait_s)
-            notify(f"{kind}.required", scrub.value({"approval_id": approval.pk, "safety": fn.safety, **shown,
-                                                     "expires_at": approval.expires_at.isoformat()}))
-            return client_request_wait(tenant=run.tenant, approval_id=approval.pk, wait_s=wait_s)
-        finally:
-            connections.close_all()  # runs on a pool worker thread: it must not keep a connection
-
-    def sample(params: dict[str, Any]) -> dict[str, Any]:
-        status, _ = hold("sampling", params, {"messages": params.get("messages") or [],
-                                              "system_prompt": params.get("systemPrompt"),
-                                              "max_tokens": params.get("maxTokens")})
-        if status != ApprovalStatus.APPROVED:
-            raise ClientRequestRefused(f"declined: the chat's user did not approve the sampling request ({status})")
-        try:
-            return sample_with_model(run.model, params,
-                                     http_client=adapters.guarded_http_client() if run.guard_model_url else None)
-        except ModelError as exc:
-            raise ClientRequestRefused(f"the agent's model failed: {exc.message}") from None
-
-    def elicit(params: dict[str, Any]) -> dict[str, Any]:
-        shown = {"message": params.get("message") or "", "mode": params.get("mode") or "form",
-                 "requested_schema": params.get("requestedSchema"), "url": params.get("url")}
-        status, answer = hold("elicitation", params, shown)
-        if status == ApprovalStatus.APPROVED:
-            return {"action": "accept", "content": answer or {}} if shown["mode"] == "form" else {"action": "accept"}
-        return {"action": "decline" if status == ApprovalStatus.DENIED else "cancel"}
-
-    return ClientRequests(sample=sample, elicit=elicit)
 
 
 def _secrets_of(run: _Run, data: dict[str, Any]) -> list[str]:
