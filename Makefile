@@ -45,14 +45,18 @@ bench-load: install
 gateway-clients: install
 	$(BIN)/python -m tests.agents_app.gateway.node_clients
 
+# The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process). Tests that share one outside
+# resource carry an xdist_group mark, so one worker runs each such group (docs/architecture.md, Testing).
+TEST_WORKERS ?= 4
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: install test-servers test-plugins
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
 
 # The inner loop: everything but the slow lanes (real third-party servers, browsers, schema fuzzing, the
 # production topology). `make test` still runs them all.
 FAST_MARKERS = not real_servers and not browser and not schema_fuzz and not prod_topology
 test-fast: install
-	$(BIN)/python -m pytest -m "$(FAST_MARKERS)"
+	$(BIN)/python -m pytest $(XDIST) -m "$(FAST_MARKERS)"
 
 # The sample tool plugin (examples/toolhub-sample-plugin) is never installed into $(VENV): the test settings
 # put it on sys.path from var/test-plugins/, so `make run` never offers sample_* tools. This removes a copy

@@ -109,7 +109,7 @@ def running(executable: Path, upstream_url: str, *, workers: int = 1) -> Iterato
         "RATE_LIMITING_ENABLED": "false", "TOOL_RATE_LIMIT": "1000000",
         "HOST": "127.0.0.1", "PORT": str(port),
     }
-    log = open(scratch / "contextforge.log", "wb")  # noqa: SIM115 - closed in finally
+    log = open(scratch / "contextforge.log", "wb")
     extra = ["--workers", str(workers)] if workers > 1 else []
     proc = subprocess.Popen([str(executable), "--host", "127.0.0.1", "--port", str(port), *extra], cwd=scratch, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -14,13 +14,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import openai  # noqa: E402
+import openai
 
-from agents_app.runtime.loop import run  # noqa: E402
-from agents_app.runtime.model_client import ModelConfig  # noqa: E402
-from agents_app.runtime.toolset import FunctionCandidate, ToolsetFunction, assemble  # noqa: E402
-from tests.fixtures.fake_llm import FakeLLM, calls, text  # noqa: E402
-from tools_app.runtime.result import ToolResult  # noqa: E402
+from agents_app.runtime.loop import run
+from agents_app.runtime.model_client import ModelConfig
+from agents_app.runtime.toolset import FunctionCandidate, ToolsetFunction, assemble
+from tests.fixtures.fake_llm import FakeLLM, calls, text
+from tools_app.runtime.result import ToolResult
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 REPLY = "A reply of a dozen words or so, streamed word by word to the client."

@@ -43,10 +43,10 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents_app.runtime.intents import IntentEmbedder, IntentIndex, RouterConfig  # noqa: E402
-from agents_app.runtime.intents.lexical import features  # noqa: E402
-from bench.intents import CachedEmbedder, specs_of  # noqa: E402
-from tests.fixtures.intents import distractors, load_dev, load_tree  # noqa: E402
+from agents_app.runtime.intents import IntentEmbedder, IntentIndex, RouterConfig
+from agents_app.runtime.intents.lexical import features
+from bench.intents import CachedEmbedder, specs_of
+from tests.fixtures.intents import distractors, load_dev, load_tree
 
 RIGHT = 0.64  # the median right answer's score the fallback threshold was set against
 THRESHOLD = 0.35  # TOOLHUB_INTENT_THRESHOLD's default

@@ -15,11 +15,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx2  # noqa: E402
+import httpx2
 
-from core.outbound import OutboundPolicy  # noqa: E402
-from market_app.catalog import FetchResult, fetch_catalog, parse_document  # noqa: E402
-from tests.fixtures.catalog_server import CatalogServer, Registry  # noqa: E402
+from core.outbound import OutboundPolicy
+from market_app.catalog import FetchResult, fetch_catalog, parse_document
+from tests.fixtures.catalog_server import CatalogServer, Registry
 
 
 def timed(run: Callable[[], Any]) -> tuple[Any, float]:

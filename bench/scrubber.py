@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.secrets import MASK, Scrubber  # noqa: E402
+from core.secrets import MASK, Scrubber
 
 
 def best_of(fn, runs: int = 5) -> float:  # type: ignore[no-untyped-def]

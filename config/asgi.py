@@ -7,7 +7,7 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
-from core.asgi import get_asgi_application  # noqa: E402 (after the settings module is chosen)
+from core.asgi import get_asgi_application
 
 # Middleware and view in one thread hop per request (core.asgi), not one per middleware hook.
 django_app = get_asgi_application()

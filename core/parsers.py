@@ -79,7 +79,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 def load_yaml(text: str) -> Any:
     """Parse one YAML document safely: no tags beyond SafeLoader's, no anchors or aliases, bounded depth."""
     try:
-        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_NoAliasLoader)
     except RecursionError:
         raise ParseError(f"the document nests deeper than {max_depth()} levels") from None
     except yaml.YAMLError as exc:

@@ -103,7 +103,7 @@ def wait_http(url: str, deadline_s: float = 60) -> None:
     end = time.monotonic() + deadline_s
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 (loopback only)
+            with urllib.request.urlopen(url, timeout=2) as resp:
                 if resp.status < 500:
                     return
         except Exception as exc:  # noqa: BLE001
@@ -135,7 +135,7 @@ def start(env: dict[str, str], ports: tuple[int, int], runners: int = 1) -> list
                                            "--id", f"prod-local-runner-{index + 1}"]
     procs = []
     for name, cmd in commands.items():
-        log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+        log = open(logs / f"{name}.log", "ab")
         procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True))
     return procs

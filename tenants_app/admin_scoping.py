@@ -14,7 +14,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -157,7 +157,7 @@ class TenantRoleAdminMixin:
     def _is_fk(self, name: str) -> bool:
         try:
             field = self.model._meta.get_field(name)  # type: ignore[attr-defined]
-        except Exception:
+        except FieldDoesNotExist:
             return False
         return bool(getattr(field, "many_to_one", False) or getattr(field, "many_to_many", False))
 

@@ -236,13 +236,13 @@ class FakeLLM:
                 return None
         return item(body) if callable(item) else item
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:  # noqa: C901 - the demo model's request handler: one branch per scripted reply
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def _json(self, status: int, payload: dict[str, Any]) -> None:
@@ -253,13 +253,13 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
                 else:
                     self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
-            def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 if not self.path.rstrip("/").endswith("/chat/completions"):

@@ -293,7 +293,7 @@ def _may_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared)
 
 
-def build_server(watcher: ListChangedWatcher) -> Server[Any]:
+def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

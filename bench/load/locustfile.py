@@ -29,8 +29,8 @@ TENANT = os.environ["LOAD_TENANT"]
 TOOL_ID = os.environ["LOAD_TOOL_ID"]
 AGENT_ID = os.environ["LOAD_AGENT_ID"]
 TOOL_NAME = os.environ.get("LOAD_TOOL_NAME", "")
-CALL_LOG = open(os.environ["LOAD_CALL_LOG"], "a", buffering=1)  # noqa: SIM115 (lives as long as the run)
-EVENT_LOG = open(os.environ["LOAD_EVENT_LOG"], "a", buffering=1 << 16) if os.environ.get("LOAD_EVENT_LOG") else None  # noqa: SIM115
+CALL_LOG = open(os.environ["LOAD_CALL_LOG"], "a", buffering=1)
+EVENT_LOG = open(os.environ["LOAD_EVENT_LOG"], "a", buffering=1 << 16) if os.environ.get("LOAD_EVENT_LOG") else None
 MCP_HEADERS = {"Authorization": f"Bearer {os.environ['LOAD_TOKEN']}", "Accept": "application/json, text/event-stream",
                "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
 _next_host = itertools.cycle(HOSTS)

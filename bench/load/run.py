@@ -157,7 +157,7 @@ def locust(locust_bin: Path, env: dict[str, str], users: int, seconds: int, tag:
     return subprocess.Popen(
         [str(locust_bin), "-f", str(Path(__file__).parent / "locustfile.py"), "--headless", "-u", str(users),
          "-r", str(users), "-t", f"{seconds}s", "--csv", str(OUT / tag), "--only-summary", "--stop-timeout", "10"],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(OUT / f"{tag}.log", "wb"))  # noqa: SIM115
+        env=env, stdout=subprocess.DEVNULL, stderr=open(OUT / f"{tag}.log", "wb"))
 
 
 def read_stats(tag: str) -> dict[str, float]:

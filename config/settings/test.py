@@ -11,7 +11,6 @@ from .base import BASE_DIR, TOOLHUB_LOCAL_SANDBOX_RO_PATHS, VAR_DIR
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests start their own servers on loopback; nothing else is reachable.
 TOOLHUB_OUTBOUND_ALLOW = "127.0.0.0/8,::1"
-TOOLHUB_WORKSPACE_ROOT = VAR_DIR / "test-workspace"
 TOOLHUB_TEST_CELERY_WORKER = bool(os.environ.get("TOOLHUB_TEST_CELERY_WORKER"))
 # Without a broker, tasks run inline; with one (CI), a real worker process consumes them.
 CELERY_TASK_ALWAYS_EAGER = not os.environ.get("CELERY_BROKER_URL")
@@ -53,7 +52,14 @@ def _sample_plugin_on_path(source: Path, target: Path) -> None:
 
 
 _sample_plugin_on_path(BASE_DIR / "examples" / "toolhub-sample-plugin", VAR_DIR / "test-plugins")
-TOOLHUB_AGENT_SQL_URL = f"sqlite:///{VAR_DIR / 'test-agent-demo.sqlite3'}"
+# pytest-xdist (`make test` runs the suite in parallel): each worker process gets files of its own. pytest-django
+# suffixes the test database per worker; a test that needs a resource shared by every worker (a Redis database it
+# flushes, a real Celery worker) takes `@pytest.mark.xdist_group(...)` so one worker runs that group.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_WORKER_DIR = VAR_DIR / "xdist" / _WORKER if _WORKER else VAR_DIR
+TOOLHUB_AGENT_SQL_URL = f"sqlite:///{_WORKER_DIR / 'test-agent-demo.sqlite3'}"
+TOOLHUB_AUDIT_SPOOL_DIR = _WORKER_DIR / "test-audit-spool"
+TOOLHUB_WORKSPACE_ROOT = _WORKER_DIR / "test-workspace"
 # A file, not shared-cache memory: threads (health sweeps, parallel tool calls) then wait on the
 # busy timeout instead of failing with "database table is locked".
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405

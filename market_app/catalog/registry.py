@@ -279,7 +279,7 @@ def _mentions(raw: Any, names: set[str]) -> bool:
     return any(isinstance(s, dict) and text(s.get("value")) in names for s in raw)
 
 
-def _package(pkg: Any, skipped: list[str]) -> Mapped:
+def _package(pkg: Any, skipped: list[str]) -> Mapped:  # noqa: C901 - the registry mapping; being split (issue 26)
     if not isinstance(pkg, dict):
         raise ValueError("not a JSON object")
     rtype = text(pkg.get("registryType") or pkg.get("registryName")).lower()

@@ -79,7 +79,7 @@ def test_api_conforms_to_its_schema(api_schema: Any) -> None:
 
         try:
             run()
-        except (Exception, BaseExceptionGroup) as exc:  # collect every operation's first failure, then report them all
+        except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - collect every operation's first failure, then report them all
             # A Flaky/ExceptionGroup hides its causes in .exceptions: report them, not only the wrapper.
             causes = [repr(sub)[:600] for sub in getattr(exc, "exceptions", ())]
             failures.append(f"{operation.label}: {str(exc)[:1500]}" + "".join(f"\n  cause: {c}" for c in causes))

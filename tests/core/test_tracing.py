@@ -27,7 +27,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 assert self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf"
                 outer.collect(ExportTraceServiceRequest.FromString(body))

@@ -140,7 +140,7 @@ class _Recorder(BaseHTTPRequestHandler):
     held: list[bool] = []
     caller_db: Any = None
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.held.append(self.caller_db.connection is not None)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

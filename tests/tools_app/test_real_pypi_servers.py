@@ -84,7 +84,7 @@ def page() -> Iterator[str]:
     """A page (and a 404 robots.txt) on 127.0.0.1: the only place the fetch server is sent."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        def do_GET(self) -> None:
             if self.path != "/notes.html":
                 self.send_response(404)
                 self.end_headers()
@@ -97,7 +97,7 @@ def page() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

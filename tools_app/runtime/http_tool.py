@@ -94,7 +94,7 @@ def run_http_tool(config: HttpConfig, arguments: dict[str, Any], *, policy: Outb
         result = _run(config, arguments, policy, scrubber)
     except RuntimeToolError as exc:
         result = ToolResult.fail(exc.result_code, exc.message)
-    except Exception as exc:  # a bug must not escape, nor leak a secret through its message
+    except Exception as exc:  # noqa: BLE001 - a bug must not escape, nor leak a secret through its message
         result = ToolResult.fail(EXECUTION_ERROR, f"HTTP tool failed: {type(exc).__name__}")
     # The upstream may echo what it was sent: nothing leaves unscrubbed (the invoke boundary scrubs again).
     result.scrubbed(scrubber)

@@ -61,7 +61,7 @@ PROCESS_TAG_ENV = "TOOLHUB_PROCESS_TAG"
 
 def _stat_fields(pid: int) -> list[str] | None:
     try:
-        raw = open(f"/proc/{pid}/stat", "rb").read().decode("utf-8", "replace")  # noqa: SIM115
+        raw = open(f"/proc/{pid}/stat", "rb").read().decode("utf-8", "replace")
     except OSError:
         return None
     return raw.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ... starttime is [19]
@@ -107,7 +107,7 @@ def tagged_pids(tag: str) -> set[int]:
         if not entry.isdigit():
             continue
         try:
-            environ = open(f"/proc/{entry}/environ", "rb").read()  # noqa: SIM115
+            environ = open(f"/proc/{entry}/environ", "rb").read()
         except OSError:
             continue
         if needle in b"\0" + environ + b"\0" and process_identity(int(entry)) is not None:

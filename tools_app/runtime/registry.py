@@ -182,7 +182,7 @@ def discover(*, refresh: bool = False) -> dict[str, ToolSpec]:
                     if spec.name in _static or spec.name in found:
                         raise DuplicateTool(f"tool name {spec.name!r} is already taken")
                     found[spec.name] = spec
-            except Exception as exc:  # a broken plugin is reported, not fatal
+            except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, not fatal
                 errors.append(PluginError(f"{ep.name} = {ep.value}", dist, f"{type(exc).__name__}: {exc}"))
                 log.warning("toolhub plugin %s from %s not loaded: %s", ep.value, dist, exc)
         _discovered, _errors[:] = found, errors
@@ -232,7 +232,7 @@ def call_title(spec: ToolSpec, arguments: Any, configured_name: str) -> str:
     try:
         args = parse_arguments(spec.name, spec.args_model, arguments if arguments is not None else {})
         title = spec.plugin.call_title(args, configured_name)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a plugin's title hook must not break a call
         return configured_name
     return str(title).strip()[:200] if title else configured_name
 

@@ -204,7 +204,7 @@ def limits_preexec(policy: SandboxPolicy, cpu_s: float, cgroup_procs: Path | Non
 
     def apply() -> None:
         if cgroup_procs is not None:
-            with open(cgroup_procs, "w") as procs:  # noqa: PTH123 - after fork: the plainest call
+            with open(cgroup_procs, "w") as procs:
                 procs.write(str(os.getpid()))
         for which, soft, hard in limits:
             _, current_hard = resource.getrlimit(which)

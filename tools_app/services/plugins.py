@@ -74,7 +74,7 @@ def before_approval(*, tenant: Tenant, actor: Any, tool: Tool, arguments: Any) -
 
         args = parse_arguments(spec.name, spec.args_model, arguments if arguments is not None else {})
         card = spec.plugin.before_approval(args, adapters.builtin_context(tenant, actor))
-    except Exception as exc:  # bad arguments are refused by the call itself; a broken hook shows no card text
+    except Exception as exc:  # noqa: BLE001 - bad arguments are refused by the call itself; a broken hook shows no card text
         log.info("before_approval of %s gave no card: %s", spec.name, type(exc).__name__)
         return ApprovalCard()
     if card is None:

@@ -54,7 +54,7 @@ def _trickle_handler(state: Trickle) -> type[BaseHTTPRequestHandler]:
                 state.sent += 1
                 time.sleep(state.gap_s)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             head = (
                 f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {TRICKLE_TOTAL}\r\n\r\n"
             ).encode()
@@ -70,7 +70,7 @@ def _trickle_handler(state: Trickle) -> type[BaseHTTPRequestHandler]:
             finally:
                 state.done.set()
 
-        do_POST = do_GET  # noqa: N815
+        do_POST = do_GET
 
     return Handler
 
@@ -156,7 +156,7 @@ def _recording_handler(seen: Seen, redirect_to: str | None, status: int) -> type
             self.end_headers()
             self.wfile.write(out)
 
-        do_GET = do_POST = do_PUT = _handle  # noqa: N815
+        do_GET = do_POST = do_PUT = _handle
 
     return Handler
 

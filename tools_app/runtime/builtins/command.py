@@ -397,7 +397,7 @@ def run_capped(
     after_start: Callable[[], None] | None = None,
 ) -> CappedRun:
     """Run argv in its own session, streaming both pipes into tails; kill the group on timeout."""
-    proc = subprocess.Popen(  # noqa: S603 - argv is a checked allowlisted program, never a shell
+    proc = subprocess.Popen(
         argv,
         cwd=cwd,
         env=dict(env) if env is not None else base_environment(),
@@ -407,7 +407,7 @@ def run_capped(
         start_new_session=True,
         close_fds=True,
         pass_fds=pass_fds,
-        preexec_fn=preexec_fn,  # noqa: PLW1509 - only setrlimit calls, no locks taken
+        preexec_fn=preexec_fn,
     )
     if after_start is not None:
         after_start()

@@ -150,7 +150,7 @@ class Connection:
                         await anyio.sleep(ROOTS_SETTLE_S)
                 self._ready.set_result(None)
                 await self._closing.wait()
-        except BaseException as exc:  # noqa: BLE001 - every failure becomes one typed error
+        except BaseException as exc:
             error = await self._translate(exc, starting=not self._ready.done())
             if not self._ready.done():
                 self._ready.set_exception(error)

@@ -132,7 +132,7 @@ def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
     if as_url:
         try:
             validate_metadata_issuer(metadata, as_url.rstrip("/") if not str(metadata.issuer).endswith("/") else as_url)
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever the SDK raises, the issuer did not match
             raise OAuthFailed(f"authorization server metadata of {safe_url(as_url)} names another issuer") from None
     if "S256" not in (metadata.code_challenge_methods_supported or ["S256"]):
         raise OAuthFailed(f"authorization server {safe_url(str(metadata.issuer))} does not offer PKCE S256")
@@ -163,7 +163,7 @@ def register(discovery: Discovery, *, redirect_uri: str, client_name: str, polic
     try:
         info = OAuthClientInformationFull.model_validate_json(answer.content)
         check_registration_usable(info)
-    except (ValidationError, Exception):
+    except (ValidationError, Exception):  # noqa: BLE001 - any failure to read it is an unusable registration
         raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} answered an unusable client") from None
     if not info.client_id:
         raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} answered no client_id")

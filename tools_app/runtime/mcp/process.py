@@ -158,7 +158,7 @@ async def run_version_check(executable: str, spec: LocalSpec) -> None:
     how = launch(executable, spec, [executable, "--version"])
 
     def _run() -> subprocess.CompletedProcess[bytes]:
-        proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+        proc = subprocess.Popen(
             how.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -31,7 +31,7 @@ class StdioChannel:
 
 
 @asynccontextmanager
-async def stdio_transport(
+async def stdio_transport(  # noqa: C901 - one transport loop: read, write, stderr, shutdown
     process: Process,
 ) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream, StdioChannel]]:
     """Bridge `process` stdio to memory streams; on exit stop the whole process group."""

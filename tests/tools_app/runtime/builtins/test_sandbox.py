@@ -88,7 +88,7 @@ def test_repository_config_cannot_choose_programs(ctx: BuiltinContext, layout: d
 class _Recorder(BaseHTTPRequestHandler):
     hits: list[str] = []
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.hits.append(self.path)
         self.send_response(200)
         self.end_headers()

@@ -12,6 +12,7 @@ import pytest
 
 from tests.fixtures.mcp_servers import INVENTORY
 from tests.tools_app.runtime.mcp.conftest import Specs, marked_pids, wait_no_marked
+from tests.waiting import wait_until
 from tools_app.runtime.errors import CapacityExceeded
 from tools_app.runtime.mcp import SessionPool
 
@@ -159,10 +160,9 @@ def test_a_server_that_died_while_idle_is_replaced_before_the_next_call(pool: Se
     spec = specs.local()
     pid = pool.call(spec, "whoami", {}).data["pid"]
     os.kill(pid, 9)
-    deadline = time.monotonic() + 5
-    while pid in marked_pids(specs.marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)  # let the pool's loop reap the child (returncode set)
+    conn = pool._conns[spec.key]
+    # The pool's loop reaps the child: its returncode is set, so the session reads as exited.
+    assert wait_until(lambda: pid not in marked_pids(specs.marker) and conn.exited(), 10)
     first = pool.call(spec, "whoami", {})
     assert first.success and first.data["pid"] != pid, first
     assert pool.stats()["sessions_opened"] == 2

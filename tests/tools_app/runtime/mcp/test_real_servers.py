@@ -10,6 +10,7 @@ import pytest
 
 from tests.fixtures import real_servers as rs
 from tests.tools_app.runtime.mcp.conftest import Specs
+from tests.waiting import wait_until
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 
 pytestmark = pytest.mark.real_servers
@@ -133,14 +134,14 @@ def test_a_stdio_real_server_that_died_is_replaced_for_the_next_call(pool: Sessi
                                                                      specs: Specs) -> None:
     import os
     import signal
-    import time
 
     spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"], startup_timeout_s=30)
     assert pool.call(spec, "echo", {"message": "one"}).success
     pid = pool._conns[spec.key].pid
     assert pid is not None
+    conn = pool._conns[spec.key]
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.3)
+    assert wait_until(conn.exited, 10)  # the pool's loop reaped the child
     again = pool.call(spec, "echo", {"message": "two"})
     assert again.success and again.text == "Echo: two", again
     assert pool.stats()["sessions_opened"] == 2
