@@ -12,6 +12,6 @@ class MarketAppConfig(AppConfig):
         from market_app import metrics
 
         metrics.connect()
-        from market_app import admin_dashboard
+        from market_app.admin import dashboard as admin_dashboard
 
         admin_dashboard.register()

@@ -65,8 +65,8 @@ class ToolsAppConfig(AppConfig):
         # The approvals queue and the dashboard panels live beside the tool admin (tools_app.admin), not in it.
         from django.contrib import admin
 
-        from tools_app import admin_dashboard
-        from tools_app.admin_approvals import ApprovalAdmin
+        from tools_app.admin import dashboard as admin_dashboard
+        from tools_app.admin.approvals import ApprovalAdmin
         from tools_app.models import Approval
 
         if not admin.site.is_registered(Approval):

@@ -209,7 +209,7 @@ class ToolCall(models.Model):
 
 
 class RefusedCall(ToolCall):
-    """The audit rows of calls refused for bad input (the admin's "Refused calls"): see admin_refused."""
+    """The audit rows of calls refused for bad input (the admin's "Refused calls"): see tools_app.admin.refused."""
 
     class Meta:
         proxy = True

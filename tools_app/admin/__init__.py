@@ -435,4 +435,4 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return format_html("{}<br><small>{}</small>", via, who)
 
 
-from tools_app import admin_refused  # noqa: E402,F401  registers "Refused calls" (its own module)
+from tools_app.admin import refused  # noqa: E402,F401  registers "Refused calls" (its own module)

@@ -348,4 +348,4 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
 
 
-from agents_app import admin_intents  # noqa: E402,F401  (registers the intent tree's admin)
+from agents_app.admin import intents  # noqa: E402,F401  (registers the intent tree's admin)
