@@ -204,6 +204,31 @@ def tool_invoke(
         return done
 
 
+@dataclass
+class _Ctx:
+    """One call being invoked: who, what, through what, and the secrets its results are scrubbed of."""
+
+    tenant: Tenant
+    actor: Any
+    tool: Tool
+    function: str
+    arguments: Any
+    agent: Any
+    conversation: Any
+    via: str
+    title: str
+    dry_run: bool
+    secrets: list[str]
+
+    def audit(self, result: ToolResult, status: str) -> ToolCall:
+        return audit(tenant=self.tenant, actor=self.actor, tool=self.tool, function=self.function,
+                     arguments=self.arguments, result=result, status=status, secrets=self.secrets, agent=self.agent,
+                     conversation=self.conversation, via=self.via, title=self.title, dry_run=self.dry_run)
+
+    def audit_outcome(self, result: ToolResult) -> ToolCall:
+        return self.audit(result, CallStatus.OK if result.success else CallStatus.ERROR)
+
+
 def _invoke(
     *, tenant: Tenant, actor: Any, tool_id: Any, function: str, arguments: Any, approved: bool, agent: Any,
     conversation: Any, on_progress: Callable[[float, float | None, str | None], None] | None, via: str,
@@ -215,54 +240,25 @@ def _invoke(
     snapshot = selectors.tool_snapshot(tenant=tenant, tool_id=tool_id, fresh=approved)
     checked_against = None if approved else snapshot
     tool = snapshot.tool(tenant)
-    secrets = list(snapshot.secrets)
+    ctx = _Ctx(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, agent=agent,
+               conversation=conversation, via=via, title=plugins.call_title(tool, function, arguments),
+               dry_run=dry_run, secrets=list(snapshot.secrets))
     # The one boundary: every result (body, audit, chat, breaker) is scrubbed here, before any cut.
-    scrub = scrubber(secrets)
-    fn: ToolFunction | None = None
+    scrub = scrubber(ctx.secrets)
     spec = plugins.spec_for(tool)
-    title = plugins.call_title(tool, function, arguments)
     try:
         # A call a person approved may have waited: through an agent, its use_agent and link are checked again too.
         fn = check_callable(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
                             snapshot=checked_against, agent=agent if approved else None)
-        reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
-        if reason:
-            raise CallRefused(codes.REFUSED, reason)
-        if dry_run:
-            if spec is None or not spec.undone_by_rollback:
-                raise CallRefused(codes.DRY_RUN_UNSUPPORTED, _no_trial_run(tool))
-        elif not approved and needs_approval(tool, fn):
-            card = approval_screen(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
-            if card.refuse:
-                raise CallRefused(codes.REFUSED, card.refuse)
-            if via != ApprovalVia.CHAT:
-                approval = approval_request(tenant=tenant, actor=actor, tool=tool, function=function,
-                                            arguments=arguments, agent=agent, conversation=conversation, via=via,
-                                            summary=card.text, title=title)
-                held = ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error)
-                return Invocation(held, approval.tool_call, approval)
-            raise CallRefused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
+        held = _gate(ctx, fn, spec, approved=approved)
     except CallRefused as refused:
         result = refused.result().scrubbed(scrub)
-        return Invocation(result, audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
-                                        result=result, status=CallStatus.DENIED, secrets=secrets, agent=agent,
-                                        conversation=conversation, via=via, title=title, dry_run=dry_run))
+        return Invocation(result, ctx.audit(result, CallStatus.DENIED))
+    if held is not None:
+        return held
     if dry_run:
         assert spec is not None
-        started = time.monotonic()
-        result, changes = plugins.trial_run(spec, tool, function, arguments, actor)
-        result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)
-        # A trial run asks no one, so it must not hand out what a person's approval gates: the call's result.
-        # What it would change (`changes`) is the point of a trial and stays.
-        withheld = not approved and needs_approval(tool, fn)
-        if withheld:
-            result = _withheld(tool, function, result)
-        result.scrubbed(scrub)
-        call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
-                     status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
-                     conversation=conversation, via=via, title=title, dry_run=dry_run)
-        return Invocation(result, call, changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict(),
-                          withheld=withheld)
+        return _trial_run(ctx, spec, fn, approved=approved, scrub=scrub)
     pool_spec = None
     if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE):
         # Building the pool's spec from the stored config costs pydantic about half a millisecond per call: it is
@@ -275,20 +271,64 @@ def _invoke(
     tokens = selectors.oauth_token_values(tenant=tenant, tool=tool)
     if tokens:
         # OAuth tokens rotate, so they are read after the call (which may have refreshed them), not cached.
-        secrets += tokens
-        scrub = scrubber(secrets)
+        ctx.secrets += tokens
+        scrub = scrubber(ctx.secrets)
     result.scrubbed(scrub)
-    if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
-        if result.success or result.error_code not in BREAKER_CODES:
-            if tool.consecutive_failures or tool.last_ok_at is None:
-                health.record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
-        else:
-            health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id,
-                                  started_at=timezone.now() - timedelta(milliseconds=result.cost_ms or 0))
-    call = audit(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, result=result,
-                 status=CallStatus.OK if result.success else CallStatus.ERROR, secrets=secrets, agent=agent,
-                 conversation=conversation, via=via, title=title, dry_run=dry_run)
-    return Invocation(result, call)
+    _record_health(tool, result)
+    return Invocation(result, ctx.audit_outcome(result))
+
+
+def _gate(ctx: _Ctx, fn: ToolFunction, spec: Any, *, approved: bool) -> Invocation | None:
+    """What may stop a callable function before it runs: the tool's own refusal, a trial run it cannot take, or
+    the approval rule (a held call outside chat answers its pending approval; chat holds it itself). Raises
+    CallRefused; answers the held Invocation, or None when the call may run."""
+    tenant, actor, tool, function, arguments = ctx.tenant, ctx.actor, ctx.tool, ctx.function, ctx.arguments
+    reason = plugins.refusal(tenant=tenant, actor=actor, tool=tool)
+    if reason:
+        raise CallRefused(codes.REFUSED, reason)
+    if ctx.dry_run:
+        if spec is None or not spec.undone_by_rollback:
+            raise CallRefused(codes.DRY_RUN_UNSUPPORTED, _no_trial_run(tool))
+        return None
+    if approved or not needs_approval(tool, fn):
+        return None
+    card = approval_screen(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
+    if card.refuse:
+        raise CallRefused(codes.REFUSED, card.refuse)
+    if ctx.via == ApprovalVia.CHAT:
+        raise CallRefused(codes.APPROVAL_REQUIRED, approval_message(tool, function))
+    approval = approval_request(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
+                                agent=ctx.agent, conversation=ctx.conversation, via=ctx.via, summary=card.text,
+                                title=ctx.title)
+    held = ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error)
+    return Invocation(held, approval.tool_call, approval)
+
+
+def _trial_run(ctx: _Ctx, spec: Any, fn: ToolFunction, *, approved: bool, scrub: Any) -> Invocation:
+    """A dry run inside a rolled-back transaction: the result, and what it would change."""
+    started = time.monotonic()
+    result, changes = plugins.trial_run(spec, ctx.tool, ctx.function, ctx.arguments, ctx.actor)
+    result.cost_ms = result.cost_ms or int((time.monotonic() - started) * 1000)
+    # A trial run asks no one, so it must not hand out what a person's approval gates: the call's result.
+    # What it would change (`changes`) is the point of a trial and stays.
+    withheld = not approved and needs_approval(ctx.tool, fn)
+    if withheld:
+        result = _withheld(ctx.tool, ctx.function, result)
+    result.scrubbed(scrub)
+    return Invocation(result, ctx.audit_outcome(result),
+                      changes=scrub.value(changes.as_dict()) if scrub else changes.as_dict(), withheld=withheld)
+
+
+def _record_health(tool: Tool, result: ToolResult) -> None:
+    """An MCP server's outcome for its breaker: a failure to run counts, a tool's own error does not."""
+    if tool.type not in (ToolType.LOCAL, ToolType.REMOTE):
+        return
+    if result.success or result.error_code not in BREAKER_CODES:
+        if tool.consecutive_failures or tool.last_ok_at is None:
+            health.record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
+    else:
+        health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id,
+                              started_at=timezone.now() - timedelta(milliseconds=result.cost_ms or 0))
 
 
 def call_refused(*, tenant: Tenant, actor: Any, tool_id: Any, function: str, arguments: Any, code: str,
