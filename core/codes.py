@@ -114,6 +114,7 @@ class ApiCode(StrEnum):
     UNKNOWN_VARIABLES = "unknown_variables"
     SECRET_IN_ARGUMENTS = "secret_in_arguments"
     UNKNOWN_FORMAT = "unknown_format"
+    UNMAPPABLE = "unmappable"  # a catalog entry or client-config server Toolhub cannot turn into a tool
     AUTH_FAILED = "auth_failed"
     HTTP_ERROR = "http_error"
     NOT_JSON = "not_json"

@@ -178,9 +178,25 @@ class VersionCollector(Collector):
         super().__init__()
         self.ranks: dict[str, Any] = {}
         self.at: dict[str, int] = {}
+        self.failed: dict[str, Any] = {}  # name -> best rank among the versions that could not be mapped
+
+    def fail(self, name: str, rank: Any) -> None:
+        """A version of `name` could not be mapped. If it outranks the version kept, the server is not listed at
+        an older version (a registry ignoring `version=latest` sends them all): it is unmappable at its latest."""
+        if name in self.failed and not rank > self.failed[name]:
+            return
+        self.failed[name] = rank
+        if name in self.ranks and rank > self.ranks[name]:
+            self.entries = [e for e in self.entries if e.name != name]
+            self.at = {e.name: i for i, e in enumerate(self.entries)}
+            self.seen.discard(name)
+            del self.ranks[name]
 
     def offer(self, entry: EntryData, rank: Any, index: int | None = None) -> bool:
-        """Keep `entry` if it is the best version seen of its name; True when it was kept."""
+        """Keep `entry` if it is the best version seen of its name (and no newer version failed to map); True when
+        it was kept."""
+        if entry.name in self.failed and self.failed[entry.name] > rank:
+            return False
         if entry.name not in self.seen:
             self.at[entry.name] = len(self.entries)
             self.ranks[entry.name] = rank

@@ -185,6 +185,8 @@ def _fetch_registry(
         page = parse_official_registry(doc, prefer=prefer)
         pages += 1
         out.errors += page.errors
+        for name, failed_rank in page.failed_ranks.items():
+            out.fail(name, failed_rank)  # a newer version that cannot be mapped is not replaced by an older one
         for entry in page.entries:
             rank = page.ranks.get(entry.name)
             if incremental and not_latest(rank):

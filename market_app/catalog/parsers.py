@@ -259,11 +259,13 @@ def parse_official_registry(doc: Any, *, prefer: Prefer = "remote") -> ParseResu
                 entry = parse_registry_server(item, server, name, prefer=prefer, warnings=warnings)
             except ValueError as exc:
                 out.error(name, str(exc), index, getattr(exc, "code", "unmappable"))
+                out.fail(name, version_rank(item, server))
                 continue
             if out.offer(entry, version_rank(item, server), index):
                 for warning in warnings:
                     out.error(name, f"mapped; {warning}", index)
-    return ParseResult(out.entries, out.errors, next_cursor=registry_next_cursor(doc), ranks=out.ranks)
+    return ParseResult(out.entries, out.errors, next_cursor=registry_next_cursor(doc), ranks=out.ranks,
+                       failed_ranks=out.failed)
 
 
 def is_seed_list(doc: Any) -> bool:

@@ -189,17 +189,21 @@ def _input_var(name: str, spec: dict[str, Any], value: str = "", *, template_onl
     )
 
 
-def _variables(spec: dict[str, Any], template: str = "", *, template_only: bool = False) -> list[RequiredVar]:
-    """`variables: {name: input}` of a templated value, plus `{name}`s in the template not declared."""
+def _variables(spec: dict[str, Any], template: str = "", *, template_only: bool = False,
+               secret: bool = False) -> list[RequiredVar]:
+    """`variables: {name: input}` of a templated value, plus `{name}`s in the template not declared. The parts of
+    a secret value (`Authorization: Bearer {api_key}`, isSecret) are secret too: never shown in clear."""
     declared = spec.get("variables")
     out: list[RequiredVar] = []
     if isinstance(declared, dict):
         for var_name, var_spec in declared.items():
             var_spec = var_spec if isinstance(var_spec, dict) else {}
+            if secret:
+                var_spec = {**var_spec, "isSecret": True}
             out.append(_input_var(str(var_name), var_spec, text(var_spec.get("default")),
                                   template_only=template_only))
     known = {v.name for v in out}
-    out += [RequiredVar(name=p, is_required=True, template_only=template_only)
+    out += [RequiredVar(name=p, is_required=True, template_only=template_only, is_secret=secret or looks_secret(p))
             for p in placeholders(template) if p not in known]
     return out
 
@@ -224,7 +228,7 @@ def _inputs(raw: Any, what: str, skipped: list[str]) -> tuple[dict[str, str], li
         if value and (not var.is_secret or templated):
             kept[name] = value
         declared.append(var)
-        declared += _variables(spec, value if templated else "")
+        declared += _variables(spec, value if templated else "", secret=var.is_secret)
     return kept, _merge(declared)
 
 
@@ -264,7 +268,7 @@ def _arguments(raw: Any, what: str, *, as_written: bool = False) -> tuple[list[s
                                         default=None if secret else (value or None), template_only=True))
             value = "{" + var_name + "}"
         elif not value:
-            if kind == "named" and as_written:
+            if kind == "named" and (as_written or _value_follows(flag, raw, index)):
                 argv.append(flag)
             continue  # optional and nothing to pass: never invent a flag
         declared += _variables(spec, value, template_only=True)
@@ -272,14 +276,74 @@ def _arguments(raw: Any, what: str, *, as_written: bool = False) -> tuple[list[s
     return argv, declared
 
 
-def _mentions(raw: Any, names: set[str]) -> bool:
-    """Whether any argument value of `raw` is the package reference (publisher wrote the command line)."""
+# Runner flags that take the next argument as their value: a publisher may write `-e` with no value and the
+# variable as the next positional argument (`-e`, `TFE_TOKEN`); the flag is then kept, not dropped.
+VALUE_FLAGS = {"-e", "--env", "-v", "--volume", "--env-file", "--mount", "-p", "--publish", "-w", "--workdir",
+               "--network", "-u", "--user", "--name"}
+
+
+def _value_follows(flag: str, raw: list[Any], index: int) -> bool:
+    """A value-taking runner flag without a value, followed by a positional argument: that argument is its value."""
+    if flag not in VALUE_FLAGS or index + 1 >= len(raw) or not isinstance(raw[index + 1], dict):
+        return False
+    nxt = raw[index + 1]
+    return (text(nxt.get("type")).lower() or "positional") == "positional" and bool(
+        text(nxt.get("value")) or text(nxt.get("default")))
+
+
+def _base_ref(ref: str, rtype: str) -> str:
+    """A package reference without what publishers spell differently: the `docker.io/` (and `library/`) prefix, a
+    `:tag` or `@digest`, an npm `@version`/`@latest`, pip extras `[cli]` and version pins (`==1.2`)."""
+    ref = ref.strip().lower()
+    if rtype == "oci":
+        ref = ref.split("@", 1)[0]
+        name, _, tag = ref.rpartition(":")
+        if name and "/" not in tag:
+            ref = name
+        for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+            ref = ref.removeprefix(prefix)
+        return ref.removeprefix("library/")
+    if rtype in ("npm", "nuget"):
+        at = ref.rfind("@")
+        return ref[:at] if at > 0 else ref
+    if rtype == "pypi":
+        return re.split(r"[\[=<>!~ ;]", ref, maxsplit=1)[0]
+    return ref
+
+
+def _is_ref(value: str, base: str, rtype: str) -> bool:
+    return bool(value) and _base_ref(value, rtype) == base
+
+
+def _mentions(raw: Any, base: str, rtype: str) -> bool:
+    """Whether any argument value of `raw` is the package reference, however spelt (the publisher wrote the
+    command line)."""
     if not isinstance(raw, list):
         return False
-    return any(isinstance(s, dict) and text(s.get("value")) in names for s in raw)
+    return any(isinstance(s, dict) and _is_ref(text(s.get("value")), base, rtype) for s in raw)
 
 
-def _package(pkg: Any, skipped: list[str]) -> Mapped:  # noqa: C901 - the registry mapping; being split (issue 26)
+def _reference(rtype: str, ident: str, version: str) -> str:
+    """The package reference the runner is given, pinned to `version` unless the identifier already is."""
+    if rtype == "npm" or rtype == "nuget":
+        return f"{ident}@{version}" if version and not ident.rsplit("/", 1)[-1].count("@") else ident
+    if rtype == "pypi":
+        return f"{ident}=={version}" if version and "=" not in ident else ident
+    tagged = ":" in ident.rsplit("/", 1)[-1] or "@" in ident
+    return f"{ident}:{version}" if version and not tagged else ident
+
+
+def _passed_through(env_vars: list[RequiredVar], line: list[str]) -> list[str]:
+    """A container sees only the variables named with -e: `-e NAME` for each declared one the line lacks."""
+    passed = {line[i + 1] for i, a in enumerate(line[:-1]) if a in ("-e", "--env")}
+    out: list[str] = []
+    for var in env_vars:
+        if var.name not in passed and not any(a.startswith(var.name + "=") for a in line):
+            out += ["-e", var.name]
+    return out
+
+
+def _package(pkg: Any, skipped: list[str]) -> Mapped:
     if not isinstance(pkg, dict):
         raise ValueError("not a JSON object")
     rtype = text(pkg.get("registryType") or pkg.get("registryName")).lower()
@@ -301,19 +365,14 @@ def _package(pkg: Any, skipped: list[str]) -> Mapped:  # noqa: C901 - the regist
     default_runner, hinted = RUNNERS[rtype]
     command, head = hinted.get(text(pkg.get("runtimeHint")).lower(), default_runner)
     head = list(head)
-    if rtype == "npm" or rtype == "nuget":
-        ref = f"{ident}@{version}" if version and not ident.rsplit("/", 1)[-1].count("@") else ident
-    elif rtype == "pypi":
-        ref = f"{ident}=={version}" if version and "=" not in ident else ident
-    else:
-        tagged = ":" in ident.rsplit("/", 1)[-1] or "@" in ident
-        ref = f"{ident}:{version}" if version and not tagged else ident
+    ref = _reference(rtype, ident, version)
     env_kept, env_vars = _inputs(pkg.get("environmentVariables"), "environmentVariables", skipped)
     raw_runtime = pkg.get("runtimeArguments")
-    as_written = _mentions(raw_runtime, {ident, ref})
+    base = _base_ref(ident, rtype)
+    as_written = _mentions(raw_runtime, base, rtype)
     runtime_args, runtime_vars = _arguments(raw_runtime, "runtimeArguments", as_written=as_written)
     package_args, package_vars = _arguments(pkg.get("packageArguments"), "packageArguments")
-    at = next((i for i, a in enumerate(runtime_args) if a in (ident, ref)), None) if as_written else None
+    at = next((i for i, a in enumerate(runtime_args) if _is_ref(a, base, rtype)), None) if as_written else None
     trailing: list[str] = []
     if at is not None:
         # The publisher wrote the runner's whole argument list, package reference included.
@@ -329,16 +388,11 @@ def _package(pkg: Any, skipped: list[str]) -> Mapped:  # noqa: C901 - the regist
     else:
         # Drop what the runner line already holds: `run`, its switches, the package itself.
         dupes = set(head) & RUNNER_SWITCHES | {ident, ref}
-        runtime_args = [a for a in runtime_args if a not in dupes]
+        runtime_args = [a for a in runtime_args if a not in dupes and not _is_ref(a, base, rtype)]
         if head[:1] == ["run"] and runtime_args[:1] == ["run"]:
             runtime_args = runtime_args[1:]
     if command in ("docker", "podman"):
-        # A container sees only the variables named with -e; pass each declared one through.
-        line = [*head, *runtime_args]
-        passed = {line[i + 1] for i, a in enumerate(line[:-1]) if a in ("-e", "--env")}
-        for var in env_vars:
-            if var.name not in passed and not any(a.startswith(var.name + "=") for a in line):
-                head += ["-e", var.name]
+        head += _passed_through(env_vars, [*head, *runtime_args])
     tail = [*trailing, *package_args]
     if command == "dnx":
         tail = ["--yes", *(["--", *tail] if tail else [])]

@@ -173,3 +173,4 @@ class ParseResult:
     next_cursor: str | None = None
     format: str = ""  # the format actually parsed (useful with "auto")
     ranks: dict[str, Any] = field(default_factory=dict)  # registry: name -> version rank of the kept entry
+    failed_ranks: dict[str, Any] = field(default_factory=dict)  # registry: name -> best rank that failed to map
