@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from agents_app.gateway.listing import GatewayFunction, listing, redacted_arguments
+from agents_app.gateway.listing import GatewayFunction, listing, redacted_arguments, secrets_of
 from agents_app.gateway.principal import Principal
 from agents_app.runtime.toolset import qualify
 from core.codes import ApiCode, Reason
+from core.secrets import scrub_text
 from core.throttle import take as take_throttle
 from tenants_app.models import Tenant
 from tools_app import selectors as tool_selectors
@@ -52,7 +54,11 @@ class CallOutcome:
 # --- calls ----------------------------------------------------------------------------------------
 
 
-def call_function(principal: Principal, name: str, arguments: dict[str, Any]) -> CallOutcome:
+Progress = Callable[[float, float | None, str | None], None]
+
+
+def call_function(principal: Principal, name: str, arguments: dict[str, Any],
+                  on_progress: Progress | None = None) -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
@@ -82,7 +88,8 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any]) ->
         if held is not None:
             return held
     done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
-                       function=target.function, arguments=arguments, agent=principal.agent, via=VIA)
+                       function=target.function, arguments=arguments, agent=principal.agent, via=VIA,
+                       on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)))
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
 
@@ -247,3 +254,14 @@ def throttle(principal: Principal) -> None:
         seconds = max(1, int(wait))
         raise Refusal(ApiCode.THROTTLED, f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
                       retry_after_s=seconds)
+
+
+def _scrubbed_progress(on_progress: Progress | None, secrets: list[str]) -> Progress | None:
+    """The server's progress, forwarded to the gateway client with the tool's secrets masked in its messages."""
+    if on_progress is None:
+        return None
+
+    def report(progress: float, total: float | None, message: str | None) -> None:
+        on_progress(progress, total, scrub_text(message, secrets) if message and secrets else message)
+
+    return report

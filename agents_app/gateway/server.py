@@ -24,6 +24,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorizat
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
@@ -44,6 +45,7 @@ COUNTED_KEY = "toolhub.session_caps"  # the caps a session opened by the request
 SERVER_VERSION = "1"
 # The `_meta` key of Toolhub's own typed refusals in a tools/call result (error_code, approval_id, approve_url).
 REFUSAL_META = "toolhub/refusal"
+PROGRESS_SEND_S = 5.0
 T = TypeVar("T")
 
 
@@ -229,10 +231,30 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
     return types.CallToolResult.model_validate(wire)
 
 
-def _call(principal: Principal, name: str, arguments: dict[str, Any]) -> tuple[CallOutcome, types.CallToolResult | None]:
+def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None
+          ) -> tuple[CallOutcome, types.CallToolResult | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
-    outcome = service.call_function(principal, name, arguments)
+    outcome = service.call_function(principal, name, arguments, on_progress)
     return outcome, (None if outcome.held else _content(principal, outcome))
+
+
+def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float, float | None, str | None], None] | None:
+    """When the client sent a progressToken: a callback (run on the call's worker thread) that forwards the
+    upstream server's progress to this client, with the client's own token, on this request's stream."""
+    token = progress_token_from_params(ctx.params)
+    if token is None:
+        return None
+    loop = asyncio.get_running_loop()
+
+    def forward(progress: float, total: float | None, message: str | None) -> None:
+        sent = asyncio.run_coroutine_threadsafe(ctx.session.send_progress_notification(
+            token, progress, total, message, related_request_id=ctx.request_id), loop)  # type: ignore[arg-type]
+        try:
+            sent.result(PROGRESS_SEND_S)  # in order, and never piling up behind a slow client
+        except Exception as exc:  # noqa: BLE001 - a progress note that cannot be sent must not fail the call
+            logger.info("gateway: progress not forwarded: %s", type(exc).__name__)
+
+    return forward
 
 
 def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types.CallToolResult:
@@ -318,7 +340,7 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
         try:
-            outcome, rendered = await db(_call, principal, params.name, arguments)
+            outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx))
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:

@@ -112,3 +112,41 @@ def test_the_invoke_body_keeps_the_result_meta(weather: Any) -> None:
                     format="json").json()
     assert body["success"] and body["data"] == {"city": "Lyon", "high_c": 21.5}
     assert body["meta"] == {"io.example/source": "model-run-42"}
+
+
+async def _progress_direct() -> list[tuple[float, float | None, str | None]]:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    params = StdioServerParameters(command=sys.executable, args=[str(FIDELITY)])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("countdown", {}, progress_callback=note)
+    return seen
+
+
+async def _progress_through(url: str, token: str, transport: str) -> tuple[Any, list[Any]]:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with connect(url, token, transport=transport) as (session, _):
+        result = await session.call_tool("weather__countdown", {}, progress_callback=note)
+        quiet = await session.call_tool("weather__countdown", {})  # no progressToken: nothing is sent
+    return (result, quiet), seen
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_progress_reaches_a_gateway_client_as_it_reaches_a_direct_one(served: Any, weather: Any,
+                                                                      transport: str) -> None:
+    api, _tool_id, agent_id = weather
+    direct = asyncio.run(_progress_direct())
+    (result, quiet), via = asyncio.run(_progress_through(served.endpoint("acme", agent_id),
+                                                         token_for_user(user=api.user), transport))
+    assert direct == [(1.0, 3.0, "three"), (2.0, 3.0, "two"), (3.0, 3.0, "one")]
+    assert via == direct
+    assert not result.is_error and result.content[0].text == "lift-off"
+    assert not quiet.is_error
