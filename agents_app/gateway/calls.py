@@ -27,6 +27,7 @@ from tools_app.models import (
     ToolCall,
 )
 from tools_app.runtime import result as codes
+from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.result import ToolResult
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
 from tools_app.services.invoke import CallRefused, check_callable, tool_invoke
@@ -58,7 +59,7 @@ Progress = Callable[[float, float | None, str | None], None]
 
 
 def call_function(principal: Principal, name: str, arguments: dict[str, Any],
-                  on_progress: Progress | None = None) -> CallOutcome:
+                  on_progress: Progress | None = None, client_requests: ClientRequests | None = None) -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
@@ -89,7 +90,8 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any],
             return held
     done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA,
-                       on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)))
+                       on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)),
+                       client_requests=client_requests)
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
 

@@ -25,6 +25,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
 
 from agents_app.gateway import service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
@@ -35,6 +36,7 @@ from core.exceptions import unavailable_service
 from core.secrets import scrub_text
 from tools_app.runtime import approval_policy
 from tools_app.runtime import result as codes
+from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.mcp.discovery import RESULT_META, UPSTREAM_ERROR
 
 logger = logging.getLogger(__name__)
@@ -231,10 +233,10 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
     return types.CallToolResult.model_validate(wire)
 
 
-def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None
-          ) -> tuple[CallOutcome, types.CallToolResult | None]:
+def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None,
+          client_requests: ClientRequests | None = None) -> tuple[CallOutcome, types.CallToolResult | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
-    outcome = service.call_function(principal, name, arguments, on_progress)
+    outcome = service.call_function(principal, name, arguments, on_progress, client_requests)
     return outcome, (None if outcome.held else _content(principal, outcome))
 
 
@@ -255,6 +257,57 @@ def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float,
             logger.info("gateway: progress not forwarded: %s", type(exc).__name__)
 
     return forward
+
+
+NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not declare {what}, so nobody can answer "
+                "the server's {request}")
+
+
+def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
+    """The upstream server's own requests during this call (sampling, elicitation), forwarded to this gateway
+    client when it declared the capability, on this call's stream; declined with the reason otherwise. They run
+    on the call's worker thread and wait here for the client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most)."""
+    loop = asyncio.get_running_loop()
+
+    def declared(capability: types.ClientCapabilities) -> bool:
+        try:
+            return bool(ctx.session.check_client_capability(capability))
+        except Exception:  # noqa: BLE001 - an era without the capability cannot be asked
+            return False
+
+    def forward(request: Any, result_type: Any) -> dict[str, Any]:
+        async def ask() -> Any:
+            return await ctx.session.send_request(request, result_type,
+                                                  metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+
+        timeout = float(settings.TOOLHUB_MCP_ELICIT_TIMEOUT_S)
+        try:
+            answer = asyncio.run_coroutine_threadsafe(asyncio.wait_for(ask(), timeout), loop).result(timeout + 5)
+        except MCPError as exc:
+            raise ClientRequestRefused(f"the gateway's client refused: {exc.error.message}") from None
+        except NoBackChannelError:
+            raise ClientRequestRefused("declined: this gateway session has no way back to its client "
+                                       "(stateless mode)") from None
+        except TimeoutError:
+            raise ClientRequestRefused("declined: the gateway's client did not answer in time") from None
+        dumped: dict[str, Any] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
+
+    def sample(params: dict[str, Any]) -> dict[str, Any]:
+        request = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(params))
+        return forward(request, types.CreateMessageResult)
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        url_mode = params.get("mode") == "url"
+        shape = types.ElicitRequestURLParams if url_mode else types.ElicitRequestFormParams
+        return forward(types.ElicitRequest(params=shape.model_validate(params)), types.ElicitResult)
+
+    may_sample = declared(types.ClientCapabilities(sampling=types.SamplingCapability()))
+    may_elicit = declared(types.ClientCapabilities(elicitation=types.ElicitationCapability()))
+    return ClientRequests(
+        sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
+        no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
+        no_elicit=NOT_DECLARED.format(what="elicitation", request="question"))
 
 
 def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types.CallToolResult:
@@ -340,7 +393,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
         try:
-            outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx))
+            outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
+                                         _client_requests(ctx))
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:

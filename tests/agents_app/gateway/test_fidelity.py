@@ -34,7 +34,8 @@ TOOLHUB_HINTS = {"readOnlyHint", "destructiveHint"}
 def weather(transactional_db: Any, tenant: Any, member_client: Any) -> Any:
     api = member_client(tenant, Role.ADMIN)
     resp = api.post("/api/v1/tools/", {"name": "weather", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(FIDELITY)], "startup_timeout_s": 20, "call_timeout_s": 10}},
+        "command": sys.executable, "args": [str(FIDELITY)], "startup_timeout_s": 20, "call_timeout_s": 10,
+        "sampling": True}},
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
@@ -150,3 +151,53 @@ def test_progress_reaches_a_gateway_client_as_it_reaches_a_direct_one(served: An
     assert via == direct
     assert not result.is_error and result.content[0].text == "lift-off"
     assert not quiet.is_error
+
+
+async def _answer_elicit(context: Any, params: Any) -> Any:
+    from mcp import types
+
+    return types.ElicitResult(action="accept", content={"city": f"Lyon ({params.message})"})
+
+
+async def _answer_sample(context: Any, params: Any) -> Any:
+    from mcp import types
+
+    said = params.messages[0].content.text
+    return types.CreateMessageResult(role="assistant", model="client-model", stop_reason="endTurn",
+                                     content=types.TextContent(type="text", text=f"Bonjour! ({said})"))
+
+
+async def _asked_direct() -> dict[str, Any]:
+    params = StdioServerParameters(command=sys.executable, args=[str(FIDELITY)])
+    async with stdio_client(params) as (read, write), ClientSession(
+            read, write, elicitation_callback=_answer_elicit, sampling_callback=_answer_sample) as session:
+        await session.initialize()
+        return {name: await session.call_tool(name, {}) for name in ("ask", "think")}
+
+
+async def _asked_through(url: str, token: str, transport: str, answering: bool) -> dict[str, Any]:
+    callbacks = {"elicitation_callback": _answer_elicit, "sampling_callback": _answer_sample} if answering else {}
+    async with connect(url, token, transport=transport, **callbacks) as (session, _):
+        return {name: await session.call_tool(f"weather__{name}", {}) for name in ("ask", "think")}
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_the_servers_questions_and_sampling_reach_a_gateway_client_that_declared_them(served: Any, weather: Any,
+                                                                                     transport: str) -> None:
+    api, _tool_id, agent_id = weather
+    url, token = served.endpoint("acme", agent_id), token_for_user(user=api.user)
+    direct = asyncio.run(_asked_direct())
+    via = asyncio.run(_asked_through(url, token, transport, answering=True))
+    for name in ("ask", "think"):
+        assert not direct[name].is_error, direct[name]
+        assert _wire(via[name]) == _wire(direct[name]), name  # the client's own answer, back to the server
+    assert "Lyon (Which city?)" in via["ask"].content[0].text
+    assert "Bonjour! (Say hello in French.)" in via["think"].content[0].text
+
+
+def test_a_gateway_client_that_declared_neither_is_declined_with_the_reason(served: Any, weather: Any) -> None:
+    api, _tool_id, agent_id = weather
+    via = asyncio.run(_asked_through(served.endpoint("acme", agent_id), token_for_user(user=api.user),
+                                     "streamable_http", answering=False))
+    assert via["ask"].is_error and "did not declare elicitation" in via["ask"].content[0].text
+    assert via["think"].is_error and "did not declare sampling" in via["think"].content[0].text
