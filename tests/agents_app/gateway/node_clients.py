@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 
 HERE = Path(__file__).resolve().parent / "node"
-FILES = ("package.json", "package-lock.json", "client.mjs")
+FILES = ("package.json", "package-lock.json", "client.mjs", "fidelity.mjs")
 
 
 def node_available() -> bool:
