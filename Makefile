@@ -45,10 +45,10 @@ bench-load: install
 gateway-clients: install
 	$(BIN)/python -m tests.agents_app.gateway.node_clients
 
-# The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process). Tests that share one outside
-# resource carry an xdist_group mark, so one worker runs each such group (docs/architecture.md, Testing).
+# The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process), a test module per worker at a
+# time (`loadfile`): tests that share one outside resource live in one module (docs/architecture.md, Testing).
 TEST_WORKERS ?= 4
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 test: install test-servers test-plugins
 	$(BIN)/python -m pytest $(XDIST)
 

@@ -54,7 +54,7 @@ def _sample_plugin_on_path(source: Path, target: Path) -> None:
 _sample_plugin_on_path(BASE_DIR / "examples" / "toolhub-sample-plugin", VAR_DIR / "test-plugins")
 # pytest-xdist (`make test` runs the suite in parallel): each worker process gets files of its own. pytest-django
 # suffixes the test database per worker; a test that needs a resource shared by every worker (a Redis database it
-# flushes, a real Celery worker) takes `@pytest.mark.xdist_group(...)` so one worker runs that group.
+# flushes) stays in one module, which one worker runs whole (`--dist loadfile`, the Makefile).
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _WORKER_DIR = VAR_DIR / "xdist" / _WORKER if _WORKER else VAR_DIR
 TOOLHUB_AGENT_SQL_URL = f"sqlite:///{_WORKER_DIR / 'test-agent-demo.sqlite3'}"

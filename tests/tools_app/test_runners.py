@@ -38,9 +38,9 @@ def _redis_up() -> bool:
         return False
 
 
+# The runners announce themselves in one Redis database each test flushes: these tests stay in this one module, which
+# one xdist worker runs whole (`--dist loadfile`).
 pytestmark = [
-    # The runners announce themselves in one Redis database each test flushes: one xdist worker runs them all.
-    pytest.mark.xdist_group("redis-runner-registry"),
     pytest.mark.skipif(not _redis_up(), reason=f"the runner tier needs Redis ({REDIS_URL} did not answer)"),
     pytest.mark.skipif(not os.access(SandboxPolicy().bwrap, os.X_OK), reason="bubblewrap not installed"),
 ]

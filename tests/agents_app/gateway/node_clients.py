@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import queue
 import shutil
 import subprocess
@@ -33,7 +34,13 @@ def ensure_installed() -> Path:
     target = install_dir()
     target.mkdir(parents=True, exist_ok=True)
     for name in FILES:
-        shutil.copyfile(HERE / name, target / name)
+        # Every xdist worker shares this folder: a file is replaced whole (never seen half written), and only
+        # when it changed.
+        source, dest = HERE / name, target / name
+        if not dest.exists() or dest.read_bytes() != source.read_bytes():
+            tmp = dest.with_name(f".{name}.{os.getpid()}")
+            shutil.copyfile(source, tmp)
+            tmp.replace(dest)
     digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
     stamp = target / ".installed"
     if not (stamp.exists() and stamp.read_text() == digest and (target / "node_modules").is_dir()):

@@ -22,8 +22,6 @@ from tests.agents_app.gateway.test_fidelity import FIDELITY, TOOLHUB_HINTS, weat
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not node_available(), reason="node and npm are not installed on this machine"),
-    # var/gateway-clients is one folder for every worker: the node tests share it.
-    pytest.mark.xdist_group("node-clients"),
 ]
 
 

@@ -17,7 +17,6 @@ from tools_app.models import Approval, ToolCall
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not node_available(), reason="node and npm are not installed on this machine"),
-    pytest.mark.xdist_group("node-clients"),  # var/gateway-clients is one folder for every worker
 ]
 
 
