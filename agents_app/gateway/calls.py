@@ -29,6 +29,7 @@ from tools_app.models import (
 from tools_app.runtime import result as codes
 from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.result import ToolResult
+from tools_app.services import oauth
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
 from tools_app.services.invoke import CallRefused, check_callable, tool_invoke
 
@@ -58,8 +59,12 @@ class CallOutcome:
 Progress = Callable[[float, float | None, str | None], None]
 
 
+AUTHORIZE_URL = "authorize_url"  # ToolResult.meta: the caller's own link to connect an OAuth tool
+
+
 def call_function(principal: Principal, name: str, arguments: dict[str, Any],
-                  on_progress: Progress | None = None, client_requests: ClientRequests | None = None) -> CallOutcome:
+                  on_progress: Progress | None = None, client_requests: ClientRequests | None = None,
+                  *, base_url: str = "") -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
@@ -92,6 +97,12 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA,
                        on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)),
                        client_requests=client_requests)
+    if done.result.error_code == codes.AUTHORIZATION_REQUIRED and base_url:
+        # The caller's own connect link when they may connect it (the shared connection: owners and admins).
+        link = oauth.authorize_link_or_none(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
+                                            base_url=base_url)
+        if link:
+            done.result.meta[AUTHORIZE_URL] = link
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
 

@@ -204,6 +204,11 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
         typed = {"error_code": result.error_code}
         if result.error_reason:
             typed["error_reason"] = result.error_reason
+        link = result.meta.get(service.AUTHORIZE_URL)
+        if link:
+            # The caller's own connect link (issue: OAuth connections): open it, sign in upstream, call again.
+            typed["authorize_url"] = link
+            message += f" Connect it at {link} (sign in there), then call this tool again."
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {REFUSAL_META: typed}})
     secrets = service.secrets_of(principal, outcome.function)
@@ -234,9 +239,10 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
 
 
 def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None,
-          client_requests: ClientRequests | None = None) -> tuple[CallOutcome, types.CallToolResult | None]:
+          client_requests: ClientRequests | None = None, base_url: str = ""
+          ) -> tuple[CallOutcome, types.CallToolResult | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
-    outcome = service.call_function(principal, name, arguments, on_progress, client_requests)
+    outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
     return outcome, (None if outcome.held else _content(principal, outcome))
 
 
@@ -310,11 +316,17 @@ def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
         no_elicit=NOT_DECLARED.format(what="elicitation", request="question"))
 
 
-def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types.CallToolResult:
-    base = ""
+def _base_url(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Toolhub's public origin for links handed to this client: TOOLHUB_PUBLIC_URL, else the request's own."""
+    configured = str(getattr(settings, "TOOLHUB_PUBLIC_URL", "") or "").strip()
+    if configured:
+        return configured.rstrip("/")
     request = ctx.request
-    if request is not None and hasattr(request, "base_url"):
-        base = str(request.base_url).rstrip("/")
+    return str(request.base_url).rstrip("/") if request is not None and hasattr(request, "base_url") else ""
+
+
+def _pending(ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> types.CallToolResult:
+    base = _base_url(ctx)
     approval_id = outcome.approval_id
     decide = f"{base}/api/v1/approvals/{approval_id}/approve/"
     text = (
@@ -394,7 +406,7 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         arguments = dict(params.arguments or {})
         try:
             outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
-                                         _client_requests(ctx))
+                                         _client_requests(ctx), _base_url(ctx))
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:

@@ -1,0 +1,44 @@
+"""A gateway call to an OAuth tool without a usable connection answers AUTHORIZATION_REQUIRED with the caller's own
+connect link (typed in `_meta["toolhub/refusal"]` and in the text), never a raw 401."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tenants_app.models import Role
+from tenants_app.services import token_for_user
+from tests.agents_app.gateway.clients import connect, refusal
+from tests.agents_app.support import make_agent
+from tests.tools_app.test_oauth_connections import connect_shared, make_tool, server_url  # noqa: F401 - fixture
+from tools_app.models import OAuthFlow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def _call(url: str, token: str, name: str) -> Any:
+    async with connect(url, token) as (session, _):
+        return await session.call_tool(name, {})
+
+
+def test_a_disconnected_oauth_tool_answers_with_the_callers_connect_link(served: Any, tenant: Any,  # noqa: F811
+                                                                        member_client: Any, server_url: str) -> None:
+    api = member_client(tenant, Role.ADMIN)
+    tool_id = make_tool(api, server_url)
+    connect_shared(api, tool_id)
+    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
+    assert refreshed["ok"], refreshed
+    function = refreshed["functions"][0]["name"]
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="linear-agent")
+    assert api.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code in (200, 204)  # disconnected
+
+    result = asyncio.run(_call(served.endpoint("acme", agent_id), token_for_user(user=api.user),
+                               f"linear__{function}"))
+    typed = refusal(result)
+    assert result.is_error and typed["error_code"] == "AUTHORIZATION_REQUIRED"
+    link = typed["authorize_url"]
+    assert "/oauth/start/" in link and link in result.content[0].text
+    flow = OAuthFlow.objects.get(pk=link.rstrip("/").rsplit("/", 1)[-1])
+    assert flow.user_id == api.user.pk  # the caller's own link: nobody else can complete it
