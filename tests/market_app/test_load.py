@@ -274,3 +274,29 @@ def test_argument_variables_fill_arguments_not_env_and_survive_a_market_update(a
     tool.refresh_from_db()
     assert tool.config["args"] == ["-y", "fs-server@1.1.0", "--root", "/srv", "/srv/data"]
     assert tool.config["env"] == {"FS_TOKEN": SECRET}
+
+
+def test_a_remote_that_asks_for_oauth_loads_as_an_oauth2_tool_and_one_that_does_not_stays_plain(
+        api: Any, source: MarketSource) -> None:
+    """An entry with no header whose server answers 401 naming its OAuth metadata (RFC 9728) becomes an oauth2
+    tool; the same entry shape pointing at a plain server keeps static headers (none)."""
+    from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
+
+    with http_server(OAUTH_SERVER) as oauth_url, http_server() as plain_url:
+        publish(source, [{"name": "linear-like", "url": oauth_url}, {"name": "plain", "url": plain_url}])
+        loaded = load(api, entry(source, "linear-like").pk)
+        plain = load(api, entry(source, "plain").pk)
+    assert loaded.status_code == 201 and plain.status_code == 201, (loaded.content, plain.content)
+    assert Tool.objects.get(pk=loaded.json()["tool"]["id"]).config["auth"]["type"] == "oauth2"
+    assert (Tool.objects.get(pk=plain.json()["tool"]["id"]).config.get("auth") or {}).get("type", "none") == "none"
+
+
+def test_test_tells_an_admin_that_a_hand_added_remote_wants_oauth(api: Any) -> None:
+    from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
+
+    with http_server(OAUTH_SERVER) as url:
+        made = api.post("/api/v1/tools/", {"name": "by-hand", "type": "REMOTE", "config": {"url": url}}, format="json")
+        assert made.status_code == 201, made.content
+        probe = api.post(f"/api/v1/tools/{made.json()['id']}/test/").json()
+    assert probe["ok"] is False
+    assert "asks for OAuth sign-in" in probe["error"]["message"] and '"oauth2"' in probe["error"]["message"]

@@ -23,8 +23,8 @@ async def _call(url: str, token: str, name: str) -> Any:
         return await session.call_tool(name, {})
 
 
-def test_a_disconnected_oauth_tool_answers_with_the_callers_connect_link(served: Any, tenant: Any,  # noqa: F811
-                                                                        member_client: Any, server_url: str) -> None:
+def test_a_disconnected_oauth_tool_answers_with_the_callers_connect_link(served: Any, tenant: Any,
+                                                                        member_client: Any, server_url: str) -> None:  # noqa: F811
     api = member_client(tenant, Role.ADMIN)
     tool_id = make_tool(api, server_url)
     connect_shared(api, tool_id)

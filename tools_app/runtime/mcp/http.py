@@ -88,12 +88,13 @@ class RecordingTransport(GuardedAsyncTransport):
                 raise blocked from None
         elif (status >= 400 and request.method != "DELETE" and not (self.optional_get and request.method == "GET")
               and not (status == 401 and self.token_auth)):
-            self.channel.record(
-                RemoteHTTPError(
-                    f"{request.method} {safe_url(str(request.url))} answered HTTP {status}",
-                    details={"status": status},
-                )
-            )
+            message, details = f"{request.method} {safe_url(str(request.url))} answered HTTP {status}", {"status": status}
+            if status == 401 and "resource_metadata" in response.headers.get("www-authenticate", ""):
+                # RFC 9728: the server names its OAuth metadata, so it wants a sign-in, not a static header.
+                message += ('; this server asks for OAuth sign-in: set the tool\'s auth to {"type": "oauth2"} '
+                            "and Connect it")
+                details["oauth"] = True
+            self.channel.record(RemoteHTTPError(message, details=details))
         return response
 
 

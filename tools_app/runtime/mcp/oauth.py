@@ -112,6 +112,20 @@ def _first_document(http: httpx2.Client, policy: OutboundPolicy, urls: Iterable[
     return None
 
 
+def asks_for_oauth(server_url: str, policy: OutboundPolicy) -> bool:
+    """Whether the server answers an unauthenticated `initialize` with 401 and a Bearer challenge naming its
+    protected resource metadata (RFC 9728): it wants OAuth sign-in, not a static header. False when it cannot be
+    reached or answers anything else."""
+    try:
+        check_url(server_url, policy)
+        with _http(policy) as http:
+            probe = http.post(server_url, json=INITIALIZE_PROBE,
+                              headers={"Accept": "application/json, text/event-stream"})
+    except (httpx2.HTTPError, RuntimeToolError):
+        return False
+    return probe.status_code == 401 and extract_resource_metadata_from_www_auth(probe) is not None
+
+
 def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
     check_url(server_url, policy)
     with _http(policy) as http:
