@@ -19,6 +19,7 @@ from agents_app import selectors, services
 from agents_app.api import serializers as s
 from agents_app.services import ChatRun
 from core.api import ServiceCrudViewSet, TenantViewSet
+from core.links import public_base
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 
@@ -141,6 +142,7 @@ class AgentViewSet(ServiceCrudViewSet):
             agent_id=pk,
             message=body.validated_data["message"],
             conversation_id=body.validated_data.get("conversation_id"),
+            base_url=public_base(request),
         )
         return _respond(request, run, _wants_stream(request, body.validated_data))
 
@@ -180,7 +182,8 @@ class ConversationViewSet(TenantViewSet):
     def resume(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
         body = s.ResumeIn(data=request.data or {})
         body.is_valid(raise_exception=True)
-        run = services.conversation_resume(tenant=self.tenant, actor=request.user, conversation_id=pk)
+        run = services.conversation_resume(tenant=self.tenant, actor=request.user, conversation_id=pk,
+                                           base_url=public_base(request))
         return _respond(request, run, _wants_stream(request, body.validated_data))
 
     def get_throttles(self) -> builtins.list[Any]:

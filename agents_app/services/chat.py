@@ -33,9 +33,10 @@ from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import AgentLink, Toolset, assemble
 from agents_app.services.chat_client_requests import client_requests_for
-from core.codes import ApiCode
+from core.codes import ApiCode, ResultCode
 from core.db import release_connection
 from core.errors import NotFound
+from core.links import public_base
 from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters
@@ -44,7 +45,7 @@ from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.result import ToolResult
 from tools_app.selectors import usable_tools
-from tools_app.services import plugins
+from tools_app.services import oauth, plugins
 from tools_app.services.approvals import (
     approval_expire_unbound,
     approval_request,
@@ -85,6 +86,8 @@ class _Run:
     # The events reach a person while the run goes on (a streamed chat): only then can a server's question
     # (MCP elicitation) or sampling request be put to the user mid-call.
     interactive: bool = False
+    # Toolhub's public origin for links handed out during the run (an OAuth tool's connect link).
+    base_url: str = ""
 
     @property
     def scrub(self) -> Scrubber:
@@ -160,23 +163,15 @@ class ChatRun:
                 rest = text.flush()
                 if rest:
                     yield "message.delta", {"text": rest}
-                data = scrub.value(data)
-                if name in ("tool.call", "tool.result", "tool.progress"):
-                    data = {**data, "title": _title(run, data)}
-                if name == "tool.call":
-                    run.arguments[str(data.get("call_id"))] = data.get("arguments")
-                if name == "tool.result":
-                    _audit_refused(run, data)
-                if name == "tool.call":
-                    data = _redacted_call(run, data)
-                elif name == "approval.required":
-                    data = _request_approval(run, data)
-                elif name == "done" and data.get("status") == "paused":
-                    data = {**data, "pending": [_pending_out(run, p) for p in data.get("pending", [])]}
+                data = _shaped(run, name, scrub.value(data))
                 if name in ("done", "error"):
                     data = {**data, "conversation_id": self.conversation_id}
                     outcome = name, data
                 yield name, data
+                if name == "tool.result" and data.get("error_code") == ResultCode.AUTHORIZATION_REQUIRED:
+                    needed = _authorization_required(run, data)
+                    if needed is not None:
+                        yield "authorization.required", needed
         finally:
             if events is not None:
                 events.close()  # type: ignore[attr-defined]  # loop.run is a generator
@@ -187,6 +182,23 @@ class ChatRun:
             return
         self._finished = True
         _persist(self._run, outcome)
+
+
+def _shaped(run: _Run, name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """One loop event as the chat's client sees it (already scrubbed): titled, arguments redacted, an approval
+    request stored, paused calls described; a refused call audited."""
+    if name in ("tool.call", "tool.result", "tool.progress"):
+        data = {**data, "title": _title(run, data)}
+    if name == "tool.call":
+        run.arguments[str(data.get("call_id"))] = data.get("arguments")
+        return _redacted_call(run, data)
+    if name == "tool.result":
+        _audit_refused(run, data)
+    elif name == "approval.required":
+        return _request_approval(run, data)
+    elif name == "done" and data.get("status") == "paused":
+        return {**data, "pending": [_pending_out(run, p) for p in data.get("pending", [])]}
+    return data
 
 
 def _without_connection(events: Iterator[Event]) -> Iterator[Event]:
@@ -205,16 +217,22 @@ def _without_connection(events: Iterator[Event]) -> Iterator[Event]:
 # --- entry points ---------------------------------------------------------------------------------
 
 
-def chat_start(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, conversation_id: Any = None) -> ChatRun:
-    """Add the user's message to a new or existing conversation and return the run's event stream."""
-    return ChatRun(_prepare_chat(tenant=tenant, actor=actor, agent_id=agent_id, message=message,
-                                 conversation_id=conversation_id))
+def chat_start(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, conversation_id: Any = None,
+               base_url: str = "") -> ChatRun:
+    """Add the user's message to a new or existing conversation and return the run's event stream. `base_url`:
+    Toolhub's public origin for links the run hands out (default TOOLHUB_PUBLIC_URL)."""
+    run = _prepare_chat(tenant=tenant, actor=actor, agent_id=agent_id, message=message,
+                        conversation_id=conversation_id)
+    run.base_url = base_url or public_base()
+    return ChatRun(run)
 
 
-def conversation_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> ChatRun:
+def conversation_resume(*, tenant: Tenant, actor: Any, conversation_id: Any, base_url: str = "") -> ChatRun:
     """Continue a paused run with the decisions of its Approval rows (denied calls are reported refused)."""
     _expire_due(tenant=tenant, actor=actor, conversation_id=conversation_id)
-    return ChatRun(_prepare_resume(tenant=tenant, actor=actor, conversation_id=conversation_id))
+    run = _prepare_resume(tenant=tenant, actor=actor, conversation_id=conversation_id)
+    run.base_url = base_url or public_base()
+    return ChatRun(run)
 
 
 # --- preparation (short transactions, no outside calls) -------------------------------------------
@@ -531,6 +549,17 @@ def _audit_refused(run: _Run, data: dict[str, Any]) -> None:
     call_refused(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id, function=fn.function,
                  arguments=arguments, code=str(data["error_code"]), message=str(data.get("error") or ""),
                  agent=run.agent, conversation=run.conversation, via=ApprovalVia.CHAT)
+
+
+def _authorization_required(run: _Run, data: dict[str, Any]) -> dict[str, Any] | None:
+    """An OAuth tool without a usable connection for this user: its connect link for the person in the chat
+    (their own, when they may connect it). Once connected, the next message (or a retry) reaches the tool."""
+    fn = run.toolset.get(str(data.get("name") or ""))
+    if fn is None or not run.base_url:
+        return None
+    link = oauth.authorize_link_or_none(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id, base_url=run.base_url)
+    release_connection()
+    return {"call_id": data.get("call_id"), "tool": fn.tool_name, "function": fn.function, "authorize_url": link}
 
 
 def _secrets_of(run: _Run, data: dict[str, Any]) -> list[str]:
