@@ -10,7 +10,11 @@ import pytest
 from tenants_app.models import Role
 from tests.agents_app.support import chat, events, make_agent, make_model
 from tests.fixtures.fake_llm import call, text
-from tests.tools_app.test_oauth_connections import connect_shared, make_tool, server_url  # noqa: F401 - fixture
+from tests.tools_app.test_oauth_connections import (  # noqa: F401 - server_url is a fixture
+    connect_shared,
+    discovered_then_disconnected,
+    server_url,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,12 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_disconnected_oauth_tool_asks_the_person_to_connect_and_then_works(
         tenant: Any, member_client: Any, start_llm: Any, server_url: str) -> None:  # noqa: F811
     api = member_client(tenant, Role.ADMIN)
-    tool_id = make_tool(api, server_url)
-    connect_shared(api, tool_id)
-    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
-    assert refreshed["ok"], refreshed
-    function = refreshed["functions"][0]["name"]
-    assert api.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code in (200, 204)
+    tool_id, function = discovered_then_disconnected(api, server_url)
     llm = start_llm([call(f"linear__{function}", {}), text("connect it first"),
                      call(f"linear__{function}", {}), text("done")])
     agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool_id}])

@@ -117,6 +117,16 @@ def connect_shared(api: Any, tool_id: int) -> dict[str, str]:
     return query
 
 
+def discovered_then_disconnected(api: Any, url: str) -> tuple[int, str]:
+    """An oauth2 tool that was connected (so its functions are known) and then disconnected: (tool id, a function)."""
+    tool_id = make_tool(api, url)
+    connect_shared(api, tool_id)
+    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
+    assert refreshed["ok"], refreshed
+    assert api.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code in (200, 204)
+    return tool_id, str(refreshed["functions"][0]["name"])
+
+
 @pytest.fixture(scope="module")
 def short_lived_url() -> Iterator[str]:
     with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "2")) as url:

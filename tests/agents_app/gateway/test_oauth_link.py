@@ -12,7 +12,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
-from tests.tools_app.test_oauth_connections import connect_shared, make_tool, server_url  # noqa: F401 - fixture
+from tests.tools_app.test_oauth_connections import discovered_then_disconnected, server_url  # noqa: F401 - fixture
 from tools_app.models import OAuthFlow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,13 +26,8 @@ async def _call(url: str, token: str, name: str) -> Any:
 def test_a_disconnected_oauth_tool_answers_with_the_callers_connect_link(served: Any, tenant: Any,
                                                                         member_client: Any, server_url: str) -> None:  # noqa: F811
     api = member_client(tenant, Role.ADMIN)
-    tool_id = make_tool(api, server_url)
-    connect_shared(api, tool_id)
-    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
-    assert refreshed["ok"], refreshed
-    function = refreshed["functions"][0]["name"]
+    tool_id, function = discovered_then_disconnected(api, server_url)
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="linear-agent")
-    assert api.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code in (200, 204)  # disconnected
 
     result = asyncio.run(_call(served.endpoint("acme", agent_id), token_for_user(user=api.user),
                                f"linear__{function}"))
