@@ -22,7 +22,7 @@ from tenants_app.admin_scoping import (
     tenant_filter,
 )
 from tenants_app.selectors import tenants_for_admin
-from tools_app import adapters, services
+from tools_app import adapters, selectors, services
 from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
 from tools_app.admin.pages import ToolPagesMixin, function_badge
@@ -208,6 +208,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
             context["recent_calls"] = list(ToolCall.objects.filter(tenant=obj.tenant, tool=obj)
                                            .order_by("-created_at", "-id")[:RECENT_CALLS])
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
+            context["oauth"] = selectors.oauth_state(tenant=obj.tenant, tool_id=obj.pk, user=request.user,
+                                                     config=obj.config)
             entry = obj.market_entry
             context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
                 and entry.status != "removed"

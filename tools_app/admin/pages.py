@@ -20,8 +20,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.errors import DomainError
+from core.links import public_base
 from tools_app.models import ApprovalVia, FunctionState, Tool, ToolFunction, ToolStatus
-from tools_app.services import discovery, tool_set_status
+from tools_app.runtime.errors import RuntimeToolError
+from tools_app.services import discovery, oauth, tool_set_status
 from tools_app.services.invoke import tool_invoke
 
 MAX_RESULT_CHARS = 20_000
@@ -138,6 +140,9 @@ class ToolPagesMixin:
             path("<path:object_id>/try/", wrap(self.try_view), name="tools_app_tool_try"),
             path("<path:object_id>/changes/", wrap(self.changes_view), name="tools_app_tool_changes"),
             path("<path:object_id>/function/", wrap(self.function_view), name="tools_app_tool_function"),
+            path("<path:object_id>/oauth/connect/", wrap(self.oauth_connect_view), name="tools_app_tool_oauth_connect"),
+            path("<path:object_id>/oauth/disconnect/", wrap(self.oauth_disconnect_view),
+                 name="tools_app_tool_oauth_disconnect"),
         ]
         return own + super().get_urls()  # type: ignore[misc]
 
@@ -212,6 +217,33 @@ class ToolPagesMixin:
             return self._back(tool)
         messages.success(request, f"Tool {tool.name} is now {'enabled' if tool.status == ToolStatus.ENABLED else 'disabled'}.")
         self._history(request, tool, f"{'Enabled' if tool.status == ToolStatus.ENABLED else 'Disabled'} the tool.")
+        return self._back(tool)
+
+    def oauth_connect_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Connect (or reconnect) the tool's OAuth account: on to Toolhub's start page, then the provider's sign-in;
+        the callback lands back on this page."""
+        self._post_only(request)
+        tool = self._tool(request, object_id)
+        try:
+            link = oauth.oauth_connect(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                       base_url=public_base(request))["authorize_url"]
+        except (DomainError, RuntimeToolError) as exc:
+            messages.error(request, f"Connect: {exc.message}")
+            return self._back(tool)
+        self._history(request, tool, "Started an OAuth connection.")
+        return HttpResponseRedirect(link)
+
+    def oauth_disconnect_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        self._post_only(request)
+        tool = self._tool(request, object_id)
+        try:
+            oauth.oauth_disconnect(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+        except DomainError as exc:
+            messages.error(request, f"Disconnect: {exc.message}")
+            return self._back(tool)
+        messages.success(request, f"Disconnected {tool.name}: its calls ask for authorization until it is connected "
+                                  "again.")
+        self._history(request, tool, "Disconnected the OAuth account.")
         return self._back(tool)
 
     def function_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
