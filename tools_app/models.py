@@ -358,3 +358,19 @@ class OAuthFlow(models.Model):
         return f"OAuth authorization of tool {self.tool_id} (expires {self.expires_at:%Y-%m-%d %H:%M})"
 
 
+
+
+class UserCredential(models.Model):
+    """One member's own values for the keys a tool declares per user (`user_secrets`): encrypted, never shown."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="user_credentials")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    values = EncryptedJSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tool", "user"], name="user_credential_per_tool_user")]
+
+    def __str__(self) -> str:
+        return f"Credentials of user {self.user_id} for tool {self.tool_id}"

@@ -31,6 +31,7 @@ from tools_app.models import (
     ToolFunction,
     ToolStatus,
     ToolType,
+    UserCredential,
 )
 
 
@@ -244,6 +245,31 @@ def oauth_state(*, tenant: Tenant, tool_id: Any, user: Any, config: dict[str, An
     return {"type": "oauth2", "per_user": per_user, "connected": status == "connected", "status": status,
             "scopes": connection.scopes.split() if connection is not None else [],
             "expires_at": connection.expires_at.isoformat() if connection and connection.expires_at else None}
+
+
+def user_credential(*, tool_id: int, user_id: int) -> UserCredential | None:
+    """A member's own values for a tool's per-user keys (the caller has already been scoped to the tool)."""
+    return UserCredential.objects.filter(tool_id=tool_id, user_id=user_id).first()
+
+
+def user_credentials_state(*, tool: Tool, user: Any) -> dict[str, Any] | None:
+    """The detail's `my_credentials` block: which of the tool's per-user keys this caller has set, never a value."""
+    declared = list((tool.config or {}).get("user_secrets") or [])
+    if not declared:
+        return None
+    stored = user_credential(tool_id=tool.pk, user_id=user.pk) if getattr(user, "pk", None) else None
+    values = (stored.values if stored is not None else None) or {}
+    missing = [key for key in declared if not values.get(key)]
+    return {"keys": declared, "set": [key for key in declared if values.get(key)], "missing": missing,
+            "complete": not missing, "updated_at": stored.updated_at.isoformat() if stored is not None else None}
+
+
+def user_secret_values(*, tool: Tool) -> list[str]:
+    """Every member's values for a tool's per-user keys (the scrubber masks them); none for other tools (no query)."""
+    if not (tool.config or {}).get("user_secrets"):
+        return []
+    return [str(v) for values in UserCredential.objects.filter(tool=tool).values_list("values", flat=True)
+            for v in (values or {}).values() if v]
 
 
 def oauth_token_values(*, tenant: Tenant, tool: Tool) -> list[str]:

@@ -154,6 +154,11 @@ class ToolCallOut(serializers.ModelSerializer):
                   "status", "error_code", "error", "dry_run", "cost_ms", "result_excerpt", "result_size", "created_at"]
 
 
+class MyCredentialsIn(StrictInputSerializer):
+    values = serializers.JSONField(help_text="{key: value} for some of the tool's per-user keys (config.user_secrets); "
+                                             "write-only: never shown again")
+
+
 class InvokeIn(StrictInputSerializer):
     function = serializers.CharField(max_length=128)
     arguments = serializers.DictField(required=False, default=dict)

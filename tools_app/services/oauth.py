@@ -158,7 +158,11 @@ def oauth_flow_complete(*, user: Any, session_key: str | None, state: str, code:
     found = _discovery(flow.discovery)
     tokens = oauth.exchange_code(found, _client(registration), code=code, code_verifier=verifier,
                                  redirect_uri=flow.redirect_uri, policy=adapters.outbound_policy())
-    return _store(flow=flow, tokens=tokens, found=found)
+    connection = _store(flow=flow, tokens=tokens, found=found)
+    from tools_app.services.discovery import discover_if_unknown  # discovery reaches OAuth tools through here
+
+    discover_if_unknown(flow.tool, user)
+    return connection
 
 
 @transaction.atomic
@@ -181,12 +185,14 @@ def _store(*, flow: OAuthFlow, tokens: oauth.Tokens, found: oauth.Discovery) -> 
 REFRESH_SKEW_S = 30  # refresh this long before the access token's stated expiry
 
 
-def shared_token_provider(*, tenant_id: int, tool_id: int) -> Callable[[str | None], str]:
-    """The REMOTE runtime's token provider for a tool's shared connection (see RemoteSpec.token)."""
-    return functools.partial(_access_token, tenant_id=tenant_id, tool_id=tool_id)
+def token_provider(*, tenant_id: int, tool_id: int, user_id: int | None, per_user: bool) -> Callable[[str | None], str]:
+    """The REMOTE runtime's token provider (see RemoteSpec.token): the tool's shared connection, or with `per_user`
+    the connection of `user_id` (None: a call nobody signed for, which has none)."""
+    return functools.partial(_access_token, tenant_id=tenant_id, tool_id=tool_id, user_id=user_id, per_user=per_user)
 
 
-def _access_token(stale: str | None, *, tenant_id: int, tool_id: int) -> str:
+def _access_token(stale: str | None, *, tenant_id: int, tool_id: int, user_id: int | None = None,
+                  per_user: bool = False) -> str:
     """A usable access token, refreshed before expiry or after a 401 of `stale`.
 
     Serialized per connection across processes: the row is locked (SQLite: the IMMEDIATE write transaction;
@@ -194,21 +200,25 @@ def _access_token(stale: str | None, *, tenant_id: int, tool_id: int) -> str:
     once; whoever waited reads the token the first one stored and does not refresh again.
     """
     try:
-        token, revoked = _token_locked(stale, tenant_id=tenant_id, tool_id=tool_id)
+        token, revoked = (None, False) if per_user and user_id is None else \
+            _token_locked(stale, tenant_id=tenant_id, tool_id=tool_id, user_id=user_id)
     finally:
         close_old_connections()  # runs in the pool's worker threads: give their connection back
     if revoked or token is None:
+        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
         raise AuthorizationNeeded(
-            "this tool's OAuth connection needs authorization: connect it again "
-            f"(POST /api/v1/tools/{tool_id}/oauth/connect/)" if revoked else
-            f"this tool is not connected: connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)")
+            f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
+            if revoked else
+            f"{'you have not connected your own account to this tool' if per_user else 'this tool is not connected'}"
+            f": connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)",
+            details={"tool_id": tool_id, "per_user": per_user})
     return token
 
 
 @transaction.atomic
-def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int) -> tuple[str | None, bool]:
-    connection = (OAuthConnection.objects.select_for_update()
-                  .filter(tenant_id=tenant_id, tool_id=tool_id, user__isnull=True).first())
+def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int, user_id: int | None) -> tuple[str | None, bool]:
+    owner = {"user_id": user_id} if user_id is not None else {"user__isnull": True}
+    connection = OAuthConnection.objects.select_for_update().filter(tenant_id=tenant_id, tool_id=tool_id, **owner).first()
     if connection is None:
         return None, False
     if connection.status != OAuthStatus.CONNECTED:

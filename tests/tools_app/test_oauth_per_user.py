@@ -1,0 +1,80 @@
+"""Per-user OAuth connections: each member connects their own account and their calls act as them upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tenants_app.models import Role
+from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
+from tests.tools_app.test_oauth_connections import invoke, make_tool, provider_answer, signed_in
+from tools_app.models import OAuthConnection, Tool, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "60")) as url:
+        yield url
+
+
+def connect_as(client: Any, tool_id: int, provider_user: str) -> None:
+    """The member asks for their link, signs in to the provider as `provider_user`, and comes back."""
+    resp = client.post(f"/api/v1/tools/{tool_id}/oauth/connect/")
+    assert resp.status_code == 200, resp.content
+    browser = signed_in(client.user)
+    query = provider_answer(browser, resp.json()["authorize_url"], user=provider_user)
+    done = browser.get("/oauth/callback/?" + urlencode(query))
+    assert done.status_code == 200, done.content.decode()[:500]
+    assert "your own account" in done.content.decode()
+
+
+def test_each_member_connects_and_calls_as_themselves(api: Any, member_client: Any, tenant: Any,
+                                                      server_url: str) -> None:
+    tool_id = make_tool(api, server_url, per_user=True, name="notion")
+    connect_as(api, tool_id, "alice")
+    # The first connection also discovered the tool's functions, as the member who connected.
+    assert Tool.objects.get(pk=tool_id).functions.filter(name="whoami").exists()
+    assert invoke(api, tool_id, "whoami")["text"] == "alice"
+
+    bob = member_client(tenant, Role.MEMBER)
+    assert bob.get(f"/api/v1/tools/{tool_id}/").json()["oauth"]["connected"] is False
+    refused = invoke(bob, tool_id, "whoami")
+    assert refused["error_code"] == "AUTHORIZATION_REQUIRED", refused
+    assert "your own account" in refused["error"]
+    # Bob's own link (a member may connect their own account), never alice's connection.
+    assert refused["authorize_url"].startswith("http://testserver/oauth/start/")
+    assert Tool.objects.get(pk=tool_id).consecutive_failures == 0
+
+    connect_as(bob, tool_id, "bob")
+    assert bob.get(f"/api/v1/tools/{tool_id}/").json()["oauth"]["connected"] is True
+    for _ in range(2):  # each in their own session, interleaved
+        assert invoke(bob, tool_id, "whoami")["text"] == "bob"
+        assert invoke(api, tool_id, "whoami")["text"] == "alice"
+    assert OAuthConnection.objects.filter(tool_id=tool_id).count() == 2
+
+    # Bob disconnects his own; alice's stays.
+    assert bob.delete(f"/api/v1/tools/{tool_id}/oauth/").status_code == 204
+    assert invoke(bob, tool_id, "whoami")["error_code"] == "AUTHORIZATION_REQUIRED"
+    assert invoke(api, tool_id, "whoami")["text"] == "alice"
+    assert list(OAuthConnection.objects.filter(tool_id=tool_id).values_list("user_id", flat=True)) == [api.user.pk]
+    # Nobody's tokens in the audit.
+    audit = str(list(ToolCall.objects.values()))
+    for tokens in OAuthConnection.objects.values_list("tokens", flat=True):
+        assert all(token not in audit for token in tokens.values())
+
+
+def test_a_viewer_cannot_connect_and_a_shared_tool_stays_for_admins(api: Any, member_client: Any, tenant: Any,
+                                                                   server_url: str) -> None:
+    personal = make_tool(api, server_url, per_user=True, name="personal")
+    viewer = member_client(tenant, Role.VIEWER)
+    assert viewer.post(f"/api/v1/tools/{personal}/oauth/connect/").status_code == 403
+    shared = make_tool(api, server_url, name="shared")
+    member = member_client(tenant, Role.MEMBER)
+    refused = member.post(f"/api/v1/tools/{shared}/oauth/connect/")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
+    assert member.delete(f"/api/v1/tools/{shared}/oauth/").status_code == 403
