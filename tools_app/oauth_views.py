@@ -46,8 +46,12 @@ def callback(request: HttpRequest) -> HttpResponse:
         admin = bool(ensure_role(tenant=tool.tenant, user=request.user, at_least=Role.ADMIN))
     except PermissionDenied:
         admin = False
-    back = reverse("admin:tools_app_tool_change", args=[tool.pk]) if admin and request.user.is_staff else (
-        reverse("playground") + f"?tenant={tool.tenant.slug}")
+    if connection.user_id is not None:  # the member's own account: their connections page
+        back = reverse("my-connections") + f"?tenant={tool.tenant.slug}"
+    elif admin and request.user.is_staff:
+        back = reverse("admin:tools_app_tool_change", args=[tool.pk])
+    else:
+        back = reverse("playground") + f"?tenant={tool.tenant.slug}"
     whose = "your own account" if connection.user_id else "the shared account everyone's calls use"
     return render(request, "oauth/result.html", {
         "ok": True, "title": "Connected", "tool": tool, "whose": whose, "back": back,

@@ -264,6 +264,20 @@ def user_credentials_state(*, tool: Tool, user: Any) -> dict[str, Any] | None:
             "complete": not missing, "updated_at": stored.updated_at.isoformat() if stored is not None else None}
 
 
+def member_connections(*, tenant: Tenant, user: Any) -> list[dict[str, Any]]:
+    """The tools this member may use that need a connection or keys: OAuth tools (shared or their own) and tools
+    with per-user keys, each with the member's view of it (`oauth`, `my_credentials`). Configs are encrypted, so
+    the filter runs here, not in SQL."""
+    rows = []
+    tools = usable_tools(tenant=tenant, user=user).filter(type__in=(ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP))
+    for tool in tools.order_by("name"):
+        oauth = oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+        keys = user_credentials_state(tool=tool, user=user)
+        if oauth is not None or keys is not None:
+            rows.append({"tool": tool, "oauth": oauth, "my_credentials": keys})
+    return rows
+
+
 def user_secret_values(*, tool: Tool) -> list[str]:
     """Every member's values for a tool's per-user keys (the scrubber masks them); none for other tools (no query)."""
     if not (tool.config or {}).get("user_secrets"):

@@ -78,3 +78,23 @@ def test_a_viewer_cannot_connect_and_a_shared_tool_stays_for_admins(api: Any, me
     refused = member.post(f"/api/v1/tools/{shared}/oauth/connect/")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
     assert member.delete(f"/api/v1/tools/{shared}/oauth/").status_code == 403
+
+
+def test_a_member_connects_from_their_connections_page(api: Any, member_client: Any, tenant: Any,
+                                                       server_url: str) -> None:
+    tool_id = make_tool(api, server_url, per_user=True, name="figma")
+    make_tool(api, server_url, name="shared-linear")
+    bob = member_client(tenant, Role.MEMBER)
+    browser = signed_in(bob.user)
+    html = browser.get("/accounts/connections/?tenant=acme").content.decode()
+    assert "figma" in html and "your own" in html and "shared-linear" in html and "an admin connects it" in html
+    started = browser.post("/accounts/connections/?tenant=acme", {"action": "connect", "tool": tool_id})
+    assert started.status_code == 302 and "/oauth/start/" in started["Location"]
+    query = provider_answer(browser, started["Location"], user="bob")
+    done = browser.get("/oauth/callback/?" + urlencode(query))
+    assert done.status_code == 200 and "/accounts/connections/?tenant=acme" in done.content.decode()
+    assert invoke(bob, tool_id, "whoami")["text"] == "bob"
+    html = browser.get("/accounts/connections/?tenant=acme").content.decode()
+    assert "Disconnect" in html and "connected" in html
+    browser.post("/accounts/connections/?tenant=acme", {"action": "disconnect", "tool": tool_id})
+    assert not OAuthConnection.objects.filter(tool_id=tool_id, user=bob.user).exists()
