@@ -23,7 +23,7 @@ from django.db import close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError, NoBackChannelError, UrlElicitationRequiredError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 
@@ -380,6 +380,23 @@ def _may_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared)
 
 
+def _may_elicit_url(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """The client declared URL-mode elicitation (MCP 2025-11-25): it can open a link for its user and retry."""
+    declared = ctx.session.client_capabilities
+    return bool(declared is not None and declared.elicitation is not None and declared.elicitation.url is not None)
+
+
+def _connect_first(name: str, link: str) -> UrlElicitationRequiredError:
+    """The spec's answer to a call that needs the user to connect an account first (-32042, URL mode): the
+    client shows the caller's own connect link (its flow id is the elicitation id) and calls again after."""
+    flow = link.rstrip("/").rsplit("/", 1)[-1]
+    return UrlElicitationRequiredError(
+        [types.ElicitRequestURLParams(message=f"{name} acts with an account you have not connected yet: open this "
+                                              "Toolhub link, sign in at the provider, then call it again.",
+                                      url=link, elicitation_id=f"toolhub-oauth-{flow}")],
+        message=f"{ResultCode.AUTHORIZATION_REQUIRED}: connect the account {name} uses first ({link})")
+
+
 def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
@@ -410,6 +427,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:
+            link = outcome.result.meta.get(service.AUTHORIZE_URL)
+            if link and _may_elicit_url(ctx):
+                raise _connect_first(params.name, str(link))
             return rendered
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
