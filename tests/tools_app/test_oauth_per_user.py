@@ -98,3 +98,42 @@ def test_a_member_connects_from_their_connections_page(api: Any, member_client: 
     assert "Disconnect" in html and "connected" in html
     browser.post("/accounts/connections/?tenant=acme", {"action": "disconnect", "tool": tool_id})
     assert not OAuthConnection.objects.filter(tool_id=tool_id, user=bob.user).exists()
+
+
+@pytest.fixture(scope="module")
+def cimd_url() -> Iterator[str]:
+    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "60", "--cimd")) as url:
+        yield url
+
+
+def test_a_server_taking_client_metadata_documents_gets_toolhubs_url_as_client_id(api: Any, cimd_url: str,
+                                                                                  settings: Any) -> None:
+    """With an https public URL and a server that takes Client ID Metadata Documents, Toolhub registers nothing:
+    its document's URL is the client id, and the document is served there."""
+    from tests.tools_app.runtime.mcp.test_oauth_client import browse
+    from tools_app.models import OAuthRegistration
+
+    settings.TOOLHUB_PUBLIC_URL = "https://toolhub.example"
+    document = signed_in(api.user).get("/oauth/client-metadata.json")
+    assert document.status_code == 200 and document.json() == {
+        "client_id": "https://toolhub.example/oauth/client-metadata.json", "client_name": "Toolhub",
+        "client_uri": "https://toolhub.example/", "redirect_uris": ["https://toolhub.example/oauth/callback/"],
+        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+        "token_endpoint_auth_method": "none", "application_type": "web"}
+    tool_id = make_tool(api, cimd_url, name="cimd")
+    link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
+    assert link.startswith("https://toolhub.example/oauth/start/")
+    browser = signed_in(api.user)
+    started = browser.get(link.removeprefix("https://toolhub.example"))
+    assert "client_id=https%3A%2F%2Ftoolhub.example%2Foauth%2Fclient-metadata.json" in started["Location"]
+    query = {k: v[0] for k, v in browse(started["Location"], "alice",
+                                        callback="https://toolhub.example/oauth/callback/").items()}
+    assert browser.get("/oauth/callback/?" + urlencode(query)).status_code == 200
+    assert invoke(api, tool_id, "whoami")["text"] == "alice"
+    registration = OAuthRegistration.objects.get()
+    assert registration.client_id == "https://toolhub.example/oauth/client-metadata.json"
+    stats = invoke(api, tool_id, "stats")["text"]
+    assert '"registrations": 0' in stats, stats  # no Dynamic Client Registration happened
+    # Without an https public URL there is no document (and servers get a registered client instead).
+    settings.TOOLHUB_PUBLIC_URL = ""
+    assert signed_in(api.user).get("/oauth/client-metadata.json").status_code == 404

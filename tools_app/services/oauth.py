@@ -29,6 +29,23 @@ from tools_app.runtime.errors import AuthorizationNeeded, RuntimeToolError
 from tools_app.runtime.mcp import oauth
 
 CALLBACK_PATH = "/oauth/callback/"
+CLIENT_METADATA_PATH = "/oauth/client-metadata.json"
+CLIENT_NAME = "Toolhub"
+
+
+def client_metadata_url(base_url: str) -> str:
+    """Toolhub's Client ID Metadata Document: its URL is the client id where a server takes one (https only)."""
+    return base_url.rstrip("/") + CLIENT_METADATA_PATH
+
+
+def client_metadata(base_url: str) -> dict[str, Any] | None:
+    """The document served at client_metadata_url(base_url); None without an https public URL (a CIMD client id
+    must be https)."""
+    url = client_metadata_url(base_url)
+    if not url.startswith("https://"):
+        return None
+    return oauth.client_metadata_document(url, redirect_uri=base_url.rstrip("/") + CALLBACK_PATH,
+                                          client_name=CLIENT_NAME, client_uri=base_url.rstrip("/") + "/")
 
 
 def _flow_ttl() -> int:
@@ -68,6 +85,12 @@ def _registration(*, tenant: Tenant, spec: RemoteConfig, found: oauth.Discovery,
             defaults={"client_id": client.client_id,
                       "secret": {"client_secret": client.client_secret, "auth_method": client.auth_method}},
         )
+        return registration
+    document_url = client_metadata_url(redirect_uri.removesuffix(CALLBACK_PATH))
+    if oauth.uses_client_metadata_document(found, document_url):
+        registration, _ = OAuthRegistration.objects.get_or_create(
+            tenant=tenant, issuer=f"{found.issuer}#client-metadata", redirect_uri=redirect_uri,
+            defaults={"client_id": document_url, "secret": {"auth_method": "none"}})
         return registration
     existing = OAuthRegistration.objects.filter(tenant=tenant, issuer=found.issuer, redirect_uri=redirect_uri).first()
     if existing is not None:
