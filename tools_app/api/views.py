@@ -194,12 +194,22 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedWindowThrottle])
     def test(self, request: Request, pk: Any = None) -> Response:
-        return Response(discovery.tool_test(tenant=self.tenant, actor=request.user, tool_id=pk))
+        return Response(self._with_link(request, pk, discovery.tool_test(tenant=self.tenant, actor=request.user,
+                                                                          tool_id=pk)))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="refresh", throttle_classes=[ScopedWindowThrottle])
     def refresh(self, request: Request, pk: Any = None) -> Response:
-        return Response(discovery.tool_refresh(tenant=self.tenant, actor=request.user, tool_id=pk))
+        return Response(self._with_link(request, pk, discovery.tool_refresh(tenant=self.tenant, actor=request.user,
+                                                                             tool_id=pk)))
+
+    def _with_link(self, request: Request, pk: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """A Test or Refresh that needed the caller's connection says so with their own link (when they may
+        connect it) instead of only failing."""
+        if (body.get("error") or {}).get("code") == "authorization_required":
+            body["authorize_url"] = oauth.authorize_link_or_none(tenant=self.tenant, actor=request.user, tool_id=pk,
+                                                                 base_url=public_base(request))
+        return body
 
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
     @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedWindowThrottle])
