@@ -205,10 +205,14 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
         if result.error_reason:
             typed["error_reason"] = result.error_reason
         link = result.meta.get(service.AUTHORIZE_URL)
+        page = result.meta.get(service.CONNECTIONS_URL)
         if link:
-            # The caller's own connect link (issue: OAuth connections): open it, sign in upstream, call again.
+            # The caller's own connect link: open it, sign in upstream, call again.
             typed["authorize_url"] = link
             message += f" Connect it at {link} (sign in there), then call this tool again."
+        elif page:
+            typed["connections_url"] = page
+            message += f" Set your own keys at {page}, then call this tool again."
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {REFUSAL_META: typed}})
     secrets = service.secrets_of(principal, outcome.function)
@@ -397,6 +401,14 @@ def _connect_first(name: str, link: str) -> UrlElicitationRequiredError:
         message=f"{ResultCode.AUTHORIZATION_REQUIRED}: connect the account {name} uses first ({link})")
 
 
+def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredError:
+    """URL mode for a tool that needs the caller's own keys: their connections page, where they set them."""
+    return UrlElicitationRequiredError(
+        [types.ElicitRequestURLParams(message=f"{name} needs your own keys: set them on this Toolhub page, then "
+                                              "call it again.", url=page, elicitation_id=f"toolhub-keys-{call_id}")],
+        message=f"{ResultCode.CREDENTIALS_REQUIRED}: set your own keys for {name} first ({page})")
+
+
 def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
@@ -430,6 +442,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
             link = outcome.result.meta.get(service.AUTHORIZE_URL)
             if link and _may_elicit_url(ctx):
                 raise _connect_first(params.name, str(link))
+            page = outcome.result.meta.get(service.CONNECTIONS_URL)
+            if page and _may_elicit_url(ctx):
+                raise _keys_first(params.name, str(page), outcome.call_id)
             return rendered
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
