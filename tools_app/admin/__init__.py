@@ -28,6 +28,7 @@ from tools_app.admin.forms import ToolAdminForm
 from tools_app.admin.pages import ToolPagesMixin, function_badge
 from tools_app.configs import mask_config
 from tools_app.models import (
+    Approval,
     ApprovalVia,
     FunctionState,
     Safety,
@@ -416,9 +417,24 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = [tenant_filter(), "status", "tool", "agent", ViaFilter, "created_at"]
     list_select_related = ["tenant", "agent", "actor"]
     search_fields = ["tool_name", "function"]
+    readonly_fields = ["approval_link"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+    @admin.display(description="Approval")
+    def approval_link(self, obj: ToolCall) -> str:
+        """The approval this call waited for (the request) or ran after (the result); "-" for neither."""
+        held = Approval.objects.filter(tool_call=obj).first()
+        if held is not None:
+            return format_html('<a href="{}" id="toolhub-approval">approval #{}</a> ({}): this row is the request',
+                               reverse("admin:tools_app_approval_change", args=[held.pk]), held.pk,
+                               held.get_status_display().lower())
+        ran = Approval.objects.filter(result_call=obj).first()
+        if ran is not None:
+            return format_html('ran once <a href="{}" id="toolhub-approval">approval #{}</a> was approved by {}',
+                               reverse("admin:tools_app_approval_change", args=[ran.pk]), ran.pk, ran.decided_by)
+        return "-"
 
     @admin.display(description="Call", ordering="tool_name")
     def call(self, obj: ToolCall) -> str:

@@ -285,7 +285,7 @@ class ToolPagesMixin:
             if not problems:
                 try:
                     invocation = tool_invoke(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
-                                             function=chosen.name, arguments=arguments, via=ApprovalVia.INVOKE)
+                                             function=chosen.name, arguments=arguments, via=ApprovalVia.ADMIN)
                 except DomainError as exc:
                     problems.append(exc.message)
                 else:
