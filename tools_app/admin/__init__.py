@@ -206,6 +206,10 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
             context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
             context["function_count"] = obj.functions.count()
             context["discovers"] = obj.type in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP)
+            # Functions are discovered in the background after a save: still on its way, or failed (and why).
+            checked = obj.last_checked_at
+            context["discovery"] = ("pending" if checked is None or checked < obj.updated_at
+                                    else "failed" if obj.last_error else "empty")
             context["recent_calls"] = list(ToolCall.objects.filter(tenant=obj.tenant, tool=obj)
                                            .order_by("-created_at", "-id")[:RECENT_CALLS])
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
