@@ -290,10 +290,7 @@ def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bo
     decision = ApprovalDecision(approval)
     if approve and approval.via != ApprovalVia.CHAT:
         decision.invocation = _run_held(tenant=tenant, approval=approval)
-        ran = decision.invocation.call
-        if ran.pk is not None:  # a row spooled during a database outage has no id yet: nothing to point at
-            Approval.objects.filter(pk=approval.pk).update(result_call=ran)
-            approval.result_call = ran
+        approval_record_result(tenant=tenant, approval_id=approval.pk, call=decision.invocation.call)
     return decision
 
 
@@ -335,6 +332,16 @@ def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool, answ
         call.result_excerpt = "answered by a person" if kind == "elicitation" else "approved by a person"
         call.save(update_fields=["status", "error_code", "error", "result_excerpt"])
     return approval, False
+
+
+def approval_record_result(*, tenant: Tenant, approval_id: Any, call: Any) -> None:
+    """Remember the audit row of the run an approval let through (a resumed chat runs it after the decision).
+
+    The first run counts (a batch of identical calls runs several); a row without an id (spooled) is skipped.
+    """
+    if getattr(call, "pk", None) is None:
+        return
+    Approval.objects.filter(tenant=tenant, pk=approval_id, result_call=None).update(result_call=call)
 
 
 def _run_held(*, tenant: Tenant, approval: Approval) -> Invocation:
