@@ -93,6 +93,7 @@ def test_batch_shows_its_count_before_deciding(tenant: Any, operator: Any) -> No
     data = {"action": "deny_selected", "_selected_action": [first, second]}
     confirm = web.post("/admin/tools_app/approval/", data).content.decode()
     assert "deny</strong> 2 requests" in confirm and "<strong>3</strong> calls" in confirm and "×2" in confirm
+    assert 'value="Yes, deny 2 requests (3 calls)"' in confirm
     assert Approval.objects.filter(status=ApprovalStatus.PENDING).count() == 2  # nothing decided yet
     web.post("/admin/tools_app/approval/", {**data, "confirmed": "yes"})
     assert set(Approval.objects.values_list("status", flat=True)) == {ApprovalStatus.DENIED}
@@ -133,6 +134,7 @@ def test_approving_a_destructive_call_asks_first_and_links_the_call_it_ran(tenan
     assert 'id="destructive-warning"' in html and "This call is DESTRUCTIVE" in html and "precious.db" in html
     assert f'action="{decide}"' in html and 'name="decision" value="approve"' in html
     assert 'name="confirmed" value="yes"' in html and "No, go back" in html
+    assert f"Approve #{approval_id} delete_file.delete_file?" in html and 'value="Yes, approve it and run it now"' in html
     assert target.exists() and Approval.objects.get(pk=approval_id).status == ApprovalStatus.PENDING
     # Confirmed: it runs, and the message links the approval and the call that ran.
     done = web.post(decide, {"decision": "approve", "confirmed": "yes"}, follow=True)

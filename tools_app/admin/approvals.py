@@ -304,9 +304,14 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
         if destructive:
             warning = (f"{'This call is' if len(rows) == 1 else f'{len(destructive)} of these calls are'} "
                        "DESTRUCTIVE: approving runs it now, and it may delete or irreversibly change data.")
+        one = rows[0] if form_action and len(rows) == 1 else None
         context = {
             **self.admin_site.each_context(request),
-            "title": f"{verb.capitalize()} {len(rows)} request(s)?",
+            "title": (f"{verb.capitalize()} #{one.pk} {one.tool_call.tool_name}.{one.tool_call.function}?" if one
+                      else f"{verb.capitalize()} {len(rows)} request(s)?"),
+            "confirm_label": (f"Yes, {verb} it{' and run it now' if verb == 'approve' else ''}" if one else
+                              f"Yes, {verb} {len(rows)} request{'s' if len(rows) != 1 else ''} "
+                              f"({sum(a.count for a in rows)} call{'s' if sum(a.count for a in rows) != 1 else ''})"),
             "opts": self.model._meta,
             "rows": [(a, self.source(a), self.count_shown(a), self.arguments_shown(a)) for a in rows],
             "calls": sum(a.count for a in rows),
