@@ -429,12 +429,12 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="Approval")
     def approval_link(self, obj: ToolCall) -> str:
         """The approval this call waited for (the request) or ran after (the result); "-" for neither."""
-        held = Approval.objects.filter(tool_call=obj).first()
+        held = Approval.objects.filter(tenant=obj.tenant_id, tool_call=obj).first()
         if held is not None:
             return format_html('<a href="{}" id="toolhub-approval">approval #{}</a> ({}): this row is the request',
                                reverse("admin:tools_app_approval_change", args=[held.pk]), held.pk,
                                held.get_status_display().lower())
-        ran = Approval.objects.filter(result_call=obj).first()
+        ran = Approval.objects.filter(tenant=obj.tenant_id, result_call=obj).first()
         if ran is not None:
             return format_html('ran once <a href="{}" id="toolhub-approval">approval #{}</a> was approved by {}',
                                reverse("admin:tools_app_approval_change", args=[ran.pk]), ran.pk, ran.decided_by)
