@@ -208,6 +208,10 @@ class ToolCall(models.Model):
     def __str__(self) -> str:
         return f"{self.tool_name}.{self.function} ({self.get_status_display().lower()}, call #{self.pk})"
 
+    def via_label(self) -> str:
+        """Where the call came from, in words ("Admin (Try)", "MCP gateway", ...)."""
+        return str(dict(ApprovalVia.choices).get(self.via, self.via or "-"))
+
 
 class RefusedCall(ToolCall):
     """The audit rows of calls refused for bad input (the admin's "Refused calls"): see tools_app.admin.refused."""

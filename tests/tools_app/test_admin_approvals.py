@@ -191,6 +191,8 @@ def test_a_try_from_the_admin_is_audited_as_from_the_admin(tenant: Any, operator
     assert (call.via, call.status) == ("admin", CallStatus.OK)
     listing = web.get("/admin/tools_app/toolcall/?via=admin").content.decode()
     assert "Admin (Try)" in listing and f"/admin/tools_app/toolcall/{call.pk}/change/" in listing
+    tool_page = web.get(f"/admin/tools_app/tool/{reading.pk}/change/").content.decode()
+    assert "<td>Admin (Try)</td>" in tool_page.split('id="toolhub-recent-calls"')[1]
     # A held Try is an approval from the admin, linked from the Try page, and approving it runs it (as the admin).
     deleting = enabled_builtin(tenant, "delete_file")
     target = workspace_file(tenant, "gone.txt")

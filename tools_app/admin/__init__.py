@@ -179,8 +179,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     @admin.display(description="Where it runs")
     def sandbox(self, obj: Tool) -> str:
         if obj.unsandboxed:
-            return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">UNSANDBOXED: runs as '
-                               "Toolhub's own user, with its files, environment and network</strong>")
+            return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">{}</strong>',
+                               "UNSANDBOXED: runs as Toolhub's own user, with its files, environment and network")
         network = "the host's network" if obj.tenant.local_network == "host" else "no network"
         runner = adapters.runner_of(obj)
         where = (f"on runner {runner.id} (up since {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(runner.since))})"
@@ -452,7 +452,7 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Via", ordering="via")
     def origin(self, obj: ToolCall) -> str:
-        via = dict(ApprovalVia.choices).get(obj.via, obj.via or "-")
+        via = obj.via_label()
         who = " · ".join(str(x) for x in (obj.agent, obj.actor) if x is not None)
         return format_html("{}<br><small>{}</small>", via, who)
 
