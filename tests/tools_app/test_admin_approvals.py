@@ -127,6 +127,7 @@ def test_approving_a_destructive_call_asks_first_and_links_the_call_it_ran(tenan
     approval_id = held_delete(api, tool, "precious.db")
     held = Approval.objects.get(pk=approval_id).tool_call
     decide = f"/admin/tools_app/approval/{approval_id}/decide/"
+    assert ">Approve…</button>" in web.get("/admin/tools_app/approval/").content.decode()  # says a step follows
     # One click shows the call and its warning; nothing runs yet.
     confirm = web.post(decide, {"decision": "approve"})
     assert confirm.status_code == 200
@@ -167,6 +168,7 @@ def test_a_destructive_deny_and_a_safe_approve_take_one_click(tenant: Any, opera
     resp = api.post(f"/api/v1/tools/{reading.pk}/invoke/", {"function": "read_file", "arguments": {"path": "notes.txt"}},
                     format="json")
     approval_id = resp.json()["approval_id"]
+    assert ">Approve</button>" in web.get("/admin/tools_app/approval/").content.decode()
     done = web.post(f"/admin/tools_app/approval/{approval_id}/decide/", {"decision": "approve"}, follow=True)
     assert "it ran: OK" in done.content.decode() and 'id="destructive-warning"' not in done.content.decode()
     assert Approval.objects.get(pk=approval_id).status == ApprovalStatus.APPROVED

@@ -236,9 +236,13 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
         count = f" ×{obj.count}" if obj.count > 1 else ""
         # The row sits inside the changelist's form (which carries the CSRF token): `formaction` sends
         # that form to this approval's decide URL instead of the bulk-action handler.
+        # A DESTRUCTIVE call's Approve leads to a confirmation (decide_view), and says so.
+        approve = ("Approve…", "Shows the call and its warning before it runs") if self._destructive(obj) \
+            else ("Approve", "Runs a held direct call now")
         return format_html_join(
-            " ", '<button type="submit" formaction="{}" name="decision" value="{}" class="{}">{}{}</button>',
-            [(url, "approve", "toolhub-approve", "Approve", count), (url, "deny", "toolhub-deny", "Deny", count)],
+            " ", '<button type="submit" formaction="{}" name="decision" value="{}" class="{}" title="{}">{}{}</button>',
+            [(url, "approve", "toolhub-approve", approve[1], approve[0], count),
+             (url, "deny", "toolhub-deny", "Nothing runs", "Deny", count)],
         )
 
     # --- deciding -------------------------------------------------------------------------------------
