@@ -122,3 +122,19 @@ def test_a_loaded_tool_names_its_market_entry(staff: Client, tenant: Any) -> Non
     assert 'id="toolhub-load-form"' in entry_page and 'class="closelink"' not in entry_page  # no stray Close
     listing = staff.get("/admin/market_app/marketentry/").content.decode()
     assert "Customers and deals, Customers" in listing and "CRM server" in listing
+
+
+def test_list_actions_and_approving_a_change_are_recorded_in_history(staff: Client, tenant: Any) -> None:
+    tool = ToolFactory(tenant=tenant, name="remote", status="ENABLED")
+    ToolFunction.objects.create(tool=tool, name="lookup", input_schema={}, state="CHANGED")
+    listing = "/admin/tools_app/tool/"
+    for action in ("disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"):
+        staff.post(listing, {"action": action, "_selected_action": [tool.pk]})
+    said = [e.get_change_message() for e in LogEntry.objects.filter(object_id=str(tool.pk)).order_by("pk")]
+    assert said[0] == "Disabled the tool." and said[1].startswith("Test: failed")
+    assert said[2].startswith("Refresh: failed") and said[3] == "Approved function lookup."
+    other = ToolFactory(tenant=tenant, name="drifting")
+    ToolFunction.objects.create(tool=other, name="grow", input_schema={}, state="CHANGED")
+    staff.post(f"/admin/tools_app/tool/{other.pk}/changes/", {"function": "grow"})
+    assert [e.get_change_message() for e in LogEntry.objects.filter(object_id=str(other.pk))] == [
+        "Approved function grow."]

@@ -25,7 +25,7 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app import adapters, selectors, services
 from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
-from tools_app.admin.pages import ToolPagesMixin, function_badge
+from tools_app.admin.pages import ToolPagesMixin, function_badge, history_of_refresh, history_of_test
 from tools_app.configs import mask_config
 from tools_app.models import (
     Approval,
@@ -289,6 +289,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
                 done += 1
             except DomainError as exc:
                 failed.append(f"{tool.name}: {exc.message}")
+            else:
+                self._history(request, tool, f"{'Enabled' if status == ToolStatus.ENABLED else 'Disabled'} the tool.")
         self.message_user(request, f"{done} tool(s) set to {status}.")
         for line in failed:
             self.message_user(request, line, messages.ERROR)
@@ -306,6 +308,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     def test_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         for tool in queryset:
             body = discovery.tool_test(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            self._history(request, tool, history_of_test(body))
             if body["ok"]:
                 names = ", ".join(f["name"] for f in body["functions"][:10])
                 self.message_user(request, f"{tool.name}: OK in {body['latency_ms']} ms, "
@@ -318,6 +321,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     def refresh_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         for tool in queryset:
             body = discovery.tool_refresh(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            self._history(request, tool, history_of_refresh(body))
             if body["ok"]:
                 self.message_user(request, f"{tool.name}: {body['tool_count']} function(s); changes {body['changes']}")
             else:
@@ -327,6 +331,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     def approve_changed_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         for fn in ToolFunction.objects.filter(tool__in=queryset, state=FunctionState.CHANGED).select_related("tool"):
             discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
+            self._history(request, fn.tool, f"Approved function {fn.name}.")
             self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
 
 
