@@ -138,3 +138,15 @@ def test_list_actions_and_approving_a_change_are_recorded_in_history(staff: Clie
     staff.post(f"/admin/tools_app/tool/{other.pk}/changes/", {"function": "grow"})
     assert [e.get_change_message() for e in LogEntry.objects.filter(object_id=str(other.pk))] == [
         "Approved function grow."]
+
+
+def test_function_actions_are_recorded_in_the_functions_history(staff: Client, tenant: Any) -> None:
+    tool = ToolFactory(tenant=tenant, name="remote")
+    fn = ToolFunction.objects.create(tool=tool, name="wipe", input_schema={}, state="CHANGED")
+    listing = "/admin/tools_app/toolfunction/"
+    staff.post(listing, {"action": "approve", "_selected_action": [fn.pk]})
+    staff.post(listing, {"action": "safety_destructive", "_selected_action": [fn.pk]})
+    staff.post(listing, {"action": "safety_from_annotations", "_selected_action": [fn.pk]})
+    said = [e.get_change_message() for e in LogEntry.objects.filter(object_id=str(fn.pk)).order_by("pk")]
+    assert said == ["Approved the current definition.", "Safety set to DESTRUCTIVE.",
+                    "Safety from the server's annotations (override cleared)."]

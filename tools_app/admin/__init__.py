@@ -373,6 +373,9 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
                                           enabled=None, requires_approval=..., safety=safety)
             except DomainError as exc:
                 self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
+            else:
+                self.log_change(request, fn, f"Safety set to {safety}." if safety
+                                else "Safety from the server's annotations (override cleared).")
 
     @admin.action(description="Override safety: READ_ONLY")
     def safety_read_only(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
@@ -403,6 +406,8 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
                 discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
             except DomainError as exc:
                 self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
+            else:
+                self.log_change(request, fn, "Approved the current definition.")
 
 
 class ViaFilter(admin.SimpleListFilter):
