@@ -154,6 +154,7 @@ def test_approving_a_destructive_call_asks_first_and_links_the_call_it_ran(tenan
     for call in (held, ran):
         page = web.get(f"/admin/tools_app/toolcall/{call.pk}/change/").content.decode()
         assert f'<a href="/admin/tools_app/approval/{approval_id}/change/" id="toolhub-approval">' in page
+        assert f'href="/admin/tools_app/tool/{tool.pk}/change/"' in page  # and on to the tool
 
 
 def test_a_destructive_deny_and_a_safe_approve_take_one_click(tenant: Any, operator: Any) -> None:

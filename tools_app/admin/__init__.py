@@ -431,7 +431,11 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = [tenant_filter(), "status", "tool", "agent", ViaFilter, "created_at"]
     list_select_related = ["tenant", "agent", "actor"]
     search_fields = ["tool_name", "function"]
-    readonly_fields = ["approval_link"]
+    # The call's page: what ran and how it ended first, then where it came from (with its approval), then the data.
+    fields = readonly_fields = [  # type: ignore[assignment]
+        "created_at", "tool", "tool_name", "function", "title", "status", "error_code", "error", "cost_ms",
+        "approval_link", "via", "actor", "agent", "conversation", "dry_run", "arguments", "result_excerpt",
+        "result_size", "result_content", "server_logs", "call_uid"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
