@@ -49,6 +49,7 @@ from tools_app.selectors import usable_tools
 from tools_app.services import oauth, plugins
 from tools_app.services.approvals import (
     approval_expire_unbound,
+    approval_record_result,
     approval_request,
     approval_screen,
     approvals_expire,
@@ -482,6 +483,10 @@ def _executor(run: _Run) -> loop.Execute:
             )
             result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too
             run.results[call_id] = result.scrubbed(run.scrub)
+            if call_id in run.approved_call_ids:
+                approval_id = next((b["id"] for b in run.approvals.values() if call_id in b["call_ids"]), None)
+                if approval_id is not None:  # the approval's page links the call it let through
+                    approval_record_result(tenant=run.tenant, approval_id=approval_id, call=done.call)
             return result
         finally:
             if threading.get_ident() != owner:
