@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('tenants_app', '0005_tenant_gateway_approvals_in_toolhub_only'),
-        ('tools_app', '0011_toolfunction_title_meta_icons'),
+        ('tools_app', '0012_approval_result_call_admin_via'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
