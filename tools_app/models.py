@@ -181,6 +181,8 @@ class ToolCall(models.Model):
     conversation = models.ForeignKey("agents_app.Conversation", null=True, blank=True, on_delete=models.SET_NULL)
     # Where the call came from: "api" (direct invoke), "chat" or "gateway" (an MCP client through /mcp/...).
     via = models.CharField(max_length=16, blank=True, default="")
+    # Through the gateway with an OAuth access token: the name the client registered (RFC 7591 client_name).
+    client = models.CharField(max_length=200, blank=True, default="")
     # How the call is named for people (a plugin's call_title hook), e.g. "Delete 3 orders"; else the tool's name.
     title = models.CharField(max_length=200, blank=True, default="")
     # A trial run: executed inside a transaction that was rolled back, so nothing it did was kept.
