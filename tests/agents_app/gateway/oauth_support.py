@@ -14,7 +14,12 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
 CLIENT_NAME = "Test Desktop Client"
