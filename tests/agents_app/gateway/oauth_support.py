@@ -3,6 +3,7 @@ OAuthClientProvider, and raw authorization-code helpers for the refusals the SDK
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import html
@@ -159,3 +160,42 @@ def exchange(base_url: str, client_id: str, code: str, pkce: Pkce, resource: str
     if resource:
         data["resource"] = resource
     return httpx2.post(f"{base_url}/oauth/token/", data=data)
+
+
+def registered_client(base_url: str) -> str:
+    resp = register(base_url)
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert body["token_endpoint_auth_method"] == "none" and "client_secret" not in body
+    return str(body["client_id"])
+
+
+def consent_as(url: str, username: str, *, allow: bool = True, tamper: dict[str, str] | None = None
+               ) -> tuple[httpx2.Response, Browser]:
+    """A fresh browser signed in as `username` answers the consent page at `url` (`tamper`: form fields replaced
+    before allowing)."""
+    browser = Browser(username, allow=allow)
+
+    async def go() -> httpx2.Response:
+        try:
+            if tamper is None:
+                return await browser.consent(url)
+            page = await browser._get(url)
+            form = {**hidden_fields(page.text), "allow": "Allow", **tamper}
+            return await browser.http.post(str(page.url), data=form, headers={"Referer": str(page.url)})
+        finally:
+            await browser.close()
+
+    return asyncio.run(go()), browser
+
+
+def tokens_for(served: Any, setup: Any, username: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A client id and the token response of a full code flow for setup's agent (`served` a running Toolhub)."""
+    client_id = registered_client(served.base_url)
+    pkce = Pkce.make()
+    resource = served.endpoint("acme", setup.agent_id)
+    resp, _ = consent_as(authorize_url(served.base_url, client_id, resource, pkce), username or setup.api.user.username)
+    code = redirect_params(resp)["code"]
+    issued = exchange(served.base_url, client_id, code, pkce, resource)
+    assert issued.status_code == 200, issued.text
+    return client_id, issued.json()

@@ -4,7 +4,6 @@ resource that is not one agent; and the token's life: refresh rotation, revocati
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx2
@@ -15,13 +14,14 @@ from agents_app.models import Agent
 from tenants_app.models import Membership, Role
 from tests.agents_app.gateway.oauth_support import (
     REDIRECT_URI,
-    Browser,
     Pkce,
     authorize_url,
+    consent_as,
     exchange,
-    hidden_fields,
     redirect_params,
     register,
+    registered_client,
+    tokens_for,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,43 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
-
-
-def _client_id(base_url: str) -> str:
-    resp = register(base_url)
-    assert resp.status_code == 201, resp.text
-    body = resp.json()
-    assert body["token_endpoint_auth_method"] == "none" and "client_secret" not in body
-    return str(body["client_id"])
-
-
-def _consent(url: str, username: str, *, allow: bool = True, tamper: dict[str, str] | None = None
-             ) -> tuple[httpx2.Response, Browser]:
-    browser = Browser(username, allow=allow)
-
-    async def go() -> httpx2.Response:
-        try:
-            if tamper is None:
-                return await browser.consent(url)
-            page = await browser._get(url)
-            form = {**hidden_fields(page.text), "allow": "Allow", **tamper}
-            return await browser.http.post(str(page.url), data=form, headers={"Referer": str(page.url)})
-        finally:
-            await browser.close()
-
-    return asyncio.run(go()), browser
-
-
-def _tokens(served: Any, setup: Any, username: str | None = None) -> tuple[str, dict[str, Any]]:
-    """A client id and the token response of a full code flow for setup's agent."""
-    client_id = _client_id(served.base_url)
-    pkce = Pkce.make()
-    resource = served.endpoint("acme", setup.agent_id)
-    resp, _ = _consent(authorize_url(served.base_url, client_id, resource, pkce), username or setup.api.user.username)
-    code = redirect_params(resp)["code"]
-    issued = exchange(served.base_url, client_id, code, pkce, resource)
-    assert issued.status_code == 200, issued.text
-    return client_id, issued.json()
 
 
 def _at(served: Any, setup: Any, token: str) -> int:
@@ -79,9 +42,9 @@ def _nothing_granted() -> bool:
 
 
 def test_denied_consent_answers_access_denied_and_leaves_nothing_behind(served: Any, setup: Any) -> None:
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     url = authorize_url(served.base_url, client_id, served.endpoint("acme", setup.agent_id), Pkce.make())
-    resp, browser = _consent(url, setup.api.user.username, allow=False)
+    resp, browser = consent_as(url, setup.api.user.username, allow=False)
     params = redirect_params(resp)
     assert params["error"] == "access_denied" and params["state"] == "st-1" and "code" not in params
     assert browser.consent_pages  # the person saw the page and said no
@@ -89,27 +52,27 @@ def test_denied_consent_answers_access_denied_and_leaves_nothing_behind(served: 
 
 
 def test_plain_pkce_and_a_missing_challenge_are_refused_before_consent(served: Any, setup: Any) -> None:
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     resource = served.endpoint("acme", setup.agent_id)
-    plain, browser = _consent(authorize_url(served.base_url, client_id, resource, Pkce.make(), method="plain"),
+    plain, browser = consent_as(authorize_url(served.base_url, client_id, resource, Pkce.make(), method="plain"),
                               setup.api.user.username)
     assert redirect_params(plain)["error"] == "invalid_request"
     assert not browser.consent_pages
     missing = authorize_url(served.base_url, client_id, resource, Pkce.make()).replace("code_challenge=", "x=")
-    resp, _ = _consent(missing, setup.api.user.username)
+    resp, _ = consent_as(missing, setup.api.user.username)
     assert redirect_params(resp)["error"] == "invalid_request"
     assert _nothing_granted()
 
 
 def test_an_unregistered_redirect_uri_is_refused_without_redirecting(served: Any, setup: Any) -> None:
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     # Exact match: scheme, host, path and query. Only a loopback IP's port may differ (RFC 8252 section 7.3 says
     # the server MUST allow it: desktop clients take an ephemeral port).
     for elsewhere in ("http://127.0.0.1:33418/other", "http://localhost:33418/callback", "https://evil.example/cb",
                       "http://127.0.0.1:33418/callback?x=1", "https://127.0.0.1:33418/callback"):
         url = authorize_url(served.base_url, client_id, served.endpoint("acme", setup.agent_id), Pkce.make(),
                             redirect_uri=elsewhere)
-        resp, browser = _consent(url, setup.api.user.username)
+        resp, browser = consent_as(url, setup.api.user.username)
         assert resp.status_code == 400 and "location" not in resp.headers
         assert not browser.consent_pages
     assert _nothing_granted()
@@ -136,9 +99,9 @@ def test_a_member_without_access_to_the_agent_is_refused_at_consent(
     served: Any, setup: Any, other_tenant: Any, member_client: Any
 ) -> None:
     outsider = member_client(other_tenant, Role.ADMIN)
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     url = authorize_url(served.base_url, client_id, served.endpoint("acme", setup.agent_id), Pkce.make())
-    resp, browser = _consent(url, outsider.user.username)
+    resp, browser = consent_as(url, outsider.user.username)
     assert resp.status_code == 403 and 'id="oauth-refused"' in resp.text
     assert not browser.consent_pages
     assert _nothing_granted()
@@ -148,9 +111,9 @@ def test_a_tampered_consent_form_cannot_grant_another_agent(
     served: Any, setup: Any, other_tenant: Any, member_client: Any
 ) -> None:
     theirs = make_foreign_agent(member_client, other_tenant)
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     url = authorize_url(served.base_url, client_id, served.endpoint("acme", setup.agent_id), Pkce.make())
-    resp, _ = _consent(url, setup.api.user.username, tamper={"resource": served.endpoint("globex", theirs)})
+    resp, _ = consent_as(url, setup.api.user.username, tamper={"resource": served.endpoint("globex", theirs)})
     assert resp.status_code == 403
     assert _nothing_granted()
 
@@ -164,30 +127,30 @@ def make_foreign_agent(member_client: Any, tenant: Any) -> int:
 @pytest.mark.parametrize("resource", ["", "https://elsewhere.example/mcp/acme/agents/{id}/", "{base}/api/v1/",
                                       "{base}/mcp/acme/agents/{id}/?x=1"])
 def test_a_resource_that_is_not_one_agent_here_is_refused(served: Any, setup: Any, resource: str) -> None:
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     named = resource.format(base=served.base_url, id=setup.agent_id)
     url = authorize_url(served.base_url, client_id, named, Pkce.make())
     if not named:
         url = url.replace("resource=&", "")
-    resp, browser = _consent(url, setup.api.user.username)
+    resp, browser = consent_as(url, setup.api.user.username)
     assert redirect_params(resp)["error"] == "invalid_target"
     assert not browser.consent_pages
     assert _nothing_granted()
 
 
 def test_consent_is_asked_every_time(served: Any, setup: Any) -> None:
-    _tokens(served, setup)
-    client_id = _client_id(served.base_url)
+    tokens_for(served, setup)
+    client_id = registered_client(served.base_url)
     url = authorize_url(served.base_url, client_id, served.endpoint("acme", setup.agent_id), Pkce.make())
-    _, browser = _consent(url + "&approval_prompt=auto", setup.api.user.username)
+    _, browser = consent_as(url + "&approval_prompt=auto", setup.api.user.username)
     assert len(browser.consent_pages) == 1
 
 
 def test_the_token_request_cannot_change_the_resource_or_skip_the_verifier(served: Any, setup: Any) -> None:
-    client_id = _client_id(served.base_url)
+    client_id = registered_client(served.base_url)
     resource = served.endpoint("acme", setup.agent_id)
     pkce = Pkce.make()
-    resp, _ = _consent(authorize_url(served.base_url, client_id, resource, pkce), setup.api.user.username)
+    resp, _ = consent_as(authorize_url(served.base_url, client_id, resource, pkce), setup.api.user.username)
     code = redirect_params(resp)["code"]
     wrong = exchange(served.base_url, client_id, code, pkce, served.endpoint("acme", setup.agent_id + 1000))
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"
@@ -195,7 +158,7 @@ def test_the_token_request_cannot_change_the_resource_or_skip_the_verifier(serve
 
 
 def test_refresh_tokens_rotate_and_a_reused_one_revokes_the_family(served: Any, setup: Any) -> None:
-    client_id, first = _tokens(served, setup)
+    client_id, first = tokens_for(served, setup)
     refresh = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": first["refresh_token"]}
     second = httpx2.post(f"{served.base_url}/oauth/token/", data=refresh)
     assert second.status_code == 200, second.text
@@ -209,7 +172,7 @@ def test_refresh_tokens_rotate_and_a_reused_one_revokes_the_family(served: Any, 
 
 
 def test_revocation_ends_the_token_at_once(served: Any, setup: Any) -> None:
-    client_id, issued = _tokens(served, setup)
+    client_id, issued = tokens_for(served, setup)
     assert _at(served, setup, issued["access_token"]) == 200
     resp = httpx2.post(f"{served.base_url}/oauth/revoke/", data={"token": issued["access_token"],
                                                                  "client_id": client_id})
@@ -224,7 +187,7 @@ def test_tokens_stop_working_when_the_membership_the_user_or_the_agent_goes(
     served: Any, setup: Any, member_client: Any, gone: str
 ) -> None:
     member = member_client(setup.tenant, Role.MEMBER)
-    _, issued = _tokens(served, setup, member.user.username)
+    _, issued = tokens_for(served, setup, member.user.username)
     assert _at(served, setup, issued["access_token"]) == 200
     if gone == "membership":
         Membership.objects.filter(user=member.user, tenant=setup.tenant).delete()
