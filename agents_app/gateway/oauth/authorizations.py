@@ -110,3 +110,36 @@ def authorizations_revoke_bound(*, tenant: Tenant, agent_id: Any | None = None, 
     """Revoke everything bound to an agent that is going away, or everything a member who is leaving granted in
     the tenant: their tokens could never be used again, and must not outlive it (a reused id, a re-added member)."""
     return _revoke_rows(*_live_rows(tenant, agent_id=agent_id, user_id=user_id))
+
+
+@dataclass(frozen=True)
+class MyAuthorization:
+    """One client the signed-in member authorized, at one agent of one of their tenants."""
+
+    client_id: str
+    client_name: str
+    tenant_slug: str
+    agent_id: str
+    last_used: datetime
+
+
+def authorizations_of_user(*, user: Any) -> list[MyAuthorization]:
+    """Every client `user` authorized, at which agent, newest use first (their own tokens only)."""
+    now = timezone.now()
+    rows = [
+        *get_refresh_token_model().objects.filter(user=user, revoked__isnull=True, application__isnull=False)
+        .select_related("application"),
+        *get_access_token_model().objects.filter(user=user, application__isnull=False, expires__gt=now)
+        .select_related("application"),
+    ]
+    found: dict[tuple[str, str, str], MyAuthorization] = {}
+    for row in rows:
+        bound = bound_agent(list(row.resource or []))
+        if bound is None:
+            continue
+        key = (row.application.client_id, *bound)
+        seen = found.get(key)
+        if seen is None or row.created > seen.last_used:
+            found[key] = MyAuthorization(client_id=key[0], client_name=row.application.name, tenant_slug=bound[0],
+                                         agent_id=bound[1], last_used=row.created)
+    return sorted(found.values(), key=lambda a: a.last_used, reverse=True)

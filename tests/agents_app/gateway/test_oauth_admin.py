@@ -79,3 +79,20 @@ def test_grants_are_revoked_with_their_agent_or_member(served: Any, setup: Any, 
         Membership.objects.filter(user=user).delete()
     assert not AccessToken.objects.filter(user=user).exists()
     assert not RefreshToken.objects.filter(user=user, revoked__isnull=True).exists()
+
+
+def test_a_member_sees_and_revokes_their_own_authorizations(served: Any, setup: Any) -> None:
+    call_command("add_member", "acme", "mo", "--role", "member", "--password", "pw")
+    client_id, issued = tokens_for(served, setup, "mo")
+    _, others = tokens_for(served, setup)  # the admin's own grant, which mo's page neither shows nor touches
+    mo = Client()
+    assert mo.login(username="mo", password="pw")
+    page = mo.get("/oauth/authorizations/").content.decode()
+    listing = page[page.index('id="my-authorizations"'):]
+    assert CLIENT_NAME in listing and f"#{setup.agent_id}" in listing and listing.count('value="Revoke"') == 1
+    assert issued["access_token"] not in page and issued["refresh_token"] not in page
+    done = mo.post("/oauth/authorizations/", {"client_id": client_id, "tenant": "acme", "agent": setup.agent_id})
+    assert done.status_code == 302
+    assert _status(served, setup, issued["access_token"]) == 401
+    assert _status(served, setup, others["access_token"]) == 200
+    assert 'id="my-authorizations"' not in mo.get("/oauth/authorizations/").content.decode()
