@@ -116,6 +116,8 @@ LOGIN_REDIRECT_URL = "/playground/"
 # empty: the origin of the request that asks for the link.
 TOOLHUB_PUBLIC_URL = env_str("TOOLHUB_PUBLIC_URL", "").strip()
 
+# Open client registration (RFC 7591) per address and hour; 0: unlimited.
+TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = env_int("TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR", 30)
 # Toolhub as the MCP gateway's OAuth 2.1 authorization server (django-oauth-toolkit, agents_app.gateway.oauth):
 # authorization code + PKCE S256 for public clients registered dynamically, one agent per token (RFC 8707),
 # refresh tokens rotated (a reused one revokes its family), tokens stored hashed.

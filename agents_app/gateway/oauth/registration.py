@@ -9,6 +9,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
@@ -22,6 +24,22 @@ _GRANTS = {"authorization_code", "refresh_token"}
 
 def _refused(description: str) -> JsonResponse:
     return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
+
+
+def _over_rate(request: HttpRequest) -> bool:
+    """Registration is open to anyone: each address may register TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR clients an
+    hour (counted in the shared cache), so nobody fills the database with clients."""
+    limit = int(settings.TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR)
+    if limit <= 0:
+        return False
+    key = f"toolhub:oauth-dcr:{request.META.get('REMOTE_ADDR', '')}"
+    cache.add(key, 0, timeout=3600)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=3600)
+        count = 1
+    return count > limit
 
 
 def _loopback(host: str) -> bool:
@@ -62,7 +80,8 @@ def checked_metadata(data: Any) -> tuple[dict[str, Any] | None, str | None]:
     grants = data.get("grant_types", ["authorization_code"])
     if not isinstance(grants, list) or "authorization_code" not in grants or not set(grants) <= _GRANTS:
         return None, "grant_types must be authorization_code (with refresh_token)"
-    if not set(data.get("response_types", ["code"]) or ["code"]) <= {"code"}:
+    responses = data.get("response_types", ["code"]) or ["code"]
+    if not isinstance(responses, list) or not set(responses) <= {"code"}:
         return None, "response_types must be code"
     name = data.get("client_name", "")
     if not isinstance(name, str):
@@ -80,6 +99,11 @@ class PublicClientRegistrationView(DynamicClientRegistrationView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if len(request.body) > MAX_BODY:
             return _refused("the registration request is too large")
+        if _over_rate(request):
+            refused = JsonResponse({"error": "too_many_requests",
+                                    "error_description": "too many client registrations from this address"}, status=429)
+            refused["Retry-After"] = "3600"
+            return refused
         try:
             data = json.loads(request.body)
         except (ValueError, UnicodeDecodeError):

@@ -203,3 +203,11 @@ def test_the_registration_access_token_is_not_a_gateway_token(served: Any, setup
     registration = register(served.base_url).json()["registration_access_token"]
     assert _at(served, setup, registration) == 401
     assert REDIRECT_URI  # the registered redirect is the loopback one every test uses
+
+
+def test_open_registration_is_rate_limited_per_address(served: Any, settings: Any) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = 2
+    assert [register(served.base_url).status_code for _ in range(3)] == [201, 201, 429]
