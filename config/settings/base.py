@@ -118,6 +118,10 @@ TOOLHUB_PUBLIC_URL = env_str("TOOLHUB_PUBLIC_URL", "").strip()
 
 # Open client registration (RFC 7591) per address and hour; 0: unlimited.
 TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = env_int("TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR", 30)
+# Lifetime of an OAuth access token the gateway accepts (seconds).
+TOOLHUB_OAUTH_ACCESS_TOKEN_S = env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_S", 3600)
+# Lifetime of an OAuth refresh token (seconds); each use rotates it.
+TOOLHUB_OAUTH_REFRESH_TOKEN_S = env_int("TOOLHUB_OAUTH_REFRESH_TOKEN_S", 30 * 24 * 3600)
 # Toolhub as the MCP gateway's OAuth 2.1 authorization server (django-oauth-toolkit, agents_app.gateway.oauth):
 # authorization code + PKCE S256 for public clients registered dynamically, one agent per token (RFC 8707),
 # refresh tokens rotated (a reused one revokes its family), tokens stored hashed.
@@ -129,8 +133,8 @@ OAUTH2_PROVIDER = {
     "PKCE_REQUIRED": True,
     "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
-    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_S", 3600),
-    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int("TOOLHUB_OAUTH_REFRESH_TOKEN_S", 30 * 24 * 3600),
+    "ACCESS_TOKEN_EXPIRE_SECONDS": TOOLHUB_OAUTH_ACCESS_TOKEN_S,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": TOOLHUB_OAUTH_REFRESH_TOKEN_S,
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "REQUEST_APPROVAL_PROMPT": "force",
