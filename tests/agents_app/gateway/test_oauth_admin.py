@@ -96,3 +96,13 @@ def test_a_member_sees_and_revokes_their_own_authorizations(served: Any, setup: 
     assert _status(served, setup, issued["access_token"]) == 401
     assert _status(served, setup, others["access_token"]) == 200
     assert 'id="my-authorizations"' not in mo.get("/oauth/authorizations/").content.decode()
+
+
+def test_no_admin_page_lists_oauth_tokens_or_codes(served: Any, setup: Any) -> None:
+    admin = _admin()
+    _, issued = tokens_for(served, setup, "tina")
+    for model in ("accesstoken", "refreshtoken", "grant", "idtoken"):
+        assert admin.get(f"/admin/oauth2_provider/{model}/").status_code == 404
+    # A tenant admin does not manage the platform's clients either (superusers do).
+    assert admin.get("/admin/oauth2_provider/application/").status_code in (302, 403)
+    assert issued["access_token"] not in admin.get("/admin/").content.decode()
