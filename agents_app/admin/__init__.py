@@ -374,7 +374,5 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
 
 
-from agents_app.admin import (
-    intents,  # noqa: F401  (registers the intent tree's admin)
-    oauth,  # noqa: F401  (keeps only django-oauth-toolkit's clients in the admin)
-)
+# Registers the intent tree's admin; keeps only django-oauth-toolkit's clients in the admin.
+from agents_app.admin import intents, oauth  # noqa: E402,F401
