@@ -278,6 +278,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "tools.replay_audit_spool",
         "schedule": env_float("TOOLHUB_AUDIT_SPOOL_REPLAY_S", 30),
     },
+    "oauth-clients-prune": {
+        "task": "agents.prune_oauth_clients",
+        "schedule": 3600.0,
+    },
 }
 
 # Runtime limits and policies.
