@@ -4,6 +4,7 @@ that holds no member's grant or token is removed (with its registration token), 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -25,7 +26,7 @@ def oauth_clients_prune() -> int:
     now = timezone.now()
     get_grant_model().objects.filter(expires__lt=now).delete()
 
-    def held(model: type) -> Exists:
+    def held(model: Any) -> Exists:
         return Exists(model.objects.filter(application=OuterRef("pk"), user__isnull=False))
 
     abandoned = (Application.objects
