@@ -14,7 +14,7 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
-from oauth2_provider.views import DynamicClientRegistrationView
+from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
 MAX_REDIRECT_URIS = 10
 MAX_NAME = 100
@@ -94,23 +94,36 @@ def checked_metadata(data: Any) -> tuple[dict[str, Any] | None, str | None]:
     }, None
 
 
+def _checked_body(request: HttpRequest) -> HttpResponse | None:
+    """Replace the body by the checked metadata (django-oauth-toolkit registers what it reads from the body);
+    the refusal when it cannot be registered."""
+    if len(request.body) > MAX_BODY:
+        return _refused("the registration request is too large")
+    try:
+        data = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return _refused("the body must be JSON")
+    metadata, problem = checked_metadata(data)
+    if metadata is None:
+        return _refused(problem or "invalid client metadata")
+    request._body = json.dumps(metadata).encode()
+    return None
+
+
 @method_decorator(csrf_exempt, name="dispatch")
 class PublicClientRegistrationView(DynamicClientRegistrationView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if len(request.body) > MAX_BODY:
-            return _refused("the registration request is too large")
         if _over_rate(request):
             refused = JsonResponse({"error": "too_many_requests",
                                     "error_description": "too many client registrations from this address"}, status=429)
             refused["Retry-After"] = "3600"
             return refused
-        try:
-            data = json.loads(request.body)
-        except (ValueError, UnicodeDecodeError):
-            return _refused("the body must be JSON")
-        metadata, problem = checked_metadata(data)
-        if metadata is None:
-            return _refused(problem or "invalid client metadata")
-        # django-oauth-toolkit registers what it reads from the body: hand it the checked metadata.
-        request._body = json.dumps(metadata).encode()
-        return super().post(request, *args, **kwargs)
+        return _checked_body(request) or super().post(request, *args, **kwargs)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class PublicClientManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592 (read, update, delete with the registration access token): an update obeys registration's rules."""
+
+    def put(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return _checked_body(request) or super().put(request, *args, **kwargs)

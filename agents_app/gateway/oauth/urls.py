@@ -9,7 +9,7 @@ from oauth2_provider import views as dot
 from agents_app.gateway.oauth import metadata
 from agents_app.gateway.oauth.consent import ConsentView
 from agents_app.gateway.oauth.mine import my_authorizations
-from agents_app.gateway.oauth.registration import PublicClientRegistrationView
+from agents_app.gateway.oauth.registration import PublicClientManagementView, PublicClientRegistrationView
 
 app_name = "oauth2_provider"
 
@@ -31,6 +31,6 @@ urlpatterns: list[URLPattern] = [
     path("revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
     path("register/", PublicClientRegistrationView.as_view(), name="dcr-register"),
     path("authorizations/", my_authorizations, name="my-authorizations"),
-    path("register/<str:client_id>/", dot.DynamicClientRegistrationManagementView.as_view(),
+    path("register/<str:client_id>/", PublicClientManagementView.as_view(),
          name="dcr-register-management"),
 ]

@@ -211,3 +211,15 @@ def test_open_registration_is_rate_limited_per_address(served: Any, settings: An
     cache.clear()
     settings.TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = 2
     assert [register(served.base_url).status_code for _ in range(3)] == [201, 201, 429]
+
+
+def test_a_registration_update_obeys_the_registration_rules(served: Any) -> None:
+    registered = register(served.base_url).json()
+    manage = {"Authorization": f"Bearer {registered['registration_access_token']}"}
+    uri = registered["registration_client_uri"]
+    evil = httpx2.put(uri, json={"client_name": "x", "redirect_uris": ["http://evil.example/cb"]}, headers=manage)
+    assert evil.status_code == 400 and evil.json()["error"] == "invalid_client_metadata"
+    secret = httpx2.put(uri, json={"client_name": "y", "redirect_uris": [REDIRECT_URI],
+                                   "token_endpoint_auth_method": "client_secret_basic"}, headers=manage)
+    assert secret.status_code == 200 and secret.json()["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in secret.json()
