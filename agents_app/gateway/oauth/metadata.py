@@ -43,8 +43,8 @@ def protected_resource(request: HttpRequest, tenant: str, agent_id: int) -> Http
 def authorization_server(request: HttpRequest, issuer_path: str = "") -> HttpResponse:
     """RFC 8414; also at the path-insertion form (`/.well-known/oauth-authorization-server/<issuer path>`) when
     the issuer has a path. Only what Toolhub accepts is advertised: code + PKCE S256, public clients."""
-    own_path = urlsplit(issuer(request)).path.strip("/")
-    if issuer_path.strip("/") != own_path:
+    # At the root too when the issuer has a path: a proxy that serves Toolhub under that path strips it.
+    if issuer_path.strip("/") not in ("", urlsplit(issuer(request)).path.strip("/")):
         return JsonResponse({"error": "not_found"}, status=404)
     return _public({
         "issuer": issuer(request),

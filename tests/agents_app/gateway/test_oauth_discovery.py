@@ -84,3 +84,15 @@ def test_static_api_tokens_keep_working(served: Any, setup: Any) -> None:
             return await session.list_tools()
 
     assert "inventory__get_inventory" in [t.name for t in asyncio.run(scenario()).tools]
+
+
+def test_an_issuer_with_a_path_is_served_at_the_path_insertion_form(served: Any, settings: Any) -> None:
+    settings.TOOLHUB_PUBLIC_URL = "https://hub.example.com/base/"
+    inserted = httpx2.get(f"{served.base_url}/.well-known/oauth-authorization-server/base")
+    assert inserted.status_code == 200
+    meta = inserted.json()
+    assert meta["issuer"] == "https://hub.example.com/base"
+    assert meta["token_endpoint"] == "https://hub.example.com/base/oauth/token/"
+    # Behind a proxy that strips the path, the root form answers the same document.
+    assert httpx2.get(f"{served.base_url}/.well-known/oauth-authorization-server").json() == meta
+    assert httpx2.get(f"{served.base_url}/.well-known/oauth-authorization-server/other").status_code == 404
