@@ -15,6 +15,7 @@ class GatewayServer(Server):
         # Per instance: oauthlib keeps the methods in a class attribute every other server shares.
         self.auth_grant._code_challenge_methods = {"S256": code_challenge_method_s256}
         # No implicit, password, client credentials or device grants, whatever an application row says.
-        self.response_types.pop("token", None)
+        for response_type in ("token", "none"):
+            self.response_types.pop(response_type, None)
         for grant in ("password", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code"):
             self.grant_types.pop(grant, None)

@@ -223,3 +223,13 @@ def test_a_registration_update_obeys_the_registration_rules(served: Any) -> None
                                    "token_endpoint_auth_method": "client_secret_basic"}, headers=manage)
     assert secret.status_code == 200 and secret.json()["token_endpoint_auth_method"] == "none"
     assert "client_secret" not in secret.json()
+
+
+def test_the_server_offers_the_code_grant_and_refresh_only() -> None:
+    from agents_app.gateway.oauth.server import GatewayServer
+    from agents_app.gateway.oauth.validator import GatewayValidator
+
+    server = GatewayServer(GatewayValidator())
+    assert sorted(server.grant_types) == ["authorization_code", "refresh_token"]
+    assert sorted(server.response_types) == ["code"]
+    assert sorted(server.auth_grant._code_challenge_methods) == ["S256"]
