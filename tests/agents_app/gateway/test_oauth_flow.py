@@ -140,3 +140,10 @@ def test_a_viewer_lists_but_cannot_call(served: Any, setup: Any, member_client: 
     assert result.is_error
     assert refusal(result)["error_reason"] == "viewer_may_not_call"
     assert not ToolCall.objects.filter(status="ok").exists()  # nothing ran
+
+
+def test_the_audit_api_names_the_client(served: Any, setup: Any) -> None:
+    run_client(served.endpoint("acme", setup.agent_id), setup.api.user.username,
+               call=("inventory__get_inventory", {"sku": "DEMO-001"}))
+    rows = setup.api.get("/api/v1/tool-calls/?status=ok").json()["results"]
+    assert [(r["function"], r["via"], r["client"]) for r in rows] == [("get_inventory", "gateway", CLIENT_NAME)]
