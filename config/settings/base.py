@@ -140,6 +140,9 @@ OAUTH2_PROVIDER = {
     "REQUEST_APPROVAL_PROMPT": "force",
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    # Client ID Metadata Documents (https client ids), fetched through Toolhub's outbound guard.
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "agents_app.gateway.oauth.client_documents.GuardedMetadataFetcher",
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,

@@ -1,5 +1,6 @@
-"""Open registration leaves clients behind that never finished a sign-in: a client registered more than a day ago
-that holds no member's grant or token is removed (with its registration token), and expired codes with it."""
+"""Open registration leaves clients behind that never finished a sign-in: a client registered (or described by a
+metadata document, which is fetched again on its next use) more than a day ago that holds no member's grant or
+token is removed (with its registration token), and expired codes with it."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def oauth_clients_prune() -> int:
         return Exists(model.objects.filter(application=OuterRef("pk"), user__isnull=False))
 
     abandoned = (Application.objects
-                 .filter(registration_source=Application.RegistrationSource.DCR, created__lt=now - ABANDONED_AFTER)
+                 .filter(registration_source__in=[Application.RegistrationSource.DCR, Application.RegistrationSource.CIMD],
+                         created__lt=now - ABANDONED_AFTER)
                  .exclude(held(get_access_token_model()))
                  .exclude(held(get_refresh_token_model()))
                  .exclude(held(get_grant_model())))

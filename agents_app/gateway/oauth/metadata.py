@@ -59,6 +59,6 @@ def authorization_server(request: HttpRequest, issuer_path: str = "") -> HttpRes
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
-        "client_id_metadata_document_supported": False,
+        "client_id_metadata_document_supported": True,
         "authorization_response_iss_parameter_supported": True,
     })

@@ -109,8 +109,10 @@ def redirect_params(resp: httpx2.Response) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 
 
-def provider(server_url: str, browser: Browser, storage: MemoryStorage | None = None) -> OAuthClientProvider:
-    """The SDK's OAuth client for `server_url`, its person being `browser`."""
+def provider(server_url: str, browser: Browser, storage: MemoryStorage | None = None, *,
+             client_metadata_url: str | None = None) -> OAuthClientProvider:
+    """The SDK's OAuth client for `server_url`, its person being `browser` (identified by a client ID metadata
+    document at `client_metadata_url` when given, else registering itself)."""
     pending: list[str] = []
 
     async def redirect_handler(url: str) -> None:
@@ -123,7 +125,8 @@ def provider(server_url: str, browser: Browser, storage: MemoryStorage | None = 
     metadata = OAuthClientMetadata(client_name=CLIENT_NAME, redirect_uris=[REDIRECT_URI],  # type: ignore[list-item]
                                    grant_types=["authorization_code", "refresh_token"], response_types=["code"])
     return OAuthClientProvider(server_url=server_url, client_metadata=metadata, storage=storage or MemoryStorage(),
-                               redirect_handler=redirect_handler, callback_handler=callback_handler)
+                               redirect_handler=redirect_handler, callback_handler=callback_handler,
+                               client_metadata_url=client_metadata_url)
 
 
 # --- raw requests, for what the SDK would never send ----------------------------------------------
