@@ -89,8 +89,12 @@ class ConsentView(AuthorizationView):
         principal = self.principal
         if principal is not None:
             redirect = urlsplit(str(context.get("redirect_uri") or ""))
+            application = context.get("application")
+            documented = getattr(application, "registration_source", "") == "cimd"
             context.update(
                 title="Authorize an MCP client", agent=principal.agent, tenant=principal.tenant,
                 role=principal.role.value, may_call=principal.may_call, permission=SCOPE_DESCRIPTION,
-                redirect_host=redirect.netloc)
+                redirect_host=redirect.netloc,
+                # A metadata document's URL is an identity the client proved by serving it; a registered name is not.
+                client_document=application.client_id if documented else "")
         return context

@@ -122,7 +122,7 @@ def test_the_sdk_signs_in_with_a_client_id_metadata_document(served: Any, setup:
     assert (app.name, app.client_type) == (DOC_NAME, "public")
     assert AccessToken.objects.filter(application=app, user=setup.api.user).exists()
     assert ToolCall.objects.get(function="get_inventory").client == DOC_NAME
-    assert DOC_NAME in browser.consent_pages[0]
+    assert DOC_NAME in browser.consent_pages[0] and doc_url in browser.consent_pages[0]
 
 
 def test_a_document_with_a_redirect_uri_toolhub_would_not_register_is_an_unknown_client(
