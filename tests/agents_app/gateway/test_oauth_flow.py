@@ -147,3 +147,14 @@ def test_the_audit_api_names_the_client(served: Any, setup: Any) -> None:
                call=("inventory__get_inventory", {"sku": "DEMO-001"}))
     rows = setup.api.get("/api/v1/tool-calls/?status=ok").json()["results"]
     assert [(r["function"], r["via"], r["client"]) for r in rows] == [("get_inventory", "gateway", CLIENT_NAME)]
+
+
+def test_a_call_held_for_approval_names_the_client_on_its_audit_row(served: Any, setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
+                           format="json")
+    assert resp.status_code == 200, resp.content
+    _, result, _, _ = run_client(served.endpoint("acme", setup.agent_id), setup.api.user.username,
+                                 call=("inventory__get_inventory", {"sku": "DEMO-001"}))
+    assert result.is_error and refusal(result)["error_code"] == "APPROVAL_REQUIRED"
+    held = ToolCall.objects.get(function="get_inventory")
+    assert (held.status, held.via, held.client) == ("awaiting_approval", "gateway", CLIENT_NAME)
