@@ -1,4 +1,5 @@
-"""Agents app config: connects the metrics, the snapshot invalidation signals and the intent routers' change signals."""
+"""Agents app config: connects the metrics, the snapshot invalidation signals, the intent routers' change signals
+and the gateway's OAuth grant signals."""
 
 from django.apps import AppConfig
 
@@ -10,8 +11,10 @@ class AgentsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from agents_app import metrics, signals
+        from agents_app.gateway.oauth import signals as oauth_signals
         from agents_app.intents import routing
 
         metrics.connect()
         signals.connect()
         routing.connect()
+        oauth_signals.connect()

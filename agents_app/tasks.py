@@ -16,3 +16,11 @@ def embed_intent_examples(tenant_id: int, node_id: int | None = None) -> int:
     if tenant is None:
         return 0
     return intent_examples_embed(tenant=tenant, node_id=node_id)
+
+
+@shared_task(name="agents.prune_oauth_clients")
+def prune_oauth_clients() -> int:
+    """Remove dynamically registered OAuth clients that never got a member's grant (agents_app.gateway.oauth)."""
+    from agents_app.gateway.oauth.housekeeping import oauth_clients_prune
+
+    return oauth_clients_prune()

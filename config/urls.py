@@ -6,6 +6,7 @@ from django.urls import URLPattern, URLResolver, include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from agents_app.gateway.oauth import urls as gateway_oauth_urls
 from core.api_root import ApiRootView
 from core.health import healthz
 from core.metrics import metrics_view
@@ -39,6 +40,9 @@ urlpatterns = [
     path("accounts/connections/", include("tools_app.connections_views")),
     path("accounts/", include("tenants_app.accounts")),
     path("oauth/", include("tools_app.oauth_views")),
+    # Toolhub as the gateway's OAuth authorization server (agents_app.gateway.oauth), and its discovery documents.
+    path("oauth/", include(gateway_oauth_urls)),
+    path("", include(gateway_oauth_urls.well_known)),
     path("metrics", metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),

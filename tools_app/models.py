@@ -182,6 +182,8 @@ class ToolCall(models.Model):
     # Where the call came from (ApprovalVia): "invoke" (the API), "chat", "gateway" (an MCP client through /mcp/...)
     # or "admin" (Try on the tool's page).
     via = models.CharField(max_length=16, blank=True, default="")
+    # Through the gateway with an OAuth access token: the name the client registered (RFC 7591 client_name).
+    client = models.CharField(max_length=200, blank=True, default="")
     # How the call is named for people (a plugin's call_title hook), e.g. "Delete 3 orders"; else the tool's name.
     title = models.CharField(max_length=200, blank=True, default="")
     # A trial run: executed inside a transaction that was rolled back, so nothing it did was kept.

@@ -16,7 +16,9 @@ from django.utils.html import format_html
 
 from agents_app import services
 from agents_app.gateway.configs import client_configs
+from agents_app.gateway.oauth.authorizations import authorization_revoke, authorizations_for_agent
 from agents_app.models import Agent, AgentRouting, AgentTool, ChatModel, Conversation, Message
+from core.errors import NotFound
 from core.links import public_url
 from tenants_app.admin_scoping import (
     AdminAbort,
@@ -261,7 +263,9 @@ class AgentAdmin(_ServiceAdmin):
         from django.urls import path
 
         own = [path("tool-functions/<int:tool_id>/", self.admin_site.admin_view(self.tool_functions),
-                    name="agents_app_agent_tool_functions")]
+                    name="agents_app_agent_tool_functions"),
+               path("<int:agent_id>/revoke-authorization/", self.admin_site.admin_view(self.revoke_authorization),
+                    name="agents_app_agent_revoke_authorization")]
         return own + super().get_urls()
 
     def tool_functions(self, request: HttpRequest, tool_id: int) -> Any:
@@ -275,6 +279,27 @@ class AgentAdmin(_ServiceAdmin):
             raise Http404
         return JsonResponse({"tool": tool.pk, "functions": [
             {"value": value, "label": label} for value, label in function_choices(tool)]})
+
+    def revoke_authorization(self, request: HttpRequest, agent_id: int) -> Any:
+        """Revoke (POST) what one member granted one OAuth client at this agent."""
+        from django.contrib import messages
+        from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+        from django.urls import reverse
+
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent = self.get_object(request, str(agent_id))
+        if agent is None or not self.has_change_permission(request, agent):
+            raise Http404
+        try:
+            revoked = authorization_revoke(tenant=agent.tenant, actor=request.user, agent_id=agent.pk,
+                                           client_id=request.POST.get("client_id", ""),
+                                           user_id=request.POST.get("user_id", ""))
+        except NotFound:
+            messages.warning(request, "There was nothing left to revoke for that client.")
+        else:
+            messages.success(request, f"Revoked: the client's {revoked} token(s) for this agent stop working now.")
+        return HttpResponseRedirect(reverse("admin:agents_app_agent_change", args=[agent.pk]))
 
     def refusal_row(self, formset: Any, exc: Any) -> tuple[int, str | None] | None:
         tool_id = (exc.details or {}).get("tool")
@@ -292,6 +317,7 @@ class AgentAdmin(_ServiceAdmin):
         if agent is not None:
             context["mcp"] = client_configs(base_url=public_url("/", request=request), tenant_slug=agent.tenant.slug,
                                             agent_id=agent.pk, agent_name=agent.name)
+            context["oauth_clients"] = authorizations_for_agent(tenant=agent.tenant, agent_id=agent.pk)
         return super().change_view(request, object_id, form_url, extra_context=context)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
@@ -361,4 +387,5 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
 
 
-from agents_app.admin import intents  # noqa: E402,F401  (registers the intent tree's admin)
+# Registers the intent tree's admin; keeps only django-oauth-toolkit's clients in the admin.
+from agents_app.admin import intents, oauth  # noqa: E402,F401

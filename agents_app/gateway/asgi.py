@@ -1,6 +1,7 @@
 """The gateway as an ASGI app: `/mcp/<tenant-slug>/agents/<agent-id>/` (streamable HTTP) and `.../sse`.
 
-Every HTTP request is authenticated (`Authorization: Bearer <API token>`, else 401 with WWW-Authenticate)
+Every HTTP request is authenticated (`Authorization: Bearer <API token or OAuth access token>`, else 401 with
+WWW-Authenticate naming the agent's protected resource metadata, RFC 9728)
 and resolved to a tenant membership and an agent (else one 404 for every reason) before the MCP SDK's
 transport sees it. Sessions are bound to the credential and the agent that opened them.
 """
@@ -27,6 +28,7 @@ from mcp.server.sse import SseServerTransport
 from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service, sessions
+from agents_app.gateway.oauth import resource as oauth_resource
 from agents_app.gateway.server import (
     COUNTED_KEY,
     PRINCIPAL_KEY,
@@ -124,6 +126,23 @@ async def _refuse_foreign(scope: Scope, receive: Receive, send: Send) -> bool:
                                           "this site's own origins may call the gateway from a browser"))
         return True
     return False
+
+
+def _public_base(scope: Scope) -> str:
+    """TOOLHUB_PUBLIC_URL, else the request's own origin (its host was checked by _refuse_foreign)."""
+    configured = str(settings.TOOLHUB_PUBLIC_URL or "").strip()
+    if configured:
+        return configured.rstrip("/")
+    host = _header(scope, b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+    host = (host or _header(scope, b"host") or "").split(",")[0].strip()
+    return f"{scope.get('scheme', 'http')}://{host}"
+
+
+def challenge(scope: Scope, slug: str, agent_id: str, error: str | None = None) -> str:
+    """The 401's WWW-Authenticate: where this agent's resource metadata is, hence its authorization server."""
+    metadata = oauth_resource.metadata_url(_public_base(scope), slug, agent_id)
+    header = f'{REALM}, resource_metadata="{metadata}", scope="{oauth_resource.SCOPE}"'
+    return f'{header}, error="{error}"' if error else header
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -282,9 +301,9 @@ class GatewayApp:
             return
         if principal is None:
             await _drain(receive, scope)
-            header = REALM if token is None else f'{REALM}, error="invalid_token"'
-            message = ("an API token is required: Authorization: Bearer <token>" if token is None
-                       else "the API token is invalid")
+            header = challenge(scope, match["slug"], match["agent"], None if token is None else "invalid_token")
+            message = ("an API token or OAuth access token is required: Authorization: Bearer <token>"
+                       if token is None else "the token is invalid, expired, or issued for another resource")
             await _json(send, 401, error_body(ApiCode.NOT_AUTHENTICATED, message),
                         [(b"www-authenticate", header.encode())])
             return
@@ -292,7 +311,7 @@ class GatewayApp:
         await self.start()
         # The session is bound to this credential and this agent: another token or another agent's URL
         # presenting the session id is answered "session not found".
-        digest = hashlib.sha256(token.encode()).hexdigest() if token else ""
+        digest = principal.session_key or (hashlib.sha256(token.encode()).hexdigest() if token else "")
         owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
         counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
         scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted}

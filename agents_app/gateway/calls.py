@@ -31,6 +31,7 @@ from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.result import ToolResult
 from tools_app.services import oauth
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
+from tools_app.services.audit import through_client
 from tools_app.services.invoke import CallRefused, check_callable, tool_invoke
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,13 @@ CONNECTIONS_URL = "connections_url"  # ToolResult.meta: the caller's page to set
 def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                   on_progress: Progress | None = None, client_requests: ClientRequests | None = None,
                   *, base_url: str = "") -> CallOutcome:
+    with through_client(principal.client):
+        return _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
+
+
+def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
+                   on_progress: Progress | None, client_requests: ClientRequests | None,
+                   *, base_url: str) -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
@@ -231,6 +239,11 @@ def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool)
 
     None, deciding nothing, when the tenant has since ruled that gateway approvals are decided only in Toolhub.
     """
+    with through_client(principal.client):
+        return _decide_and_run(principal, outcome, approve=approve)
+
+
+def _decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome | None:
     assert outcome.approval_id is not None and outcome.function is not None
     if decided_in_toolhub_only(principal):
         return None

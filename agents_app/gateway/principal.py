@@ -1,9 +1,12 @@
-"""Who is calling the gateway: an API token's user, their role in the tenant, the agent; remembered per token."""
+"""Who is calling the gateway: an API token's user (or an OAuth access token's consenting member), their role in
+the tenant, the agent; remembered per token."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +17,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from rest_framework.authtoken.models import Token
 
 from agents_app import selectors
+from agents_app.gateway.oauth.tokens import grantee_for
 from agents_app.models import Agent
 from core import hotcache
 from core.errors import NotFound
@@ -33,6 +37,11 @@ class Principal:
     tenant: Tenant
     role: Role
     agent: Agent
+    # Through an OAuth access token: the client's registered name (audited), the key its sessions are bound
+    # to (the client and member, so a refreshed token keeps them), and when the token expires (epoch seconds).
+    client: str = ""
+    session_key: str = ""
+    expires_at: float | None = None
 
     @property
     def may_call(self) -> bool:
@@ -62,11 +71,17 @@ def user_for_token(key: str) -> Any | None:
 
 
 def authenticate(*, token: str, tenant_slug: str, agent_id: str) -> Principal | None:
-    """user_for_token + resolve in one go: None for a bad token, NotFound as resolve raises it."""
+    """user_for_token (else an OAuth access token bound to this agent) + resolve in one go: None for a bad
+    token, NotFound as resolve raises it."""
     user = user_for_token(token)
-    if user is None:
+    if user is not None:
+        return resolve(user=user, tenant_slug=tenant_slug, agent_id=agent_id)
+    grantee = grantee_for(token=token, tenant_slug=tenant_slug, agent_id=agent_id)
+    if grantee is None:
         return None
-    return resolve(user=user, tenant_slug=tenant_slug, agent_id=agent_id)
+    principal = resolve(user=grantee.user, tenant_slug=tenant_slug, agent_id=agent_id)
+    return dataclasses.replace(principal, client=grantee.client_name, session_key=grantee.session_key,
+                               expires_at=grantee.expires_at)
 
 
 def resolve(*, user: Any, tenant_slug: str, agent_id: str) -> Principal:
@@ -124,6 +139,8 @@ def remembered_principal(*, token: str, tenant_slug: str, agent_id: str) -> Prin
         return None
     found: Principal | None = hotcache.recall(_PRINCIPALS, _remember_key(token, tenant_slug, agent_id),
                                               _principal_scopes)
+    if found is not None and found.expires_at is not None and time.time() >= found.expires_at:
+        return None  # an expired OAuth token: authenticate() refuses it
     return found
 
 
@@ -143,4 +160,6 @@ def authenticate_remembering(*, token: str, tenant_slug: str, agent_id: str) -> 
 
 def refresh(principal: Principal) -> Principal:
     """The same principal with the agent (name, description, status) reloaded; NotFound once it is gone."""
-    return resolve(user=principal.user, tenant_slug=principal.tenant.slug, agent_id=str(principal.agent.pk))
+    fresh = resolve(user=principal.user, tenant_slug=principal.tenant.slug, agent_id=str(principal.agent.pk))
+    return dataclasses.replace(fresh, client=principal.client, session_key=principal.session_key,
+                               expires_at=principal.expires_at)

@@ -25,7 +25,7 @@ from tools_app.models import (
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
 from tools_app.services.approvals import needs_approval
-from tools_app.services.audit import audit
+from tools_app.services.audit import audit, through_client
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,12 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
               title: str) -> dict[str, Any]:
     """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
     approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
+    with through_client(principal.client):
+        return _audited_upstream(principal, tool, function, arguments, op, title)
+
+
+def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
+                      title: str) -> dict[str, Any]:
     secrets = secret_values(tool.type, tool.config) + selectors.user_secret_values(tool=tool) + \
         selectors.oauth_token_values(tenant=principal.tenant, tool=tool)
 

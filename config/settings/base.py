@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / ReDoc assets served locally
     "guardian",
+    "oauth2_provider",  # the MCP gateway's authorization server (agents_app.gateway.oauth)
     "tenants_app",
     "tools_app",
     "agents_app",
@@ -114,6 +115,48 @@ LOGIN_REDIRECT_URL = "/playground/"
 # The absolute base of every link Toolhub hands out (OAuth authorize and callback links, client configs);
 # empty: the origin of the request that asks for the link.
 TOOLHUB_PUBLIC_URL = env_str("TOOLHUB_PUBLIC_URL", "").strip()
+
+# Open client registration (RFC 7591) per address and hour; 0: unlimited.
+TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = env_int("TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR", 30)
+# Lifetime of an OAuth access token the gateway accepts (seconds).
+TOOLHUB_OAUTH_ACCESS_TOKEN_S = env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_S", 3600)
+# Lifetime of an OAuth refresh token (seconds); each use rotates it.
+TOOLHUB_OAUTH_REFRESH_TOKEN_S = env_int("TOOLHUB_OAUTH_REFRESH_TOKEN_S", 30 * 24 * 3600)
+# Toolhub as the MCP gateway's OAuth 2.1 authorization server (django-oauth-toolkit, agents_app.gateway.oauth):
+# authorization code + PKCE S256 for public clients registered dynamically, one agent per token (RFC 8707),
+# refresh tokens rotated (a reused one revokes its family), tokens stored hashed.
+OAUTH2_PROVIDER = {
+    "SCOPES": {"mcp": "List and call this agent's functions as you"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "OAUTH2_SERVER_CLASS": "agents_app.gateway.oauth.server.GatewayServer",
+    "OAUTH2_VALIDATOR_CLASS": "agents_app.gateway.oauth.validator.GatewayValidator",
+    "PKCE_REQUIRED": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": TOOLHUB_OAUTH_ACCESS_TOKEN_S,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": TOOLHUB_OAUTH_REFRESH_TOKEN_S,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    # Client ID Metadata Documents (https client ids), fetched through Toolhub's outbound guard.
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "agents_app.gateway.oauth.client_documents.GuardedMetadataFetcher",
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    # http redirect URIs are accepted on loopback addresses only (desktop clients, RFC 8252): registration checks.
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": False,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    # The `iss` of authorization responses (RFC 9207) is the metadata's issuer: the public base when configured.
+    "OIDC_ISS_ENDPOINT": TOOLHUB_PUBLIC_URL.rstrip("/"),
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -238,6 +281,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "tools.replay_audit_spool",
         "schedule": env_float("TOOLHUB_AUDIT_SPOOL_REPLAY_S", 30),
     },
+    "oauth-clients-prune": {
+        "task": "agents.prune_oauth_clients",
+        "schedule": 3600.0,
+    },
 }
 
 # Runtime limits and policies.
@@ -355,7 +402,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))},
     # HTTP client libraries log full request URLs at INFO; an HTTP tool's URL may carry a secret.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp")},
+    # oauthlib and django-oauth-toolkit log request bodies and redirect URLs (codes, tokens) at DEBUG.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "mcp", "oauthlib",
+                                                        "oauth2_provider")},
 }
 
 # MCP gateway (/mcp/<tenant>/agents/<id>/). Sessions are recorded in the cache (Redis in production), so

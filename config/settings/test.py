@@ -17,6 +17,7 @@ CELERY_TASK_ALWAYS_EAGER = not os.environ.get("CELERY_BROKER_URL")
 CELERY_TASK_EAGER_PROPAGATES = True
 REST_FRAMEWORK = {**REST_FRAMEWORK}  # noqa: F405
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"invoke": "10000/min", "chat": "10000/min", "test": "10000/min"}
+TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = 0  # tests register many clients from 127.0.0.1; one test sets a limit
 # Tests discover explicitly (one test covers discovery-on-save), so counts are deterministic.
 TOOLHUB_DISCOVER_ON_SAVE = False
 # Whatever plugins the venv holds, a tenant gets the nine built-ins; plugin tests turn plugins on themselves.

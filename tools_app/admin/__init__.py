@@ -467,6 +467,8 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="Via", ordering="via")
     def origin(self, obj: ToolCall) -> str:
         via = obj.via_label()
+        if obj.client:  # through the gateway with an OAuth token: the client it was issued to
+            via = f"{via} ({obj.client})"
         who = " · ".join(str(x) for x in (obj.agent, obj.actor) if x is not None)
         return format_html("{}<br><small>{}</small>", via, who)
 

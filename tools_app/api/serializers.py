@@ -150,8 +150,9 @@ class ToolCallOut(serializers.ModelSerializer[ToolCall]):
 
     class Meta:
         model = ToolCall
-        fields = ["id", "tool", "tool_name", "function", "title", "actor", "agent", "conversation", "arguments",
-                  "status", "error_code", "error", "dry_run", "cost_ms", "result_excerpt", "result_size", "created_at"]
+        fields = ["id", "tool", "tool_name", "function", "title", "actor", "agent", "conversation", "via", "client",
+                  "arguments", "status", "error_code", "error", "dry_run", "cost_ms", "result_excerpt", "result_size",
+                  "created_at"]
 
 
 class MyCredentialsIn(StrictInputSerializer):

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +23,20 @@ from tools_app.runtime.result import ToolResult
 from tools_app.services import audit_spool
 
 logger = logging.getLogger(__name__)
+
+# The OAuth client a call came through (the gateway sets it around an OAuth-authenticated request's work), named
+# on every audit row written meanwhile: the call itself, a refusal, a hold for approval.
+_CLIENT: ContextVar[str] = ContextVar("toolhub_audit_client", default="")
+
+
+@contextmanager
+def through_client(name: str) -> Iterator[None]:
+    """Audit rows written inside name `name` as the client the calls came through ("" for none)."""
+    token = _CLIENT.set(name[:200])
+    try:
+        yield
+    finally:
+        _CLIENT.reset(token)
 
 
 def content_excerpt(content: list[dict[str, Any]], cap: int, secrets: list[str]) -> list[dict[str, Any]] | None:
@@ -81,6 +98,7 @@ def audit(
         agent=agent,
         conversation=conversation,
         via=via,
+        client=_CLIENT.get(),
         title=(title or tool.name)[:200],
         dry_run=dry_run,
         arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),

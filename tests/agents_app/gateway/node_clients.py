@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 
 HERE = Path(__file__).resolve().parent / "node"
-FILES = ("package.json", "package-lock.json", "client.mjs", "fidelity.mjs")
+FILES = ("package.json", "package-lock.json", "client.mjs", "fidelity.mjs", "oauth_client.mjs")
 
 
 def node_available() -> bool:
