@@ -8,6 +8,7 @@ from oauth2_provider import views as dot
 
 from agents_app.gateway.oauth import metadata
 from agents_app.gateway.oauth.consent import ConsentView
+from agents_app.gateway.oauth.cors import open_to_browsers
 from agents_app.gateway.oauth.mine import my_authorizations
 from agents_app.gateway.oauth.registration import PublicClientManagementView, PublicClientRegistrationView
 
@@ -17,19 +18,19 @@ _AGENT = r"mcp/(?P<tenant>[a-z0-9][a-z0-9-]{0,63})/agents/(?P<agent_id>[0-9]{1,1
 
 well_known: list[URLPattern] = [
     # The /sse variant shares its agent's resource (and so its tokens).
-    re_path(rf"^\.well-known/oauth-protected-resource/{_AGENT}(?:/sse)?/?$", metadata.protected_resource,
-            name="gateway-resource-metadata"),
-    path(".well-known/oauth-authorization-server", metadata.authorization_server,
+    re_path(rf"^\.well-known/oauth-protected-resource/{_AGENT}(?:/sse)?/?$",
+            open_to_browsers(metadata.protected_resource), name="gateway-resource-metadata"),
+    path(".well-known/oauth-authorization-server", open_to_browsers(metadata.authorization_server),
          name="gateway-authorization-server"),
-    path(".well-known/oauth-authorization-server/<path:issuer_path>", metadata.authorization_server,
+    path(".well-known/oauth-authorization-server/<path:issuer_path>", open_to_browsers(metadata.authorization_server),
          name="gateway-authorization-server-path"),
 ]
 
 urlpatterns: list[URLPattern] = [
     path("authorize/", ConsentView.as_view(), name="authorize"),
-    path("token/", dot.TokenView.as_view(), name="token"),
-    path("revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
-    path("register/", PublicClientRegistrationView.as_view(), name="dcr-register"),
+    path("token/", open_to_browsers(dot.TokenView.as_view()), name="token"),
+    path("revoke/", open_to_browsers(dot.RevokeTokenView.as_view()), name="revoke-token"),
+    path("register/", open_to_browsers(PublicClientRegistrationView.as_view()), name="dcr-register"),
     path("authorizations/", my_authorizations, name="my-authorizations"),
     path("register/<str:client_id>/", PublicClientManagementView.as_view(),
          name="dcr-register-management"),

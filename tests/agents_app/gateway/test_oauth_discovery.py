@@ -96,3 +96,23 @@ def test_an_issuer_with_a_path_is_served_at_the_path_insertion_form(served: Any,
     # Behind a proxy that strips the path, the root form answers the same document.
     assert httpx2.get(f"{served.base_url}/.well-known/oauth-authorization-server").json() == meta
     assert httpx2.get(f"{served.base_url}/.well-known/oauth-authorization-server/other").status_code == 404
+
+
+def test_a_browser_client_may_discover_register_and_exchange_from_script(served: Any) -> None:
+    """CORS on the machine endpoints (a web-based MCP client calls them from script; no cookies, any origin)."""
+    base = served.base_url
+    origin = {"Origin": "https://inspector.example"}
+    for path in ("/.well-known/oauth-authorization-server", "/oauth/token/", "/oauth/register/", "/oauth/revoke/"):
+        preflight = httpx2.options(base + path, headers={**origin, "Access-Control-Request-Method": "POST",
+                                                          "Access-Control-Request-Headers": "content-type"})
+        assert preflight.status_code == 204, path
+        assert preflight.headers["access-control-allow-origin"] == "*"
+        assert "content-type" in preflight.headers["access-control-allow-headers"].lower()
+        assert "access-control-allow-credentials" not in preflight.headers
+    assert httpx2.get(base + "/.well-known/oauth-authorization-server",
+                      headers=origin).headers["access-control-allow-origin"] == "*"
+    refused = httpx2.post(base + "/oauth/token/", data={"grant_type": "authorization_code", "code": "nope"},
+                          headers=origin)
+    assert refused.status_code in (400, 401) and refused.headers["access-control-allow-origin"] == "*"
+    # The sign-in and consent page is navigated to, never read from script.
+    assert "access-control-allow-origin" not in httpx2.get(base + "/oauth/authorize/", headers=origin).headers
