@@ -47,5 +47,5 @@ def playground(request: HttpRequest) -> HttpResponse:
         request,
         "agents_app/playground.html",
         {"memberships": memberships, "tenant": tenant, "agents": agents, "role": membership.role,
-         "conversations": conversations, "current": current},
+         "conversations": conversations, "current": current, "recent": RECENT},
     )

@@ -78,3 +78,41 @@ def test_a_member_who_opens_the_admin_is_pointed_to_the_playground(tenant: Any) 
     assert 'id="toolhub-member-note"' in html and 'href="/playground/"' in html
     anonymous = Client().get("/admin/login/").content.decode()
     assert 'href="/accounts/login/?next=/playground/"' in anonymous and 'id="toolhub-member-note"' not in anonymous
+
+
+def test_the_sidebar_list_and_the_call_notation_the_page_relies_on(tenant: Any, api: Any, start_llm: Any) -> None:
+    """The page redraws its sidebar from GET /api/v1/conversations/ after each run and decision, and names a call
+    `<tool>__<function>` live and reopened: the server gives it the same facts both ways."""
+    target = adapters.workspace_for(tenant) / "old.log"
+    target.write_text("x")
+    tool = builtin(tenant, "delete_file", enable=True)
+    llm = start_llm([call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log.")])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool.pk}], name="janitor")
+    browser = signed_in_member(tenant, "lou")
+    html = browser.get("/playground/").content.decode()
+    assert 'id="conversation-list"' in html and "None yet" in html
+    h = page_headers(browser, tenant)
+    body = browser.post(f"/api/v1/agents/{agent_id}/chat/", {"message": "delete old.log"},
+                        content_type="application/json", headers=h).json()
+    cid = body["conversation_id"]
+    listed = browser.get("/api/v1/conversations/?page_size=30", headers=h).json()["results"]
+    assert [(c["id"], c["status"], c["agent_name"]) for c in listed] == [(cid, "awaiting_approval", "janitor")]
+    assert "awaiting approval" in browser.get(f"/playground/?tenant={tenant.slug}").content.decode()
+    required = next(e["data"] for e in body["events"] if e["event"] == "approval.required")
+    browser.post(f"/api/v1/approvals/{required['approval_id']}/approve/", {}, content_type="application/json",
+                 headers=h)
+    resumed = browser.post(f"/api/v1/conversations/{cid}/resume/", {}, content_type="application/json",
+                           headers=h).json()
+    assert resumed["status"] == "completed"
+    live = next(e["data"] for e in resumed["events"] if e["event"] == "tool.call")
+    listed = browser.get("/api/v1/conversations/?page_size=30", headers=h).json()["results"]
+    assert [(c["id"], c["status"]) for c in listed] == [(cid, "idle")]  # the badge's source is cleared
+    page = browser.get(f"/playground/?tenant={tenant.slug}&conversation={cid}").content.decode()
+    assert "awaiting approval" not in page.split('<div id="conversation-list">')[1].split("</aside>")[0]
+    stored = browser.get(f"/api/v1/conversations/{cid}/", headers=h).json()
+    reopened = [c["function"]["name"] for m in stored["messages"] for c in (m.get("tool_calls") or [])]
+    assert live["name"] == reopened[0] == f"{required['tool']}__{required['function']}" == "delete_file__delete_file"
+    # The page's script writes a call one way only (no `tool.function` joins left).
+    script = page.split("<script>")[-1]
+    assert '"__"' in script and '"." + data.function' not in script and '"." + result.function' not in script
+
