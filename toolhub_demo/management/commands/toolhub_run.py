@@ -20,7 +20,6 @@ from django.core.management.base import BaseCommand
 from toolhub_demo.seed import seed_demo
 from tools_app.runtime.procenv import kill_process_group
 
-
 DEMO_MODEL_PORT = 8765  # the demo model's own default (python -m toolhub_demo.demo_model)
 
 
