@@ -9,6 +9,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -16,11 +17,14 @@ from core.errors import DomainError
 from core.secrets import KEEP, MASK
 from market_app import services
 from market_app.catalog import suggest_tool_name
+from market_app.errors import MissingVariables
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, current_tenant, current_tenants
 from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
+
+TO_BE_ENTERED = "(to be entered below)"
 
 
 def _visible(request: HttpRequest, prefix: str = "") -> Q:
@@ -270,21 +274,64 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return self.change_view(request, object_id)
 
     def update_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """"Update from market" (the entry's page and the tool's): first the diff of what the update changes and
+        the values it newly needs, then, confirmed, the update itself."""
         entry = self._entry(request, object_id)
         tool = next((t for t in self._loaded_tools(request, entry) if str(t.pk) == request.POST.get("tool")), None)
         if tool is None:
             raise Http404("no such tool")
+        back = request.POST.get("back") == "tool"  # the button on the tool's own page
+        done = HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]) if back
+                                    else reverse("admin:market_app_marketentry_change", args=[entry.pk]))
+        given: dict[str, dict[str, str]] = {
+            what: {k.split("__", 1)[1]: str(v) for k, v in request.POST.items() if k.startswith(f"{what}__") and v}
+            for what in ("env", "headers")}
         try:
-            updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            plan, missing = self._preview(request, tool, given)
         except DomainError as exc:
             self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
-        else:
+            return done
+        if request.POST.get("confirm") == "yes" and not missing:
+            try:
+                updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                      env=given["env"], headers=given["headers"])
+            except DomainError as exc:
+                self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
+                return done
             note = f" {updated.message}" if updated.message else ""
             self.message_user(request, f"Updated {tool.name} to the current {entry.name} (config version "
                                        f"{updated.tool.config_version}); your values were kept.{note}")
-        if request.POST.get("back") == "tool":  # the button on the tool's own page
-            return HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]))
-        return HttpResponseRedirect(reverse("admin:market_app_marketentry_change", args=[entry.pk]))
+            return done
+        declared = {(what, v["name"]): v for what, rows in (("env", entry.required_env),
+                                                           ("headers", entry.required_headers)) for v in rows}
+        asked = [{"field": f"{what}__{name}", "label": f"{name} ({'header' if what == 'headers' else 'env'})",
+                  "secret": bool(declared.get((what, name), {}).get("is_secret", True)),
+                  "description": str(declared.get((what, name), {}).get("description") or "")}
+                 for what, names in missing.items() for name in names]
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": f"Update {tool.name} "
+                   f"from the market", "entry": entry, "tool": tool, "plan": plan, "asked": asked, "back": back,
+                   "typed": {k: v for k, v in request.POST.items() if "__" in k and not self._secret_field(entry, k)}}
+        return TemplateResponse(request, "admin/market_app/marketentry/update_confirm.html", context)
+
+    @staticmethod
+    def _secret_field(entry: MarketEntry, field: str) -> bool:
+        what, _, name = field.partition("__")
+        rows = entry.required_env if what == "env" else entry.required_headers
+        return any(v.get("name") == name and v.get("is_secret", True) for v in rows)
+
+    def _preview(self, request: HttpRequest, tool: Tool,
+                 given: dict[str, dict[str, str]]) -> tuple[services.UpdatePlan, dict[str, list[str]]]:
+        """The update's plan, and the values it still needs (shown as "to be entered" in the diff meanwhile)."""
+        try:
+            plan = services.tool_market_update_preview(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                       env=given["env"], headers=given["headers"])
+            return plan, {}
+        except MissingVariables as exc:
+            missing = {what: list((exc.details or {}).get(what) or []) for what in ("env", "headers")}
+        filled = {what: {**given[what], **dict.fromkeys(missing[what], TO_BE_ENTERED)} for what in given}
+        plan = services.tool_market_update_preview(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                   env=filled["env"], headers=filled["headers"])
+        return plan, {what: names for what, names in missing.items() if names}
 
     @admin.action(description="Load into my tenant")
     def load_into_tenant(self, request: HttpRequest, queryset: QuerySet[MarketEntry]) -> None:

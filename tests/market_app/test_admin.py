@@ -131,7 +131,11 @@ def test_entry_page_loads_with_values_and_updates_a_loaded_tool(root: Client, te
         "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
     listing = root.get(page).content.decode()
     assert "update available" in listing
-    root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk})
+    asked = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk})
+    assert asked.status_code == 200 and 'id="toolhub-update-diff"' in asked.content.decode()
+    tool.refresh_from_db()
+    assert tool.market_hash != "newer"  # shown, not applied
+    root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "confirm": "yes"})
     tool.refresh_from_db()
     assert tool.config["url"].endswith("/v2") and tool.config["headers"]["X-Api-Key"] == CANARY
     assert tool.market_hash == "newer"
@@ -173,7 +177,74 @@ def test_tool_page_offers_the_market_update(root: Client, tenant: Any) -> None:
     type(entry).objects.filter(pk=entry.pk).update(content_hash="v2", install={
         "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
     assert 'id="toolhub-market-update"' in root.get(page).content.decode()
-    back = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "back": "tool"})
+    diff = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "back": "tool"})
+    html = diff.content.decode()
+    assert diff.status_code == 200 and 'name="back" value="tool"' in html and f'href="{page}" class="closelink"' in html
+    back = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/",
+                     {"tool": tool.pk, "back": "tool", "confirm": "yes"})
     assert back.status_code == 302 and back.url.endswith(page)
     tool.refresh_from_db()
     assert tool.config["url"].endswith("/v2") and tool.market_hash == "v2"
+
+
+def diff_rows(html: str) -> dict[str, tuple[str, str, str]]:
+    """The confirmation page's diff: key -> (now, after, change)."""
+    import re
+
+    table = html.split('id="toolhub-update-diff"', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for key, before, after, change in re.findall(
+            r'data-key="([^"]+)">\s*<td><code>[^<]*</code></td>\s*<td class="value before">(.*?)</td>\s*'
+            r'<td class="value after">(.*?)</td>\s*<td>(\w+)</td>', table, re.S):
+        rows[key] = (before.strip(), after.strip(), change)
+    return rows
+
+
+def test_update_from_market_shows_a_diff_and_asks_before_applying(root: Client, tenant: Any) -> None:
+    from market_app.catalog import EntryData
+
+    source = SourceFactory(tenant=tenant)
+    entry = EntryFactory(source=source, name="io.example/weather", kind="LOCAL",
+                         install={"command": "npx", "args": ["-y", "weather@1"], "env": {}},
+                         required_env=[{"name": "WEATHER_API_KEY", "is_secret": True, "is_required": True},
+                                       {"name": "UNITS", "is_secret": False, "is_required": False}])
+    root.post(f"/admin/market_app/marketentry/{entry.pk}/load/",
+              {"tenant": tenant.pk, "name": "weather", "env__WEATHER_API_KEY": CANARY, "env__UNITS": "metric"})
+    tool = Tool.objects.get(tenant=tenant, name="weather")
+    version = tool.config_version
+    newer = {"command": "npx", "args": ["-y", "weather@2"], "env": {}}
+    type(entry).objects.filter(pk=entry.pk).update(
+        install=newer, version="2.0.0", required_env=[
+            {"name": "WEATHER_API_KEY", "is_secret": True, "is_required": True},
+            {"name": "UNITS", "is_secret": False, "is_required": False},
+            {"name": "LOG_LEVEL", "is_secret": False, "is_required": False, "default": "info"},
+            {"name": "REGION_TOKEN", "is_secret": True, "is_required": True}],
+        content_hash=EntryData.build(name=entry.name, kind="LOCAL", install=newer).content_hash + "2")
+    url = f"/admin/market_app/marketentry/{entry.pk}/update/"
+    page = root.post(url, {"tool": tool.pk})
+    html = page.content.decode()
+    assert page.status_code == 200 and CANARY not in html
+    rows = diff_rows(html)
+    assert rows["args"][2] == "changed" and "weather@1" in rows["args"][0] and "weather@2" in rows["args"][1]
+    assert rows["env.WEATHER_API_KEY"] == ("********", "********", "kept")  # a secret is never shown
+    assert rows["env.UNITS"] == ("metric", "metric", "kept")
+    assert rows["env.LOG_LEVEL"] == ("—", "info", "added")  # a new non-secret variable, unmasked
+    assert rows["env.REGION_TOKEN"] == ("—", "********", "added")
+    assert 'type="password" name="env__REGION_TOKEN"' in html and "Values the new version needs" in html
+    tool.refresh_from_db()
+    assert tool.config_version == version and tool.config["args"] == ["-y", "weather@1"]  # nothing applied yet
+    # Confirming without the newly required value applies nothing and asks again.
+    again = root.post(url, {"tool": tool.pk, "confirm": "yes"})
+    assert again.status_code == 200 and 'name="env__REGION_TOKEN"' in again.content.decode()
+    tool.refresh_from_db()
+    assert tool.config_version == version
+    done = root.post(url, {"tool": tool.pk, "confirm": "yes", "env__REGION_TOKEN": "rt-secret-1"}, follow=True)
+    assert "Updated weather" in done.content.decode()
+    tool.refresh_from_db()
+    assert tool.config_version == version + 1 and tool.config["args"] == ["-y", "weather@2"]
+    assert tool.config["env"] == {"WEATHER_API_KEY": CANARY, "UNITS": "metric", "LOG_LEVEL": "info",
+                                  "REGION_TOKEN": "rt-secret-1"}
+    assert set(tool.config["not_secret"]) == {"env.UNITS", "env.LOG_LEVEL"}  # shown on the tool's page too
+    tool_page = root.get(f"/admin/tools_app/tool/{tool.pk}/change/").content.decode()
+    assert "rt-secret-1" not in tool_page and CANARY not in tool_page
+
