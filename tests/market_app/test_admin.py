@@ -36,23 +36,53 @@ def test_source_pages_never_show_auth_headers(root: Client, tenant: Any) -> None
         resp = root.get(url)
         assert resp.status_code == 200
         assert CANARY not in resp.content.decode()
-    assert "Authorization: ********" in root.get(f"/admin/market_app/marketsource/{source.pk}/change/").content.decode()
+    page = root.get(f"/admin/market_app/marketsource/{source.pk}/change/").content.decode()
+    # A stored header is a row: its name, an empty write-only value box, a remove tick; never raw JSON.
+    assert '<code>Authorization</code><input type="hidden" name="auth_headers_rows-0-name" value="Authorization">' in page
+    assert 'type="password" name="auth_headers_rows-0-value"' in page and "Auth headers (JSON)" not in page
 
 
-def form(source: MarketSource, **extra: Any) -> dict[str, Any]:
-    return {"name": source.name, "url": source.url, "format": source.format, "enabled": "on",
-            "refresh_interval_min": source.refresh_interval_min, "auth_headers_input": "", **extra}
+def form(source: MarketSource, rows: list[dict[str, str]] | None = None, **extra: Any) -> dict[str, Any]:
+    """The source form as posted: stored headers first (name + stored=1), then any rows given."""
+    stored = [{"name": k, "stored": "1"} for k in (source.auth_headers or {})]
+    data: dict[str, Any] = {"name": source.name, "url": source.url, "format": source.format, "enabled": "on",
+                            "refresh_interval_min": source.refresh_interval_min}
+    all_rows = [*stored, *(rows or [])]
+    for i, row in enumerate(all_rows):
+        for key, value in row.items():
+            data[f"auth_headers_rows-{i}-{key}"] = value
+    data["auth_headers_rows-TOTAL"] = len(all_rows)
+    return {**data, **extra}
 
 
-def test_blank_auth_headers_keep_and_json_replaces(root: Client, tenant: Any) -> None:
+def test_auth_headers_are_rows_blank_keeps_a_value_replaces_and_remove_drops(root: Client, tenant: Any) -> None:
     source = SourceFactory(tenant=tenant, auth_headers={"X-Key": CANARY})
     url = f"/admin/market_app/marketsource/{source.pk}/change/"
     assert root.post(url, form(source, name="Renamed")).status_code == 302
     source.refresh_from_db()
     assert source.name == "Renamed" and source.auth_headers == {"X-Key": CANARY}
-    root.post(url, form(source, auth_headers_input='{"X-Key": "********", "X-Two": "two-2"}'))
+    added = root.post(url, form(source, [{"name": "X-Two", "value": "two-2"}]))
+    assert added.status_code == 302
     source.refresh_from_db()
     assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-2"}
+    data = form(source)
+    data["auth_headers_rows-1-value"] = "two-3"  # replace one value, keep the other
+    assert root.post(url, data).status_code == 302
+    source.refresh_from_db()
+    assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-3"}
+    refused = root.post(url, form(source, [{"name": "X-Three"}]))  # a new header without a value
+    assert refused.status_code == 200 and "header X-Three needs a value" in refused.content.decode()
+    assert 'value="X-Three"' in refused.content.decode()  # what was typed stays
+    bad = root.post(url, form(source, [{"name": "Bad Header", "value": "v"}]))
+    assert bad.status_code == 200 and "not a valid HTTP header name" in bad.content.decode()
+    source.refresh_from_db()
+    assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-3"}
+    data = form(source)
+    data["auth_headers_rows-0-remove"] = "on"
+    data["auth_headers_rows-1-remove"] = "on"
+    assert root.post(url, data).status_code == 302
+    source.refresh_from_db()
+    assert source.auth_headers is None
 
 
 def test_tenant_admin_sees_own_and_global_sources_only(tenant: Any, other_tenant: Any) -> None:
@@ -248,3 +278,26 @@ def test_update_from_market_shows_a_diff_and_asks_before_applying(root: Client, 
     tool_page = root.get(f"/admin/tools_app/tool/{tool.pk}/change/").content.decode()
     assert "rt-secret-1" not in tool_page and CANARY not in tool_page
 
+
+
+def test_entry_page_shows_install_and_variables_as_rows_not_json(root: Client, tenant: Any) -> None:
+    source = SourceFactory(tenant=tenant)
+    entry = EntryFactory(source=source, name="io.example/weather", kind="LOCAL",
+                         install={"command": "npx", "args": ["-y", "weather@1"], "env": {"REGION": "eu"}},
+                         required_env=[{"name": "WEATHER_API_KEY", "is_secret": True, "is_required": True,
+                                        "description": "Your key"},
+                                       {"name": "UNITS", "is_secret": False, "is_required": False,
+                                        "default": "metric"}])
+    html = root.get(f"/admin/market_app/marketentry/{entry.pk}/change/").content.decode()
+    table = html.split('id="toolhub-entry-variables"', 1)[1].split("</table>", 1)[0]
+    assert ("<tr><td><code>WEATHER_API_KEY</code></td><td>env</td><td>required</td><td>secret</td><td>-</td>"
+            "<td>Your key</td></tr>") in table
+    assert "<tr><td><code>UNITS</code></td><td>env</td><td>optional</td><td>shown</td><td>metric</td>" in table
+    assert "<dt>Command</dt><dd><code>npx -y weather@1</code></dd>" in html
+    assert "<dt>Environment</dt><dd><code>REGION</code></dd>" in html
+    assert '"is_secret"' not in html and "[{" not in html  # no raw JSON of the catalog
+    remote = EntryFactory(source=source, name="kb", kind="REMOTE",
+                          install={"url": "https://kb.example.test/mcp", "transport": "sse"})
+    html = root.get(f"/admin/market_app/marketentry/{remote.pk}/change/").content.decode()
+    assert "<dt>URL</dt><dd><code>https://kb.example.test/mcp</code></dd>" in html
+    assert "None: the entry loads without values." in html
