@@ -40,13 +40,15 @@ def current_tenant(request: HttpRequest) -> Tenant | None:
         return request._toolhub_admin_tenant
     allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
+    tenant: Tenant | None = None
     if chosen is None and request.user.is_authenticated:
-        last = last_used_membership(user=request.user, tenants=allowed)
-        chosen = last.tenant_id if last is not None else None
-    if chosen is None:
+        last = last_used_membership(user=request.user, tenants=allowed)  # among `allowed`, its tenant loaded
+        tenant = last.tenant if last is not None else None
+    if chosen is None and tenant is None:
         remembered = request.get_signed_cookie(COOKIE, default=None, salt=COOKIE_SALT, max_age=COOKIE_MAX_AGE)
         chosen = int(remembered) if isinstance(remembered, str) and remembered.isdigit() else None
-    tenant = allowed.filter(pk=chosen).first() if isinstance(chosen, int) else None
+    if tenant is None and isinstance(chosen, int):
+        tenant = allowed.filter(pk=chosen).first()
     if tenant is None:
         # Not stored: the default costs the same query each time, and no page view has to write the session.
         tenant = allowed.order_by("slug").first()
