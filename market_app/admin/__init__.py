@@ -242,12 +242,15 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
 class LoadForm(forms.Form):
     """Load an entry: the tool's name, the tenant, and a value per declared variable (secret ones write-only)."""
 
-    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
+    # The tenant the admin works in, named in the header beside its switcher: carried, not chosen a second time.
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None, widget=forms.HiddenInput)
     name = forms.CharField(max_length=64, help_text="The tool's name in the tenant (lowercase, digits, - and _).")
 
     def __init__(self, *args: Any, entry: MarketEntry, tenants: QuerySet[Tenant], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["tenant"].queryset = tenants  # type: ignore[attr-defined]
+        self.fields["tenant"].initial = tenants.first()
+        self.target = self.fields["tenant"].initial
         self.fields["name"].initial = suggest_tool_name(entry.name)
         self.variables: list[tuple[str, str, dict[str, Any]]] = []
         for what, declared in (("env", entry.required_env), ("headers", entry.required_headers)):

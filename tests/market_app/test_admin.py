@@ -188,7 +188,10 @@ def test_entry_load_page_offers_only_own_tenants(tenant: Any, other_tenant: Any)
     shared = EntryFactory(source=SourceFactory(tenant=None), name="shared-entry")
     theirs = EntryFactory(source=SourceFactory(tenant=other_tenant), name="theirs-entry")
     page = client.get(f"/admin/market_app/marketentry/{shared.pk}/change/").content.decode()
-    assert ">acme<" in page and "globex" not in page.lower()
+    assert 'id="toolhub-load-tenant">Loads into tenant <b>acme</b>' in page and "globex" not in page.lower()
+    # The header's switcher names the tenant; the Load form carries it instead of a second tenant select.
+    load_form = page.split('id="toolhub-load-form"', 1)[1].split("</form>", 1)[0]
+    assert '<select name="tenant"' not in load_form and 'type="hidden" name="tenant"' in load_form
     assert client.get(f"/admin/market_app/marketentry/{theirs.pk}/change/").status_code in (302, 404)
     assert client.post(f"/admin/market_app/marketentry/{theirs.pk}/load/",
                        {"tenant": other_tenant.pk, "name": "x"}).status_code == 404
