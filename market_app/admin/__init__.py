@@ -318,7 +318,7 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
              "-" if v.get("default") is None or v.get("is_secret", True) else v.get("default"),
              v.get("description") or "") for what, v in declared))
         return format_html('<div class="toolhub-rows"><table id="toolhub-entry-variables"><thead><tr><th>Name</th>'
-                           "<th>Kind</th><th>Needed</th><th>Value</th><th>Default</th><th>Description</th></tr>"
+                           "<th>Kind</th><th>Needed</th><th>Value is</th><th>Default</th><th>Description</th></tr>"
                            "</thead><tbody>{}</tbody></table></div>", rows)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MarketEntry]:
@@ -423,7 +423,9 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                  for what, names in missing.items() for name in names]
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": f"Update {tool.name} "
                    f"from the market", "entry": entry, "tool": tool, "plan": plan, "asked": asked, "back": back,
-                   "typed": {k: v for k, v in request.POST.items() if "__" in k and not self._secret_field(entry, k)}}
+                   # Plain values typed so far ride along to the Apply step; a secret is never written into the page.
+                   "typed": {k: v for k, v in request.POST.items()
+                             if k.startswith(("env__", "headers__")) and v and not self._secret_field(entry, k)}}
         return TemplateResponse(request, "admin/market_app/marketentry/update_confirm.html", context)
 
     @staticmethod

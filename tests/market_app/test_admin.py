@@ -271,6 +271,14 @@ def test_update_from_market_shows_a_diff_and_asks_before_applying(root: Client, 
     assert again.status_code == 200 and 'name="env__REGION_TOKEN"' in again.content.decode()
     tool.refresh_from_db()
     assert tool.config_version == version
+    # A value sent without confirming is previewed, never written back into the page when it is secret.
+    peek = root.post(url, {"tool": tool.pk, "env__REGION_TOKEN": "rt-secret-1", "env__UNITS": "imperial"})
+    html = peek.content.decode()
+    assert "rt-secret-1" not in html and 'name="env__REGION_TOKEN"' not in html
+    assert diff_rows(html)["env.UNITS"] == ("metric", "imperial", "changed")
+    assert '<input type="hidden" name="env__UNITS" value="imperial">' in html  # a plain value rides along
+    tool.refresh_from_db()
+    assert tool.config_version == version
     done = root.post(url, {"tool": tool.pk, "confirm": "yes", "env__REGION_TOKEN": "rt-secret-1"}, follow=True)
     assert "Updated weather" in done.content.decode()
     tool.refresh_from_db()
