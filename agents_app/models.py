@@ -86,6 +86,8 @@ class ConversationStatus(models.TextChoices):
     IDLE = "idle", "Idle"
     RUNNING = "running", "Running"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    # A call waits for its user to connect an account or set their keys; resume runs it again.
+    AWAITING_AUTHORIZATION = "awaiting_authorization", "Awaiting authorization"
 
 
 class Conversation(models.Model):

@@ -36,6 +36,7 @@ handler404 = "core.api_root.not_found"
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
+    path("accounts/connections/", include("tools_app.connections_views")),
     path("accounts/", include("tenants_app.accounts")),
     path("oauth/", include("tools_app.oauth_views")),
     path("metrics", metrics_view, name="metrics"),

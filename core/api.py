@@ -23,10 +23,11 @@ from core.roles import Role
 
 def _resolver() -> Callable[[Any, str | None], tuple[Any, Any]]:
     # The tenancy app plugs in through a setting: core sits below every app and imports none of them.
-    return import_string(settings.TOOLHUB_TENANT_RESOLVER)
+    resolver: Callable[[Any, str | None], tuple[Any, Any]] = import_string(settings.TOOLHUB_TENANT_RESOLVER)
+    return resolver
 
 
-class TenantViewSet(viewsets.GenericViewSet):
+class TenantViewSet(viewsets.GenericViewSet[Any]):
     """Every API view's base: the tenant comes from X-Tenant and the queryset from a tenant-first selector.
 
     Subclasses define `scoped_queryset(*, tenant, user)`; defining `get_queryset` is refused at import.
@@ -88,15 +89,18 @@ class TenantViewSet(viewsets.GenericViewSet):
             # Schema generation has no tenant: an empty queryset of the output model types the path ids.
             model = getattr(getattr(self.get_serializer_class(), "Meta", None), "model", None)
             if model is not None:
-                return model._default_manager.none()
-        return self.scoped_queryset(tenant=self.tenant, user=self.request.user)
+                empty: QuerySet[Any] = model._default_manager.none()
+                return empty
+        scoped: QuerySet[Any] = self.scoped_queryset(tenant=self.tenant, user=self.request.user)
+        return scoped
 
     def get_object(self) -> Model:
         """Detail objects come through the scoped queryset too: another tenant's object is NotFound."""
         try:
-            return super().get_object()
+            found: Model = super().get_object()
         except (Http404, ValueError, TypeError, OverflowError):
             raise NotFound() from None
+        return found
 
 
 class ServiceCrudViewSet(TenantViewSet):
@@ -108,8 +112,8 @@ class ServiceCrudViewSet(TenantViewSet):
     calls. The OpenAPI schema of the six operations is derived from those serializers at class creation.
     """
 
-    input_serializer: ClassVar[type[serializers.Serializer] | None] = None
-    list_serializer: ClassVar[type[serializers.Serializer] | None] = None
+    input_serializer: ClassVar[type[serializers.Serializer[Any]] | None] = None
+    list_serializer: ClassVar[type[serializers.Serializer[Any]] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -141,7 +145,7 @@ class ServiceCrudViewSet(TenantViewSet):
 
     # --- the scaffold ---
     def _out(self, obj: Any) -> dict[str, Any]:
-        return self.get_serializer_class()(obj).data
+        return dict(self.get_serializer_class()(obj).data)
 
     def _valid_input(self, request: Request, *, partial: bool) -> Any:
         assert self.input_serializer is not None

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from core.ids import MAX_ID
 
 
-class StrictInputSerializer(serializers.Serializer):
+class StrictInputSerializer(serializers.Serializer[Any]):
     """An input serializer that rejects unknown fields, naming them and the accepted ones."""
 
     def to_internal_value(self, data: Any) -> Any:

@@ -14,11 +14,12 @@ from core.errors import RuntimeToolError
 from core.outbound import GuardedTransport, OutboundPolicy, ssl_context
 from core.process_state import PerProcess
 from tenants_app.models import Tenant
-from tools_app import configs
+from tools_app import configs, selectors
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
 from tools_app.runtime.builtins.sql_demo import demo_url
+from tools_app.runtime.errors import CredentialsNeeded
 from tools_app.runtime.mcp.pool import SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
 from tools_app.runtime.runner.client import RunnerPool
@@ -107,23 +108,72 @@ def release_tool(tool_id: int) -> None:
         _pool.close(tool_id)
 
 
-def server_spec(tool: Tool) -> ServerSpec:
+def server_spec(tool: Tool, user: Any = None, *, user_values_needed: bool = True) -> ServerSpec:
+    """The MCP pool's spec of a LOCAL or REMOTE tool, as `user` where the tool acts as each user upstream.
+
+    A LOCAL server is offered the tenant's workspace as its MCP root unless its config says otherwise, and runs
+    in the tenant's sandbox unless a platform operator marked it unsandboxed (or turned the sandbox off). A tool
+    with per-user keys gets this user's values (CredentialsNeeded when some are not set) and a per-user OAuth tool
+    this user's connection; either way the session is this user's own (ServerSpec.principal). A discovery probe
+    (`user_values_needed=False`) of a user who has not set theirs goes with the tool's own config alone.
+    """
     # Validated on save into the type's spec: taken as it is, no second validation per call.
-    # A LOCAL server is offered the tenant's workspace as its MCP root unless its config says otherwise, and runs
-    # in the tenant's sandbox unless a platform operator marked it unsandboxed (or turned the sandbox off).
     local = tool.type == "LOCAL"
     roots = (str(_workspace_of(tool.tenant_id)),) if local else ()
     sandbox = server_sandbox(tool.tenant) if local and not tool.unsandboxed else None
     spec = configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
                                tool_type=tool.type, config=tool.config or {}, validated=True, default_roots=roots,
                                sandbox=sandbox)
+    try:
+        personal = user_values(tool, user)
+    except CredentialsNeeded:
+        if user_values_needed:
+            raise
+        personal = None
+    if personal is not None:
+        values, principal = personal
+        target = spec.target
+        if isinstance(target, RemoteSpec):
+            target = dataclasses.replace(target, headers=tuple(sorted({**dict(target.headers), **values}.items())))
+        else:
+            target = dataclasses.replace(target, env=tuple(sorted({**dict(target.env), **values}.items())))
+        spec = dataclasses.replace(spec, target=target, principal=principal)
     auth = (tool.config or {}).get("auth") or {}
     if tool.type == "REMOTE" and auth.get("type") == "oauth2" and isinstance(spec.target, RemoteSpec):
-        from tools_app.services.oauth import shared_token_provider  # services import adapters
+        from tools_app.services.oauth import token_provider  # services import adapters
 
-        provider = shared_token_provider(tenant_id=tool.tenant_id, tool_id=tool.pk)
-        spec = dataclasses.replace(spec, target=dataclasses.replace(spec.target, token=provider))
+        per_user = bool(auth.get("per_user"))
+        user_id = getattr(user, "pk", None) if per_user else None
+        provider = token_provider(tenant_id=tool.tenant_id, tool_id=tool.pk, user_id=user_id, per_user=per_user)
+        spec = dataclasses.replace(spec, target=dataclasses.replace(spec.target, token=provider),
+                                   principal=spec.principal or (f"user:{user_id}" if per_user else ""))
     return spec
+
+
+def acts_as_user(tool: Tool) -> bool:
+    """The tool reaches its server as each calling user (per-user keys or per-user OAuth), not as one account."""
+    config = tool.config or {}
+    return bool(config.get("user_secrets")) or bool((config.get("auth") or {}).get("per_user"))
+
+
+def user_values(tool: Tool, user: Any) -> tuple[dict[str, str], str] | None:
+    """This user's values for the tool's per-user keys and the session principal they make ("user:<id>@<stamp>");
+    None for a tool without such keys. Raises CredentialsNeeded naming the keys still missing."""
+    declared = list((tool.config or {}).get("user_secrets") or [])
+    if not declared:
+        return None
+    user_id = getattr(user, "pk", None)
+    stored = selectors.user_credential(tool_id=tool.pk, user_id=user_id) if user_id is not None else None
+    values = dict((stored.values if stored is not None else None) or {})
+    missing = [key for key in declared if not values.get(key)]
+    if missing:
+        raise CredentialsNeeded(
+            f"tool {tool.name!r} acts as each user and needs your own {', '.join(missing)}: set "
+            f"{'it' if len(missing) == 1 else 'them'} with PUT /api/v1/tools/{tool.pk}/my-credentials/ "
+            '{"values": {...}} or on your connections page (/accounts/connections/)',
+            details={"missing": missing, "keys": declared, "tool_id": tool.pk})
+    assert stored is not None
+    return {key: str(values[key]) for key in declared}, f"user:{user_id}@{stored.updated_at.timestamp():.6f}"
 
 
 def server_sandbox(tenant: Tenant) -> ServerSandbox | None:
@@ -162,10 +212,14 @@ def workspace_dirname(tenant_id: int) -> str:
     return f"tenant.{int(tenant_id)}"
 
 
-def http_spec(tool: Tool) -> configs.HttpConfig:
-    """An HTTP tool's spec, validated on save: taken as it is."""
+def http_spec(tool: Tool, user: Any = None) -> configs.HttpConfig:
+    """An HTTP tool's spec, validated on save: taken as it is; with per-user keys, `user`'s values as headers."""
     spec = configs.load_config(tool.type, tool.config)
     assert isinstance(spec, configs.HttpConfig), tool.type
+    personal = user_values(tool, user)
+    if personal is not None:
+        spec = spec.model_copy(update={"headers": {**spec.headers, **personal[0]},
+                                       "not_secret": list(spec.not_secret)})
     return spec
 
 

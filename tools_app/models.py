@@ -179,7 +179,8 @@ class ToolCall(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     agent = models.ForeignKey("agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL)
     conversation = models.ForeignKey("agents_app.Conversation", null=True, blank=True, on_delete=models.SET_NULL)
-    # Where the call came from: "api" (direct invoke), "chat" or "gateway" (an MCP client through /mcp/...).
+    # Where the call came from (ApprovalVia): "invoke" (the API), "chat", "gateway" (an MCP client through /mcp/...)
+    # or "admin" (Try on the tool's page).
     via = models.CharField(max_length=16, blank=True, default="")
     # How the call is named for people (a plugin's call_title hook), e.g. "Delete 3 orders"; else the tool's name.
     title = models.CharField(max_length=200, blank=True, default="")
@@ -207,6 +208,10 @@ class ToolCall(models.Model):
     def __str__(self) -> str:
         return f"{self.tool_name}.{self.function} ({self.get_status_display().lower()}, call #{self.pk})"
 
+    def via_label(self) -> str:
+        """Where the call came from, in words ("Admin (Try)", "MCP gateway", ...)."""
+        return str(dict(ApprovalVia.choices).get(self.via, self.via or "-"))
+
 
 class RefusedCall(ToolCall):
     """The audit rows of calls refused for bad input (the admin's "Refused calls"): see tools_app.admin.refused."""
@@ -228,6 +233,8 @@ class ApprovalVia(models.TextChoices):
     CHAT = "chat", "Chat"
     INVOKE = "invoke", "Direct invoke"
     GATEWAY = "gateway", "MCP gateway"
+    # A person's Try on the tool's admin page: a direct call too (held calls run once approved), told apart in audit.
+    ADMIN = "admin", "Admin (Try)"
 
 
 class ExpiryReason(models.TextChoices):
@@ -272,6 +279,8 @@ class Approval(models.Model):
     # Why it expired (blank unless expired), and the words shown with it.
     expired_reason = models.CharField(max_length=32, choices=ExpiryReason.choices, blank=True, default="")
     expired_message = models.CharField(max_length=500, blank=True, default="")
+    # The audit row of the run an approval started (direct invoke, gateway, admin Try): `tool_call` is the request.
+    result_call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-created_at"]
@@ -358,3 +367,19 @@ class OAuthFlow(models.Model):
         return f"OAuth authorization of tool {self.tool_id} (expires {self.expires_at:%Y-%m-%d %H:%M})"
 
 
+
+
+class UserCredential(models.Model):
+    """One member's own values for the keys a tool declares per user (`user_secrets`): encrypted, never shown."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="user_credentials")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    values = EncryptedJSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tool", "user"], name="user_credential_per_tool_user")]
+
+    def __str__(self) -> str:
+        return f"Credentials of user {self.user_id} for tool {self.tool_id}"

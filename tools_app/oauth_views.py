@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import path, reverse
 from django.views.decorators.cache import never_cache
 
 from core.errors import PermissionDenied
+from core.links import public_base
 from tenants_app.models import Role
 from tenants_app.permissions import ensure_role
 from tools_app.errors import OAuthFlowRefused
@@ -46,13 +47,25 @@ def callback(request: HttpRequest) -> HttpResponse:
         admin = bool(ensure_role(tenant=tool.tenant, user=request.user, at_least=Role.ADMIN))
     except PermissionDenied:
         admin = False
-    back = reverse("admin:tools_app_tool_change", args=[tool.pk]) if admin and request.user.is_staff else (
-        reverse("playground") + f"?tenant={tool.tenant.slug}")
+    if connection.user_id is not None:  # the member's own account: their connections page
+        back = reverse("my-connections") + f"?tenant={tool.tenant.slug}"
+    elif admin and request.user.is_staff:
+        back = reverse("admin:tools_app_tool_change", args=[tool.pk])
+    else:
+        back = reverse("playground") + f"?tenant={tool.tenant.slug}"
     whose = "your own account" if connection.user_id else "the shared account everyone's calls use"
     return render(request, "oauth/result.html", {
         "ok": True, "title": "Connected", "tool": tool, "whose": whose, "back": back,
         "message": f"{tool.name} is connected with {whose}.",
     })
+
+
+def client_metadata(request: HttpRequest) -> HttpResponse:
+    """Toolhub's Client ID Metadata Document (its URL is the client id at servers that take one); https only."""
+    document = services.client_metadata(public_base(request))
+    if document is None:
+        raise Http404("a client metadata document needs an https public URL (TOOLHUB_PUBLIC_URL)")
+    return JsonResponse(document)
 
 
 def _session(request: HttpRequest) -> str | None:
@@ -64,4 +77,5 @@ def _session(request: HttpRequest) -> str | None:
 urlpatterns = [
     path("start/<uuid:flow>/", start, name="oauth-start"),
     path("callback/", callback, name="oauth-callback"),
+    path("client-metadata.json", client_metadata, name="oauth-client-metadata"),
 ]

@@ -31,6 +31,7 @@ from tools_app.models import (
     ToolFunction,
     ToolStatus,
     ToolType,
+    UserCredential,
 )
 
 
@@ -244,6 +245,45 @@ def oauth_state(*, tenant: Tenant, tool_id: Any, user: Any, config: dict[str, An
     return {"type": "oauth2", "per_user": per_user, "connected": status == "connected", "status": status,
             "scopes": connection.scopes.split() if connection is not None else [],
             "expires_at": connection.expires_at.isoformat() if connection and connection.expires_at else None}
+
+
+def user_credential(*, tool_id: int, user_id: int) -> UserCredential | None:
+    """A member's own values for a tool's per-user keys (the caller has already been scoped to the tool)."""
+    return UserCredential.objects.filter(tool_id=tool_id, user_id=user_id).first()
+
+
+def user_credentials_state(*, tool: Tool, user: Any) -> dict[str, Any] | None:
+    """The detail's `my_credentials` block: which of the tool's per-user keys this caller has set, never a value."""
+    declared = list((tool.config or {}).get("user_secrets") or [])
+    if not declared:
+        return None
+    stored = user_credential(tool_id=tool.pk, user_id=user.pk) if getattr(user, "pk", None) else None
+    values = (stored.values if stored is not None else None) or {}
+    missing = [key for key in declared if not values.get(key)]
+    return {"keys": declared, "set": [key for key in declared if values.get(key)], "missing": missing,
+            "complete": not missing, "updated_at": stored.updated_at.isoformat() if stored is not None else None}
+
+
+def member_connections(*, tenant: Tenant, user: Any) -> list[dict[str, Any]]:
+    """The tools this member may use that need a connection or keys: OAuth tools (shared or their own) and tools
+    with per-user keys, each with the member's view of it (`oauth`, `my_credentials`). Configs are encrypted, so
+    the filter runs here, not in SQL."""
+    rows = []
+    tools = usable_tools(tenant=tenant, user=user).filter(type__in=(ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP))
+    for tool in tools.order_by("name"):
+        oauth = oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+        keys = user_credentials_state(tool=tool, user=user)
+        if oauth is not None or keys is not None:
+            rows.append({"tool": tool, "oauth": oauth, "my_credentials": keys})
+    return rows
+
+
+def user_secret_values(*, tool: Tool) -> list[str]:
+    """Every member's values for a tool's per-user keys (the scrubber masks them); none for other tools (no query)."""
+    if not (tool.config or {}).get("user_secrets"):
+        return []
+    return [str(v) for values in UserCredential.objects.filter(tool=tool).values_list("values", flat=True)
+            for v in (values or {}).values() if v]
 
 
 def oauth_token_values(*, tenant: Tenant, tool: Tool) -> list[str]:

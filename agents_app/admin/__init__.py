@@ -10,6 +10,9 @@ from django.contrib import admin
 from django.contrib.admin.widgets import AdminRadioSelect
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
+from django.utils.html import format_html
 
 from agents_app import services
 from agents_app.gateway.configs import client_configs
@@ -24,6 +27,7 @@ from tenants_app.admin_scoping import (
     tenant_filter,
 )
 from tenants_app.selectors import tenants_for_admin
+from tools_app import selectors as tool_selectors
 from tools_app.models import Tool
 
 
@@ -340,9 +344,18 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "tenant", "agent", "user", "status", "title", "updated_at"]
     list_filter = [tenant_filter(), "status"]
     search_fields = ["title"]
-    fields = ["tenant", "agent", "user", "status", "title", "created_at", "updated_at"]
-    readonly_fields = ["tenant", "agent", "user", "status", "title", "created_at", "updated_at"]
+    fields = ["tenant", "agent", "user", "status", "title", "calls", "created_at", "updated_at"]
+    readonly_fields = ["tenant", "agent", "user", "status", "title", "calls", "created_at", "updated_at"]
     inlines = [MessageInline]
+
+    @admin.display(description="Tool calls")
+    def calls(self, obj: Conversation) -> str:
+        """The audit rows of this conversation's calls (held ones link their approval from their own page)."""
+        count = tool_selectors.tool_call_list(tenant=obj.tenant).filter(conversation=obj).count()
+        if not count:
+            return "none"
+        return format_html('<a href="{}?conversation__id__exact={}" id="toolhub-conversation-calls">{} call{}</a>',
+                           reverse("admin:tools_app_toolcall_changelist"), obj.pk, count, pluralize(count))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))

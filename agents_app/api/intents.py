@@ -51,7 +51,7 @@ class IntentIn(StrictInputSerializer):
         return services.IntentInput(parent=parent, **data)
 
 
-class IntentOut(serializers.ModelSerializer):
+class IntentOut(serializers.ModelSerializer[IntentNode]):
     parent = serializers.SerializerMethodField()  # type: ignore[assignment]
     functions = serializers.SerializerMethodField()
     examples = serializers.SerializerMethodField()
@@ -77,7 +77,7 @@ class RouteIn(StrictInputSerializer):
     top_k = serializers.IntegerField(required=False, min_value=1, max_value=20, default=3)
 
 
-class RouteMatchOut(serializers.Serializer):
+class RouteMatchOut(serializers.Serializer[Any]):
     intent = serializers.CharField()
     score = serializers.FloatField()
     path = serializers.ListField(child=serializers.CharField())
@@ -85,7 +85,7 @@ class RouteMatchOut(serializers.Serializer):
     functions = serializers.ListField(child=serializers.CharField())
 
 
-class RouteOut(serializers.Serializer):
+class RouteOut(serializers.Serializer[Any]):
     matches = RouteMatchOut(many=True)
     cost_ms = serializers.IntegerField()
 

@@ -40,7 +40,7 @@ class ChatModelIn(StrictInputSerializer):
         return ChatModelInput(api_key=data.pop("api_key", KEEP), **data)
 
 
-class ChatModelOut(serializers.ModelSerializer):
+class ChatModelOut(serializers.ModelSerializer[ChatModel]):
     api_key_set = serializers.SerializerMethodField()
 
     class Meta:
@@ -87,7 +87,7 @@ class AgentIn(StrictInputSerializer):
         return AgentInput(model=data.pop("model", KEEP), tools=links, **data)
 
 
-class AgentToolOut(serializers.ModelSerializer):
+class AgentToolOut(serializers.ModelSerializer[AgentTool]):
     tool_name = serializers.CharField(source="tool.name")
 
     class Meta:
@@ -95,7 +95,7 @@ class AgentToolOut(serializers.ModelSerializer):
         fields = ["tool", "tool_name", "allowed_functions", "requires_approval"]
 
 
-class AgentOut(serializers.ModelSerializer):
+class AgentOut(serializers.ModelSerializer[Agent]):
     model_name = serializers.CharField(source="model.name", default=None, allow_null=True, read_only=True)
     tools = AgentToolOut(source="agent_tools", many=True, read_only=True)
 
@@ -115,20 +115,20 @@ class ResumeIn(StrictInputSerializer):
     stream = serializers.BooleanField(required=False, default=False)
 
 
-class ChatOut(serializers.Serializer):
+class ChatOut(serializers.Serializer[Any]):
     conversation_id = serializers.IntegerField()
     status = serializers.CharField(help_text="completed | paused | error")
     message = serializers.CharField(allow_blank=True)
     events = serializers.ListField(child=serializers.JSONField(), help_text='[{"event": <name>, "data": {...}}]')
 
 
-class MessageOut(serializers.ModelSerializer):
+class MessageOut(serializers.ModelSerializer[Message]):
     class Meta:
         model = Message
         fields = ["id", "role", "content", "tool_calls", "tool_call_id", "created_at"]
 
 
-class ConversationListOut(serializers.ModelSerializer):
+class ConversationListOut(serializers.ModelSerializer[Conversation]):
     agent_name = serializers.CharField(source="agent.name")
 
     class Meta:

@@ -60,6 +60,7 @@ Progress = Callable[[float, float | None, str | None], None]
 
 
 AUTHORIZE_URL = "authorize_url"  # ToolResult.meta: the caller's own link to connect an OAuth tool
+CONNECTIONS_URL = "connections_url"  # ToolResult.meta: the caller's page to set their own keys of a tool
 
 
 def call_function(principal: Principal, name: str, arguments: dict[str, Any],
@@ -103,6 +104,8 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                                             base_url=base_url)
         if link:
             done.result.meta[AUTHORIZE_URL] = link
+    elif done.result.error_code == codes.CREDENTIALS_REQUIRED and base_url:
+        done.result.meta[CONNECTIONS_URL] = f"{base_url.rstrip('/')}/accounts/connections/?tenant={principal.tenant.slug}"
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
 

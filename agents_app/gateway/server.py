@@ -23,7 +23,7 @@ from django.db import close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError, NoBackChannelError, UrlElicitationRequiredError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 
@@ -205,10 +205,14 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
         if result.error_reason:
             typed["error_reason"] = result.error_reason
         link = result.meta.get(service.AUTHORIZE_URL)
+        page = result.meta.get(service.CONNECTIONS_URL)
         if link:
-            # The caller's own connect link (issue: OAuth connections): open it, sign in upstream, call again.
+            # The caller's own connect link: open it, sign in upstream, call again.
             typed["authorize_url"] = link
             message += f" Connect it at {link} (sign in there), then call this tool again."
+        elif page:
+            typed["connections_url"] = page
+            message += f" Set your own keys at {page}, then call this tool again."
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {REFUSAL_META: typed}})
     secrets = service.secrets_of(principal, outcome.function)
@@ -380,6 +384,31 @@ def _may_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared)
 
 
+def _may_elicit_url(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """The client declared URL-mode elicitation (MCP 2025-11-25): it can open a link for its user and retry."""
+    declared = ctx.session.client_capabilities
+    return bool(declared is not None and declared.elicitation is not None and declared.elicitation.url is not None)
+
+
+def _connect_first(name: str, link: str) -> UrlElicitationRequiredError:
+    """The spec's answer to a call that needs the user to connect an account first (-32042, URL mode): the
+    client shows the caller's own connect link (its flow id is the elicitation id) and calls again after."""
+    flow = link.rstrip("/").rsplit("/", 1)[-1]
+    return UrlElicitationRequiredError(
+        [types.ElicitRequestURLParams(message=f"{name} acts with an account you have not connected yet: open this "
+                                              "Toolhub link, sign in at the provider, then call it again.",
+                                      url=link, elicitation_id=f"toolhub-oauth-{flow}")],
+        message=f"{ResultCode.AUTHORIZATION_REQUIRED}: connect the account {name} uses first ({link})")
+
+
+def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredError:
+    """URL mode for a tool that needs the caller's own keys: their connections page, where they set them."""
+    return UrlElicitationRequiredError(
+        [types.ElicitRequestURLParams(message=f"{name} needs your own keys: set them on this Toolhub page, then "
+                                              "call it again.", url=page, elicitation_id=f"toolhub-keys-{call_id}")],
+        message=f"{ResultCode.CREDENTIALS_REQUIRED}: set your own keys for {name} first ({page})")
+
+
 def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
@@ -410,6 +439,12 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:
+            link = outcome.result.meta.get(service.AUTHORIZE_URL)
+            if link and _may_elicit_url(ctx):
+                raise _connect_first(params.name, str(link))
+            page = outcome.result.meta.get(service.CONNECTIONS_URL)
+            if page and _may_elicit_url(ctx):
+                raise _keys_first(params.name, str(page), outcome.call_id)
             return rendered
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from agents_app.gateway.calls import (
     AUTHORIZE_URL,
+    CONNECTIONS_URL,
     HANDED_OVER,
     VIA,
     CallOutcome,
@@ -53,7 +54,7 @@ from agents_app.gateway.upstream import (
 from core.errors import NotFound
 
 __all__ = [
-    "AUTHORIZE_URL", "HANDED_OVER", "PROMPT_GET", "RESOURCE_READ", "RESOURCE_SCHEME", "VIA", "CallOutcome", "GatewayFunction",
+    "AUTHORIZE_URL", "CONNECTIONS_URL", "HANDED_OVER", "PROMPT_GET", "RESOURCE_READ", "RESOURCE_SCHEME", "VIA", "CallOutcome", "GatewayFunction",
     "Listing", "NotFound", "Principal", "Refusal", "authenticate", "authenticate_remembering", "call_function",
     "decide_and_run", "decided_in_toolhub_only", "fingerprint", "fingerprint_of", "get_prompt", "list_functions",
     "list_prompts", "list_resources", "listing", "read_resource", "redacted_arguments", "refresh",

@@ -15,7 +15,7 @@ from agents_app.runtime.toolset import qualify
 from core.codes import ApiCode, Reason
 from core.errors import NotFound
 from core.secrets import scrub_text
-from tools_app import adapters
+from tools_app import adapters, selectors
 from tools_app.configs import secret_values
 from tools_app.models import (
     CallStatus,
@@ -49,7 +49,7 @@ def _from_each(principal: Principal, op: Any) -> list[tuple[Tool, Any]]:
     out = []
     for tool in _mcp_tools(principal):
         try:
-            out.append((tool, adapters.pool().session_request(adapters.server_spec(tool), op)))
+            out.append((tool, adapters.pool().session_request(adapters.server_spec(tool, principal.user), op)))
         except Exception as exc:  # noqa: BLE001 - a server without prompts/resources (or down) offers none
             logger.info("gateway: %s offers no listing: %s", tool.name, type(exc).__name__)
     return out
@@ -65,7 +65,8 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
               title: str) -> dict[str, Any]:
     """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
     approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
-    secrets = secret_values(tool.type, tool.config)
+    secrets = secret_values(tool.type, tool.config) + selectors.user_secret_values(tool=tool) + \
+        selectors.oauth_token_values(tenant=principal.tenant, tool=tool)
 
     def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
         audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
@@ -87,7 +88,7 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
     throttle(principal)
     started = time.monotonic()
     try:
-        answer = _dump(adapters.pool().session_request(adapters.server_spec(tool), op), secrets)
+        answer = _dump(adapters.pool().session_request(adapters.server_spec(tool, principal.user), op), secrets)
     except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
         message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
         failed = ToolResult.fail(codes.EXECUTION_ERROR, message)

@@ -25,7 +25,7 @@ from agents_app.runtime.transcript import (
     steps_taken,
 )
 from core import tracing
-from core.codes import ApiCode
+from core.codes import ApiCode, ResultCode
 from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, REFUSED, ToolResult
@@ -100,6 +100,10 @@ class _Call:
             "cost_ms": r.cost_ms if r else 0,
         }
 
+
+# A call that answered one of these waits for its user (an account to connect, their own keys to set): it is left
+# unanswered and the run pauses, so a resume once they have connected runs it again.
+WAIT_CODES = frozenset({ResultCode.AUTHORIZATION_REQUIRED, ResultCode.CREDENTIALS_REQUIRED})
 
 # Marks an event a running call posts (event_reporter), beside its progress reports.
 EVENT_KEY = "__event__"
@@ -220,7 +224,8 @@ def run(
     screen: Screen | None = None,
     system: Callable[[], str] | None = None,
 ) -> Iterator[Event]:
-    """Run the agent until a final answer, an approval pause, an error or the step limit.
+    """Run the agent until a final answer, a pause (an approval, or a call waiting for its user to connect an
+    account or set their keys: WAIT_CODES), an error or the step limit.
 
     `messages` is the OpenAI-format transcript; it is extended in place (assistant turns, tool
     answers), so after the generator ends the caller persists it as is. If it ends with unanswered
@@ -247,8 +252,9 @@ def run(
                 model.vision,
                 screen,
             )
-            if approvals:
-                yield _paused(approvals, steps)
+            waiting = _waiting(messages, approvals)
+            if approvals or waiting:
+                yield _paused(approvals, steps, waiting)
                 return
         tools = toolset.openai_tools()
         while True:
@@ -286,8 +292,9 @@ def run(
                 model.vision,
                 screen,
             )
-            if approvals:
-                yield _paused(approvals, steps)
+            waiting = _waiting(messages, approvals)
+            if approvals or waiting:
+                yield _paused(approvals, steps, waiting)
                 return
     except Exception as exc:  # noqa: BLE001 - the generator reports, it does not raise
         yield "error", {"code": ApiCode.AGENT_ERROR, "message": f"agent loop failed: {type(exc).__name__}", "steps": steps}
@@ -353,13 +360,22 @@ def _refresh_system(messages: list[dict[str, Any]], system: Callable[[], str] | 
         return
 
 
-def _paused(approvals: list[ApprovalRequest], steps: int) -> Event:
-    return "done", {
+def _paused(approvals: list[ApprovalRequest], steps: int, waiting: list[dict[str, str]] | None = None) -> Event:
+    done: dict[str, Any] = {
         "status": "paused",
         "message": "",
         "steps": steps,
         "pending": [a.as_event() for a in approvals],
     }
+    if waiting:
+        done["waiting"] = waiting  # calls that run again on resume once their user has connected
+    return "done", done
+
+
+def _waiting(messages: list[dict[str, Any]], approvals: list[ApprovalRequest]) -> list[dict[str, str]]:
+    """The calls left open for their user (WAIT_CODES), not those held for an approval."""
+    held = {cid for a in approvals for cid in a.call_ids}
+    return [{"call_id": c.call_id, "name": c.name} for c in pending_calls(messages) if c.call_id not in held]
 
 
 def _max_steps(max_steps: int, steps: int, wanted: list[str]) -> Event:
@@ -444,7 +460,8 @@ def _process_calls(
         yield from _run_concurrently(runnable, execute, cap)
     # Answers go in the assistant's call order, whatever order they finished in.
     for call in calls:
-        if call.status != "awaiting_approval":
+        waits = call.result is not None and call.result.error_code in WAIT_CODES
+        if call.status != "awaiting_approval" and not waits:
             messages.append(tool_message(call.call_id, call.content, call.result, vision))
     for a in approvals:
         yield "approval.required", a.as_event()

@@ -11,6 +11,7 @@ from agents_app import selectors
 from agents_app.errors import AgentError, ModelInUse, UnknownFunctions
 from agents_app.models import Agent, AgentRouting, AgentStatus, AgentTool, ChatModel
 from agents_app.runtime.model_client import RESERVED_PARAMS
+from agents_app.services.intents import lookup_refs
 from core import names
 from core.secrets import KEEP, MASK, require_secrets_on_move
 from tenants_app.models import Role, Tenant
@@ -217,8 +218,20 @@ def _set_links(agent: Agent, links: list[ToolLink]) -> None:
     )
 
 
+def _check_refs(tenant: Tenant, refs: list[str], field: str) -> None:
+    """Function refs must name this tenant's known functions, so a misspelt one is refused, not silently unused.
+
+    Whether the agent's links offer them is decided when a turn is routed (links and tools may come and go).
+    """
+    _, unknown = lookup_refs(tenant=tenant, refs=refs)
+    if unknown:
+        raise UnknownFunctions(
+            f"unknown function(s) {', '.join(unknown)}: {field} takes <tool>__<function> refs of this tenant's tools",
+            details={"field": field, "unknown": unknown})
+
+
 def _apply_routing(agent: Agent, data: AgentInput) -> None:
-    """Intent-routing settings; refs are checked when a turn is routed (a tool may come and go)."""
+    """Intent-routing settings: refs are checked against the tenant's known functions."""
     if data.routing is not None:
         if data.routing not in AgentRouting.values:
             raise AgentError('routing must be "all" or "intent"', details={"field": "routing"})
@@ -230,11 +243,17 @@ def _apply_routing(agent: Agent, data: AgentInput) -> None:
                              details={"field": "routing_threshold"})
         agent.routing_threshold = value
     if data.knowledge_function is not None:
-        agent.knowledge_function = data.knowledge_function.strip()
+        ref = data.knowledge_function.strip()
+        if ref and ref != agent.knowledge_function:
+            _check_refs(agent.tenant, [ref], "knowledge_function")
+        agent.knowledge_function = ref
     if data.always_on is not None:
         if not all(isinstance(r, str) and r for r in data.always_on):
             raise AgentError("always_on must be a list of <tool>__<function> refs", details={"field": "always_on"})
-        agent.always_on = sorted(set(data.always_on))
+        refs = sorted(set(data.always_on))
+        # Refs already stored stay (their tool may have gone since): only new ones are checked.
+        _check_refs(agent.tenant, [r for r in refs if r not in (agent.always_on or [])], "always_on")
+        agent.always_on = refs
 
 
 @transaction.atomic

@@ -40,6 +40,7 @@ from core.links import public_base
 from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
 from tools_app import adapters
+from tools_app import selectors as tool_selectors
 from tools_app.configs import secret_values
 from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
 from tools_app.runtime.errors import OutboundBlocked
@@ -48,6 +49,7 @@ from tools_app.selectors import usable_tools
 from tools_app.services import oauth, plugins
 from tools_app.services.approvals import (
     approval_expire_unbound,
+    approval_record_result,
     approval_request,
     approval_screen,
     approvals_expire,
@@ -168,10 +170,10 @@ class ChatRun:
                     data = {**data, "conversation_id": self.conversation_id}
                     outcome = name, data
                 yield name, data
-                if name == "tool.result" and data.get("error_code") == ResultCode.AUTHORIZATION_REQUIRED:
-                    needed = _authorization_required(run, data)
+                if name == "tool.result" and data.get("error_code") in WAITING_EVENTS:
+                    needed = _connection_required(run, data)
                     if needed is not None:
-                        yield "authorization.required", needed
+                        yield WAITING_EVENTS[str(data["error_code"])], needed
         finally:
             if events is not None:
                 events.close()  # type: ignore[attr-defined]  # loop.run is a generator
@@ -380,7 +382,7 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
     conversation = selectors.conversation_get(tenant=tenant, user=actor, conversation_id=conversation_id,
                                               for_update=True)
     _claim(conversation)
-    if conversation.status != ConversationStatus.AWAITING_APPROVAL:
+    if conversation.status not in (ConversationStatus.AWAITING_APPROVAL, ConversationStatus.AWAITING_AUTHORIZATION):
         raise NothingToResume("this conversation has no paused run to resume")
     agent = _usable_agent(tenant=tenant, actor=actor, agent_id=conversation.agent_id)
     model, guard = model_config(agent)
@@ -481,6 +483,10 @@ def _executor(run: _Run) -> loop.Execute:
             )
             result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too
             run.results[call_id] = result.scrubbed(run.scrub)
+            if call_id in run.approved_call_ids:
+                approval_id = next((b["id"] for b in run.approvals.values() if call_id in b["call_ids"]), None)
+                if approval_id is not None:  # the approval's page links the call it let through
+                    approval_record_result(tenant=run.tenant, approval_id=approval_id, call=done.call)
             return result
         finally:
             if threading.get_ident() != owner:
@@ -551,15 +557,30 @@ def _audit_refused(run: _Run, data: dict[str, Any]) -> None:
                  agent=run.agent, conversation=run.conversation, via=ApprovalVia.CHAT)
 
 
-def _authorization_required(run: _Run, data: dict[str, Any]) -> dict[str, Any] | None:
-    """An OAuth tool without a usable connection for this user: its connect link for the person in the chat
-    (their own, when they may connect it). Once connected, the next message (or a retry) reaches the tool."""
+# A call that waits for its user: the event telling them what to do (the run pauses; resume runs it again).
+WAITING_EVENTS: dict[str, str] = {ResultCode.AUTHORIZATION_REQUIRED: "authorization.required",
+                  ResultCode.CREDENTIALS_REQUIRED: "credentials.required"}
+
+
+def _connection_required(run: _Run, data: dict[str, Any]) -> dict[str, Any] | None:
+    """What the person in the chat does before the paused call can run: connect the OAuth tool (their own link,
+    when they may connect it) or set their keys (named, on their connections page); then resume the run."""
     fn = run.toolset.get(str(data.get("name") or ""))
-    if fn is None or not run.base_url:
+    if fn is None:
         return None
-    link = oauth.authorize_link_or_none(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id, base_url=run.base_url)
+    base = (run.base_url or "").rstrip("/")
+    event: dict[str, Any] = {"call_id": data.get("call_id"), "tool": fn.tool_name, "function": fn.function,
+                             "resume_url": f"{base}/api/v1/conversations/{run.conversation.pk}/resume/"}
+    if data.get("error_code") == ResultCode.CREDENTIALS_REQUIRED:
+        tool = Tool.objects.filter(tenant=run.tenant, pk=fn.tool_id).first()
+        state = tool_selectors.user_credentials_state(tool=tool, user=run.actor) if tool is not None else None
+        release_connection()
+        return {**event, "missing": (state or {}).get("missing", []),
+                "connections_url": f"{base}/accounts/connections/?tenant={run.tenant.slug}"}
+    link = oauth.authorize_link_or_none(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id,
+                                        base_url=run.base_url) if run.base_url else None
     release_connection()
-    return {"call_id": data.get("call_id"), "tool": fn.tool_name, "function": fn.function, "authorize_url": link}
+    return {**event, "authorize_url": link}
 
 
 def _secrets_of(run: _Run, data: dict[str, Any]) -> list[str]:
@@ -617,11 +638,15 @@ def _persist(run: _Run, outcome: Event | None) -> None:
     messages = run.messages
     scrub = run.scrub
     held = {cid for batch in run.approvals.values() for cid in batch["call_ids"]}
-    awaiting = False
     paused = outcome is not None and outcome[0] == "done" and outcome[1].get("status") == "paused"
+    waiting = {str(w.get("call_id")) for w in (outcome[1].get("waiting") or [])} if paused and outcome else set()
+    awaiting = connecting = False
     for call in pending_calls(messages):
         if call.call_id in held and (paused or outcome is None):
             awaiting = True
+            continue
+        if call.call_id in waiting:
+            connecting = True  # runs again on resume, once its user has connected or set their keys
             continue
         done = run.results.get(call.call_id)
         content = render_result(done, settings.TOOLHUB_TOOL_RESULT_CHARS) if done else f"Error: not executed: {INTERRUPTED}"
@@ -644,7 +669,8 @@ def _persist(run: _Run, outcome: Event | None) -> None:
         live = {k: v for k, v in run.approvals.items() if any(c in still_open for c in v["call_ids"])}
         # What the model said is stored scrubbed: an echoed key never reaches the database or a reader.
         conversation.run_state = {"messages": scrub.value(messages), "approvals": live}
-        conversation.status = ConversationStatus.AWAITING_APPROVAL if awaiting else ConversationStatus.IDLE
+        conversation.status = (ConversationStatus.AWAITING_APPROVAL if awaiting else
+                               ConversationStatus.AWAITING_AUTHORIZATION if connecting else ConversationStatus.IDLE)
         conversation.save(update_fields=["run_state", "status", "updated_at"])
     run.persisted = len(messages)
 

@@ -41,7 +41,7 @@ def client_requests_for(run: _Run, fn: Any, notify: Any) -> ClientRequests:
     def hold(kind: str, question: dict[str, Any], shown: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         try:
             tool = Tool.objects.get(tenant=run.tenant, pk=fn.tool_id)
-            wait_s = float(adapters.server_spec(tool).call_timeout_s)
+            wait_s = float(adapters.server_spec(tool, run.actor).call_timeout_s)
             approval = client_request_hold(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function,
                                            kind=kind, question=question, agent=run.agent,
                                            conversation=run.conversation, wait_s=wait_s)

@@ -65,19 +65,14 @@ def _check_examples(examples: Any) -> list[str]:
     return cleaned
 
 
-def resolve_functions(*, tenant: Tenant, refs: Any) -> list[ToolFunction]:
-    """`<tool>__<function>` refs to this tenant's ToolFunction rows; any unresolved ref fails the write.
+def lookup_refs(*, tenant: Tenant, refs: list[str]) -> tuple[dict[str, ToolFunction], list[str]]:
+    """`<tool>__<function>` refs to this tenant's ToolFunction rows (any state): (found by ref, the unknown refs).
 
     A tool name may itself contain "__", so every split point is tried. Another tenant's tools are never
-    looked at, so a foreign ref fails exactly like a missing one.
+    looked at, so a foreign ref is unknown exactly like a missing one.
     """
-    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-        raise IntentError('functions must be a list of "<tool>__<function>" strings', details={"field": "functions"})
-    if len(refs) > MAX_FUNCTIONS:
-        raise IntentError(f"at most {MAX_FUNCTIONS} functions per intent", details={"field": "functions"})
-    wanted = list(dict.fromkeys(refs))
     splits: dict[tuple[str, str], str] = {}
-    for ref in wanted:
+    for ref in refs:
         for m in re.finditer("__", ref):
             tool, fn = ref[: m.start()], ref[m.end():]
             if tool and fn:
@@ -85,10 +80,20 @@ def resolve_functions(*, tenant: Tenant, refs: Any) -> list[ToolFunction]:
     rows = ToolFunction.objects.filter(tool__tenant=tenant, tool__name__in={t for t, _ in splits}).select_related("tool")
     found: dict[str, ToolFunction] = {}
     for row in rows:
-        ref = splits.get((row.tool.name, row.name))
-        if ref is not None:
-            found.setdefault(ref, row)
-    missing = [r for r in wanted if r not in found]
+        named = splits.get((row.tool.name, row.name))
+        if named is not None:
+            found.setdefault(named, row)
+    return found, [r for r in refs if r not in found]
+
+
+def resolve_functions(*, tenant: Tenant, refs: Any) -> list[ToolFunction]:
+    """`<tool>__<function>` refs to this tenant's ToolFunction rows; any unresolved ref fails the write."""
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        raise IntentError('functions must be a list of "<tool>__<function>" strings', details={"field": "functions"})
+    if len(refs) > MAX_FUNCTIONS:
+        raise IntentError(f"at most {MAX_FUNCTIONS} functions per intent", details={"field": "functions"})
+    wanted = list(dict.fromkeys(refs))
+    found, missing = lookup_refs(tenant=tenant, refs=wanted)
     if missing:
         raise IntentError(
             f"unknown function(s) {', '.join(missing)}: refs are <tool>__<function> of this tenant's tools",

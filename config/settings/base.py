@@ -184,7 +184,7 @@ SPECTACULAR_SETTINGS = {
         "ExportFormatEnum": [("json", "json"), ("yaml", "yaml")],
         "IntentKindEnum": "agents_app.models.IntentKind",
         "IntentLevelEnum": "agents_app.models.IntentLevel",
-        "IntentStatusEnum": "agents_app.models.IntentStatus",
+        # IntentStatus has ToolStatus's choices (ENABLED, DISABLED): one choice set takes one name, ToolStatusEnum.
     },
 }
 

@@ -35,7 +35,7 @@ class SourceIn(StrictInputSerializer):
         )
 
 
-class SourceOut(serializers.ModelSerializer):
+class SourceOut(serializers.ModelSerializer[MarketSource]):
     is_global = serializers.SerializerMethodField()
     auth_headers_set = serializers.SerializerMethodField()
     auth_headers = serializers.SerializerMethodField()
@@ -64,7 +64,7 @@ class SourceOut(serializers.ModelSerializer):
         return source.refreshing_until is not None and source.refreshing_until > timezone.now()
 
 
-class RefreshOut(serializers.Serializer):
+class RefreshOut(serializers.Serializer[Any]):
     added = serializers.IntegerField()
     updated = serializers.IntegerField()
     unchanged = serializers.IntegerField()
@@ -73,7 +73,7 @@ class RefreshOut(serializers.Serializer):
     errors_total = serializers.IntegerField()
 
 
-class EntryOut(serializers.ModelSerializer):
+class EntryOut(serializers.ModelSerializer[MarketEntry]):
     source = serializers.SerializerMethodField()  # type: ignore[assignment]
     suggested_name = serializers.SerializerMethodField()
 
@@ -112,7 +112,7 @@ class BatchLoadIn(StrictInputSerializer):
     ids = serializers.ListField(child=IdField(), min_length=1, max_length=100)
 
 
-class BatchResultOut(serializers.Serializer):
+class BatchResultOut(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     ok = serializers.BooleanField()
     tool_id = serializers.IntegerField(required=False)

@@ -239,6 +239,42 @@ def test_admin_function_picker_and_a_refused_name_at_its_row(tenant: Any, other_
     assert (agent.routing, agent.routing_threshold, agent.always_on) == ("all", None, ["inv__set_price"])
 
 
+def test_routing_refs_must_name_known_functions(tenant: Any, other_tenant: Any, api: Any) -> None:
+    functions(ToolFactory(tenant=tenant, name="inv"), "get_stock", "search_docs")
+    functions(ToolFactory(tenant=other_tenant, name="theirs"), "secret_fn")
+    resp = api.post("/api/v1/agents/", {"name": "kb", "routing": "intent", "knowledge_function": "inv__serch_docs"},
+                    format="json")
+    assert resp.status_code == 400, resp.content
+    error = resp.json()["error"]
+    assert error["code"] == "unknown_functions" and "inv__serch_docs" in error["message"]
+    assert error["details"] == {"field": "knowledge_function", "unknown": ["inv__serch_docs"]}
+    resp = api.post("/api/v1/agents/", {"name": "kb", "always_on": ["inv__get_stock", "theirs__secret_fn"]},
+                    format="json")
+    assert resp.status_code == 400 and resp.json()["error"]["details"] == {
+        "field": "always_on", "unknown": ["theirs__secret_fn"]}  # another tenant's function is unknown here
+    assert not Agent.objects.filter(name="kb").exists()
+    agent_id = make_agent(api, model=None, name="kb", routing="intent", knowledge_function="inv__search_docs",
+                          always_on=["inv__get_stock"])
+    # A stored ref whose tool went away since does not block other edits; only new refs are checked.
+    ToolFunction.objects.filter(tool__tenant=tenant, name="get_stock").delete()
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"always_on": ["inv__get_stock"], "description": "kept"},
+                     format="json").status_code == 200
+    assert api.patch(f"/api/v1/agents/{agent_id}/", {"always_on": ["inv__get_stok"]},
+                     format="json").status_code == 400
+
+
+def test_admin_refused_routing_ref_shows_at_its_field(tenant: Any) -> None:
+    tool = functions(ToolFactory(tenant=tenant, name="inv"), "get_stock", "set_price")
+    browser = _admin_browser(tenant)
+    form = {**agent_form(tenant, tool, functions=["get_stock"]), "knowledge_function": "inv__get_stok"}
+    resp = browser.post("/admin/agents_app/agent/add/", form)
+    assert resp.status_code == 200
+    assert list(resp.context["adminform"].form.errors) == ["knowledge_function"]
+    html = resp.content.decode()
+    assert 'value="inv__get_stok"' in html and "Be brief, typed with care" in html
+    assert not Agent.objects.filter(name="picky").exists()
+
+
 def test_agent_list_names_the_model_an_agent_chats_with(tenant: Any, api: Any, settings: Any) -> None:
     make_agent(api, model=None, name="demo-chatter")
     browser = _admin_browser(tenant)

@@ -110,6 +110,7 @@ def test_destructive_builtin_waits_for_approval_then_runs(tenant: Any, api: Any,
     assert resumed["message"] == "deleted it" and not target.exists()
     executed = ToolCall.objects.filter(conversation_id=conversation_id, status=CallStatus.OK).get()
     assert executed.function == "delete_file"
+    assert Approval.objects.get(pk=approval.pk).result_call == executed  # the approval knows the call it let run
     assert Conversation.objects.get(pk=conversation_id).status == ConversationStatus.IDLE
 
 

@@ -64,6 +64,7 @@ def test_every_variable_is_set_before_a_block_uses_it(page: str) -> None:
         for line in block.splitlines():
             code = code_of(line)
             known |= set(re.findall(r"\b([A-Z][A-Z0-9_]*)=", code))
+            known |= set(re.findall(r'\bread\s+(?:-\w+\s+)*(?:"[^"]*"\s+)?([A-Z][A-Z0-9_]*)', code))  # read -rsp "..." X
             known |= set(re.findall(r"^\s*([a-z_]+)\(\)\s*\{", code))
             used = set(re.findall(r"\$\{?([A-Z][A-Z0-9_]*)", code))
             assert used <= known, (page, line, used - known)

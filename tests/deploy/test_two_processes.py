@@ -215,3 +215,89 @@ def test_a_stateful_local_server_has_one_state_across_both_web_processes(topolog
     assert counts == list(range(1, 13)), counts
     servers = [pid for pid in _servers_with(marker) if b"bwrap" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
     assert len(servers) == 1, servers
+
+
+def _sign_in_and_connect(base: str, authorize_url: str, username: str, password: str) -> str:
+    """A browser: sign in to Toolhub (web A), open the connect link, consent at the provider, come back.
+
+    Production cookies are Secure (a deployment is behind TLS): this browser keeps Toolhub's cookies itself and
+    sends them to Toolhub over the loopback's plain HTTP, as a browser would over https.
+    """
+    import re
+    from urllib.parse import urljoin
+
+    import httpx2
+
+    jar: dict[str, str] = {}
+
+    def visit(method: str, url: str, **kwargs: Any) -> httpx2.Response:
+        ours = url.startswith(base)
+        headers = {**kwargs.pop("headers", {}), **({"Cookie": "; ".join(f"{k}={v}" for k, v in jar.items())}
+                                                    if ours and jar else {})}
+        answer = http.request(method, url, headers=headers, **kwargs)
+        if ours:
+            for raw in answer.headers.get_list("set-cookie"):
+                name, _, rest = raw.partition("=")
+                jar[name.strip()] = rest.split(";", 1)[0]
+        return answer
+
+    with httpx2.Client(follow_redirects=False, timeout=30) as http:
+        form = visit("GET", base + "/accounts/login/")
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
+        assert found, form.text[:500]
+        signed = visit("POST", base + "/accounts/login/", data={
+            "username": username, "password": password, "csrfmiddlewaretoken": found.group(1)},
+            headers={"Referer": base + "/accounts/login/"})
+        assert signed.status_code == 302, signed.text[:500]
+        url = authorize_url
+        for _ in range(8):
+            answer = visit("GET", url)
+            if answer.status_code not in (302, 303):
+                return answer.text
+            url = urljoin(url, answer.headers["location"])
+    raise AssertionError("the connect link never came back to Toolhub")
+
+
+def test_an_expired_oauth_token_is_refreshed_once_under_calls_racing_in_both_web_processes(topology: Any) -> None:
+    """Eight calls, four through each web process, meet an expired access token at once: each refresh presents
+    its rotating refresh token once (the provider revokes the whole grant when one is presented twice)."""
+    import threading
+    import time
+
+    from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
+
+    api_a, api_b, base_a = topology
+    password = (REPO / "var" / "prod-local" / "operator-password").read_text().strip()
+    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "3")) as url:
+        status, tool = api_a("POST", "/api/v1/tools/", {"name": "oauth-race", "type": "REMOTE", "config": {
+            "url": url, "auth": {"type": "oauth2"}}})
+        assert status == 201, tool
+        status, link = api_a("POST", f"/api/v1/tools/{tool['id']}/oauth/connect/")
+        assert status == 200 and link["authorize_url"].startswith(base_a + "/oauth/start/"), link
+        page = _sign_in_and_connect(base_a, link["authorize_url"], "operator", password)
+        assert "is connected" in page, page[:800]
+
+        def whoami(api: Api) -> dict[str, Any]:
+            status, body = api("POST", f"/api/v1/tools/{tool['id']}/invoke/", {"function": "whoami", "arguments": {}})
+            assert status == 200, body
+            return dict(body)
+
+        assert whoami(api_a)["text"] == "alice" and whoami(api_b)["text"] == "alice"
+        time.sleep(3.5)  # the access token has expired in both processes' view
+        results: list[dict[str, Any]] = []
+        barrier = threading.Barrier(8)
+
+        def call(api: Api) -> None:
+            barrier.wait()
+            results.append(whoami(api))
+
+        threads = [threading.Thread(target=call, args=((api_a, api_b)[i % 2],)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+        assert len(results) == 8 and all(r["success"] and r["text"] == "alice" for r in results), results
+        status, stats = api_a("POST", f"/api/v1/tools/{tool['id']}/invoke/", {"function": "stats", "arguments": {}})
+        assert status == 200 and stats["success"], stats
+        counted = json.loads(stats["text"])
+        assert counted["reuse_detected"] == 0 and counted["refreshes"] >= 1, counted

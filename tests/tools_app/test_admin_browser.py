@@ -1,4 +1,5 @@
-"""The approvals queue in headless Chromium: decide one from its row, and a batch after seeing its count."""
+"""The approvals queue in headless Chromium: decide one from its row (a DESTRUCTIVE one after a confirmation, the
+result linked to its call), and a batch after seeing its count."""
 
 from __future__ import annotations
 
@@ -48,8 +49,18 @@ def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, 
 
         row = rows.filter(has_text="old.log")
         row.locator("button.toolhub-approve").click()
+        # A DESTRUCTIVE call is shown with its warning before it runs.
+        expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
+        expect(page.locator("#batch-rows")).to_contain_text("old.log")
+        assert files["old.log"].exists()
+        shot(page, "admin-approvals-destructive-confirm")
+        page.click("#confirm-batch")
         expect(page.locator(".messagelist")).to_contain_text("approved; it ran: OK")
         expect(page.locator("#result_list tbody tr")).to_have_count(2)
+        page.click(".messagelist a.toolhub-result-call")  # the result links to the call that ran
+        page.wait_for_url("**/admin/tools_app/toolcall/*/change/")
+        expect(page.locator("#toolhub-approval")).to_contain_text(f"approval #{ids['old.log']}")
+        page.goto(f"{live_server.url}/admin/tools_app/approval/")
 
         page.locator("#result_list tbody tr input.action-select").nth(0).check()
         page.locator("#result_list tbody tr input.action-select").nth(1).check()

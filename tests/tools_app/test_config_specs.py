@@ -91,7 +91,7 @@ def test_specs_are_introspectable_for_generated_forms() -> None:
     assert configs.SECRET_MAPS == {ToolType.LOCAL: ("env",), ToolType.REMOTE: ("headers",),
                                    ToolType.HTTP: ("headers", "secrets"), ToolType.BUILTIN: ()}
     fields = {f.name: f for f in configs.describe("HTTP")}
-    assert list(fields) == ["method", "url", "headers", "query", "body", "secrets", "input_schema", "timeout_s",
+    assert list(fields) == ["method", "url", "headers", "query", "body", "secrets", "input_schema", "timeout_s", "user_secrets",
                             "not_secret"]
     assert fields["secrets"].secret and fields["headers"].secret and not fields["url"].secret
     assert fields["url"].required and fields["url"].type == "str" and "path and query" in fields["url"].help
@@ -108,7 +108,7 @@ def test_runtime_takes_the_stored_spec_without_validating_again() -> None:
     remote = configs.server_spec(tool_id=1, config_version=2, tenant_key="t", tool_type="REMOTE",
                                  config=configs.validate_config("REMOTE", {"url": URL, "headers": {"A": "b"}}),
                                  validated=True)
-    assert remote.key == (1, 2) and remote.target.headers == (("A", "b"),)
+    assert remote.key == (1, 2, "") and remote.target.headers == (("A", "b"),)
 
 
 def test_a_stored_config_missing_defaulted_fields_loads_them_fresh_each_time() -> None:

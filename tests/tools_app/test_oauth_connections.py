@@ -146,7 +146,8 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
 
     tool_id = make_tool(api, short_lived_url, name="racer")
     before = api.post(f"/api/v1/tools/{tool_id}/test/")
-    assert "authorization_required" in before.content.decode(), before.content
+    assert before.json()["error"]["code"] == "authorization_required", before.content
+    assert before.json()["authorize_url"].startswith("http://testserver/oauth/start/")  # the admin's own link
     connect_shared(api, tool_id)
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
     member = member_client(tenant, Role.MEMBER)

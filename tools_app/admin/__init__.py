@@ -25,9 +25,10 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app import adapters, selectors, services
 from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
-from tools_app.admin.pages import ToolPagesMixin, function_badge
+from tools_app.admin.pages import ToolPagesMixin, function_badge, history_of_refresh, history_of_test
 from tools_app.configs import mask_config
 from tools_app.models import (
+    Approval,
     ApprovalVia,
     FunctionState,
     Safety,
@@ -178,8 +179,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     @admin.display(description="Where it runs")
     def sandbox(self, obj: Tool) -> str:
         if obj.unsandboxed:
-            return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">UNSANDBOXED: runs as '
-                               "Toolhub's own user, with its files, environment and network</strong>")
+            return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">{}</strong>',
+                               "UNSANDBOXED: runs as Toolhub's own user, with its files, environment and network")
         network = "the host's network" if obj.tenant.local_network == "host" else "no network"
         runner = adapters.runner_of(obj)
         where = (f"on runner {runner.id} (up since {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(runner.since))})"
@@ -205,6 +206,10 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
             context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
             context["function_count"] = obj.functions.count()
             context["discovers"] = obj.type in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP)
+            # Functions are discovered in the background after a save: still on its way, or failed (and why).
+            checked = obj.last_checked_at
+            context["discovery"] = ("pending" if checked is None or checked < obj.updated_at
+                                    else "failed" if obj.last_error else "empty")
             context["recent_calls"] = list(ToolCall.objects.filter(tenant=obj.tenant, tool=obj)
                                            .order_by("-created_at", "-id")[:RECENT_CALLS])
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
@@ -284,6 +289,8 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
                 done += 1
             except DomainError as exc:
                 failed.append(f"{tool.name}: {exc.message}")
+            else:
+                self._history(request, tool, f"{'Enabled' if status == ToolStatus.ENABLED else 'Disabled'} the tool.")
         self.message_user(request, f"{done} tool(s) set to {status}.")
         for line in failed:
             self.message_user(request, line, messages.ERROR)
@@ -301,6 +308,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     def test_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         for tool in queryset:
             body = discovery.tool_test(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            self._history(request, tool, history_of_test(body))
             if body["ok"]:
                 names = ", ".join(f["name"] for f in body["functions"][:10])
                 self.message_user(request, f"{tool.name}: OK in {body['latency_ms']} ms, "
@@ -313,6 +321,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     def refresh_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         for tool in queryset:
             body = discovery.tool_refresh(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            self._history(request, tool, history_of_refresh(body))
             if body["ok"]:
                 self.message_user(request, f"{tool.name}: {body['tool_count']} function(s); changes {body['changes']}")
             else:
@@ -322,6 +331,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     def approve_changed_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         for fn in ToolFunction.objects.filter(tool__in=queryset, state=FunctionState.CHANGED).select_related("tool"):
             discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
+            self._history(request, fn.tool, f"Approved function {fn.name}.")
             self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
 
 
@@ -363,6 +373,9 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
                                           enabled=None, requires_approval=..., safety=safety)
             except DomainError as exc:
                 self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
+            else:
+                self.log_change(request, fn, f"Safety set to {safety}." if safety
+                                else "Safety from the server's annotations (override cleared).")
 
     @admin.action(description="Override safety: READ_ONLY")
     def safety_read_only(self, request: HttpRequest, queryset: QuerySet[ToolFunction]) -> None:
@@ -393,6 +406,8 @@ class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
                 discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
             except DomainError as exc:
                 self.message_user(request, f"{fn.name}: {exc.message}", messages.ERROR)
+            else:
+                self.log_change(request, fn, "Approved the current definition.")
 
 
 class ViaFilter(admin.SimpleListFilter):
@@ -416,9 +431,28 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = [tenant_filter(), "status", "tool", "agent", ViaFilter, "created_at"]
     list_select_related = ["tenant", "agent", "actor"]
     search_fields = ["tool_name", "function"]
+    # The call's page: what ran and how it ended first, then where it came from (with its approval), then the data.
+    fields = readonly_fields = [  # type: ignore[assignment]
+        "created_at", "tool", "tool_name", "function", "title", "status", "error_code", "error", "cost_ms",
+        "approval_link", "via", "actor", "agent", "conversation", "dry_run", "arguments", "result_excerpt",
+        "result_size", "result_content", "server_logs", "call_uid"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
+
+    @admin.display(description="Approval")
+    def approval_link(self, obj: ToolCall) -> str:
+        """The approval this call waited for (the request) or ran after (the result); "-" for neither."""
+        held = Approval.objects.filter(tenant=obj.tenant_id, tool_call=obj).first()
+        if held is not None:
+            return format_html('<a href="{}" id="toolhub-approval">approval #{}</a> ({}): this row is the request',
+                               reverse("admin:tools_app_approval_change", args=[held.pk]), held.pk,
+                               held.get_status_display().lower())
+        ran = Approval.objects.filter(tenant=obj.tenant_id, result_call=obj).first()
+        if ran is not None:
+            return format_html('ran once <a href="{}" id="toolhub-approval">approval #{}</a> was approved by {}',
+                               reverse("admin:tools_app_approval_change", args=[ran.pk]), ran.pk, ran.decided_by)
+        return "-"
 
     @admin.display(description="Call", ordering="tool_name")
     def call(self, obj: ToolCall) -> str:
@@ -432,7 +466,7 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Via", ordering="via")
     def origin(self, obj: ToolCall) -> str:
-        via = dict(ApprovalVia.choices).get(obj.via, obj.via or "-")
+        via = obj.via_label()
         who = " · ".join(str(x) for x in (obj.agent, obj.actor) if x is not None)
         return format_html("{}<br><small>{}</small>", via, who)
 

@@ -23,8 +23,8 @@ from core.secrets import redact
 from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant
 from tools_app import selectors
 from tools_app.configs import secret_values
-from tools_app.models import Approval, ApprovalStatus, ApprovalVia, ToolFunction, function_safety
-from tools_app.services.approvals import approval_decide
+from tools_app.models import Approval, ApprovalStatus, ApprovalVia, Safety, ToolFunction, function_safety
+from tools_app.services.approvals import approval_decide, may_decide
 
 ARGUMENTS_SHOWN = 300  # characters of the (redacted) arguments shown in the list
 
@@ -66,10 +66,9 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
     search_fields = ["tool_call__tool_name", "tool_call__function", "requested_by__username"]
     list_per_page = 50
     actions = ["approve_selected", "deny_selected"]
-    fields = ["request", "state", "source", "requested_by", "safety_shown", "count_shown", "warning",
-              "arguments_full", "created_at", "expires_at", "decided_by", "decided_at", "decide"]
-    readonly_fields = ["request", "state", "source", "requested_by", "safety_shown", "count_shown", "warning",
-                       "arguments_full", "created_at", "expires_at", "decided_by", "decided_at", "decide"]
+    fields = readonly_fields = [  # type: ignore[assignment]
+        "request", "state", "source", "calls", "requested_by", "safety_shown", "count_shown", "warning",
+        "arguments_full", "created_at", "expires_at", "decided_by", "decided_at", "decide"]
 
     # --- access: view for the tenant's owners/admins, writes only through the decide service ------------
 
@@ -89,7 +88,7 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
         fn = ToolFunction.objects.filter(tool_id=OuterRef("tool_call__tool_id"), name=OuterRef("tool_call__function"))
         return (
             selectors.approvals_visible(tenant=tenant, user=request.user)
-            .select_related("tool_call__agent", "tool_call__conversation", "tenant")
+            .select_related("tool_call__agent", "tool_call__conversation", "tenant", "result_call")
             .annotate(fn_override=Subquery(fn.values("safety_override")[:1]),
                       fn_annotations=Subquery(fn.values("annotations")[:1], output_field=JSONField()))
             .order_by("expires_at", "id")
@@ -156,13 +155,46 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
             return f"agent {agent}{where}"
         if obj.via == ApprovalVia.GATEWAY:
             return f"MCP gateway, agent {call.agent.name}" if call.agent is not None else "MCP gateway"
+        if obj.via == ApprovalVia.ADMIN:
+            return "Try on the tool's admin page"
         return "direct call (API)"
+
+    @admin.display(description="Audit")
+    def calls(self, obj: Approval) -> str:
+        """The audit rows behind the request: the held call, the call its approval ran, the conversation."""
+        call = obj.tool_call
+        parts = [format_html('held as <a href="{}" id="toolhub-held-call">call #{}</a>',
+                             reverse("admin:tools_app_toolcall_change", args=[call.pk]), call.pk)]
+        if obj.result_call_id:
+            parts.append(format_html('ran as <a href="{}" id="toolhub-result-call">call #{}</a> ({})',
+                                     reverse("admin:tools_app_toolcall_change", args=[obj.result_call_id]),
+                                     obj.result_call_id, obj.result_call.get_status_display() if obj.result_call
+                                     else "?"))
+        elif obj.status == ApprovalStatus.APPROVED and obj.via != ApprovalVia.CHAT:
+            parts.append(format_html("{}", "the approved run left no audit row"))
+        if call.conversation_id:
+            parts.append(format_html('in <a href="{}">conversation #{}</a>',
+                                     reverse("admin:agents_app_conversation_change", args=[call.conversation_id]),
+                                     call.conversation_id))
+        if call.agent_id:
+            parts.append(format_html('agent <a href="{}">{}</a>', reverse("admin:agents_app_agent_change",
+                                                                          args=[call.agent_id]), call.agent))
+        return format_html_join(" · ", "{}", ((p,) for p in parts))
+
+    def _safety(self, obj: Approval) -> str:
+        tool = obj.tool_call.tool
+        if tool is None:
+            return "?"
+        return str(function_safety(tool_safety=tool.safety, override=getattr(obj, "fn_override", "") or "",
+                                   annotations=getattr(obj, "fn_annotations", None)))
+
+    def _destructive(self, obj: Approval) -> bool:
+        """A DESTRUCTIVE call (the warning it was requested with, or the function's safety now): confirm first."""
+        return bool(obj.warning) or self._safety(obj) == Safety.DESTRUCTIVE
 
     @admin.display(description="Safety")
     def safety_shown(self, obj: Approval) -> str:
-        tool = obj.tool_call.tool
-        safety = function_safety(tool_safety=tool.safety, override=getattr(obj, "fn_override", "") or "",
-                                 annotations=getattr(obj, "fn_annotations", None)) if tool is not None else "?"
+        safety = self._safety(obj)
         css = {"DESTRUCTIVE": "bad", "WRITE": "warn", "READ_ONLY": "ok"}.get(str(safety), "muted")
         return format_html('<span class="toolhub-badge {}" title="{}">{}</span>', css, obj.warning or "", safety)
 
@@ -204,9 +236,13 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
         count = f" ×{obj.count}" if obj.count > 1 else ""
         # The row sits inside the changelist's form (which carries the CSRF token): `formaction` sends
         # that form to this approval's decide URL instead of the bulk-action handler.
+        # A DESTRUCTIVE call's Approve leads to a confirmation (decide_view), and says so.
+        approve = ("Approve…", "Shows the call and its warning before it runs") if self._destructive(obj) \
+            else ("Approve", "Runs a held direct call now")
         return format_html_join(
-            " ", '<button type="submit" formaction="{}" name="decision" value="{}" class="{}">{}{}</button>',
-            [(url, "approve", "toolhub-approve", "Approve", count), (url, "deny", "toolhub-deny", "Deny", count)],
+            " ", '<button type="submit" formaction="{}" name="decision" value="{}" class="{}" title="{}">{}{}</button>',
+            [(url, "approve", "toolhub-approve", approve[1], approve[0], count),
+             (url, "deny", "toolhub-deny", "Nothing runs", "Deny", count)],
         )
 
     # --- deciding -------------------------------------------------------------------------------------
@@ -225,16 +261,23 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
             return False
         verb = "approved" if approve else "denied"
         calls = f" ({approval.count} calls)" if approval.count > 1 else ""
+        shown = format_html('<a href="{}">{}</a>', reverse("admin:tools_app_approval_change", args=[approval.pk]), what)
         if decision.invocation is not None:
             body = decision.invocation.body()
             outcome = "it ran: OK" if body.get("success") else f"it ran and failed: {body.get('error_code')}"
-            self.message_user(request, f"{what}{calls} {verb}; {outcome} (call #{body.get('call_id')}).",
+            ran = format_html('<a href="{}" class="toolhub-result-call">call #{}</a>',
+                              reverse("admin:tools_app_toolcall_change", args=[body["call_id"]]), body["call_id"]) \
+                if body.get("call_id") else "no audit row"
+            self.message_user(request, format_html("{}{} {}; {} ({}).", shown, calls, verb, outcome, ran),
                               messages.SUCCESS if body.get("success") else messages.WARNING)
         elif approval.via == ApprovalVia.CHAT and approve:
-            self.message_user(request, f"{what}{calls} approved; the conversation continues when it is resumed "
-                                       "(the playground does so when reopened).", messages.SUCCESS)
+            conversation = approval.tool_call.conversation_id
+            where = format_html('<a href="{}">the conversation</a>', reverse(
+                "admin:agents_app_conversation_change", args=[conversation])) if conversation else "the conversation"
+            self.message_user(request, format_html("{}{} approved; {} continues when it is resumed (the playground "
+                                                   "does so when reopened).", shown, calls, where), messages.SUCCESS)
         else:
-            self.message_user(request, f"{what}{calls} {verb}.", messages.SUCCESS)
+            self.message_user(request, format_html("{}{} {}.", shown, calls, verb), messages.SUCCESS)
         return True
 
     def decide_view(self, request: HttpRequest, approval_id: int) -> HttpResponse:
@@ -248,27 +291,48 @@ class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
         decision = request.POST.get("decision")
         if decision not in ("approve", "deny"):
             self.message_user(request, "Choose approve or deny.", messages.ERROR)
+        elif (decision == "approve" and request.POST.get("confirmed") != "yes" and self._destructive(approval)
+              and may_decide(tenant=approval.tenant, actor=request.user, approval=approval)[0]):
+            # One click must not run a DESTRUCTIVE call: the call, its arguments and warning first, then a yes.
+            return self._confirm(request, [approval], "approve", form_action=reverse(
+                "admin:tools_app_approval_decide", args=[approval.pk]), hidden=[("decision", "approve")])
         else:
             self._decide(request, approval, decision == "approve")
         return HttpResponseRedirect(changelist)
+
+    def _confirm(self, request: HttpRequest, rows: list[Approval], verb: str, *, form_action: str = "",
+                 hidden: list[tuple[str, Any]]) -> TemplateResponse:
+        """The page that shows a decision before it is made (a batch, or one DESTRUCTIVE approval)."""
+        destructive = [a for a in rows if self._destructive(a)] if verb == "approve" else []
+        warning = ""
+        if destructive:
+            warning = (f"{'This call is' if len(rows) == 1 else f'{len(destructive)} of these calls are'} "
+                       "DESTRUCTIVE: approving runs it now, and it may delete or irreversibly change data.")
+        one = rows[0] if form_action and len(rows) == 1 else None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": (f"{verb.capitalize()} #{one.pk} {one.tool_call.tool_name}.{one.tool_call.function}?" if one
+                      else f"{verb.capitalize()} {len(rows)} request(s)?"),
+            "confirm_label": (f"Yes, {verb} it{' and run it now' if verb == 'approve' else ''}" if one else
+                              f"Yes, {verb} {len(rows)} request{'s' if len(rows) != 1 else ''} "
+                              f"({sum(a.count for a in rows)} call{'s' if sum(a.count for a in rows) != 1 else ''})"),
+            "opts": self.model._meta,
+            "rows": [(a, self.source(a), self.count_shown(a), self.arguments_shown(a)) for a in rows],
+            "calls": sum(a.count for a in rows),
+            "verb": verb,
+            "destructive": warning,
+            "form_action": form_action,
+            "hidden": hidden,
+        }
+        return TemplateResponse(request, "admin/approvals/confirm_decision.html", context)
 
     def _batch(self, request: HttpRequest, queryset: QuerySet[Approval], approve: bool) -> HttpResponse | None:
         verb = "approve" if approve else "deny"
         rows = list(queryset)
         if request.POST.get("confirmed") != "yes":
             # The batch is shown, with how many calls it covers, before anything is decided.
-            context = {
-                **self.admin_site.each_context(request),
-                "title": f"{verb.capitalize()} {len(rows)} request(s)?",
-                "opts": self.model._meta,
-                "rows": [(a, self.source(a), self.count_shown(a), self.arguments_shown(a)) for a in rows],
-                "calls": sum(a.count for a in rows),
-                "verb": verb,
-                "action": f"{verb}_selected",
-                "selected": [a.pk for a in rows],
-                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            }
-            return TemplateResponse(request, "admin/approvals/confirm_decision.html", context)
+            return self._confirm(request, rows, verb, hidden=[
+                *((helpers.ACTION_CHECKBOX_NAME, a.pk) for a in rows), ("action", f"{verb}_selected")])
         done = sum(self._decide(request, a, approve) for a in rows)
         self.message_user(request, f"{done} of {len(rows)} request(s) {'approved' if approve else 'denied'}.")
         return None

@@ -33,6 +33,17 @@ def changes_line(changes: dict[str, Any]) -> str:
     return ", ".join(f"{k} {changes.get(k, 0)}" for k in ("added", "changed", "removed"))
 
 
+def history_of_test(body: dict[str, Any]) -> str:
+    """A Test as the tool's HISTORY says it (the page's button and the list action alike)."""
+    return f"Test: {'OK' if body['ok'] else 'failed'} in {body['latency_ms']} ms" + (
+        f", {body['tool_count']} function(s)." if body["ok"] else f" ({body['error']['code']}).")
+
+
+def history_of_refresh(body: dict[str, Any]) -> str:
+    return (f"Refresh: {changes_line(body['changes'])}." if body["ok"]
+            else f"Refresh: failed ({body['error']['code']}).")
+
+
 # --- Try a function: a form generated from the function's JSON Schema -------------------------------------
 
 def schema_inputs(schema: Any, values: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -181,9 +192,7 @@ class ToolPagesMixin:
         else:
             messages.error(request, f"Test failed after {body['latency_ms']} ms: {body['error']['code']}: "
                                     f"{body['error']['message']}")
-        self._history(request, tool, f"Test: {'OK' if body['ok'] else 'failed'} in {body['latency_ms']} ms"
-                                     + (f", {body['tool_count']} function(s)." if body["ok"]
-                                        else f" ({body['error']['code']})."))
+        self._history(request, tool, history_of_test(body))
         return self._back(tool)
 
     def refresh_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -202,8 +211,7 @@ class ToolPagesMixin:
                                                  f"{changes_line(body['changes'])}.{note}")
         else:
             messages.error(request, f"Refresh failed: {body['error']['code']}: {body['error']['message']}")
-        self._history(request, tool, f"Refresh: {changes_line(body['changes'])}." if body["ok"]
-                      else f"Refresh: failed ({body['error']['code']}).")
+        self._history(request, tool, history_of_refresh(body))
         return self._back(tool)
 
     def status_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -285,7 +293,7 @@ class ToolPagesMixin:
             if not problems:
                 try:
                     invocation = tool_invoke(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
-                                             function=chosen.name, arguments=arguments, via=ApprovalVia.INVOKE)
+                                             function=chosen.name, arguments=arguments, via=ApprovalVia.ADMIN)
                 except DomainError as exc:
                     problems.append(exc.message)
                 else:
@@ -315,6 +323,7 @@ class ToolPagesMixin:
             else:
                 messages.success(request, f"Approved {tool.name}.{name}: its current definition is trusted and it "
                                           "is offered to agents again.")
+                self._history(request, tool, f"Approved function {name}.")
             remaining = tool.functions.filter(state=FunctionState.CHANGED).exists()
             if remaining:
                 return HttpResponseRedirect(reverse("admin:tools_app_tool_changes", args=[tool.pk]))

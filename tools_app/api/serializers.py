@@ -49,7 +49,7 @@ class IdsIn(StrictInputSerializer):
     format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
 
 
-class FunctionOut(serializers.ModelSerializer):
+class FunctionOut(serializers.ModelSerializer[ToolFunction]):
     safety = serializers.CharField(read_only=True)
     annotated_safety = serializers.CharField(read_only=True, allow_null=True)
     safety_override = serializers.CharField(read_only=True)
@@ -61,7 +61,7 @@ class FunctionOut(serializers.ModelSerializer):
                   "schema_hash"]
 
 
-class ToolListOut(serializers.ModelSerializer):
+class ToolListOut(serializers.ModelSerializer[Tool]):
     config_set = serializers.SerializerMethodField()
 
     class Meta:
@@ -121,19 +121,19 @@ def market_block(tool: Tool | None) -> dict[str, Any] | None:
     }
 
 
-class ToolBriefOut(serializers.ModelSerializer):
+class ToolBriefOut(serializers.ModelSerializer[Tool]):
     class Meta:
         model = Tool
         fields = ["id", "name", "type", "status"]
 
 
-class FunctionBriefOut(serializers.ModelSerializer):
+class FunctionBriefOut(serializers.ModelSerializer[ToolFunction]):
     class Meta:
         model = ToolFunction
         fields = ["name", "description", "input_schema"]
 
 
-class ToolOptionOut(serializers.ModelSerializer):
+class ToolOptionOut(serializers.ModelSerializer[Tool]):
     functions = serializers.SerializerMethodField()
 
     class Meta:
@@ -145,13 +145,18 @@ class ToolOptionOut(serializers.ModelSerializer):
         return list(FunctionBriefOut(getattr(tool, "active_functions", []), many=True).data)
 
 
-class ToolCallOut(serializers.ModelSerializer):
+class ToolCallOut(serializers.ModelSerializer[ToolCall]):
     actor = serializers.CharField(source="actor.username", default=None)
 
     class Meta:
         model = ToolCall
         fields = ["id", "tool", "tool_name", "function", "title", "actor", "agent", "conversation", "arguments",
                   "status", "error_code", "error", "dry_run", "cost_ms", "result_excerpt", "result_size", "created_at"]
+
+
+class MyCredentialsIn(StrictInputSerializer):
+    values = serializers.JSONField(help_text="{key: value} for some of the tool's per-user keys (config.user_secrets); "
+                                             "write-only: never shown again")
 
 
 class InvokeIn(StrictInputSerializer):
@@ -195,7 +200,7 @@ InvokeOut = inline_serializer(
 )
 
 
-class ApprovalOut(serializers.ModelSerializer):
+class ApprovalOut(serializers.ModelSerializer[Approval]):
     approval_id = serializers.IntegerField(source="pk")
     tool = serializers.CharField(source="tool_call.tool_name")
     tool_id = serializers.IntegerField(source="tool_call.tool_id", allow_null=True)

@@ -23,7 +23,7 @@ from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
-from tools_app.services import approvals, discovery, invoke, oauth
+from tools_app.services import approvals, discovery, invoke, oauth, user_credentials
 from tools_app.services.tools import parse_ids
 
 LIST_FILTERS = [
@@ -52,6 +52,7 @@ def _detail(tenant: Any, pk: Any, user: Any) -> dict[str, Any]:
         body["market"] = s.market_block(selectors.tool_market(tenant=tenant, tool_id=tool.pk))
     # The caller's own view of the connection (no query for a tool without OAuth): never in the shared cache.
     body["oauth"] = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+    body["my_credentials"] = selectors.user_credentials_state(tool=tool, user=user)
     return body
 
 
@@ -60,7 +61,10 @@ class ToolViewSet(TenantViewSet):
     # list, whose bad members parse_ids names in a 400.
     lookup_value_regex = r"[0-9][^/]*"
     # Members call tools (their use_tool grants and the approval policy apply); managing them needs an admin.
-    action_roles = {"invoke": Role.MEMBER}
+    # A member connects and disconnects their own account (per_user tools: the service asks an owner/admin for a
+    # shared connection) and sets their own keys.
+    action_roles = {"invoke": Role.MEMBER, "oauth_connect": Role.MEMBER, "oauth_disconnect": Role.MEMBER,
+                    "my_credentials": Role.MEMBER}
     serializer_class = s.ToolOut
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
@@ -166,6 +170,21 @@ class ToolViewSet(TenantViewSet):
         oauth.oauth_disconnect(tenant=self.tenant, actor=request.user, tool_id=pk)
         return Response(status=http.HTTP_204_NO_CONTENT)
 
+    @extend_schema(request=s.MyCredentialsIn, responses={200: dict, 204: None})
+    @action(detail=True, methods=["get", "put", "delete"], url_path="my-credentials")
+    def my_credentials(self, request: Request, pk: Any = None) -> Response:
+        """The caller's own values for the tool's per-user keys: PUT sets (write-only), DELETE clears, GET says
+        which are set (never a value)."""
+        if request.method == "DELETE":
+            user_credentials.my_credentials_clear(tenant=self.tenant, actor=request.user, tool_id=pk)
+            return Response(status=http.HTTP_204_NO_CONTENT)
+        if request.method == "PUT":
+            body = s.MyCredentialsIn(data=request.data)
+            body.is_valid(raise_exception=True)
+            return Response(user_credentials.my_credentials_set(
+                tenant=self.tenant, actor=request.user, tool_id=pk, values=body.validated_data["values"]))
+        return Response(user_credentials.my_credentials_get(tenant=self.tenant, actor=request.user, tool_id=pk))
+
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="oauth/connect")
     def oauth_connect(self, request: Request, pk: Any = None) -> Response:
@@ -175,12 +194,22 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedWindowThrottle])
     def test(self, request: Request, pk: Any = None) -> Response:
-        return Response(discovery.tool_test(tenant=self.tenant, actor=request.user, tool_id=pk))
+        return Response(self._with_link(request, pk, discovery.tool_test(tenant=self.tenant, actor=request.user,
+                                                                          tool_id=pk)))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="refresh", throttle_classes=[ScopedWindowThrottle])
     def refresh(self, request: Request, pk: Any = None) -> Response:
-        return Response(discovery.tool_refresh(tenant=self.tenant, actor=request.user, tool_id=pk))
+        return Response(self._with_link(request, pk, discovery.tool_refresh(tenant=self.tenant, actor=request.user,
+                                                                             tool_id=pk)))
+
+    def _with_link(self, request: Request, pk: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """A Test or Refresh that needed the caller's connection says so with their own link (when they may
+        connect it) instead of only failing."""
+        if (body.get("error") or {}).get("code") == "authorization_required":
+            body["authorize_url"] = oauth.authorize_link_or_none(tenant=self.tenant, actor=request.user, tool_id=pk,
+                                                                 base_url=public_base(request))
+        return body
 
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
     @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedWindowThrottle])
@@ -200,6 +229,10 @@ class ToolViewSet(TenantViewSet):
             # The caller's own link when they may connect it (the shared connection: owners/admins).
             answer["authorize_url"] = oauth.authorize_link_or_none(
                 tenant=self.tenant, actor=request.user, tool_id=pk, base_url=public_base(request))
+        elif answer.get("error_code") == "CREDENTIALS_REQUIRED":
+            # Which of the tool's per-user keys the caller still has to set (PUT .../my-credentials/).
+            answer["credentials"] = selectors.user_credentials_state(
+                tool=selectors.tool_get(tenant=self.tenant, tool_id=pk), user=request.user)
         return Response(answer)
 
     @extend_schema(request=None, responses=s.FunctionOut)

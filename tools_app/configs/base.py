@@ -38,6 +38,32 @@ def not_secret_field() -> Any:
                                                    "map.key (e.g. env.CURRENCY): shown and editable, not masked")
 
 
+MAX_USER_SECRETS = 20
+
+
+def user_secrets_field(what: str) -> Any:
+    """The keys each member sets for themselves (PUT /tools/{id}/my-credentials/): never in the config itself."""
+    return Field(default_factory=list, description=f"{what} each member sets for themselves (their own account's "
+                                                   "key: PUT /api/v1/tools/{id}/my-credentials/); write-only, "
+                                                   "encrypted; a call without them answers CREDENTIALS_REQUIRED")
+
+
+def check_user_secrets(names: list[str], *, pattern: re.Pattern[str], kind: str, configured: Mapping[str, str]) -> list[str]:
+    """Valid `kind` names, at most MAX_USER_SECRETS, none also set in the shared config (`configured`)."""
+    if len(names) > MAX_USER_SECRETS:
+        raise ValueError(f"at most {MAX_USER_SECRETS} per-user keys are accepted")
+    for name in names:
+        if not pattern.match(name):
+            raise ValueError(f"{name[:100]!r} is not a valid {kind} name")
+        if kind == "HTTP header" and name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"header {name!r} is set by the client and may not be configured")
+    shared = {n.lower() for n in configured}
+    clash = sorted(n for n in names if n.lower() in shared)
+    if clash:
+        raise ValueError(f"{', '.join(clash)} is set in the config too: a key is either shared or per user")
+    return sorted(set(names))
+
+
 def timeout(default: float, description: str) -> Any:
     lo, hi = TIMEOUT_RANGE
     return Field(default=default, ge=lo, le=hi, description=f"{description} ({lo}-{hi} s)")
@@ -112,11 +138,12 @@ class ConfigSpec(BaseModel):
         return cls.model_construct(**data)
 
     def stored(self) -> dict[str, Any]:
-        """The normalised config to store (defaults filled in; an empty not_secret list left out, so configs
-        saved before it existed compare equal)."""
+        """The normalised config to store (defaults filled in; an empty not_secret or user_secrets list left out,
+        so configs saved before they existed compare equal)."""
         data = self.model_dump(mode="json")
-        if not data.get("not_secret"):
-            data.pop("not_secret", None)
+        for optional in ("not_secret", "user_secrets"):
+            if optional in data and not data[optional]:
+                data.pop(optional)
         return data
 
     @field_validator("not_secret", check_fields=False)

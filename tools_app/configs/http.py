@@ -11,12 +11,15 @@ import jsonschema
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tools_app.configs.base import (
+    HEADER_NAME,
     ConfigSpec,
     check_headers,
     check_http_url,
+    check_user_secrets,
     not_secret_field,
     secret_map,
     timeout,
+    user_secrets_field,
 )
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -52,6 +55,7 @@ class HttpConfig(ConfigSpec):
     input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA),
                                          description="JSON Schema (2020-12) of the call's arguments")
     timeout_s: float = timeout(30, "Total time the request may take")
+    user_secrets: list[str] = user_secrets_field("Request headers")
     not_secret: list[str] = not_secret_field()
 
     @model_validator(mode="before")
@@ -73,6 +77,11 @@ class HttpConfig(ConfigSpec):
     @classmethod
     def _url(cls, value: str) -> str:
         return check_url_template(value.strip())
+
+    @field_validator("user_secrets")
+    @classmethod
+    def _user_secrets(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return check_user_secrets(value, pattern=HEADER_NAME, kind="HTTP header", configured=info.data.get("headers") or {})
 
     @field_validator("headers")
     @classmethod

@@ -5,13 +5,21 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
-from tools_app.configs.base import ConfigSpec, not_secret_field, secret_map, timeout
+from tools_app.configs.base import (
+    ConfigSpec,
+    check_user_secrets,
+    not_secret_field,
+    secret_map,
+    timeout,
+    user_secrets_field,
+)
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.sandbox import ServerSandbox
 
 ENV_NAME = re.compile(r"^[^=\x00]{1,256}$")
+USER_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 
 
 class LocalConfig(ConfigSpec):
@@ -28,6 +36,7 @@ class LocalConfig(ConfigSpec):
     roots: list[str] | None = Field(
         default=None, description="Directories offered to the server as MCP roots (absolute paths); "
                                    "null offers the tenant workspace, [] offers none")
+    user_secrets: list[str] = user_secrets_field("Environment variables")
     not_secret: list[str] = not_secret_field()
     sampling: bool = Field(default=False, description="Offer MCP sampling: when an agent's call asks for a model "
                                                       "completion, the agent's own model answers it once the "
@@ -59,6 +68,12 @@ class LocalConfig(ConfigSpec):
             if "\x00" in item:
                 raise ValueError(f"{name!r} contains a NUL character")
         return value
+
+    @field_validator("user_secrets")
+    @classmethod
+    def _user_secrets(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return check_user_secrets(value, pattern=USER_ENV_NAME, kind="environment variable",
+                                  configured=info.data.get("env") or {})
 
     @field_validator("cwd", mode="before")
     @classmethod

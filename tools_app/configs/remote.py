@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tools_app.configs.base import (
+    HEADER_NAME,
     ConfigSpec,
     check_headers,
     check_http_url,
+    check_user_secrets,
     not_secret_field,
     secret_map,
     timeout,
+    user_secrets_field,
 )
 from tools_app.runtime.mcp.spec import RemoteSpec
 
@@ -54,6 +57,7 @@ class RemoteConfig(ConfigSpec):
     timeout_s: float = timeout(30, "Connect and per-call timeout")
     auth: RemoteAuth = Field(default_factory=RemoteAuth,
                              description="OAuth 2.1: {type: none|oauth2, per_user, scopes, client_id, client_secret}")
+    user_secrets: list[str] = user_secrets_field("HTTP headers")
     not_secret: list[str] = not_secret_field()
     sampling: bool = Field(default=False, description="Offer MCP sampling: when an agent's call asks for a model "
                                                       "completion, the agent's own model answers it once the "
@@ -71,6 +75,11 @@ class RemoteConfig(ConfigSpec):
     @classmethod
     def _transport(cls, value: object) -> object:
         return value.replace("-", "_") if isinstance(value, str) else value
+
+    @field_validator("user_secrets")
+    @classmethod
+    def _user_secrets(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return check_user_secrets(value, pattern=HEADER_NAME, kind="HTTP header", configured=info.data.get("headers") or {})
 
     @field_validator("headers")
     @classmethod

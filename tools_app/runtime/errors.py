@@ -32,6 +32,13 @@ class AuthorizationNeeded(RuntimeToolError):
     result_code = ResultCode.AUTHORIZATION_REQUIRED
 
 
+class CredentialsNeeded(RuntimeToolError):
+    """A tool that acts as each user has keys this caller has not set (details: `missing`, the key names)."""
+
+    code = ApiCode.CREDENTIALS_REQUIRED
+    result_code = ResultCode.CREDENTIALS_REQUIRED
+
+
 class CapacityExceeded(RuntimeToolError):
     code = ApiCode.CAPACITY_EXCEEDED
 

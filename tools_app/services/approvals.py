@@ -109,14 +109,15 @@ def approval_request(
     The caller has already checked that the call is allowed and needs approval. `count` is the size of
     a batch of identical calls (chat) that one decision covers. For direct invoke and the gateway the
     approval keeps the arguments (encrypted) so that approving it runs the call; a chat's run keeps its own.
-    A direct invoke identical to one of the requester's still-pending ones (same tool, function and
-    canonical arguments) joins it: the same approval answers, its count grows, and approving runs it once.
+    A direct invoke (API or the admin's Try) identical to one of the requester's still-pending ones (same
+    tool, function, via and canonical arguments) joins it: the same approval answers, its count grows, and approving runs it once.
     """
 
     if not isinstance(tool, Tool):
         tool = selectors.tool_get(tenant=tenant, tool_id=tool)
-    if via == ApprovalVia.INVOKE:
-        same = _pending_identical(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments)
+    if via in (ApprovalVia.INVOKE, ApprovalVia.ADMIN):
+        same = _pending_identical(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments,
+                                  via=via)
         if same is not None:
             same.count += 1
             same.save(update_fields=["count"])
@@ -147,10 +148,10 @@ def arguments_digest(arguments: Any) -> str:
 
 
 def _pending_identical(*, tenant: Tenant, actor: Any, tool: Tool, function: str,
-                       arguments: dict[str, Any]) -> Approval | None:
+                       arguments: dict[str, Any], via: str) -> Approval | None:
     wanted = canonical_json(arguments)
     rows = (Approval.objects.select_for_update(of=("self",)).select_related("tool_call")
-            .filter(tenant=tenant, requested_by_id=getattr(actor, "pk", None), via=ApprovalVia.INVOKE,
+            .filter(tenant=tenant, requested_by_id=getattr(actor, "pk", None), via=via,
                     status=ApprovalStatus.PENDING, expires_at__gt=timezone.now(), tool_call__tool=tool,
                     tool_call__function=function, config_version=tool.config_version)
             .order_by("id"))
@@ -289,6 +290,7 @@ def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bo
     decision = ApprovalDecision(approval)
     if approve and approval.via != ApprovalVia.CHAT:
         decision.invocation = _run_held(tenant=tenant, approval=approval)
+        approval_record_result(tenant=tenant, approval_id=approval.pk, call=decision.invocation.call)
     return decision
 
 
@@ -330,6 +332,16 @@ def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool, answ
         call.result_excerpt = "answered by a person" if kind == "elicitation" else "approved by a person"
         call.save(update_fields=["status", "error_code", "error", "result_excerpt"])
     return approval, False
+
+
+def approval_record_result(*, tenant: Tenant, approval_id: Any, call: Any) -> None:
+    """Remember the audit row of the run an approval let through (a resumed chat runs it after the decision).
+
+    The first run counts (a batch of identical calls runs several); a row without an id (spooled) is skipped.
+    """
+    if getattr(call, "pk", None) is None:
+        return
+    Approval.objects.filter(tenant=tenant, pk=approval_id, result_call=None).update(result_call=call)
 
 
 def _run_held(*, tenant: Tenant, approval: Approval) -> Invocation:

@@ -22,6 +22,9 @@ from tools_app.runtime.registry import get_tool
 from tools_app.runtime.schemas import schema_hash
 from tools_app.services import health
 
+# A probe refused for what the caller lacks (an OAuth connection, their own keys) says nothing about the server.
+CALLER_CODES = {ApiCode.AUTHORIZATION_REQUIRED, ApiCode.CREDENTIALS_REQUIRED}
+
 HTTP_FUNCTION = "call"
 
 
@@ -59,9 +62,12 @@ class Probe:
     error: dict[str, str] | None = None
 
 
-def probe_tool(tool: Tool) -> Probe:
-    """A real look at what the tool offers now, scrubbed of the tool's secrets (a server may echo them)."""
-    return _scrubbed(_probe(tool), scrubber(secret_values(tool.type, tool.config)))
+def probe_tool(tool: Tool, actor: Any = None) -> Probe:
+    """A real look at what the tool offers now (as `actor` where the tool acts as each user), scrubbed of the
+    tool's secrets (a server may echo them)."""
+    probe = _probe(tool, actor)
+    secrets = secret_values(tool.type, tool.config) + selectors.user_secret_values(tool=tool)
+    return _scrubbed(probe, scrubber(secrets + selectors.oauth_token_values(tenant=tool.tenant, tool=tool)))
 
 
 def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:
@@ -81,7 +87,7 @@ def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:
     )
 
 
-def _probe(tool: Tool) -> Probe:
+def _probe(tool: Tool, actor: Any) -> Probe:
     """initialize + tools/list for MCP tools; the registry or the config for built-in and HTTP tools."""
     if tool.type == ToolType.BUILTIN:
         try:
@@ -97,7 +103,9 @@ def _probe(tool: Tool) -> Probe:
         return Probe(ok=True, server={"name": "http", "version": "1"}, functions=[fn])
     started = time.monotonic()
     try:
-        found = adapters.pool().probe(adapters.server_spec(tool))
+        # What a server offers rarely depends on whose key it was given: a tool with per-user keys nobody has set
+        # is looked at with its own config alone (an OAuth tool still needs a connection).
+        found = adapters.pool().probe(adapters.server_spec(tool, actor, user_values_needed=False))
     except RuntimeToolError as exc:
         return Probe(ok=False, latency_ms=int((time.monotonic() - started) * 1000),
                      error={"code": exc.code, "message": exc.message})
@@ -142,25 +150,35 @@ def _body(probe: Probe, changes: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def probe_and_record(tool: Tool) -> Probe:
-    """Probe, and feed the outcome to the breaker (the Test button, refreshes and health checks alike)."""
-    probe = probe_tool(tool)
+def probe_and_record(tool: Tool, actor: Any = None) -> Probe:
+    """Probe, and feed the outcome to the breaker (the Test button, refreshes and health checks alike); a probe
+    that lacked the caller's connection or keys says nothing about the server's health."""
+    probe = probe_tool(tool, actor)
+    if (probe.error or {}).get("code") in CALLER_CODES:
+        return probe
     health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""),
                           tenant_id=tool.tenant_id)
     return probe
 
 
-def rediscover(tool: Tool) -> dict[str, Any]:
+def rediscover(tool: Tool, actor: Any = None) -> dict[str, Any]:
     """Probe (outside any transaction: it may take seconds), then store what is offered now."""
-    probe = probe_and_record(tool)
+    probe = probe_and_record(tool, actor)
     return _body(probe, store_functions(tool=tool, offered=probe.functions) if probe.ok else {})
+
+
+def discover_if_unknown(tool: Tool, actor: Any) -> None:
+    """A tool whose functions are not known yet (its server wanted a connection or keys nobody had given) is
+    discovered as `actor` once they have connected or set theirs."""
+    if not tool.functions.exclude(state=FunctionState.REMOVED).exists():
+        rediscover(tool, actor)
 
 
 def tool_test(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
     """Connect for real and report; stores nothing but the health outcome."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
-    probe = probe_and_record(tool)
+    probe = probe_and_record(tool, actor)
     stored = {f.name: f for f in tool.functions.all()}
     return _body(probe, diff(stored, probe.functions) if probe.ok else {})
 
@@ -168,7 +186,7 @@ def tool_test(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
 def tool_refresh(*, tenant: Tenant, actor: Any, tool_id: Any) -> dict[str, Any]:
     """Rediscover and store: the first discovery is trusted, later drift is held as CHANGED."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
-    return rediscover(selectors.tool_get(tenant=tenant, tool_id=tool_id))
+    return rediscover(selectors.tool_get(tenant=tenant, tool_id=tool_id), actor)
 
 
 def _imported_approval(tool: Tool, name: str) -> bool | None:

@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 REFUSED_CODES = (codes.INVALID_PARAMS, codes.REFUSED)
 # Failures that say the server is unwell (they feed the breaker); business errors do not.
 BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
+# Failures that say what this caller lacks (a connection, their own keys): nothing about the server's health.
+CALLER_CODES = {codes.AUTHORIZATION_REQUIRED, codes.CREDENTIALS_REQUIRED}
 
 
 @dataclass
@@ -147,12 +149,12 @@ def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any =
                 # DB connection back first; a warm one has made no query yet and holds none.
                 release_pooled_connection()
             if mcp:
-                result = adapters.pool().call(server_spec or adapters.server_spec(tool), function, arguments,
+                result = adapters.pool().call(server_spec or adapters.server_spec(tool, actor), function, arguments,
                                               on_progress=on_progress, client_requests=client_requests)
             elif tool.type == ToolType.BUILTIN:
                 result = run_registered(tool, function, arguments, actor)
             else:
-                spec = adapters.http_spec(tool)
+                spec = adapters.http_spec(tool, actor)
                 result = run_http_tool(spec, arguments,
                                        policy=adapters.outbound_policy(timeout_s=float(spec.timeout_s)))
         except RuntimeToolError as exc:
@@ -260,7 +262,7 @@ def _invoke(
         assert spec is not None
         return _trial_run(ctx, spec, fn, approved=approved, scrub=scrub)
     pool_spec = None
-    if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE):
+    if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE) and not adapters.acts_as_user(tool):
         # Building the pool's spec from the stored config costs pydantic about half a millisecond per call: it is
         # kept with the snapshot it comes from (the same generation: a config change drops both).
         pool_spec = hotcache.remembered(
@@ -268,9 +270,10 @@ def _invoke(
             (hotcache.tenant_scope(tenant.pk),), lambda: adapters.server_spec(tool))
     result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests,
                  server_spec=pool_spec)
-    tokens = selectors.oauth_token_values(tenant=tenant, tool=tool)
+    tokens = selectors.oauth_token_values(tenant=tenant, tool=tool) + selectors.user_secret_values(tool=tool)
     if tokens:
-        # OAuth tokens rotate, so they are read after the call (which may have refreshed them), not cached.
+        # OAuth tokens rotate, so they are read after the call (which may have refreshed them), not cached; members'
+        # own keys change whenever they set them.
         ctx.secrets += tokens
         scrub = scrubber(ctx.secrets)
     result.scrubbed(scrub)
@@ -321,7 +324,7 @@ def _trial_run(ctx: _Ctx, spec: Any, fn: ToolFunction, *, approved: bool, scrub:
 
 def _record_health(tool: Tool, result: ToolResult) -> None:
     """An MCP server's outcome for its breaker: a failure to run counts, a tool's own error does not."""
-    if tool.type not in (ToolType.LOCAL, ToolType.REMOTE):
+    if tool.type not in (ToolType.LOCAL, ToolType.REMOTE) or result.error_code in CALLER_CODES:
         return
     if result.success or result.error_code not in BREAKER_CODES:
         if tool.consecutive_failures or tool.last_ok_at is None:

@@ -29,6 +29,23 @@ from tools_app.runtime.errors import AuthorizationNeeded, RuntimeToolError
 from tools_app.runtime.mcp import oauth
 
 CALLBACK_PATH = "/oauth/callback/"
+CLIENT_METADATA_PATH = "/oauth/client-metadata.json"
+CLIENT_NAME = "Toolhub"
+
+
+def client_metadata_url(base_url: str) -> str:
+    """Toolhub's Client ID Metadata Document: its URL is the client id where a server takes one (https only)."""
+    return base_url.rstrip("/") + CLIENT_METADATA_PATH
+
+
+def client_metadata(base_url: str) -> dict[str, Any] | None:
+    """The document served at client_metadata_url(base_url); None without an https public URL (a CIMD client id
+    must be https)."""
+    url = client_metadata_url(base_url)
+    if not url.startswith("https://"):
+        return None
+    return oauth.client_metadata_document(url, redirect_uri=base_url.rstrip("/") + CALLBACK_PATH,
+                                          client_name=CLIENT_NAME, client_uri=base_url.rstrip("/") + "/")
 
 
 def _flow_ttl() -> int:
@@ -68,6 +85,12 @@ def _registration(*, tenant: Tenant, spec: RemoteConfig, found: oauth.Discovery,
             defaults={"client_id": client.client_id,
                       "secret": {"client_secret": client.client_secret, "auth_method": client.auth_method}},
         )
+        return registration
+    document_url = client_metadata_url(redirect_uri.removesuffix(CALLBACK_PATH))
+    if oauth.uses_client_metadata_document(found, document_url):
+        registration, _ = OAuthRegistration.objects.get_or_create(
+            tenant=tenant, issuer=f"{found.issuer}#client-metadata", redirect_uri=redirect_uri,
+            defaults={"client_id": document_url, "secret": {"auth_method": "none"}})
         return registration
     existing = OAuthRegistration.objects.filter(tenant=tenant, issuer=found.issuer, redirect_uri=redirect_uri).first()
     if existing is not None:
@@ -158,7 +181,11 @@ def oauth_flow_complete(*, user: Any, session_key: str | None, state: str, code:
     found = _discovery(flow.discovery)
     tokens = oauth.exchange_code(found, _client(registration), code=code, code_verifier=verifier,
                                  redirect_uri=flow.redirect_uri, policy=adapters.outbound_policy())
-    return _store(flow=flow, tokens=tokens, found=found)
+    connection = _store(flow=flow, tokens=tokens, found=found)
+    from tools_app.services.discovery import discover_if_unknown  # discovery reaches OAuth tools through here
+
+    discover_if_unknown(flow.tool, user)
+    return connection
 
 
 @transaction.atomic
@@ -181,12 +208,14 @@ def _store(*, flow: OAuthFlow, tokens: oauth.Tokens, found: oauth.Discovery) -> 
 REFRESH_SKEW_S = 30  # refresh this long before the access token's stated expiry
 
 
-def shared_token_provider(*, tenant_id: int, tool_id: int) -> Callable[[str | None], str]:
-    """The REMOTE runtime's token provider for a tool's shared connection (see RemoteSpec.token)."""
-    return functools.partial(_access_token, tenant_id=tenant_id, tool_id=tool_id)
+def token_provider(*, tenant_id: int, tool_id: int, user_id: int | None, per_user: bool) -> Callable[[str | None], str]:
+    """The REMOTE runtime's token provider (see RemoteSpec.token): the tool's shared connection, or with `per_user`
+    the connection of `user_id` (None: a call nobody signed for, which has none)."""
+    return functools.partial(_access_token, tenant_id=tenant_id, tool_id=tool_id, user_id=user_id, per_user=per_user)
 
 
-def _access_token(stale: str | None, *, tenant_id: int, tool_id: int) -> str:
+def _access_token(stale: str | None, *, tenant_id: int, tool_id: int, user_id: int | None = None,
+                  per_user: bool = False) -> str:
     """A usable access token, refreshed before expiry or after a 401 of `stale`.
 
     Serialized per connection across processes: the row is locked (SQLite: the IMMEDIATE write transaction;
@@ -194,21 +223,25 @@ def _access_token(stale: str | None, *, tenant_id: int, tool_id: int) -> str:
     once; whoever waited reads the token the first one stored and does not refresh again.
     """
     try:
-        token, revoked = _token_locked(stale, tenant_id=tenant_id, tool_id=tool_id)
+        token, revoked = (None, False) if per_user and user_id is None else \
+            _token_locked(stale, tenant_id=tenant_id, tool_id=tool_id, user_id=user_id)
     finally:
         close_old_connections()  # runs in the pool's worker threads: give their connection back
     if revoked or token is None:
+        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
         raise AuthorizationNeeded(
-            "this tool's OAuth connection needs authorization: connect it again "
-            f"(POST /api/v1/tools/{tool_id}/oauth/connect/)" if revoked else
-            f"this tool is not connected: connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)")
+            f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
+            if revoked else
+            f"{'you have not connected your own account to this tool' if per_user else 'this tool is not connected'}"
+            f": connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)",
+            details={"tool_id": tool_id, "per_user": per_user})
     return token
 
 
 @transaction.atomic
-def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int) -> tuple[str | None, bool]:
-    connection = (OAuthConnection.objects.select_for_update()
-                  .filter(tenant_id=tenant_id, tool_id=tool_id, user__isnull=True).first())
+def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int, user_id: int | None) -> tuple[str | None, bool]:
+    owner = {"user_id": user_id} if user_id is not None else {"user__isnull": True}
+    connection = OAuthConnection.objects.select_for_update().filter(tenant_id=tenant_id, tool_id=tool_id, **owner).first()
     if connection is None:
         return None, False
     if connection.status != OAuthStatus.CONNECTED:

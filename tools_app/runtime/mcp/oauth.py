@@ -185,6 +185,23 @@ def register(discovery: Discovery, *, redirect_uri: str, client_name: str, polic
                   auth_method=info.token_endpoint_auth_method or ("client_secret_post" if info.client_secret else "none"))
 
 
+def uses_client_metadata_document(discovery: Discovery, document_url: str) -> bool:
+    """The authorization server takes a Client ID Metadata Document (MCP 2025-11-25) and Toolhub has an https URL
+    to serve one at: the URL is the client id, no registration is made."""
+    return document_url.startswith("https://") and discovery.server.client_id_metadata_document_supported is True
+
+
+def client_metadata_document(document_url: str, *, redirect_uri: str, client_name: str, client_uri: str) -> dict[str, Any]:
+    """The document served at `document_url` (the client id itself): a public client with one exact redirect."""
+    document = OAuthClientMetadata(
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        client_name=client_name, client_uri=client_uri,  # type: ignore[arg-type]
+        grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+        token_endpoint_auth_method="none", application_type="web",  # a server-side redirect, not a native app
+    ).model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {"client_id": document_url, **document}
+
+
 def _preferred_method(metadata: OAuthMetadata) -> Any:
     offered = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
     for method in ("none", "client_secret_post", "client_secret_basic"):

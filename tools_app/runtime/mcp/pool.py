@@ -1,4 +1,5 @@
-"""The process-wide MCP session pool: one background event loop, warm sessions keyed by (tool_id, config_version)."""
+"""The process-wide MCP session pool: one background event loop, warm sessions keyed by (tool_id, config_version,
+principal): a tool that acts as each user upstream has one session per user."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from tools_app.runtime.schemas import validate_arguments
 __all__ = ["Discovery", "FunctionInfo", "SessionPool", "configure_pool", "get_pool"]
 
 T = TypeVar("T")
-Key = tuple[int, int]
+Key = tuple[int, int, str]  # (tool_id, config_version, principal): ServerSpec.key
 
 # Extra time a sync caller waits beyond the operation's own timeouts before giving up on the loop.
 SYNC_SLACK_S = 10.0
@@ -266,9 +267,10 @@ class SessionPool:
             if conn.alive and not conn.retired:
                 return conn
             self._retire(conn)
-        # A new config_version supersedes every older session of the same tool.
+        # A new config_version supersedes every older session of the same tool; a user's new credentials, the
+        # session opened with their old ones.
         for other_key, other in list(self._conns.items()):
-            if other_key[0] == spec.tool_id and other_key[1] < spec.config_version:
+            if other_key[0] == spec.tool_id and (other_key[1] < spec.config_version or _same_user_older(other_key, key)):
                 self._counters["recycled"] += 1
                 self._retire(other)
         pending = self._opening.get(key)
@@ -427,6 +429,11 @@ class SessionPool:
 
 _pool: SessionPool | None = None
 _pool_lock = threading.Lock()
+
+
+def _same_user_older(other: Key, key: Key) -> bool:
+    """`other` is the same user's session of the same tool version, opened with other credentials ("user:<id>@<v>")."""
+    return bool(key[2]) and other[1] == key[1] and other[2] != key[2] and other[2].split("@")[0] == key[2].split("@")[0]
 
 
 def _default_policy() -> OutboundPolicy:

@@ -58,10 +58,13 @@ class ServerSpec:
     config_version: int
     tenant_key: str
     target: LocalSpec | RemoteSpec
+    # Whose session this is when a tool acts as each user upstream (per-user OAuth or credentials): "user:<id>@<v>";
+    # empty for a session every caller shares. Part of the key, so one user's session never serves another.
+    principal: str = ""
 
     @property
-    def key(self) -> tuple[int, int]:
-        return (self.tool_id, self.config_version)
+    def key(self) -> tuple[int, int, str]:
+        return (self.tool_id, self.config_version, self.principal)
 
     @property
     def call_timeout_s(self) -> float:

@@ -29,7 +29,7 @@ def spec_from_json(raw: dict[str, Any]) -> ServerSpec:
         target[name] = tuple(target.get(name) or ())
     target["env"] = tuple(tuple(pair) for pair in target.get("env") or ())
     return ServerSpec(tool_id=raw["tool_id"], config_version=raw["config_version"], tenant_key=raw["tenant_key"],
-                      target=LocalSpec(**target))
+                      target=LocalSpec(**target), principal=str(raw.get("principal") or ""))
 
 
 def result_to_json(result: ToolResult) -> dict[str, Any]:

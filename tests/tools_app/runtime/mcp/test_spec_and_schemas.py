@@ -19,7 +19,7 @@ def test_local_spec_from_config() -> None:
         config={"command": "python", "args": ["-m", "srv"], "env": {"B": "2", "A": "1"}, "cwd": "/tmp",
                 "startup_timeout_s": 5, "call_timeout_s": 9},
     )
-    assert spec.key == (3, 7)
+    assert spec.key == (3, 7, "")
     assert spec.target == LocalSpec(command="python", args=("-m", "srv"), env=(("A", "1"), ("B", "2")), cwd="/tmp",
                                     startup_timeout_s=5, call_timeout_s=9)
 
