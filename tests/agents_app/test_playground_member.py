@@ -116,3 +116,22 @@ def test_the_sidebar_list_and_the_call_notation_the_page_relies_on(tenant: Any, 
     script = page.split("<script>")[-1]
     assert '"__"' in script and '"." + data.function' not in script and '"." + result.function' not in script
 
+
+
+def test_the_sidebar_names_what_a_paused_conversation_waits_for(tenant: Any, api: Any) -> None:
+    from agents_app.models import Agent, Conversation
+
+    make_agent(api, model=None, name="helper")
+    browser = signed_in_member(tenant, "kai")
+    user = UserFactory._meta.model.objects.get(username="kai")
+    agent = Agent.objects.get(tenant=tenant, name="helper")
+    Conversation.objects.create(tenant=tenant, agent=agent, user=user, title="needs a key",
+                                status="awaiting_authorization")
+    Conversation.objects.create(tenant=tenant, agent=agent, user=user, title="needs a yes", status="awaiting_approval")
+    html = browser.get("/playground/").content.decode()
+    sidebar = html.split('<div id="conversation-list">')[1].split("</aside>")[0]
+    assert sidebar.count('<span class="badge">awaiting connection</span>') == 1
+    assert sidebar.count('<span class="badge">awaiting approval</span>') == 1
+    # The script's own redraw names them the same way, and says what a paused run waits for.
+    script = html.split("<script>")[-1]
+    assert 'awaiting_authorization: "awaiting connection"' in script and "Waiting for you to connect" in script
