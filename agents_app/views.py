@@ -13,7 +13,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from agents_app import selectors
 from core.errors import NotFound
-from tenants_app.selectors import membership_get, memberships_for_user
+from tenants_app.selectors import last_used_membership, membership_get, memberships_for_user
+from tenants_app.services import membership_mark_used
 
 RECENT = 30  # conversations listed beside the chat
 
@@ -23,14 +24,19 @@ RECENT = 30  # conversations listed beside the chat
 def playground(request: HttpRequest) -> HttpResponse:
     """Pick an agent of the user's tenant (?tenant=<slug>, or the only membership) and chat with it."""
     memberships = list(memberships_for_user(user=request.user))
+    last = last_used_membership(user=request.user) if len(memberships) > 1 else None
     slug = request.GET.get("tenant", "").strip()
     if slug:
         try:
             membership = membership_get(user=request.user, tenant_slug=slug)
         except NotFound:
             raise Http404("no such tenant") from None
+        if len(memberships) > 1 and (last is None or last.tenant_id != membership.tenant_id):
+            membership_mark_used(tenant=membership.tenant, actor=request.user)  # where they land next time
     elif len(memberships) == 1:
         membership = memberships[0]
+    elif last is not None:
+        membership = last  # a member of several tenants lands in the one used last
     else:
         return render(request, "agents_app/playground.html", {"memberships": memberships, "tenant": None})
     tenant = membership.tenant
@@ -47,5 +53,5 @@ def playground(request: HttpRequest) -> HttpResponse:
         request,
         "agents_app/playground.html",
         {"memberships": memberships, "tenant": tenant, "agents": agents, "role": membership.role,
-         "conversations": conversations, "current": current},
+         "conversations": conversations, "current": current, "recent": RECENT},
     )

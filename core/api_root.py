@@ -22,9 +22,13 @@ AUTH_NOTE = ("Authenticate with `Authorization: Token <key>` (or the admin sessi
              "`X-Tenant: <slug>`; a user who belongs to exactly one tenant may omit it.")
 
 
+def is_api_path(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler404: the JSON error envelope under /api/, Django's own page elsewhere (the admin, /)."""
-    if request.path.startswith("/api/"):
+    if is_api_path(request.path):
         return JsonResponse(
             error_body(ApiCode.NOT_FOUND, f"No API endpoint at {request.path}; GET /api/v1/ lists the entry points."),
             status=404,
@@ -33,7 +37,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 
 def _is_html_404(request: HttpRequest, response: HttpResponse) -> bool:
-    return (response.status_code == 404 and request.path.startswith("/api/")
+    return (response.status_code == 404 and is_api_path(request.path)
             and str(response.get("Content-Type", "")).startswith("text/html"))
 
 

@@ -21,7 +21,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from core.errors import DomainError
 from tenants_app.models import Tenant
-from tenants_app.selectors import tenants_for_admin
+from tenants_app.selectors import last_used_membership, tenants_for_admin
+from tenants_app.services import membership_mark_used
 
 SESSION_KEY = "toolhub_admin_tenant"
 # The tenant last switched to, kept across sign-ins in this browser (signed; only ever honoured for a tenant
@@ -32,15 +33,22 @@ COOKIE_MAX_AGE = 365 * 24 * 3600
 
 
 def current_tenant(request: HttpRequest) -> Tenant | None:
-    """The tenant this admin session works in: the one chosen (if still allowed), else the first by slug."""
+    """The tenant this admin session works in: the one chosen in this session (if still allowed), else the one
+    the user last worked in (their membership remembers it, in any browser; this browser's cookie for tenants
+    a superuser manages without a membership), else the first by slug."""
     if hasattr(request, "_toolhub_admin_tenant"):
         return request._toolhub_admin_tenant
     allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
-    if chosen is None:
+    tenant: Tenant | None = None
+    if chosen is None and request.user.is_authenticated:
+        last = last_used_membership(user=request.user, tenants=allowed)  # among `allowed`, its tenant loaded
+        tenant = last.tenant if last is not None else None
+    if chosen is None and tenant is None:
         remembered = request.get_signed_cookie(COOKIE, default=None, salt=COOKIE_SALT, max_age=COOKIE_MAX_AGE)
         chosen = int(remembered) if isinstance(remembered, str) and remembered.isdigit() else None
-    tenant = allowed.filter(pk=chosen).first() if isinstance(chosen, int) else None
+    if tenant is None and isinstance(chosen, int):
+        tenant = allowed.filter(pk=chosen).first()
     if tenant is None:
         # Not stored: the default costs the same query each time, and no page view has to write the session.
         tenant = allowed.order_by("slug").first()
@@ -58,6 +66,7 @@ def switch_tenant(request: HttpRequest, tenant_id: Any) -> Tenant | None:
     if tenant is not None:
         request.session[SESSION_KEY] = tenant.pk
         request._toolhub_admin_tenant = tenant  # type: ignore[attr-defined]
+        membership_mark_used(tenant=tenant, actor=request.user)
     return tenant
 
 

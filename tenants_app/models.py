@@ -60,6 +60,9 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the member last chose to work in this tenant (the admin's switcher, the playground): a user of
+    # several tenants lands in the one used last at the next sign-in, in any browser.
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="uniq_membership")]

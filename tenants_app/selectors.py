@@ -34,6 +34,14 @@ def memberships_for_user(*, user: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user, tenant__is_active=True).select_related("tenant")
 
 
+def last_used_membership(*, user: Any, tenants: QuerySet[Tenant] | None = None) -> Membership | None:
+    """The user's membership used most recently (of an active tenant, within `tenants` if given), or None."""
+    qs = memberships_for_user(user=user).filter(last_used_at__isnull=False)
+    if tenants is not None:
+        qs = qs.filter(tenant__in=tenants)
+    return qs.order_by("-last_used_at", "-pk").first()
+
+
 def membership_role(*, tenant: Tenant, user: Any) -> Role | None:
     return policies.membership_role(tenant=tenant, user=user)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from core.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
@@ -228,3 +229,13 @@ def token_for_user(*, user: Any) -> str:
     except IntegrityError:  # a concurrent create won
         token = Token.objects.get(user=user)
     return token.key
+
+
+@transaction.atomic
+def membership_mark_used(*, tenant: Tenant, actor: Any) -> None:
+    """Remember that the actor works in `tenant` now, so the admin and the playground open it next time.
+
+    A bare update: a timestamp is no change of who may do what, so no auth cache is invalidated."""
+    if actor is None or not getattr(actor, "is_authenticated", False):
+        return
+    Membership.objects.filter(tenant=tenant, user=actor).update(last_used_at=timezone.now())

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from core.errors import DomainError
 from core.secrets import KEEP, MASK
 from market_app import services
 from market_app.catalog import suggest_tool_name
+from market_app.errors import MissingVariables
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, current_tenant, current_tenants
 from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
+
+TO_BE_ENTERED = "(to be entered below)"
 
 
 def _visible(request: HttpRequest, prefix: str = "") -> Q:
@@ -32,43 +36,121 @@ def counts_line(counts: dict[str, Any]) -> str:
     return f"{line}, errors {counts.get('errors_total', len(counts.get('errors', [])))}"
 
 
-class SourceAdminForm(forms.ModelForm):
-    """`auth_headers` is write-only: the field starts blank and blank keeps the stored headers."""
+class HeaderRowsWidget(forms.Widget):
+    """Auth headers as rows of name and write-only value: each stored header (value never shown; blank keeps it,
+    a tick removes it) and a few empty rows to add one. Posted as `<name>-<i>-name|value|remove|stored`."""
 
-    auth_headers_input = forms.CharField(
-        label="Auth headers (JSON)",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "autocomplete": "off"}),
-        help_text='Write-only. Blank keeps the stored headers; {"Authorization": "Bearer ..."} replaces them; '
-                  '"********" keeps a stored value; null clears.',
+    extra = 3
+
+    def __init__(self, stored: list[str] | None = None) -> None:
+        super().__init__()
+        self.stored = stored or []
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> list[dict[str, Any]]:
+        try:
+            total = min(int(data.get(f"{name}-TOTAL", 0)), 50)
+        except (TypeError, ValueError):
+            total = 0
+        rows = []
+        for i in range(total):
+            rows.append({"name": str(data.get(f"{name}-{i}-name", "")).strip(),
+                         "value": str(data.get(f"{name}-{i}-value", "")),
+                         "remove": bool(data.get(f"{name}-{i}-remove")),
+                         "stored": data.get(f"{name}-{i}-stored") == "1"})
+        return rows
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None,
+               renderer: Any = None) -> SafeString:
+        typed = value if isinstance(value, list) else []
+        rows: list[dict[str, Any]] = [{"name": n, "stored": True, "remove": False} for n in self.stored]
+        rows += [r for r in typed if not r.get("stored") and r.get("name")]  # names typed in a refused save
+        rows += [{"name": "", "stored": False, "remove": False}] * self.extra
+        body = []
+        for i, row in enumerate(rows):
+            prefix = f"{name}-{i}"
+            if row["stored"]:
+                cells = format_html(
+                    '<td><code>{}</code><input type="hidden" name="{}-name" value="{}">'
+                    '<input type="hidden" name="{}-stored" value="1"></td>'
+                    '<td><input type="password" name="{}-value" autocomplete="new-password" '
+                    'class="toolhub-value toolhub-secret" '
+                    'placeholder="{} (stored; blank keeps it)" aria-label="New value for {}"></td>'
+                    '<td><label><input type="checkbox" name="{}-remove"{}> remove</label></td>',
+                    row["name"], prefix, row["name"], prefix, prefix, MASK, row["name"], prefix,
+                    " checked" if any(r.get("remove") and r.get("name") == row["name"] for r in typed) else "")
+            else:
+                cells = format_html(
+                    '<td><input type="text" name="{}-name" value="{}" placeholder="e.g. Authorization" '
+                    'class="toolhub-key" aria-label="Header name" spellcheck="false"></td>'
+                    '<td><input type="password" name="{}-value" autocomplete="new-password" '
+                    'class="toolhub-value toolhub-secret" placeholder="value (write-only)" aria-label="Header value">'
+                    '</td><td></td>',
+                    prefix, row["name"], prefix)
+            body.append(format_html('<tr class="toolhub-header-row{}">{}</tr>', " stored" if row["stored"] else "",
+                                    cells))
+        return format_html(
+            '<div class="toolhub-rows" id="id_{}"><table><thead><tr><th>Header</th><th>Value</th><th></th></tr></thead>'
+            '<tbody>{}</tbody></table></div><input type="hidden" name="{}-TOTAL" value="{}">',
+            name, format_html_join("", "{}", ((b,) for b in body)), name, len(rows))
+
+
+class HeaderRowsField(forms.Field):
+    """The rows as the service's `auth_headers`: KEEP when nothing was touched, None when every header is removed,
+    else the headers with "********" for each stored one kept."""
+
+    widget = HeaderRowsWidget
+
+    def clean(self, value: Any) -> Any:
+        rows = value if isinstance(value, list) else []
+        touched = any(r["remove"] or r["value"] or (r["name"] and not r["stored"]) for r in rows)
+        if not touched:
+            return KEEP
+        headers: dict[str, str] = {}
+        for row in rows:
+            name = row["name"]
+            if not name or row["remove"]:
+                if row["value"] and not name:
+                    raise forms.ValidationError("a header value needs a header name")
+                continue
+            if name.lower() in {k.lower() for k in headers}:
+                raise forms.ValidationError(f"header {name} is listed twice")
+            if row["value"]:
+                headers[name] = row["value"]
+            elif row["stored"]:
+                headers[name] = MASK  # keeps the stored value
+            else:
+                raise forms.ValidationError(f"header {name} needs a value")
+        return headers or None
+
+
+class SourceAdminForm(forms.ModelForm):
+    """`auth_headers` is write-only: stored headers are listed by name only; blank keeps each stored value."""
+
+    auth_headers_rows = HeaderRowsField(
+        label="Auth headers", required=False,
+        help_text="Sent with every catalog request (e.g. Authorization: Bearer ...). Values are write-only and "
+                  "stored encrypted: leave a stored one blank to keep it, type a new value to replace it, tick "
+                  "remove to drop it; add a header in an empty row.",
     )
 
     class Meta:
         model = MarketSource
         fields = ["tenant", "name", "url", "format", "enabled", "refresh_interval_min"]
 
-    def clean_auth_headers_input(self) -> Any:
-        raw = self.cleaned_data.get("auth_headers_input", "").strip()
-        if not raw:
-            return KEEP
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            # The position, never the text: it is a secret.
-            raise forms.ValidationError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        if value is not None and not isinstance(value, dict):
-            raise forms.ValidationError("auth headers must be a JSON object or null")
-        return value
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["auth_headers_rows"].widget = HeaderRowsWidget(stored=list(self.instance.auth_headers or {}))
 
 
 @admin.register(MarketSource)
 class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
     form = SourceAdminForm
+    service_error_fields = {"auth_headers": "auth_headers_rows"}
     change_form_template = "admin/market_app/marketsource/change_form.html"
     list_display = ["name", "scope", "url", "format", "enabled", "last_refresh_at", "last_status", "last_result"]
     list_filter = ["enabled", "format", "last_status"]
     search_fields = ["name", "url"]
-    readonly_fields = ["auth_headers_keys", "cursor", "last_refresh_at", "last_status", "last_result",
+    readonly_fields = ["cursor", "last_refresh_at", "last_status", "last_result",
                        "last_error", "refreshing_until"]
     actions = ["refresh_sources"]
 
@@ -98,10 +180,6 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
     def scope(self, obj: MarketSource) -> str:
         return "global" if obj.tenant_id is None else str(obj.tenant)
 
-    @admin.display(description="Auth headers (write-only)")
-    def auth_headers_keys(self, obj: MarketSource) -> str:
-        return ", ".join(f"{k}: {MASK}" for k in (obj.auth_headers or {})) or "(none)"
-
     @admin.display(description="Last result")
     def last_result(self, obj: MarketSource) -> str:
         if obj.last_status == "error":
@@ -112,7 +190,7 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
         data = services.SourceInput(
             name=form.cleaned_data["name"], url=form.cleaned_data["url"], format=form.cleaned_data["format"],
             enabled=form.cleaned_data["enabled"], refresh_interval_min=form.cleaned_data["refresh_interval_min"],
-            auth_headers=form.cleaned_data["auth_headers_input"],
+            auth_headers=form.cleaned_data["auth_headers_rows"],
         )
         if change:
             saved = self.call_service(request, services.source_update, tenant=obj.tenant, source_id=obj.pk,
@@ -164,12 +242,15 @@ class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
 class LoadForm(forms.Form):
     """Load an entry: the tool's name, the tenant, and a value per declared variable (secret ones write-only)."""
 
-    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
+    # The tenant the admin works in, named in the header beside its switcher: carried, not chosen a second time.
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None, widget=forms.HiddenInput)
     name = forms.CharField(max_length=64, help_text="The tool's name in the tenant (lowercase, digits, - and _).")
 
     def __init__(self, *args: Any, entry: MarketEntry, tenants: QuerySet[Tenant], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["tenant"].queryset = tenants  # type: ignore[attr-defined]
+        self.fields["tenant"].initial = tenants.first()
+        self.target = self.fields["tenant"].initial
         self.fields["name"].initial = suggest_tool_name(entry.name)
         self.variables: list[tuple[str, str, dict[str, Any]]] = []
         for what, declared in (("env", entry.required_env), ("headers", entry.required_headers)):
@@ -201,8 +282,44 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     # Related-only: the source filter offers the sources of visible entries, never other tenants' names.
     list_filter = [("source", admin.RelatedOnlyFieldListFilter), "kind", "status", "is_shell_command"]
     search_fields = ["name", "title", "description"]
-    readonly_fields = [f.name for f in MarketEntry._meta.fields]
+    # The install and the declared variables as rows and plain values, not the catalog's raw JSON.
+    fields = readonly_fields = ("source", "name", "title", "description", "version", "kind", "status",
+                                "install_summary", "variables", "is_shell_command", "content_hash", "created_at",
+                                "updated_at")
     actions = ["load_into_tenant"]
+
+    @admin.display(description="Install")
+    def install_summary(self, obj: MarketEntry) -> str:
+        install = obj.install or {}
+        if obj.kind == "REMOTE":
+            rows = [("URL", install.get("url") or "-"), ("Transport", install.get("transport") or "streamable_http")]
+            fixed = install.get("headers") or {}
+        else:
+            args = " ".join(str(a) for a in install.get("args") or [])
+            rows = [("Command", f"{install.get('command') or ''} {args}".strip() or "-")]
+            if install.get("cwd"):
+                rows.append(("Working directory", install["cwd"]))
+            fixed = install.get("env") or {}
+        label = "Headers" if obj.kind == "REMOTE" else "Environment"
+        if fixed:
+            rows.append((label, ", ".join(sorted(str(k) for k in fixed))))
+        return format_html('<dl class="toolhub-install">{}</dl>', format_html_join(
+            "", "<dt>{}</dt><dd><code>{}</code></dd>", rows))
+
+    @admin.display(description="Variables")
+    def variables(self, obj: MarketEntry) -> str:
+        declared = [("env", v) for v in obj.required_env or []] + [("header", v) for v in obj.required_headers or []]
+        if not declared:
+            return "None: the entry loads without values."
+        rows = format_html_join("", '<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+                                    "<td>{}</td></tr>", (
+            (v.get("name", ""), what, "required" if v.get("is_required") else "optional",
+             "secret" if v.get("is_secret", True) else "shown",
+             "-" if v.get("default") is None or v.get("is_secret", True) else v.get("default"),
+             v.get("description") or "") for what, v in declared))
+        return format_html('<div class="toolhub-rows"><table id="toolhub-entry-variables"><thead><tr><th>Name</th>'
+                           "<th>Kind</th><th>Needed</th><th>Value is</th><th>Default</th><th>Description</th></tr>"
+                           "</thead><tbody>{}</tbody></table></div>", rows)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MarketEntry]:
         return super().get_queryset(request).filter(_visible(request, "source__")).select_related("source")
@@ -270,21 +387,66 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return self.change_view(request, object_id)
 
     def update_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """"Update from market" (the entry's page and the tool's): first the diff of what the update changes and
+        the values it newly needs, then, confirmed, the update itself."""
         entry = self._entry(request, object_id)
         tool = next((t for t in self._loaded_tools(request, entry) if str(t.pk) == request.POST.get("tool")), None)
         if tool is None:
             raise Http404("no such tool")
+        back = request.POST.get("back") == "tool"  # the button on the tool's own page
+        done = HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]) if back
+                                    else reverse("admin:market_app_marketentry_change", args=[entry.pk]))
+        given: dict[str, dict[str, str]] = {
+            what: {k.split("__", 1)[1]: str(v) for k, v in request.POST.items() if k.startswith(f"{what}__") and v}
+            for what in ("env", "headers")}
         try:
-            updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            plan, missing = self._preview(request, tool, given)
         except DomainError as exc:
             self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
-        else:
+            return done
+        if request.POST.get("confirm") == "yes" and not missing:
+            try:
+                updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                      env=given["env"], headers=given["headers"])
+            except DomainError as exc:
+                self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
+                return done
             note = f" {updated.message}" if updated.message else ""
             self.message_user(request, f"Updated {tool.name} to the current {entry.name} (config version "
                                        f"{updated.tool.config_version}); your values were kept.{note}")
-        if request.POST.get("back") == "tool":  # the button on the tool's own page
-            return HttpResponseRedirect(reverse("admin:tools_app_tool_change", args=[tool.pk]))
-        return HttpResponseRedirect(reverse("admin:market_app_marketentry_change", args=[entry.pk]))
+            return done
+        declared = {(what, v["name"]): v for what, rows in (("env", entry.required_env),
+                                                           ("headers", entry.required_headers)) for v in rows}
+        asked = [{"field": f"{what}__{name}", "label": f"{name} ({'header' if what == 'headers' else 'env'})",
+                  "secret": bool(declared.get((what, name), {}).get("is_secret", True)),
+                  "description": str(declared.get((what, name), {}).get("description") or "")}
+                 for what, names in missing.items() for name in names]
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": f"Update {tool.name} "
+                   f"from the market", "entry": entry, "tool": tool, "plan": plan, "asked": asked, "back": back,
+                   # Plain values typed so far ride along to the Apply step; a secret is never written into the page.
+                   "typed": {k: v for k, v in request.POST.items()
+                             if k.startswith(("env__", "headers__")) and v and not self._secret_field(entry, k)}}
+        return TemplateResponse(request, "admin/market_app/marketentry/update_confirm.html", context)
+
+    @staticmethod
+    def _secret_field(entry: MarketEntry, field: str) -> bool:
+        what, _, name = field.partition("__")
+        rows = entry.required_env if what == "env" else entry.required_headers
+        return any(v.get("name") == name and v.get("is_secret", True) for v in rows)
+
+    def _preview(self, request: HttpRequest, tool: Tool,
+                 given: dict[str, dict[str, str]]) -> tuple[services.UpdatePlan, dict[str, list[str]]]:
+        """The update's plan, and the values it still needs (shown as "to be entered" in the diff meanwhile)."""
+        try:
+            plan = services.tool_market_update_preview(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                       env=given["env"], headers=given["headers"])
+            return plan, {}
+        except MissingVariables as exc:
+            missing = {what: list((exc.details or {}).get(what) or []) for what in ("env", "headers")}
+        filled = {what: {**given[what], **dict.fromkeys(missing[what], TO_BE_ENTERED)} for what in given}
+        plan = services.tool_market_update_preview(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                   env=filled["env"], headers=filled["headers"])
+        return plan, {what: names for what, names in missing.items() if names}
 
     @admin.action(description="Load into my tenant")
     def load_into_tenant(self, request: HttpRequest, queryset: QuerySet[MarketEntry]) -> None:

@@ -2,10 +2,13 @@
 
 from market_app.services.load import (
     Loaded,
+    UpdatePlan,
+    UpdateRow,
     build_config,
     entries_batch_load,
     entry_load,
     tool_market_update,
+    tool_market_update_preview,
 )
 from market_app.services.refresh import (
     RefreshCounts,
@@ -28,6 +31,8 @@ __all__ = [
     "Loaded",
     "RefreshCounts",
     "SourceInput",
+    "UpdatePlan",
+    "UpdateRow",
     "acquire_lease",
     "build_config",
     "ensure_can_manage",
@@ -42,4 +47,5 @@ __all__ = [
     "source_refresh",
     "source_update",
     "tool_market_update",
+    "tool_market_update_preview",
 ]

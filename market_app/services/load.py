@@ -25,6 +25,7 @@ from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import adapters
 from tools_app import selectors as tool_selectors
+from tools_app.configs import mask_config
 from tools_app.errors import NameTaken
 from tools_app.models import Tool, ToolStatus
 from tools_app.runtime.mcp.oauth import asks_for_oauth
@@ -230,12 +231,61 @@ def entries_batch_load(*, tenant: Tenant, actor: Any, ids: list[Any]) -> list[di
     return results
 
 
-@transaction.atomic
-def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[str, str] | None = None,
-                       headers: dict[str, str] | None = None) -> Loaded:
-    """Apply the newer entry's install, keeping the user's values for variables still declared."""
-    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
-    tool = tool_selectors.tool_get_for_update(tenant=tenant, tool_id=tool_id)
+@dataclass
+class UpdateRow:
+    """One line of a market update's diff, values as the admin shows them (secrets masked, plain ones shown)."""
+
+    key: str
+    before: Any
+    after: Any
+
+    @property
+    def change(self) -> str:
+        if self.before is None:
+            return "added"
+        if self.after is None:
+            return "removed"
+        return "changed" if self.before != self.after else "kept"
+
+
+@dataclass
+class UpdatePlan:
+    """What "Update from market" would do to a tool: the config it would get, and the diff an admin confirms."""
+
+    tool: Tool
+    entry: MarketEntry
+    config: dict[str, Any]
+    disable: bool
+    rows: list[UpdateRow]
+
+    @property
+    def changes(self) -> list[UpdateRow]:
+        return [row for row in self.rows if row.change != "kept"]
+
+
+def _flat(config: dict[str, Any]) -> dict[str, Any]:
+    """A masked config as `key -> value` rows: env/headers one row per entry, everything else as it is."""
+    rows: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "not_secret":
+            continue
+        if isinstance(value, dict) and key in ("env", "headers"):
+            rows.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            rows[key] = value
+    return rows
+
+
+def _diff(tool_type: str, old: dict[str, Any], new: dict[str, Any]) -> list[UpdateRow]:
+    """Rows for every key of either config; a secret shows as the mask on both sides, so a kept secret reads
+    "kept" and a new one "added", never its value."""
+    before, after = _flat(mask_config(tool_type, old)), _flat(mask_config(tool_type, new))
+    keys = [*before, *(k for k in after if k not in before)]
+    return [UpdateRow(k, before.get(k), after.get(k)) for k in keys]
+
+
+def _update_plan(*, tenant: Tenant, tool: Tool, env: dict[str, str] | None,
+                 headers: dict[str, str] | None) -> UpdatePlan:
     entry = tool.market_entry
     if entry is None:
         raise NoUpdateAvailable("this tool was not loaded from the market")
@@ -267,8 +317,11 @@ def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[st
                                 kept=[f"headers.{k}" for k, v in kept_headers.items()
                                       if v and k not in (headers or {}) and v != catalog_headers.get(k)],
                                 field="config.url")
-    # A value the user kept secret stays secret: an update never shows what was masked before.
-    shown = [k for k in config.get("not_secret", []) if k in set(old.get("not_secret") or [])]
+    # A value the user kept secret stays secret: an update never shows what was masked before. A variable the
+    # tool did not have yet is shown as the catalog declares it (a new non-secret variable is not masked).
+    was_shown = set(old.get("not_secret") or [])
+    had = {f"{secret_map}.{k}" for k in stored}
+    shown = [k for k in config.get("not_secret", []) if k in was_shown or k not in had]
     config.pop("not_secret", None)
     if shown:
         config["not_secret"] = shown
@@ -276,8 +329,28 @@ def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[st
         if old.get(key) is not None:
             config.setdefault(key, old[key])
     disable = entry.is_shell_command and tool.status == ToolStatus.ENABLED
+    return UpdatePlan(tool=tool, entry=entry, config=config, disable=disable, rows=_diff(tool.type, old, config))
+
+
+def tool_market_update_preview(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[str, str] | None = None,
+                               headers: dict[str, str] | None = None) -> UpdatePlan:
+    """What `tool_market_update` would change, row by row, for an admin to confirm; writes nothing.
+
+    Refuses exactly as the update would (no update available, entry removed, values missing)."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tool = tool_selectors.tool_get(tenant=tenant, tool_id=tool_id)
+    return _update_plan(tenant=tenant, tool=tool, env=env, headers=headers)
+
+
+@transaction.atomic
+def tool_market_update(*, tenant: Tenant, actor: Any, tool_id: Any, env: dict[str, str] | None = None,
+                       headers: dict[str, str] | None = None) -> Loaded:
+    """Apply the newer entry's install, keeping the user's values for variables still declared."""
+    ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
+    tool = tool_selectors.tool_get_for_update(tenant=tenant, tool_id=tool_id)
+    plan = _update_plan(tenant=tenant, tool=tool, env=env, headers=headers)
     tool = tool_update(tenant=tenant, actor=actor, tool_id=tool.pk,
-                       changes=ToolInput(config=config, status=ToolStatus.DISABLED if disable else None))
-    Tool.objects.filter(pk=tool.pk, tenant=tenant).update(market_hash=entry.content_hash)
+                       changes=ToolInput(config=plan.config, status=ToolStatus.DISABLED if plan.disable else None))
+    Tool.objects.filter(pk=tool.pk, tenant=tenant).update(market_hash=plan.entry.content_hash)
     tool.refresh_from_db()
-    return Loaded(tool, SHELL_MESSAGE if disable else "")
+    return Loaded(tool, SHELL_MESSAGE if plan.disable else "")

@@ -119,10 +119,17 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
         expect(table).to_contain_text("DEMO-002")
         expect(table.locator("th")).to_have_text(["sku", "qty"])
         expect(page.locator(".assistant").last).to_have_text("Two SKUs, one sold out.")
+        # The conversation joined the sidebar without a reload.
+        expect(page.locator("#conversations a.current")).to_contain_text("what is in stock?")
         page.fill("#message", "now delete old.log")
         page.click("#send")
         expect(page.locator(".approval button.approve")).to_be_visible()
         assert "conversation=" in page.url
+        # One notation for a call, live here and after the reload below: <tool>__<function>.
+        expect(page.locator(".tool-call").last).to_contain_text("delete_file__delete_file")
+        expect(page.locator(".approval .approval-title")).to_contain_text("delete_file__delete_file")
+        expect(page.locator("#conversations a.current .badge")).to_have_text("awaiting approval")
+        expect(page.locator(".msg.waiting")).to_have_count(1)
 
         page.reload()  # the run is paused: the reopened page shows the transcript and the pending approval
         expect(page.locator("#conversations a.current")).to_contain_text("awaiting approval")
@@ -135,10 +142,17 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
         approve.click()
         expect(page.locator(".approval .decision")).to_have_text("Approved by robin.")
         expect(page.locator(".assistant").last).to_have_text("Deleted old.log.")
+        # Decided and finished: the waiting note and the sidebar's badge are gone without a reload.
+        expect(page.locator(".msg.waiting")).to_have_count(0)
+        expect(page.locator("#conversations .badge")).to_have_count(0)
+        expect(page.locator("#conversations a.current")).to_be_visible()
 
         page.reload()  # decided and finished: the box says what was decided, no buttons
         expect(page.locator(".assistant").last).to_have_text("Deleted old.log.")
         expect(page.locator(".approval .decision")).to_have_text("Approved by robin.")
         expect(page.locator(".approval button")).to_have_count(0)
+        expect(page.locator(".tool-call").last).to_contain_text("delete_file__delete_file")
+        expect(page.locator(".tool-result").last).to_contain_text("delete_file__delete_file")
+        expect(page.locator("#conversations .badge")).to_have_count(0)
         shot(page, "playground-resumed")
     assert not target.exists()

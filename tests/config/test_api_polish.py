@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -31,7 +32,8 @@ def test_unknown_api_path_needs_no_login() -> None:
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
 
 
-@pytest.mark.parametrize("path", ["/api/v1/no-such-thing/", "/api/v1/tools/1/nope/", "/api/nope"])
+@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/no-such-thing/", "/api/v1/tools/1/nope/", "/api/nope",
+                                  "/api"])
 def test_unknown_api_path_is_the_envelope_under_debug_too(api: Any, settings: Any, path: str) -> None:
     # `make run` serves with DEBUG on: an API client still gets JSON, not the debug page listing every URL.
     settings.DEBUG = True
@@ -42,6 +44,21 @@ def test_unknown_api_path_is_the_envelope_under_debug_too(api: Any, settings: An
     assert api.get("/api/v1/tools").status_code == 301  # the slash redirect is kept
     page = Client().get("/no-such-page/")  # HTML paths keep Django's debug page under DEBUG
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_make_run_serves_the_envelope_for_an_unknown_api_path(settings: Any) -> None:
+    # `make run` is uvicorn on config.asgi with DEBUG on: the same answer through the ASGI handler it serves.
+    import asyncio
+
+    from core.asgi import OneHopASGIHandler
+    from tests.core.test_asgi import call
+
+    settings.DEBUG = True
+    status, headers, body = asyncio.run(call(OneHopASGIHandler(), "/api/v1/nope"))
+    assert status == 404 and headers["content-type"].startswith("application/json")
+    assert json.loads(body)["error"]["code"] == "not_found" and b"URLconf" not in body
+    status, headers, body = asyncio.run(call(OneHopASGIHandler(), "/no-such-page/"))
+    assert status == 404 and headers["content-type"].startswith("text/html") and b"URLconf" in body
 
 
 def test_missing_trailing_slash_still_redirects(api: Any) -> None:

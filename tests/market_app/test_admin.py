@@ -36,23 +36,53 @@ def test_source_pages_never_show_auth_headers(root: Client, tenant: Any) -> None
         resp = root.get(url)
         assert resp.status_code == 200
         assert CANARY not in resp.content.decode()
-    assert "Authorization: ********" in root.get(f"/admin/market_app/marketsource/{source.pk}/change/").content.decode()
+    page = root.get(f"/admin/market_app/marketsource/{source.pk}/change/").content.decode()
+    # A stored header is a row: its name, an empty write-only value box, a remove tick; never raw JSON.
+    assert '<code>Authorization</code><input type="hidden" name="auth_headers_rows-0-name" value="Authorization">' in page
+    assert 'type="password" name="auth_headers_rows-0-value"' in page and "Auth headers (JSON)" not in page
 
 
-def form(source: MarketSource, **extra: Any) -> dict[str, Any]:
-    return {"name": source.name, "url": source.url, "format": source.format, "enabled": "on",
-            "refresh_interval_min": source.refresh_interval_min, "auth_headers_input": "", **extra}
+def form(source: MarketSource, rows: list[dict[str, str]] | None = None, **extra: Any) -> dict[str, Any]:
+    """The source form as posted: stored headers first (name + stored=1), then any rows given."""
+    stored = [{"name": k, "stored": "1"} for k in (source.auth_headers or {})]
+    data: dict[str, Any] = {"name": source.name, "url": source.url, "format": source.format, "enabled": "on",
+                            "refresh_interval_min": source.refresh_interval_min}
+    all_rows = [*stored, *(rows or [])]
+    for i, row in enumerate(all_rows):
+        for key, value in row.items():
+            data[f"auth_headers_rows-{i}-{key}"] = value
+    data["auth_headers_rows-TOTAL"] = len(all_rows)
+    return {**data, **extra}
 
 
-def test_blank_auth_headers_keep_and_json_replaces(root: Client, tenant: Any) -> None:
+def test_auth_headers_are_rows_blank_keeps_a_value_replaces_and_remove_drops(root: Client, tenant: Any) -> None:
     source = SourceFactory(tenant=tenant, auth_headers={"X-Key": CANARY})
     url = f"/admin/market_app/marketsource/{source.pk}/change/"
     assert root.post(url, form(source, name="Renamed")).status_code == 302
     source.refresh_from_db()
     assert source.name == "Renamed" and source.auth_headers == {"X-Key": CANARY}
-    root.post(url, form(source, auth_headers_input='{"X-Key": "********", "X-Two": "two-2"}'))
+    added = root.post(url, form(source, [{"name": "X-Two", "value": "two-2"}]))
+    assert added.status_code == 302
     source.refresh_from_db()
     assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-2"}
+    data = form(source)
+    data["auth_headers_rows-1-value"] = "two-3"  # replace one value, keep the other
+    assert root.post(url, data).status_code == 302
+    source.refresh_from_db()
+    assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-3"}
+    refused = root.post(url, form(source, [{"name": "X-Three"}]))  # a new header without a value
+    assert refused.status_code == 200 and "header X-Three needs a value" in refused.content.decode()
+    assert 'value="X-Three"' in refused.content.decode()  # what was typed stays
+    bad = root.post(url, form(source, [{"name": "Bad Header", "value": "v"}]))
+    assert bad.status_code == 200 and "not a valid HTTP header name" in bad.content.decode()
+    source.refresh_from_db()
+    assert source.auth_headers == {"X-Key": CANARY, "X-Two": "two-3"}
+    data = form(source)
+    data["auth_headers_rows-0-remove"] = "on"
+    data["auth_headers_rows-1-remove"] = "on"
+    assert root.post(url, data).status_code == 302
+    source.refresh_from_db()
+    assert source.auth_headers is None
 
 
 def test_tenant_admin_sees_own_and_global_sources_only(tenant: Any, other_tenant: Any) -> None:
@@ -131,7 +161,11 @@ def test_entry_page_loads_with_values_and_updates_a_loaded_tool(root: Client, te
         "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
     listing = root.get(page).content.decode()
     assert "update available" in listing
-    root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk})
+    asked = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk})
+    assert asked.status_code == 200 and 'id="toolhub-update-diff"' in asked.content.decode()
+    tool.refresh_from_db()
+    assert tool.market_hash != "newer"  # shown, not applied
+    root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "confirm": "yes"})
     tool.refresh_from_db()
     assert tool.config["url"].endswith("/v2") and tool.config["headers"]["X-Api-Key"] == CANARY
     assert tool.market_hash == "newer"
@@ -154,7 +188,10 @@ def test_entry_load_page_offers_only_own_tenants(tenant: Any, other_tenant: Any)
     shared = EntryFactory(source=SourceFactory(tenant=None), name="shared-entry")
     theirs = EntryFactory(source=SourceFactory(tenant=other_tenant), name="theirs-entry")
     page = client.get(f"/admin/market_app/marketentry/{shared.pk}/change/").content.decode()
-    assert ">acme<" in page and "globex" not in page.lower()
+    assert 'id="toolhub-load-tenant">Loads into tenant <b>acme</b>' in page and "globex" not in page.lower()
+    # The header's switcher names the tenant; the Load form carries it instead of a second tenant select.
+    load_form = page.split('id="toolhub-load-form"', 1)[1].split("</form>", 1)[0]
+    assert '<select name="tenant"' not in load_form and 'type="hidden" name="tenant"' in load_form
     assert client.get(f"/admin/market_app/marketentry/{theirs.pk}/change/").status_code in (302, 404)
     assert client.post(f"/admin/market_app/marketentry/{theirs.pk}/load/",
                        {"tenant": other_tenant.pk, "name": "x"}).status_code == 404
@@ -173,7 +210,105 @@ def test_tool_page_offers_the_market_update(root: Client, tenant: Any) -> None:
     type(entry).objects.filter(pk=entry.pk).update(content_hash="v2", install={
         "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
     assert 'id="toolhub-market-update"' in root.get(page).content.decode()
-    back = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "back": "tool"})
+    diff = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/", {"tool": tool.pk, "back": "tool"})
+    html = diff.content.decode()
+    assert diff.status_code == 200 and 'name="back" value="tool"' in html and f'href="{page}" class="closelink"' in html
+    back = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/",
+                     {"tool": tool.pk, "back": "tool", "confirm": "yes"})
     assert back.status_code == 302 and back.url.endswith(page)
     tool.refresh_from_db()
     assert tool.config["url"].endswith("/v2") and tool.market_hash == "v2"
+
+
+def diff_rows(html: str) -> dict[str, tuple[str, str, str]]:
+    """The confirmation page's diff: key -> (now, after, change)."""
+    import re
+
+    table = html.split('id="toolhub-update-diff"', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for key, before, after, change in re.findall(
+            r'data-key="([^"]+)">\s*<td><code>[^<]*</code></td>\s*<td class="value before">(.*?)</td>\s*'
+            r'<td class="value after">(.*?)</td>\s*<td>(\w+)</td>', table, re.S):
+        rows[key] = (before.strip(), after.strip(), change)
+    return rows
+
+
+def test_update_from_market_shows_a_diff_and_asks_before_applying(root: Client, tenant: Any) -> None:
+    from market_app.catalog import EntryData
+
+    source = SourceFactory(tenant=tenant)
+    entry = EntryFactory(source=source, name="io.example/weather", kind="LOCAL",
+                         install={"command": "npx", "args": ["-y", "weather@1"], "env": {}},
+                         required_env=[{"name": "WEATHER_API_KEY", "is_secret": True, "is_required": True},
+                                       {"name": "UNITS", "is_secret": False, "is_required": False}])
+    root.post(f"/admin/market_app/marketentry/{entry.pk}/load/",
+              {"tenant": tenant.pk, "name": "weather", "env__WEATHER_API_KEY": CANARY, "env__UNITS": "metric"})
+    tool = Tool.objects.get(tenant=tenant, name="weather")
+    version = tool.config_version
+    newer = {"command": "npx", "args": ["-y", "weather@2"], "env": {}}
+    type(entry).objects.filter(pk=entry.pk).update(
+        install=newer, version="2.0.0", required_env=[
+            {"name": "WEATHER_API_KEY", "is_secret": True, "is_required": True},
+            {"name": "UNITS", "is_secret": False, "is_required": False},
+            {"name": "LOG_LEVEL", "is_secret": False, "is_required": False, "default": "info"},
+            {"name": "REGION_TOKEN", "is_secret": True, "is_required": True}],
+        content_hash=EntryData.build(name=entry.name, kind="LOCAL", install=newer).content_hash + "2")
+    url = f"/admin/market_app/marketentry/{entry.pk}/update/"
+    page = root.post(url, {"tool": tool.pk})
+    html = page.content.decode()
+    assert page.status_code == 200 and CANARY not in html
+    rows = diff_rows(html)
+    assert rows["args"][2] == "changed" and "weather@1" in rows["args"][0] and "weather@2" in rows["args"][1]
+    assert rows["env.WEATHER_API_KEY"] == ("********", "********", "kept")  # a secret is never shown
+    assert rows["env.UNITS"] == ("metric", "metric", "kept")
+    assert rows["env.LOG_LEVEL"] == ("—", "info", "added")  # a new non-secret variable, unmasked
+    assert rows["env.REGION_TOKEN"] == ("—", "********", "added")
+    assert 'type="password" name="env__REGION_TOKEN"' in html and "Values the new version needs" in html
+    tool.refresh_from_db()
+    assert tool.config_version == version and tool.config["args"] == ["-y", "weather@1"]  # nothing applied yet
+    # Confirming without the newly required value applies nothing and asks again.
+    again = root.post(url, {"tool": tool.pk, "confirm": "yes"})
+    assert again.status_code == 200 and 'name="env__REGION_TOKEN"' in again.content.decode()
+    tool.refresh_from_db()
+    assert tool.config_version == version
+    # A value sent without confirming is previewed, never written back into the page when it is secret.
+    peek = root.post(url, {"tool": tool.pk, "env__REGION_TOKEN": "rt-secret-1", "env__UNITS": "imperial"})
+    html = peek.content.decode()
+    assert "rt-secret-1" not in html and 'name="env__REGION_TOKEN"' not in html
+    assert diff_rows(html)["env.UNITS"] == ("metric", "imperial", "changed")
+    assert '<input type="hidden" name="env__UNITS" value="imperial">' in html  # a plain value rides along
+    tool.refresh_from_db()
+    assert tool.config_version == version
+    done = root.post(url, {"tool": tool.pk, "confirm": "yes", "env__REGION_TOKEN": "rt-secret-1"}, follow=True)
+    assert "Updated weather" in done.content.decode()
+    tool.refresh_from_db()
+    assert tool.config_version == version + 1 and tool.config["args"] == ["-y", "weather@2"]
+    assert tool.config["env"] == {"WEATHER_API_KEY": CANARY, "UNITS": "metric", "LOG_LEVEL": "info",
+                                  "REGION_TOKEN": "rt-secret-1"}
+    assert set(tool.config["not_secret"]) == {"env.UNITS", "env.LOG_LEVEL"}  # shown on the tool's page too
+    tool_page = root.get(f"/admin/tools_app/tool/{tool.pk}/change/").content.decode()
+    assert "rt-secret-1" not in tool_page and CANARY not in tool_page
+
+
+
+def test_entry_page_shows_install_and_variables_as_rows_not_json(root: Client, tenant: Any) -> None:
+    source = SourceFactory(tenant=tenant)
+    entry = EntryFactory(source=source, name="io.example/weather", kind="LOCAL",
+                         install={"command": "npx", "args": ["-y", "weather@1"], "env": {"REGION": "eu"}},
+                         required_env=[{"name": "WEATHER_API_KEY", "is_secret": True, "is_required": True,
+                                        "description": "Your key"},
+                                       {"name": "UNITS", "is_secret": False, "is_required": False,
+                                        "default": "metric"}])
+    html = root.get(f"/admin/market_app/marketentry/{entry.pk}/change/").content.decode()
+    table = html.split('id="toolhub-entry-variables"', 1)[1].split("</table>", 1)[0]
+    assert ("<tr><td><code>WEATHER_API_KEY</code></td><td>env</td><td>required</td><td>secret</td><td>-</td>"
+            "<td>Your key</td></tr>") in table
+    assert "<tr><td><code>UNITS</code></td><td>env</td><td>optional</td><td>shown</td><td>metric</td>" in table
+    assert "<dt>Command</dt><dd><code>npx -y weather@1</code></dd>" in html
+    assert "<dt>Environment</dt><dd><code>REGION</code></dd>" in html
+    assert '"is_secret"' not in html and "[{" not in html  # no raw JSON of the catalog
+    remote = EntryFactory(source=source, name="kb", kind="REMOTE",
+                          install={"url": "https://kb.example.test/mcp", "transport": "sse"})
+    html = root.get(f"/admin/market_app/marketentry/{remote.pk}/change/").content.decode()
+    assert "<dt>URL</dt><dd><code>https://kb.example.test/mcp</code></dd>" in html
+    assert "None: the entry loads without values." in html

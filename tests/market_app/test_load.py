@@ -206,6 +206,9 @@ def test_market_update_keeps_secrets_and_bumps_version(api: Any, source: MarketS
     assert tool.config["args"] == ["-y", "weather@2"]
     assert tool.config["env"] == {"WEATHER_API_KEY": SECRET, "REGION": "eu", "LOG_LEVEL": "info"}
     assert tool.market_hash == entry(source, "io.example/weather").content_hash
+    # LOG_LEVEL is new and not secret: shown like REGION (it was not masked before, there was no value).
+    assert body["config_summary"]["env"]["LOG_LEVEL"] == "info" and body["config_summary"]["env"]["REGION"] == "eu"
+    assert body["config_summary"]["env"]["WEATHER_API_KEY"] == "********"
     assert market_update(api, tool_id).status_code == 409
 
 

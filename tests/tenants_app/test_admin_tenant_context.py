@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -153,3 +154,67 @@ def test_every_model_names_itself() -> None:
     unnamed = [m.__name__ for m in apps.get_models()
                if m.__module__.split(".")[0] in ours and m.__str__ is models.Model.__str__]
     assert unnamed == []
+
+
+def test_the_last_tenant_is_remembered_in_another_browser_too(tenant: Any, other_tenant: Any) -> None:
+    user = UserFactory(username="roamer", password="pw-roamer", is_staff=True)
+    for t in (tenant, other_tenant):
+        MembershipFactory(tenant=t, user=user, role=Role.ADMIN)
+    seed(tenant, "alpha")
+    seed(other_tenant, "omega")
+    laptop = Client()
+    assert laptop.login(username="roamer", password="pw-roamer")
+    laptop.post("/admin/tenant/", {"tenant": other_tenant.pk})
+    phone = Client()  # no session, no cookie of the laptop's: the membership remembers
+    assert phone.login(username="roamer", password="pw-roamer")
+    listing = phone.get("/admin/tools_app/tool/").content
+    assert b"omega-tool" in listing and b"alpha-tool" not in listing
+    assert f'<option value="{other_tenant.pk}" selected>'.encode() in phone.get("/admin/").content
+    # Switching back on the phone is what the laptop finds at its next sign-in.
+    phone.post("/admin/tenant/", {"tenant": tenant.pk})
+    laptop.logout()
+    assert laptop.login(username="roamer", password="pw-roamer")
+    listing = laptop.get("/admin/tools_app/tool/").content
+    assert b"alpha-tool" in listing and b"omega-tool" not in listing
+
+
+def test_a_member_of_two_tenants_lands_in_the_last_one_in_the_playground(tenant: Any, other_tenant: Any) -> None:
+    user = UserFactory(username="duo", password="pw-duo", is_staff=False)
+    for t in (tenant, other_tenant):
+        MembershipFactory(tenant=t, user=user, role=Role.MEMBER)
+    Agent.objects.create(tenant=tenant, name="alpha-agent")
+    Agent.objects.create(tenant=other_tenant, name="omega-agent")
+    browser = Client()
+    assert browser.login(username="duo", password="pw-duo")
+    first = browser.get("/playground/").content.decode()
+    assert "Pick a tenant" in first  # never used one yet: the choice is theirs
+    chosen = browser.get(f"/playground/?tenant={other_tenant.slug}").content.decode()
+    assert "omega-agent" in chosen and f'href="?tenant={tenant.slug}"' in chosen  # and a way back
+    browser.logout()
+    again = Client()
+    assert again.login(username="duo", password="pw-duo")
+    page = again.get("/playground/").content.decode()
+    assert "omega-agent" in page and "alpha-agent" not in page and "Pick a tenant" not in page
+
+
+ADD_PAGES = ["/admin/tools_app/tool/add/", "/admin/agents_app/agent/add/", "/admin/agents_app/chatmodel/add/",
+             "/admin/agents_app/intentnode/add/", "/admin/tenants_app/membership/add/",
+             "/admin/market_app/marketsource/add/"]
+
+
+@pytest.mark.parametrize("superuser", [False, True])
+def test_no_add_form_repeats_the_tenant_select_beside_the_switcher(tenant: Any, other_tenant: Any,
+                                                                      superuser: bool) -> None:
+    client = admin_client(tenant, other_tenant, superuser=superuser)
+    for page in ADD_PAGES:
+        html = client.get(page).content.decode()
+        assert 'id="toolhub-tenant-select"' in html, page  # the header's switcher names the tenant
+        assert html.count('name="tenant"') == 2, page  # the switcher's select and the form's own field
+        select = re.split(r'<select name="tenant"[^>]*id="id_tenant">', html, maxsplit=1)
+        if len(select) == 1:
+            assert f'<input type="hidden" name="tenant" value="{tenant.pk}"' in html, page
+            continue
+        # Only a superuser's market source may be global: "this tenant or every tenant", never another tenant.
+        assert superuser and page == "/admin/market_app/marketsource/add/", page
+        options = select[1].split("</select>", 1)[0]
+        assert "(global: every tenant)" in options and other_tenant.slug not in options, page

@@ -70,11 +70,17 @@ def test_the_demo_model_keeps_its_port_across_restarts(tmp_path: Path) -> None:
     from toolhub_demo.management.commands.toolhub_run import demo_model_port
 
     remembered = tmp_path / "demo-model.port"
-    first = demo_model_port(remembered)
-    assert remembered.read_text().strip() == str(first)
+    with socket.socket() as probe:  # a default port that is free here (8765 may be taken on a busy machine)
+        probe.bind(("127.0.0.1", 0))
+        default = int(probe.getsockname()[1])
+    first = demo_model_port(remembered, default=default)
+    assert first == default and remembered.read_text().strip() == str(first)
     assert demo_model_port(remembered) == first  # a restart: the same URL, so a ChatModel pointed at it still works
-    with socket.socket() as busy:  # taken by something else meanwhile: another port, remembered instead
+    with socket.socket() as busy:  # taken meanwhile (say, a demo model left over): another port for this run only
         busy.bind(("127.0.0.1", first))
         busy.listen()
         other = demo_model_port(remembered)
-    assert other != first and remembered.read_text().strip() == str(other)
+    assert other != first and remembered.read_text().strip() == str(first)
+    assert demo_model_port(remembered) == first  # freed: the next start is back on the remembered port
+    remembered.write_text("not a port\n")
+    assert demo_model_port(remembered, default=default) == default

@@ -38,3 +38,22 @@ def test_other_settings_leave_the_folder_off_the_path() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_what_make_run_serves_offers_no_sample_tools_after_the_tests() -> None:
+    # This runs inside the suite, after the plugin tests loaded the sample in this process: a process on the
+    # settings `make run` uses (config.settings.dev, the same .venv) still finds no sample distribution and
+    # its registry no sample_* tool, so real tenants never get them from a test run.
+    code = ("import django; django.setup()\n"
+            "from importlib import metadata\n"
+            "from tools_app.runtime import registry\n"
+            "try:\n    metadata.distribution('toolhub-sample-plugin'); print('installed')\n"
+            "except metadata.PackageNotFoundError:\n    print('absent')\n"
+            "print(sorted(n for n in registry.discover(refresh=True) if n.startswith('sample_')))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TOOLHUB_TOOL_PLUGINS")}
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings.dev"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-2:] == ["absent", "[]"]
+    # ... while the tests themselves do see it (from var/test-plugins/, not the venv).
+    assert metadata.distribution("toolhub-sample-plugin").version == "0.1.0"

@@ -20,26 +20,40 @@ from django.core.management.base import BaseCommand
 from toolhub_demo.seed import seed_demo
 from tools_app.runtime.procenv import kill_process_group
 
+DEMO_MODEL_PORT = 8765  # the demo model's own default (python -m toolhub_demo.demo_model)
 
-def demo_model_port(remembered: Path) -> int:
-    """The demo model's port: the one used last time while it is free, so a ChatModel an operator pointed at
-    the demo model keeps working after a restart; a free one otherwise (remembered for next time)."""
+
+def _free(port: int) -> int | None:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return None
+        return int(sock.getsockname()[1])
+
+
+def demo_model_port(remembered: Path, default: int = DEMO_MODEL_PORT) -> int:
+    """The demo model's port, the same at every start so a ChatModel an operator pointed at it keeps working:
+    the remembered one (first chosen: `default`, else a free one). When something else holds it, this run takes
+    a free port but the remembered one stays, so the next start goes back to it."""
     try:
         last = int(remembered.read_text().strip())
     except (OSError, ValueError):
         last = 0
-    for wanted in ([last] if 0 < last < 65536 else []) + [0]:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", wanted))
-            except OSError:
-                continue
-            port = int(sock.getsockname()[1])
-        if port != last:
-            remembered.parent.mkdir(parents=True, exist_ok=True)
-            remembered.write_text(f"{port}\n")
+    if 0 < last < 65536:
+        port = _free(last)
+        if port is not None:
+            return port
+        port = _free(0)
+        if port is None:
+            raise RuntimeError("no free port for the demo model")
         return port
-    raise RuntimeError("no free port for the demo model")
+    port = _free(default) or _free(0)
+    if port is None:
+        raise RuntimeError("no free port for the demo model")
+    remembered.parent.mkdir(parents=True, exist_ok=True)
+    remembered.write_text(f"{port}\n")
+    return port
 
 
 class Command(BaseCommand):
