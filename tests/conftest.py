@@ -83,6 +83,18 @@ def api(tenant: Any, member_client: Callable[..., APIClient]) -> APIClient:
 
 
 @pytest.fixture
+def staff(tenant: Any) -> Any:
+    """A signed-in browser (Django's test Client) of a staff user who is an admin of tenant `acme`: the admin site."""
+    from django.test import Client
+
+    user = UserFactory(username="staff-admin", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def other_api(other_tenant: Any, member_client: Callable[..., APIClient]) -> APIClient:
     """An admin of tenant `globex`."""
     return member_client(other_tenant, Role.ADMIN)

@@ -9,20 +9,11 @@ import pytest
 from django.test import Client
 
 from agents_app.models import Agent, Conversation
-from tenants_app.models import Role
-from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tests.factories import ToolFactory, UserFactory
 from tools_app.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def staff(tenant: Any) -> Client:
-    user = UserFactory(username="ida", is_staff=True)
-    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_intent_help_text_shows_the_ref_placeholder(staff: Client) -> None:

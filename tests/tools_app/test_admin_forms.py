@@ -9,8 +9,7 @@ import pytest
 from django.test import Client
 
 from core.secrets import MASK
-from tenants_app.models import Role
-from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tests.factories import TenantFactory, ToolFactory
 from tests.fixtures.mcp_servers import MINI
 from tools_app import configs
 from tools_app.admin.config_form import config_fields
@@ -20,14 +19,6 @@ pytestmark = pytest.mark.django_db
 
 ADD = "/admin/tools_app/tool/add/"
 
-
-@pytest.fixture
-def staff(tenant: Any) -> Client:
-    user = UserFactory(username="tina", is_staff=True)
-    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def rows(name: str, items: list[tuple[str, str, bool]]) -> dict[str, list[str]]:

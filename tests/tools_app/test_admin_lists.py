@@ -12,22 +12,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from tenants_app.models import Role
-from tests.factories import MembershipFactory, UserFactory
 from tests.tools_app.test_admin_lists_browser import stocked
 from tools_app.models import ToolCall
 
 pytestmark = pytest.mark.django_db
 CALLS = "/admin/tools_app/toolcall/"
 
-
-@pytest.fixture
-def staff(tenant: Any) -> Client:
-    user = UserFactory(username="lisa", is_staff=True)
-    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def shown(staff: Client, query: str) -> int:

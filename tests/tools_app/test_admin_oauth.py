@@ -10,21 +10,12 @@ import pytest
 from django.test import Client
 
 from tenants_app.models import Role
-from tests.factories import MembershipFactory, UserFactory
 from tests.tools_app.runtime.mcp.test_oauth_client import browse
 from tests.tools_app.test_oauth_connections import CALLBACK, make_tool, server_url  # noqa: F401 - fixture
 from tools_app.models import OAuthConnection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-@pytest.fixture
-def staff(tenant: Any) -> Client:
-    user = UserFactory(username="ops", is_staff=True)
-    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_connect_reconnect_and_disconnect_from_the_tool_page(staff: Client, tenant: Any, member_client: Any,

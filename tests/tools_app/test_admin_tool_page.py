@@ -10,20 +10,11 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client
 from django.utils import timezone
 
-from tenants_app.models import Role
-from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tests.factories import ToolFactory
 from tools_app.models import CallStatus, Tool, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def staff(tenant: Any) -> Client:
-    user = UserFactory(username="tom", is_staff=True)
-    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def page(staff: Client, tool: Any) -> str:
