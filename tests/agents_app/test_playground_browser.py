@@ -125,8 +125,9 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
         page.click("#send")
         expect(page.locator(".approval button.approve")).to_be_visible()
         assert "conversation=" in page.url
-        # One notation for a call, live here and after the reload below: <tool>__<function>.
-        expect(page.locator(".tool-call").last).to_contain_text("delete_file__delete_file")
+        # One notation for a call, live here and after the reload below: <tool>__<function> (a held call is
+        # announced by its approval card, not as a running call).
+        expect(page.locator(".tool-call").last).to_contain_text("read_file__read_file")
         expect(page.locator(".approval .approval-title")).to_contain_text("delete_file__delete_file")
         expect(page.locator("#conversations a.current .badge")).to_have_text("awaiting approval")
         expect(page.locator(".msg.waiting")).to_have_count(1)
