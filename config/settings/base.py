@@ -248,7 +248,8 @@ CACHES = {
 # Celery: Redis (or any broker URL) when set, otherwise an embedded filesystem broker under var/,
 # so `make run` needs no server.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or None)
+_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
+CELERY_RESULT_BACKEND = _RESULT_BACKEND or REDIS_URL or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -263,7 +264,7 @@ if not CELERY_BROKER_URL:
         "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
-    CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or f"file://{VAR_DIR / 'celery' / 'results'}"
+    CELERY_RESULT_BACKEND = _RESULT_BACKEND or f"file://{VAR_DIR / 'celery' / 'results'}"
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "tools-health": {
         "task": "tools.check_health",

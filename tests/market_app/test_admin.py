@@ -252,7 +252,8 @@ def test_update_from_market_shows_a_diff_and_asks_before_applying(root: Client, 
             {"name": "UNITS", "is_secret": False, "is_required": False},
             {"name": "LOG_LEVEL", "is_secret": False, "is_required": False, "default": "info"},
             {"name": "REGION_TOKEN", "is_secret": True, "is_required": True}],
-        content_hash=EntryData.build(name=entry.name, kind="LOCAL", install=newer).content_hash + "2")
+        # A different hash of the same length (the column holds 64 characters; PostgreSQL enforces it).
+        content_hash=EntryData.build(name=entry.name, kind="LOCAL", install=newer).content_hash[::-1])
     url = f"/admin/market_app/marketentry/{entry.pk}/update/"
     page = root.post(url, {"tool": tool.pk})
     html = page.content.decode()
