@@ -29,6 +29,9 @@ from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "runner-test-secret"
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/13"
+# Heartbeats every TTL/3: 6 s tolerates a runner starved for a few seconds under a loaded CI (2 s did not: a
+# lapsed heartbeat sent one web process to the other runner, and two servers counted from 1).
+RUNNER_TTL_S = 6
 
 
 def _redis_up() -> bool:
@@ -60,13 +63,13 @@ class Runners:
 
     def __init__(self, tmp_path: Path) -> None:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.registry = Registry(REDIS_URL, ttl_s=2)
+        self.registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S)
         self.tmp_path = tmp_path
 
     def start(self, runner_id: str) -> None:
         port = free_port()
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
-               "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": "2"}
+               "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S)}
         self.procs[runner_id] = subprocess.Popen(
             [sys.executable, "manage.py", "toolhub_runner", "--port", str(port), "--id", runner_id], cwd=REPO,
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -98,7 +101,7 @@ def runners(tmp_path: Path) -> Iterator[Runners]:
 @pytest.fixture
 def web() -> Iterator[list[RunnerPool]]:
     """Two 'web processes': each its own pool facade and registry reader, as two workers would have."""
-    pools = [RunnerPool(SessionPool(policy=OutboundPolicy.build("")), Registry(REDIS_URL, ttl_s=2), SECRET)
+    pools = [RunnerPool(SessionPool(policy=OutboundPolicy.build("")), Registry(REDIS_URL, ttl_s=RUNNER_TTL_S), SECRET)
              for _ in range(2)]
     yield pools
     for pool in pools:
