@@ -286,6 +286,12 @@ def user_secret_values(*, tool: Tool) -> list[str]:
             for v in (values or {}).values() if v]
 
 
+def live_secret_values(*, tenant: Tenant, tool: Tool) -> list[str]:
+    """The secrets of a tool that live outside its config and change without a config change (OAuth tokens, every
+    member's own keys): read fresh for each scrubbing; no query for a tool that has neither."""
+    return oauth_token_values(tenant=tenant, tool=tool) + user_secret_values(tool=tool)
+
+
 def oauth_token_values(*, tenant: Tenant, tool: Tool) -> list[str]:
     """The tokens of a tool's OAuth connections (the scrubber masks them); none for other tools (no query)."""
     if ((tool.config or {}).get("auth") or {}).get("type") != "oauth2":

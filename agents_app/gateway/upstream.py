@@ -71,8 +71,7 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
 
 def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
                       title: str) -> dict[str, Any]:
-    secrets = secret_values(tool.type, tool.config) + selectors.user_secret_values(tool=tool) + \
-        selectors.oauth_token_values(tenant=principal.tenant, tool=tool)
+    secrets = secret_values(tool.type, tool.config) + selectors.live_secret_values(tenant=principal.tenant, tool=tool)
 
     def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
         audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,

@@ -66,8 +66,8 @@ def probe_tool(tool: Tool, actor: Any = None) -> Probe:
     """A real look at what the tool offers now (as `actor` where the tool acts as each user), scrubbed of the
     tool's secrets (a server may echo them)."""
     probe = _probe(tool, actor)
-    secrets = secret_values(tool.type, tool.config) + selectors.user_secret_values(tool=tool)
-    return _scrubbed(probe, scrubber(secrets + selectors.oauth_token_values(tenant=tool.tenant, tool=tool)))
+    secrets = secret_values(tool.type, tool.config) + selectors.live_secret_values(tenant=tool.tenant, tool=tool)
+    return _scrubbed(probe, scrubber(secrets))
 
 
 def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:

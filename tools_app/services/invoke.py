@@ -270,7 +270,7 @@ def _invoke(
             (hotcache.tenant_scope(tenant.pk),), lambda: adapters.server_spec(tool))
     result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests,
                  server_spec=pool_spec)
-    tokens = selectors.oauth_token_values(tenant=tenant, tool=tool) + selectors.user_secret_values(tool=tool)
+    tokens = selectors.live_secret_values(tenant=tenant, tool=tool)
     if tokens:
         # OAuth tokens rotate, so they are read after the call (which may have refreshed them), not cached; members'
         # own keys change whenever they set them.
