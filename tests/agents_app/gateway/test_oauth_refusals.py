@@ -171,6 +171,30 @@ def test_refresh_tokens_rotate_and_a_reused_one_revokes_the_family(served: Any, 
     assert _at(served, setup, rotated["access_token"]) == 401
 
 
+def test_a_replayed_code_is_refused_and_revokes_what_it_issued(served: Any, setup: Any) -> None:
+    client_id = registered_client(served.base_url)
+    resource = served.endpoint("acme", setup.agent_id)
+    pkce = Pkce.make()
+    resp, _ = consent_as(authorize_url(served.base_url, client_id, resource, pkce), setup.api.user.username)
+    code = redirect_params(resp)["code"]
+    first = exchange(served.base_url, client_id, code, pkce, resource)
+    assert first.status_code == 200, first.text
+    issued = first.json()
+    refresh = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": issued["refresh_token"]}
+    rotated = httpx2.post(f"{served.base_url}/oauth/token/", data=refresh).json()
+    assert _at(served, setup, rotated["access_token"]) == 200
+    # Another client's tokens are not this code's family.
+    _, bystander = tokens_for(served, setup)
+
+    replay = exchange(served.base_url, client_id, code, pkce, resource)
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    assert _at(served, setup, issued["access_token"]) == 401
+    assert _at(served, setup, rotated["access_token"]) == 401
+    again = {**refresh, "refresh_token": rotated["refresh_token"]}
+    assert httpx2.post(f"{served.base_url}/oauth/token/", data=again).status_code == 400
+    assert _at(served, setup, bystander["access_token"]) == 200
+
+
 def test_revocation_ends_the_token_at_once(served: Any, setup: Any) -> None:
     client_id, issued = tokens_for(served, setup)
     assert _at(served, setup, issued["access_token"]) == 200
