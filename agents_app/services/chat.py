@@ -483,7 +483,7 @@ def _executor(run: _Run) -> loop.Execute:
             )
             result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too
             run.results[call_id] = result.scrubbed(run.scrub)
-            if call_id in run.approved_call_ids:
+            if call_id in run.approved_call_ids and result.error_code not in loop.WAIT_CODES:
                 approval_id = next((b["id"] for b in run.approvals.values() if call_id in b["call_ids"]), None)
                 if approval_id is not None:  # the approval's page links the call it let through
                     approval_record_result(tenant=run.tenant, approval_id=approval_id, call=done.call)
@@ -642,11 +642,13 @@ def _persist(run: _Run, outcome: Event | None) -> None:
     waiting = {str(w.get("call_id")) for w in (outcome[1].get("waiting") or [])} if paused and outcome else set()
     awaiting = connecting = False
     for call in pending_calls(messages):
+        if call.call_id in waiting:
+            # Runs again on resume, once its user has connected or set their keys; a call approved before it
+            # waited keeps its approval (the batch stays live below) and is not asked for again.
+            connecting = True
+            continue
         if call.call_id in held and (paused or outcome is None):
             awaiting = True
-            continue
-        if call.call_id in waiting:
-            connecting = True  # runs again on resume, once its user has connected or set their keys
             continue
         done = run.results.get(call.call_id)
         content = render_result(done, settings.TOOLHUB_TOOL_RESULT_CHARS) if done else f"Error: not executed: {INTERRUPTED}"

@@ -82,3 +82,31 @@ def test_a_tool_without_the_persons_keys_pauses_and_a_new_message_moves_on(
     last = chat(api, agent_id, "now", conversation_id=body["conversation_id"])
     assert events(last, "tool.result")[0]["success"] is True
     assert events(last, "done")[0]["message"] == "fingerprinted"
+
+
+def test_an_approved_call_that_waits_for_keys_runs_on_resume_without_asking_again(
+        tenant: Any, member_client: Any, start_llm: Any) -> None:
+    api = member_client(tenant, Role.ADMIN)
+    resp = api.post("/api/v1/tools/", {"name": "keyed", "type": "LOCAL", "requires_approval": True, "config": {
+        "command": sys.executable, "args": [str(LEAKY)], "user_secrets": ["LEAK"]}}, format="json")
+    tool_id = resp.json()["id"]
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    llm = start_llm([call("keyed__fingerprint", {}), text("fingerprinted")])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool_id}])
+
+    body = chat(api, agent_id, "fingerprint me")
+    (held,) = events(body, "approval.required")
+    conversation_id = body["conversation_id"]
+    assert api.post(f"/api/v1/approvals/{held['approval_id']}/approve/").json()["status"] == "approved"
+    # Approved, it runs and finds the person's keys missing: the run waits for them, not for another approval.
+    waiting = api.post(f"/api/v1/conversations/{conversation_id}/resume/").json()
+    assert events(waiting, "credentials.required") and not events(waiting, "approval.required")
+    assert Conversation.objects.get(pk=conversation_id).status == "awaiting_authorization"
+
+    assert api.put(f"/api/v1/tools/{tool_id}/my-credentials/", {"values": {"LEAK": "k-123"}},
+                   format="json").status_code == 200
+    resumed = api.post(f"/api/v1/conversations/{conversation_id}/resume/").json()
+    assert not events(resumed, "approval.required")
+    assert events(resumed, "tool.result")[0]["success"] is True
+    assert events(resumed, "done")[0]["message"] == "fingerprinted"
+    assert Conversation.objects.get(pk=conversation_id).status == "idle"
