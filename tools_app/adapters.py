@@ -159,21 +159,19 @@ def acts_as_user(tool: Tool) -> bool:
 def user_values(tool: Tool, user: Any) -> tuple[dict[str, str], str] | None:
     """This user's values for the tool's per-user keys and the session principal they make ("user:<id>@<stamp>");
     None for a tool without such keys. Raises CredentialsNeeded naming the keys still missing."""
-    declared = list((tool.config or {}).get("user_secrets") or [])
-    if not declared:
+    keys = selectors.user_keys(tool=tool, user=user)
+    if keys is None:
         return None
-    user_id = getattr(user, "pk", None)
-    stored = selectors.user_credential(tool_id=tool.pk, user_id=user_id) if user_id is not None else None
-    values = dict((stored.values if stored is not None else None) or {})
-    missing = [key for key in declared if not values.get(key)]
-    if missing:
+    if keys.missing:
+        missing = keys.missing
         raise CredentialsNeeded(
             f"tool {tool.name!r} acts as each user and needs your own {', '.join(missing)}: set "
             f"{'it' if len(missing) == 1 else 'them'} with PUT /api/v1/tools/{tool.pk}/my-credentials/ "
             '{"values": {...}} or on your connections page (/accounts/connections/)',
-            details={"missing": missing, "keys": declared, "tool_id": tool.pk})
-    assert stored is not None
-    return {key: str(values[key]) for key in declared}, f"user:{user_id}@{stored.updated_at.timestamp():.6f}"
+            details={"missing": missing, "keys": keys.declared, "tool_id": tool.pk})
+    assert keys.updated_at is not None  # every key set: a stored row
+    return ({key: keys.values[key] for key in keys.declared},
+            f"user:{getattr(user, 'pk', None)}@{keys.updated_at.timestamp():.6f}")
 
 
 def server_sandbox(tenant: Tenant) -> ServerSandbox | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -252,16 +253,41 @@ def user_credential(*, tool_id: int, user_id: int) -> UserCredential | None:
     return UserCredential.objects.filter(tool_id=tool_id, user_id=user_id).first()
 
 
-def user_credentials_state(*, tool: Tool, user: Any) -> dict[str, Any] | None:
-    """The detail's `my_credentials` block: which of the tool's per-user keys this caller has set, never a value."""
+@dataclass(frozen=True)
+class UserKeys:
+    """A tool's per-user keys as one member has them: the one place "which are missing" is decided."""
+
+    declared: list[str]
+    values: dict[str, str]
+    updated_at: datetime | None
+
+    @property
+    def present(self) -> list[str]:
+        return [key for key in self.declared if self.values.get(key)]
+
+    @property
+    def missing(self) -> list[str]:
+        return [key for key in self.declared if not self.values.get(key)]
+
+
+def user_keys(*, tool: Tool, user: Any) -> UserKeys | None:
+    """This member's values for the tool's per-user keys; None for a tool without such keys (no query)."""
     declared = list((tool.config or {}).get("user_secrets") or [])
     if not declared:
         return None
-    stored = user_credential(tool_id=tool.pk, user_id=user.pk) if getattr(user, "pk", None) else None
-    values = (stored.values if stored is not None else None) or {}
-    missing = [key for key in declared if not values.get(key)]
-    return {"keys": declared, "set": [key for key in declared if values.get(key)], "missing": missing,
-            "complete": not missing, "updated_at": stored.updated_at.isoformat() if stored is not None else None}
+    user_id = getattr(user, "pk", None)
+    stored = user_credential(tool_id=tool.pk, user_id=user_id) if user_id is not None else None
+    values = {str(k): str(v) for k, v in ((stored.values if stored is not None else None) or {}).items() if v}
+    return UserKeys(declared, values, stored.updated_at if stored is not None else None)
+
+
+def user_credentials_state(*, tool: Tool, user: Any) -> dict[str, Any] | None:
+    """The detail's `my_credentials` block: which of the tool's per-user keys this caller has set, never a value."""
+    keys = user_keys(tool=tool, user=user)
+    if keys is None:
+        return None
+    return {"keys": keys.declared, "set": keys.present, "missing": keys.missing, "complete": not keys.missing,
+            "updated_at": keys.updated_at.isoformat() if keys.updated_at is not None else None}
 
 
 def member_connections(*, tenant: Tenant, user: Any) -> list[dict[str, Any]]:
