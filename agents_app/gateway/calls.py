@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.gateway.listing import GatewayFunction, listing, redacted_arguments, secrets_of
+from agents_app.gateway.oauth import usage as oauth_usage
 from agents_app.gateway.principal import Principal
 from agents_app.runtime.toolset import qualify
 from core.codes import ApiCode, Reason
@@ -68,7 +69,9 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                   on_progress: Progress | None = None, client_requests: ClientRequests | None = None,
                   *, base_url: str = "") -> CallOutcome:
     with through_client(principal.client):
-        return _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
+        outcome = _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
+    oauth_usage.note_use(principal.token_id, principal.expires_at)
+    return outcome
 
 
 def _call_function(principal: Principal, name: str, arguments: dict[str, Any],

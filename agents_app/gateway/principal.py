@@ -42,6 +42,7 @@ class Principal:
     client: str = ""
     session_key: str = ""
     expires_at: float | None = None
+    token_id: int | None = None
 
     @property
     def may_call(self) -> bool:
@@ -81,7 +82,7 @@ def authenticate(*, token: str, tenant_slug: str, agent_id: str) -> Principal | 
         return None
     principal = resolve(user=grantee.user, tenant_slug=tenant_slug, agent_id=agent_id)
     return dataclasses.replace(principal, client=grantee.client_name, session_key=grantee.session_key,
-                               expires_at=grantee.expires_at)
+                               expires_at=grantee.expires_at, token_id=grantee.token_id)
 
 
 def resolve(*, user: Any, tenant_slug: str, agent_id: str) -> Principal:

@@ -29,8 +29,13 @@ class Authorization:
     user_id: int
     username: str
     granted_at: datetime
-    last_used: datetime  # the latest token issued (each refresh is a use)
+    last_used: datetime  # the latest call through one of its tokens, or token issued (a refresh is a use)
     expires: datetime | None
+
+
+def _used(row: Any) -> datetime:
+    """A token row's last use: issued (`created`), or a call through it (agents_app.gateway.oauth.usage)."""
+    return max(row.created, row.updated)
 
 
 def _bound(rows: Iterable[Any], tenant: Tenant, agent_id: Any | None) -> list[Any]:
@@ -71,11 +76,11 @@ def authorizations_for_agent(*, tenant: Tenant, agent_id: Any, user_id: Any | No
         if seen is None:
             found[key] = Authorization(client_id=key[0], client_name=row.application.name, user_id=row.user_id,
                                        username=row.user.get_username(), granted_at=row.created,
-                                       last_used=row.created, expires=expires)
+                                       last_used=_used(row), expires=expires)
         else:
             found[key] = Authorization(
                 client_id=seen.client_id, client_name=seen.client_name, user_id=seen.user_id, username=seen.username,
-                granted_at=min(seen.granted_at, row.created), last_used=max(seen.last_used, row.created),
+                granted_at=min(seen.granted_at, row.created), last_used=max(seen.last_used, _used(row)),
                 expires=max((e for e in (seen.expires, expires) if e is not None), default=None))
     return sorted(found.values(), key=lambda a: a.last_used, reverse=True)
 
@@ -139,7 +144,7 @@ def authorizations_of_user(*, user: Any) -> list[MyAuthorization]:
             continue
         key = (row.application.client_id, *bound)
         seen = found.get(key)
-        if seen is None or row.created > seen.last_used:
+        if seen is None or _used(row) > seen.last_used:
             found[key] = MyAuthorization(client_id=key[0], client_name=row.application.name, tenant_slug=bound[0],
-                                         agent_id=bound[1], last_used=row.created)
+                                         agent_id=bound[1], last_used=_used(row))
     return sorted(found.values(), key=lambda a: a.last_used, reverse=True)

@@ -22,6 +22,7 @@ class Grantee:
     # Sessions outlive one access token (refresh rotates it): they are bound to the client and the member.
     session_key: str
     expires_at: float
+    token_id: int | None = None  # the access token's row: calls through it mark its last use
 
 
 def grantee_for(*, token: str, tenant_slug: str, agent_id: str) -> Grantee | None:
@@ -38,4 +39,4 @@ def grantee_for(*, token: str, tenant_slug: str, agent_id: str) -> Grantee | Non
         return None
     key = hashlib.sha256(f"oauth:{row.application.client_id}:{row.user.pk}".encode()).hexdigest()
     return Grantee(user=row.user, client_name=row.application.name, session_key=key,
-                   expires_at=row.expires.timestamp())
+                   expires_at=row.expires.timestamp(), token_id=row.pk)

@@ -4,12 +4,16 @@ resource that is not one agent; and the token's life: refresh rotation, revocati
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from typing import Any
 
 import httpx2
 import pytest
+from django.utils import timezone
 from oauth2_provider.models import AccessToken, Grant, RefreshToken
 
+from agents_app.gateway.oauth.authorizations import authorizations_for_agent, authorizations_of_user
 from agents_app.models import Agent
 from tenants_app.models import Membership, Role
 from tests.agents_app.gateway.oauth_support import (
@@ -257,3 +261,31 @@ def test_the_server_offers_the_code_grant_and_refresh_only() -> None:
     assert sorted(server.grant_types) == ["authorization_code", "refresh_token"]
     assert sorted(server.response_types) == ["code"]
     assert sorted(server.auth_grant._code_challenge_methods) == ["S256"]
+
+
+def test_a_call_through_a_token_is_its_clients_last_use(served: Any, setup: Any) -> None:
+    _, issued = tokens_for(served, setup)
+    hour_ago = timezone.now() - timedelta(hours=1)
+    AccessToken.objects.update(created=hour_ago, updated=hour_ago)
+    RefreshToken.objects.update(created=hour_ago, updated=hour_ago)
+    (before,) = authorizations_of_user(user=setup.api.user)
+    assert before.last_used == hour_ago
+    assert _call(served, setup, issued["access_token"], "inventory__get_inventory", {"sku": "DEMO-001"})
+    (after,) = authorizations_of_user(user=setup.api.user)
+    assert after.last_used > hour_ago + timedelta(minutes=59)
+    (shown,) = authorizations_for_agent(tenant=setup.tenant, agent_id=setup.agent_id)
+    assert shown.last_used == after.last_used
+
+
+def _call(served: Any, setup: Any, token: str, name: str, arguments: dict[str, Any]) -> bool:
+    """initialize, then one tools/call over streamable HTTP with the bearer token: whether it succeeded."""
+    url = served.endpoint("acme", setup.agent_id)
+    with httpx2.Client(headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}, timeout=30) as http:
+        init = http.post(url, json=INIT)
+        session = {"mcp-session-id": init.headers["mcp-session-id"]} if "mcp-session-id" in init.headers else {}
+        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        resp = http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                    "params": {"name": name, "arguments": arguments}}, headers=session)
+    text = resp.text
+    body = json.loads(text[text.index("{"):text.rindex("}") + 1]) if "data:" in text else resp.json()
+    return resp.status_code == 200 and not body["result"].get("isError")
