@@ -44,7 +44,7 @@ from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.plugin import ApprovalCard
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
-from tools_app.services.audit import audit
+from tools_app.services.audit import audit, through_client
 
 if TYPE_CHECKING:
     from tools_app.services.invoke import Invocation
@@ -349,16 +349,17 @@ def _run_held(*, tenant: Tenant, approval: Approval) -> Invocation:
     from tools_app.services.invoke import tool_invoke
 
     call = approval.tool_call
-    return tool_invoke(
-        tenant=tenant,
-        actor=approval.requested_by,
-        tool_id=call.tool_id,
-        function=call.function,
-        arguments=approval.held_arguments or {},
-        approved=True,
-        agent=call.agent,
-        via=approval.via,
-    )
+    with through_client(call.client):  # the run names the client the held call came through, as the held row does
+        return tool_invoke(
+            tenant=tenant,
+            actor=approval.requested_by,
+            tool_id=call.tool_id,
+            function=call.function,
+            arguments=approval.held_arguments or {},
+            approved=True,
+            agent=call.agent,
+            via=approval.via,
+        )
 
 
 # A refusal of the requester's right to the call (tools_app.policies.CALLS) as the approval's expiry reason.

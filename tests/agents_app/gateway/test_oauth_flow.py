@@ -20,7 +20,7 @@ from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 from tests.agents_app.gateway.clients import refusal
 from tests.agents_app.gateway.oauth_support import CLIENT_NAME, Browser, MemoryStorage, provider
 from tests.agents_app.support import make_agent
-from tools_app.models import ToolCall
+from tools_app.models import Approval, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -158,3 +158,9 @@ def test_a_call_held_for_approval_names_the_client_on_its_audit_row(served: Any,
     assert result.is_error and refusal(result)["error_code"] == "APPROVAL_REQUIRED"
     held = ToolCall.objects.get(function="get_inventory")
     assert (held.status, held.via, held.client) == ("awaiting_approval", "gateway", CLIENT_NAME)
+    # Approved, the call runs at once; its audit row names the same client as the held one.
+    approval = Approval.objects.get(tool_call=held)
+    decided = setup.api.post(f"/api/v1/approvals/{approval.pk}/approve/")
+    assert decided.status_code == 200, decided.content
+    ran = ToolCall.objects.exclude(pk=held.pk).get(function="get_inventory")
+    assert (ran.status, ran.via, ran.client) == ("ok", "gateway", CLIENT_NAME)
