@@ -134,8 +134,9 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
-        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
+        qs: QuerySet[Tool] = super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
             awaiting_count=Count("functions", filter=Q(functions__state=FunctionState.CHANGED)))
+        return qs
 
     def get_ordering(self, request: HttpRequest) -> Any:
         # The tenant's own MCP and HTTP tools first: a dozen built-ins would otherwise bury them.
