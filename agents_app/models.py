@@ -34,7 +34,7 @@ class AgentStatus(models.TextChoices):
     DISABLED = "DISABLED", "Disabled"
 
 
-class AgentToolQuerySet(TenantBumpingQuerySet):
+class AgentToolQuerySet(TenantBumpingQuerySet["AgentTool"]):
     tenant_path = "agent__tenant_id"
 
 

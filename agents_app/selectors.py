@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Prefetch, Q, QuerySet
@@ -11,7 +11,7 @@ from guardian.shortcuts import get_objects_for_user
 
 from agents_app.errors import AgentNotFound
 from agents_app.models import Agent, AgentStatus, AgentTool, ChatModel, Conversation, Message
-from agents_app.runtime.toolset import FunctionCandidate
+from agents_app.runtime.toolset import FunctionCandidate, FunctionState
 from core.errors import NotFound
 from core.ids import as_id
 from tenants_app.models import Tenant
@@ -107,7 +107,7 @@ def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[Function
     return [
         FunctionCandidate(
             tool_id=r[0], tool_name=r[1], tool_type=r[2], tool_status=r[3], tool_disabled_until=r[4], function=r[5],
-            description=r[6], input_schema=r[7] or {}, state=r[8], enabled=r[9],
+            description=r[6], input_schema=r[7] or {}, state=cast(FunctionState, r[8]), enabled=r[9],
             # The function's own safety: the admin's override, else its MCP annotations, else the tool's.
             safety=function_safety(tool_safety=r[10], override=r[15], annotations=r[14]),  # type: ignore[arg-type]
             tool_requires_approval=r[11], function_requires_approval=r[12], tenant_id=r[13],

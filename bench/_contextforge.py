@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
-from _common import ROOT, free_port  # type: ignore[import-not-found]
+from _common import ROOT, free_port
 
 VERSION = "1.1.0"
 PACKAGE = f"mcp-contextforge-gateway=={VERSION}"

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import child_processes, open_fds, summary  # type: ignore[import-not-found]
+from _common import child_processes, open_fds, summary
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="toolhub-bench-chat-"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import httpx2
-from _common import ROOT, free_port, pct, prod_topology, scratch_toolhub, summary  # type: ignore[import-not-found]
+from _common import ROOT, free_port, pct, prod_topology, scratch_toolhub, summary
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import summary  # type: ignore[import-not-found]
+from _common import summary
 
 from tools_app.runtime.builtins import BuiltinContext, invoke_builtin
 from tools_app.runtime.sandbox import SandboxPolicy

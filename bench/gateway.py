@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx2
-from _common import ROOT, free_port, pct, scratch_toolhub, summary  # type: ignore[import-not-found]
+from _common import ROOT, free_port, pct, scratch_toolhub, summary
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -210,7 +210,7 @@ def part_stdio(args: argparse.Namespace, base: str, token: str) -> dict[str, Any
 
 
 def part_http(args: argparse.Namespace, base: str, token: str) -> dict[str, Any]:
-    import _contextforge  # type: ignore[import-not-found]
+    import _contextforge
 
     out: dict[str, Any] = {"upstream": "streamable_http"}
     with http_upstream() as upstream:

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import summary, warm_inventory_calls  # type: ignore[import-not-found]
+from _common import summary, warm_inventory_calls
 
 from core.outbound import OutboundPolicy
 from tools_app.configs import server_spec

@@ -7,7 +7,7 @@ import asyncio
 import sys
 import time
 
-from _common import summary  # type: ignore[import-not-found]
+from _common import summary
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -67,7 +67,7 @@ def main() -> None:
     direct_all = direct + direct2
     print(f"direct SDK ClientSession (warm): {summary(direct_all)}")
     print(f"SessionPool.call (warm, sync):   {summary(pooled)}")
-    from _common import pct  # type: ignore[import-not-found]
+    from _common import pct
 
     print(
         f"ratio pool/direct: p50 {pct(pooled, 50) / pct(direct_all, 50):.2f}x, "

@@ -6,7 +6,7 @@ import argparse
 import time
 import uuid
 
-from _common import child_processes, marked_processes, open_fds, summary  # type: ignore[import-not-found]
+from _common import child_processes, marked_processes, open_fds, summary
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import IGNORE_SIGTERM, INVENTORY, MINI, PYTHON

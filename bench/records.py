@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from _common import pct, scratch_toolhub, summary  # type: ignore[import-not-found]
+from _common import pct, scratch_toolhub, summary
 
 
 def batch(tag: str, size: int) -> list[dict[str, object]]:
@@ -71,11 +71,11 @@ def main() -> None:
     def orm() -> None:
         with transaction.atomic():
             for values in batch(f"O{next(counter)}", args.size):
-                Product.objects.create(tenant=tenant, **values)  # type: ignore[arg-type]
+                Product.objects.create(tenant=tenant, **values)
 
     def bulk() -> None:
         with transaction.atomic():
-            Product.objects.bulk_create([Product(tenant=tenant, **values)  # type: ignore[arg-type, misc]
+            Product.objects.bulk_create([Product(tenant=tenant, **values)
                                          for values in batch(f"B{next(counter)}", args.size)])
 
     runs: dict[str, Callable[[], None]] = {"toolhub": toolhub, "api": api, "orm": orm, "bulk": bulk}

@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 
-from _common import (  # type: ignore[import-not-found]
+from _common import (
     ROOT,
     marked_processes,
     pct,

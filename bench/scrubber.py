@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core.secrets import MASK, Scrubber
 
 
-def best_of(fn, runs: int = 5) -> float:  # type: ignore[no-untyped-def]
+def best_of(fn, runs: int = 5) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()

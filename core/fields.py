@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
 from core import crypto
 
+# django-stubs makes Field generic (set and get types); Django's Field is not subscriptable at run time.
+if TYPE_CHECKING:
+    _TextField = models.TextField[Any, Any]
+else:
+    _TextField = models.TextField
 
-class EncryptedJSONField(models.TextField):
+
+class EncryptedJSONField(_TextField):
     """Python side: any JSON value. Database side: Fernet ciphertext text."""
 
     # django-stubs reads these to type model attributes (any JSON value, not str).

@@ -18,12 +18,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 T = TypeVar("T")
 AUTH = "auth"
@@ -172,7 +172,7 @@ def remembered(kind: str, key: Hashable, scopes: tuple[str, ...], load: Callable
     now = time.time()
     hit, value = _snapshots.get(kind, key, stamp, now)
     if hit:
-        return value
+        return cast(T, value)  # what load() returned when the snapshot was taken
     value = load()
     expires = now + ttl
     if valid_until is not None:
@@ -205,7 +205,10 @@ def clear_local() -> None:
     _snapshots.clear()
 
 
-class TenantBumpingQuerySet(QuerySet[Any]):
+_M = TypeVar("_M", bound=Model)
+
+
+class TenantBumpingQuerySet(QuerySet[_M, _M]):
     """A queryset whose signal-less writes (`update`, `bulk_create`, `bulk_update`) still drop the snapshots of
     the tenants they touch, as a save or delete does through the signals: cache invalidation lives in the data
     layer, not in a bump_tenant call each caller must remember after a bulk write.
@@ -216,7 +219,7 @@ class TenantBumpingQuerySet(QuerySet[Any]):
 
     tenant_path = "tenant_id"
 
-    def in_tenant(self, tenant_id: Any) -> TenantBumpingQuerySet:
+    def in_tenant(self, tenant_id: Any) -> Self:
         """Rows of this tenant only (filtered), and the tenant to bump known without a query."""
         narrowed = self.filter(**{self.tenant_path: tenant_id})
         narrowed._known_tenants = {tenant_id}  # type: ignore[attr-defined]

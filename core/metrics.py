@@ -62,7 +62,7 @@ def render() -> bytes:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # unannotated upstream
     else:
         registry = REGISTRY
     gauges = CollectorRegistry()

@@ -18,7 +18,7 @@ import httpcore2
 import httpx2
 
 from core.errors import DnsFailed, OutboundBlocked, ResponseTooLarge, ToolTimeout
-from core.urls import origin
+from core.urls import origin as origin  # re-exported: one origin rule, kept in core.urls
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

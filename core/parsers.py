@@ -64,11 +64,11 @@ class _NoAliasLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
             raise yaml.composer.ComposerError(
                 None, None, "YAML aliases (*name) are not accepted", event.start_mark
             )
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
         if getattr(event, "anchor", None) is not None:
             raise yaml.composer.ComposerError(
                 None, None, "YAML anchors (&name) are not accepted", event.start_mark

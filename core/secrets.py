@@ -18,7 +18,7 @@ from typing import Any
 
 from core.codes import ApiCode
 from core.errors import DomainError, ValidationFailed
-from core.urls import origin
+from core.urls import origin as origin  # re-exported: one origin rule, kept in core.urls
 
 MASK = "********"
 # The config key listing secret-map entries (as `map.key`) whose values are not secret.

@@ -1,6 +1,7 @@
 """Gunicorn for Toolhub's web processes: uvicorn workers on config.asgi (HTTP, streaming chat, the MCP gateway)."""
 
 import os
+from typing import Any
 
 bind = os.environ.get("TOOLHUB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
@@ -16,9 +17,9 @@ accesslog = None  # Django's own JSON log lines carry the request id; an access 
 wsgi_app = "config.asgi:application"
 
 
-def child_exit(server: object, worker: object) -> None:
+def child_exit(server: object, worker: Any) -> None:
     # Prometheus multiprocess mode: a dead worker's live gauges must not be summed forever.
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -14,6 +14,19 @@ from tenants_app import services
 from tenants_app.admin_scoping import ServiceAdminMixin, tenant_filter
 from tenants_app.models import Membership, Role, Tenant
 from tenants_app.selectors import tenants_for_admin
+
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _TenantForm = forms.ModelForm[Tenant]
+    _TenantAdmin = admin.ModelAdmin[Tenant]
+    _MembershipForm = forms.ModelForm[Membership]
+    _MembershipAdmin = admin.ModelAdmin[Membership]
+else:
+    _TenantForm = forms.ModelForm
+    _TenantAdmin = admin.ModelAdmin
+    _MembershipForm = forms.ModelForm
+    _MembershipAdmin = admin.ModelAdmin
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
                       "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
@@ -36,7 +49,7 @@ class NamesField(forms.CharField):
         return names or self.empty
 
 
-class TenantAdminForm(forms.ModelForm):
+class TenantAdminForm(_TenantForm):
     """Tenant policy as plain fields: lists of names one per line, never raw JSON."""
 
     command_interpreters = NamesField(
@@ -54,7 +67,7 @@ class TenantAdminForm(forms.ModelForm):
 
 
 @admin.register(Tenant)
-class TenantAdmin(ServiceAdminMixin, admin.ModelAdmin):
+class TenantAdmin(ServiceAdminMixin, _TenantAdmin):
     form = TenantAdminForm
     list_display = ["slug", "name", "is_active", "created_at"]
     search_fields = ["slug", "name"]
@@ -98,7 +111,7 @@ class TenantAdmin(ServiceAdminMixin, admin.ModelAdmin):
         obj.pk, obj._state.adding = saved.pk, False
 
 
-class MembershipAddForm(forms.ModelForm):
+class MembershipAddForm(_MembershipForm):
     """Adding a member names an existing user by username: no picker lists (or reveals) other users."""
 
     username = forms.CharField(max_length=150, help_text="The username of an existing account.")
@@ -108,14 +121,14 @@ class MembershipAddForm(forms.ModelForm):
         fields = ["tenant", "role"]
 
 
-class MembershipChangeForm(forms.ModelForm):
+class MembershipChangeForm(_MembershipForm):
     class Meta:
         model = Membership
         fields = ["role"]
 
 
 @admin.register(Membership)
-class MembershipAdmin(ServiceAdminMixin, admin.ModelAdmin):
+class MembershipAdmin(ServiceAdminMixin, _MembershipAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", tenant_filter()]
     search_fields = ["user__username", "tenant__slug"]

@@ -10,7 +10,7 @@ tenants they own or administer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -37,7 +37,7 @@ def current_tenant(request: HttpRequest) -> Tenant | None:
     the user last worked in (their membership remembers it, in any browser; this browser's cookie for tenants
     a superuser manages without a membership), else the first by slug."""
     if hasattr(request, "_toolhub_admin_tenant"):
-        return request._toolhub_admin_tenant
+        return cast("Tenant | None", request._toolhub_admin_tenant)
     allowed = tenants_for_admin(user=request.user) if request.user.is_authenticated else Tenant.objects.none()
     chosen = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
     tenant: Tenant | None = None
@@ -268,18 +268,18 @@ class ServiceAdminMixin(TenantRoleAdminMixin):
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         request._toolhub_in_changeform = True  # type: ignore[attr-defined]
         try:
-            return super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
+            return cast(HttpResponse, super().changeform_view(request, *args, **kwargs))  # type: ignore[misc]
         except AdminAbort:
             if getattr(request, "_toolhub_refusal", None) is None:
                 return HttpResponseRedirect(request.get_full_path())
             # Rolled back; this pass sees the refusal as a form error, so it renders the POST and saves nothing.
-            return super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
+            return cast(HttpResponse, super().changeform_view(request, *args, **kwargs))  # type: ignore[misc]
         finally:
             request._toolhub_in_changeform = False  # type: ignore[attr-defined]
 
     def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
-            return super().delete_view(request, *args, **kwargs)  # type: ignore[misc]
+            return cast(HttpResponse, super().delete_view(request, *args, **kwargs))  # type: ignore[misc]
         except AdminAbort:
             return HttpResponseRedirect(request.get_full_path())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -52,12 +52,12 @@ def cached(kind: str, key: str, load: Callable[[], T]) -> T:
         full = f"toolhub:{kind}:{hotcache.generations(hotcache.AUTH)[0]}:{digest}"
         hit = cache.get(full, _MISSING)
         if hit is not _MISSING:
-            return hit
+            return cast(T, hit)  # what load() returned when it was cached
         value = load()
         cache.set(full, value, timeout=ttl)
         return value
 
-    return _private(hotcache.remembered(f"auth-{kind}", digest, (hotcache.AUTH,), shared, ttl=ttl))
+    return cast(T, _private(hotcache.remembered(f"auth-{kind}", digest, (hotcache.AUTH,), shared, ttl=ttl)))
 
 
 def _private(value: Any) -> Any:

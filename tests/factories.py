@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from tenants_app.models import Membership, Role, Tenant
 from tools_app.models import Tool, ToolStatus, ToolType
 
+M = TypeVar("M")
 
-class UserFactory(factory.django.DjangoModelFactory):
+# Calling a factory creates its model (factory-boy's metaclass turns the call into create()); factory-boy's
+# annotations do not say so, so the type checker is told here. At run time this is DjangoModelFactory itself.
+if TYPE_CHECKING:
+    class ModelFactory(factory.django.DjangoModelFactory[M]):
+        def __new__(cls, *args: Any, **kwargs: Any) -> M: ...  # type: ignore[misc]  # not an instance: a model
+else:
+    ModelFactory = factory.django.DjangoModelFactory
+
+
+class UserFactory(ModelFactory[User]):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
@@ -18,7 +31,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.django.Password("pw")
 
 
-class TenantFactory(factory.django.DjangoModelFactory):
+class TenantFactory(ModelFactory[Tenant]):
     class Meta:
         model = Tenant
         django_get_or_create = ("slug",)
@@ -27,7 +40,7 @@ class TenantFactory(factory.django.DjangoModelFactory):
     name = factory.LazyAttribute(lambda o: o.slug.title())
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(ModelFactory[Membership]):
     class Meta:
         model = Membership
 
@@ -36,7 +49,7 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     role = Role.ADMIN
 
 
-class ToolFactory(factory.django.DjangoModelFactory):
+class ToolFactory(ModelFactory[Tool]):
     class Meta:
         model = Tool
 

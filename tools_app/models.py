@@ -32,7 +32,7 @@ class Safety(models.TextChoices):
     DESTRUCTIVE = "DESTRUCTIVE", "Destructive"
 
 
-class FunctionQuerySet(TenantBumpingQuerySet):
+class FunctionQuerySet(TenantBumpingQuerySet["ToolFunction"]):
     tenant_path = "tool__tenant_id"
 
 
@@ -143,7 +143,7 @@ class ToolFunction(models.Model):
                                annotations=self.annotations)
 
 
-def function_safety(*, tool_safety: str, override: str, annotations: dict | None) -> str:
+def function_safety(*, tool_safety: str, override: str, annotations: dict[str, Any] | None) -> str:
     """One function's safety class. A DESTRUCTIVE tool makes every function DESTRUCTIVE (stricter wins);
     otherwise an admin's override beats the server's annotations, which beat the tool's own class."""
     if tool_safety == Safety.DESTRUCTIVE:
@@ -151,7 +151,7 @@ def function_safety(*, tool_safety: str, override: str, annotations: dict | None
     return override or safety_from_annotations(annotations) or tool_safety
 
 
-def safety_from_annotations(annotations: dict | None) -> str | None:
+def safety_from_annotations(annotations: dict[str, Any] | None) -> str | None:
     """MCP tool annotations to a safety class; unannotated functions follow their tool."""
     if not isinstance(annotations, dict):
         return None

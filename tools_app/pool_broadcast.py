@@ -72,7 +72,7 @@ def _listen(release: Callable[[int], None]) -> None:
     while True:
         try:
             client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5, health_check_interval=30)
-            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # unannotated in redis
             pubsub.subscribe(CHANNEL)
             if lost:
                 lost = False

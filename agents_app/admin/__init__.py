@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.conf import settings
@@ -32,8 +32,27 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app import selectors as tool_selectors
 from tools_app.models import Tool
 
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _AnyModelAdmin = admin.ModelAdmin[Any]
+    _ChatModelForm = forms.ModelForm[ChatModel]
+    _AgentToolForm = forms.ModelForm[AgentTool]
+    _AgentToolInline = admin.StackedInline[AgentTool, Agent]
+    _AgentForm = forms.ModelForm[Agent]
+    _MessageInline = admin.TabularInline[Message, Conversation]
+    _ConversationAdmin = admin.ModelAdmin[Conversation]
+else:
+    _AnyModelAdmin = admin.ModelAdmin
+    _ChatModelForm = forms.ModelForm
+    _AgentToolForm = forms.ModelForm
+    _AgentToolInline = admin.StackedInline
+    _AgentForm = forms.ModelForm
+    _MessageInline = admin.TabularInline
+    _ConversationAdmin = admin.ModelAdmin
 
-class _ServiceAdmin(ServiceAdminMixin, admin.ModelAdmin):
+
+class _ServiceAdmin(ServiceAdminMixin, _AnyModelAdmin):
     """Scoped to the tenants the user administers; a service error becomes a message, not a 500."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
@@ -63,7 +82,7 @@ class _ServiceAdmin(ServiceAdminMixin, admin.ModelAdmin):
         raise NotImplementedError
 
 
-class ChatModelAdminForm(forms.ModelForm):
+class ChatModelAdminForm(_ChatModelForm):
     """`api_key` is write-only: the field starts blank and blank keeps the stored key."""
 
     api_key_input = forms.CharField(
@@ -141,7 +160,7 @@ def function_choices(tool: Tool | None, keep: list[str] | None = None) -> list[t
     return choices
 
 
-class AgentToolForm(forms.ModelForm):
+class AgentToolForm(_AgentToolForm):
     """A link: the tool, which of its functions (all, or a ticked few) and whether calls need approval."""
 
     functions_mode = forms.ChoiceField(
@@ -180,7 +199,7 @@ class AgentToolForm(forms.ModelForm):
                                  else None, requires_approval=APPROVAL_VALUES.get(data.get("approval") or "", None))
 
 
-class AgentToolInline(TenantRoleAdminMixin, admin.StackedInline):
+class AgentToolInline(TenantRoleAdminMixin, _AgentToolInline):
     model = AgentTool
     form = AgentToolForm
     extra = 1
@@ -195,7 +214,7 @@ class AgentToolInline(TenantRoleAdminMixin, admin.StackedInline):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
-class AgentAdminForm(forms.ModelForm):
+class AgentAdminForm(_AgentForm):
     """The agent, with its intent routing settings (the same fields the API takes)."""
 
     routing = forms.ChoiceField(choices=AgentRouting.choices, initial=AgentRouting.ALL, label="Routing",
@@ -357,7 +376,7 @@ class AgentAdmin(_ServiceAdmin):
         self.call_service(request, services.agent_delete, tenant=obj.tenant, agent_id=obj.pk)
 
 
-class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
+class MessageInline(ReadOnlyAdminMixin, _MessageInline):
     model = Message
     extra = 0
     can_delete = False
@@ -366,7 +385,7 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConversationAdmin(ReadOnlyAdminMixin, _ConversationAdmin):
     list_display = ["id", "tenant", "agent", "user", "status", "title", "updated_at"]
     list_filter = [tenant_filter(), "status"]
     search_fields = ["title"]

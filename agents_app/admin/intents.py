@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin
@@ -17,8 +17,17 @@ from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import FunctionState, ToolFunction
 
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _IntentExampleInline = admin.TabularInline[IntentExample, IntentNode]
+    _IntentNodeForm = forms.ModelForm[IntentNode]
+else:
+    _IntentExampleInline = admin.TabularInline
+    _IntentNodeForm = forms.ModelForm
 
-class IntentExampleInline(TenantRoleAdminMixin, admin.TabularInline):
+
+class IntentExampleInline(TenantRoleAdminMixin, _IntentExampleInline):
     model = IntentExample
     extra = 3
     fields = ["text", "position", "embedded"]
@@ -29,7 +38,7 @@ class IntentExampleInline(TenantRoleAdminMixin, admin.TabularInline):
         return bool(obj.pk and obj.embedding)
 
 
-class IntentNodeForm(forms.ModelForm):
+class IntentNodeForm(_IntentNodeForm):
     # Ticked from the tenant's known functions; the service checks every ref, and an unknown one comes back here.
     function_refs = PickedNames(
         label="Functions", required=False, widget=forms.CheckboxSelectMultiple(attrs={"class": "toolhub-fn-picker"}),

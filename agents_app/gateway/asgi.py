@@ -15,7 +15,7 @@ import logging
 import re
 import weakref
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -148,7 +148,7 @@ def challenge(scope: Scope, slug: str, agent_id: str, error: str | None = None) 
 def _bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            scheme, _, credential = value.decode("latin-1").partition(" ")
+            scheme, _, credential = cast(bytes, value).decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and credential.strip():
                 return credential.strip()
             return ""

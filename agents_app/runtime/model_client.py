@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import httpx2
@@ -129,7 +129,7 @@ def _status_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"]
+            return cast(str, err["message"])
         if isinstance(err, str):
             return err
     return ""

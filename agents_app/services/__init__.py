@@ -1,7 +1,6 @@
 """Agents writes. Each module holds one family of services; import them from here."""
 
 from agents_app.services.catalog import (
-    KEEP,
     AgentInput,
     ChatModelInput,
     ToolLink,
@@ -13,6 +12,7 @@ from agents_app.services.catalog import (
     chat_model_update,
 )
 from agents_app.services.chat import ChatRun, chat_start, conversation_resume
+from core.secrets import KEEP
 
 __all__ = [
     "KEEP",

@@ -69,7 +69,7 @@ class _Client(FastHttpUser):
     connection_timeout = 5.0
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
         self.base = next(_next_host)
         self.mcp_session: str | None = None
         self.rpc_id = 0
@@ -175,6 +175,8 @@ class ToolhubUser(_Client):
 
 class ContextForgeUser(_Client):
     """The same mix against ContextForge: its REST tool list, its JSON-RPC tools/call and its virtual server."""
+
+    initialized: bool  # the virtual server's MCP session was set up (set in __init__)
 
     def list_tools(self) -> None:
         with self.client.get(f"{CF_BASE}/tools", headers=CF_HEADERS, name="GET /tools/", catch_response=True) as resp:

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import free_port, prod_topology  # type: ignore[import-not-found]  # noqa: E402
+from _common import free_port, prod_topology  # noqa: E402
 
 BENCH_VENV = ROOT / "var" / "bench-venv"
 OUT = ROOT / "var" / "bench-load"
@@ -377,8 +377,8 @@ def setup_remote(base: str, token: str, upstream: str) -> tuple[int, int, str]:
 def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str], token: str, users: int,
                          duration: int) -> dict[str, object]:
     """The same list/invoke/gateway mix (no chat) against Toolhub and ContextForge over one upstream."""
-    import _contextforge  # type: ignore[import-not-found]
-    from gateway import http_upstream  # type: ignore[import-not-found]
+    import _contextforge
+    from gateway import http_upstream
 
     executable, how = _contextforge.find_or_install()
     if executable is None:

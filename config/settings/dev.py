@@ -2,8 +2,10 @@
 
 import os
 
+from core.env import env_bool
+
 from .base import *  # noqa: F403
-from .base import BASE_DIR, TOOLHUB_LOCAL_SANDBOX_RO_PATHS, TOOLHUB_OUTBOUND_ALLOW, env_bool
+from .base import BASE_DIR, TOOLHUB_LOCAL_SANDBOX_RO_PATHS, TOOLHUB_OUTBOUND_ALLOW
 
 DEBUG = env_bool("DEBUG", True)
 # The demo tools (inventory server, local catalog) live on this machine.

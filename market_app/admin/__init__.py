@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -23,6 +23,17 @@ from tenants_app.admin_scoping import ReadOnlyAdminMixin, ServiceAdminMixin, cur
 from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
+
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _SourceForm = forms.ModelForm[MarketSource]
+    _MarketSourceAdmin = admin.ModelAdmin[MarketSource]
+    _MarketEntryAdmin = admin.ModelAdmin[MarketEntry]
+else:
+    _SourceForm = forms.ModelForm
+    _MarketSourceAdmin = admin.ModelAdmin
+    _MarketEntryAdmin = admin.ModelAdmin
 
 TO_BE_ENTERED = "(to be entered below)"
 
@@ -123,7 +134,7 @@ class HeaderRowsField(forms.Field):
         return headers or None
 
 
-class SourceAdminForm(forms.ModelForm):
+class SourceAdminForm(_SourceForm):
     """`auth_headers` is write-only: stored headers are listed by name only; blank keeps each stored value."""
 
     auth_headers_rows = HeaderRowsField(
@@ -143,7 +154,7 @@ class SourceAdminForm(forms.ModelForm):
 
 
 @admin.register(MarketSource)
-class MarketSourceAdmin(ServiceAdminMixin, admin.ModelAdmin):
+class MarketSourceAdmin(ServiceAdminMixin, _MarketSourceAdmin):
     form = SourceAdminForm
     service_error_fields = {"auth_headers": "auth_headers_rows"}
     change_form_template = "admin/market_app/marketsource/change_form.html"
@@ -274,7 +285,7 @@ class LoadForm(forms.Form):
 
 
 @admin.register(MarketEntry)
-class MarketEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class MarketEntryAdmin(ReadOnlyAdminMixin, _MarketEntryAdmin):
     change_form_template = "admin/market_app/marketentry/change_form.html"
     list_display = ["entry", "summary", "kind", "status", "version", "is_shell_command"]
     list_display_links = ["entry"]

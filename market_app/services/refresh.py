@@ -184,14 +184,14 @@ def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, A
         seen.add(data.name)
         row = existing.get(data.name)
         if row is None:
-            if data.status == EntryStatus.REMOVED:
+            if data.status == "removed":
                 continue  # never seen and already gone: nothing anyone could load
             new = MarketEntry(source_id=source_id, name=data.name, created_at=now)
             _assign(new, data, now)
             creates.append(new)
             counts.added += 1
         elif (row.content_hash, row.status) != (data.content_hash, data.status):
-            if data.status == EntryStatus.REMOVED and row.status != EntryStatus.REMOVED:
+            if data.status == "removed" and row.status != EntryStatus.REMOVED:
                 counts.removed += 1
             else:
                 counts.updated += 1

@@ -130,6 +130,7 @@ def test_yaml_import_without_aliases_still_works(api: Any) -> None:
 def test_malformed_urls_get_the_envelope_and_write_nothing(api: Any, url: str) -> None:
     """A malformed URL is a typed 400: `http://[::1` raised ValueError, `http://0177.0.0.1` InvalidURL: both were 500s."""
     before = Tool.objects.count()
+    body: dict[str, Any]
     for body in (
         {"name": "u1", "type": "HTTP", "config": {"url": url}},
         {"name": "u2", "type": "REMOTE", "config": {"url": url}},

@@ -29,7 +29,7 @@ def test_action_roles_are_read_only() -> None:
             raise NotImplementedError
 
     with pytest.raises(TypeError):
-        Declared.action_roles["invoke"] = Role.VIEWER  # type: ignore[index]
+        Declared.action_roles["invoke"] = Role.VIEWER
     assert ToolViewSet.action_roles["invoke"] == Role.MEMBER
 
 

@@ -14,7 +14,7 @@ from tests.fixtures.mcp_servers import free_port, wait_listening
 
 
 def pool_of(backend: SharedPoolRedisCache) -> object:
-    return backend._cache._get_connection_pool(True)
+    return backend._cache._get_connection_pool(True)  # type: ignore[attr-defined]  # private: not in django-stubs
 
 
 def test_backends_built_for_different_requests_share_one_pool() -> None:

@@ -6,6 +6,7 @@ import importlib
 import pkgutil
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,9 @@ def _import_everything() -> None:
             importlib.import_module(info.name)
 
 
-def _subclasses(cls: type) -> list[type]:
-    out, todo = [], [cls]
+def _subclasses(cls: type[Any]) -> list[Any]:
+    out: list[Any] = []
+    todo = [cls]
     while todo:
         for sub in todo.pop().__subclasses__():
             out.append(sub)

@@ -24,7 +24,12 @@ def _in_child(check: Any) -> int:
 
 def test_a_value_is_made_once_per_process_and_again_in_a_forked_child() -> None:
     made: list[int] = []
-    holder = PerProcess(lambda: made.append(os.getpid()) or object())
+
+    def make() -> object:
+        made.append(os.getpid())
+        return object()
+
+    holder = PerProcess(make)
     first = holder.get()
     assert holder.get() is first and made == [os.getpid()]
     # In the child the parent's value is forgotten, so get() makes a new one there.

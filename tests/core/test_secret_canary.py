@@ -69,7 +69,7 @@ def console() -> Iterator[io.StringIO]:
         yield out
     finally:
         for h, stream in zip(handlers, previous, strict=True):
-            h.setStream(stream)  # type: ignore[arg-type]
+            h.setStream(stream)
 
 
 def make(api: Any, name: str, tool_type: str, config: dict[str, Any]) -> int:
@@ -84,7 +84,7 @@ def invoke(api: Any, tool_id: int, function: str) -> Any:
     return resp
 
 
-def audit_rows(tool_id: int) -> list[dict[str, Any]]:
+def audit_rows(tool_id: int) -> list[Any]:
     return list(ToolCall.objects.filter(tool_id=tool_id).values("arguments", "result_excerpt", "error"))
 
 

@@ -34,7 +34,7 @@ def throttle(monkeypatch: Any) -> Any:
 
     def ask() -> tuple[bool, float | None]:
         t = ScopedWindowThrottle()
-        t.timer = clock  # type: ignore[assignment]
+        t.timer = clock
         return t.allow_request(request, View()), t.wait()
 
     yield ask, clock

@@ -6,9 +6,10 @@ import factory
 
 from market_app.catalog import EntryData
 from market_app.models import MarketEntry, MarketSource
+from tests.factories import ModelFactory
 
 
-class SourceFactory(factory.django.DjangoModelFactory):
+class SourceFactory(ModelFactory[MarketSource]):
     class Meta:
         model = MarketSource
 
@@ -23,7 +24,7 @@ def _hash(o: object) -> str:
     return EntryData.build(name=o.name, kind=o.kind, install=install).content_hash  # type: ignore[attr-defined]
 
 
-class EntryFactory(factory.django.DjangoModelFactory):
+class EntryFactory(ModelFactory[MarketEntry]):
     class Meta:
         model = MarketEntry
 

@@ -155,7 +155,7 @@ def test_entry_page_loads_with_values_and_updates_a_loaded_tool(root: Client, te
     done = root.post(f"/admin/market_app/marketentry/{entry.pk}/load/",
                      {"tenant": tenant.pk, "name": "kb", "headers__X-Api-Key": CANARY, "headers__X-Team": "blue"})
     tool = Tool.objects.get(tenant=tenant, name="kb")
-    assert done.status_code == 302 and done.url.endswith(f"/tools_app/tool/{tool.pk}/change/")
+    assert done.status_code == 302 and done.url.endswith(f"/tools_app/tool/{tool.pk}/change/")  # type: ignore[attr-defined]  # a redirect; django-stubs type it as a plain response
     assert mask_config("REMOTE", tool.config)["headers"] == {"X-Api-Key": "********", "X-Team": "blue"}
     type(entry).objects.filter(pk=entry.pk).update(content_hash="newer", install={
         "url": "https://kb.example.test/mcp/v2", "transport": "streamable_http"})
@@ -215,7 +215,7 @@ def test_tool_page_offers_the_market_update(root: Client, tenant: Any) -> None:
     assert diff.status_code == 200 and 'name="back" value="tool"' in html and f'href="{page}" class="closelink"' in html
     back = root.post(f"/admin/market_app/marketentry/{entry.pk}/update/",
                      {"tool": tool.pk, "back": "tool", "confirm": "yes"})
-    assert back.status_code == 302 and back.url.endswith(page)
+    assert back.status_code == 302 and back.url.endswith(page)  # type: ignore[attr-defined]  # a redirect; django-stubs type it as a plain response
     tool.refresh_from_db()
     assert tool.config["url"].endswith("/v2") and tool.market_hash == "v2"
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 SECRET = "sk-canary-4417"
 
 
-def publish(source: MarketSource, items: list[dict[str, Any]], fmt: str = "list") -> dict[str, Any]:
+def publish(source: MarketSource, items: Any, fmt: str = "list") -> dict[str, Any]:
     """Put `items` into the source as a full refresh would (no HTTP)."""
     parsed = parse_document({"data": items} if fmt == "list" else items, fmt)
     return services.source_apply_catalog(source_id=source.pk, fetched=FetchResult(

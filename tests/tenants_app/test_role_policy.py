@@ -60,7 +60,8 @@ def test_both_sides_agree_on_every_user_tenant_and_role(grid: Any) -> None:
                     passed = False
                     assert isinstance(exc, NotFound) == (denial is not None and denial.code == "not_a_member")
                 assert passed == (denial is None), (needed, name, tenant.slug)
-                membership = Membership.objects.filter(tenant=tenant, user_id=getattr(user, "pk", None)).first()
+                user_pk: Any = getattr(user, "pk", None)
+                membership = Membership.objects.filter(tenant=tenant, user_id=user_pk).first()
                 if membership is not None:
                     try:
                         membership.require(needed, user=user)

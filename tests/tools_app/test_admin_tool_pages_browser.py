@@ -49,7 +49,7 @@ def page(live_server: Any, tenant: Any, monkeypatch: Any) -> Iterator[Any]:
             p.fill("#id_password", "pw-browser-2")
             p.click("input[type=submit]")
             p.wait_for_url("**/admin/")
-            p.base = live_server.url
+            p.base = live_server.url  # type: ignore[attr-defined]  # the tests' own attribute on the page
             yield p
         finally:
             browser.close()

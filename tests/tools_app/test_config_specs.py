@@ -8,6 +8,7 @@ import pytest
 
 from tools_app import configs
 from tools_app.models import Tool, ToolType
+from tools_app.runtime.mcp import RemoteSpec
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +109,7 @@ def test_runtime_takes_the_stored_spec_without_validating_again() -> None:
     remote = configs.server_spec(tool_id=1, config_version=2, tenant_key="t", tool_type="REMOTE",
                                  config=configs.validate_config("REMOTE", {"url": URL, "headers": {"A": "b"}}),
                                  validated=True)
+    assert isinstance(remote.target, RemoteSpec)
     assert remote.key == (1, 2, "") and remote.target.headers == (("A", "b"),)
 
 

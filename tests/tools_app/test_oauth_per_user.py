@@ -65,6 +65,7 @@ def test_each_member_connects_and_calls_as_themselves(api: Any, member_client: A
     # Nobody's tokens in the audit.
     audit = str(list(ToolCall.objects.values()))
     for tokens in OAuthConnection.objects.values_list("tokens", flat=True):
+        assert tokens is not None
         assert all(token not in audit for token in tokens.values())
 
 

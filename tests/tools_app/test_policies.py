@@ -66,10 +66,11 @@ def world(tenant: Any, other_tenant: Any) -> dict[str, Any]:
     }
     assign_perm("tools_app.use_tool", users["granted"], tools["granted"])
     agents: dict[str, Any] = {"none": None}
-    for name, links in {"all": {"open": None, "granted": None, "paused": None},
-                        "narrow": {"open": ["active", "disabled"]},
-                        "private": {"open": None},
-                        "off": {"open": None}}.items():
+    links_of: dict[str, dict[str, list[str] | None]] = {"all": {"open": None, "granted": None, "paused": None},
+                                                        "narrow": {"open": ["active", "disabled"]},
+                                                        "private": {"open": None},
+                                                        "off": {"open": None}}
+    for name, links in links_of.items():
         agent = Agent.objects.create(tenant=tenant, name=name,
                                      status=AgentStatus.DISABLED if name == "off" else AgentStatus.ENABLED)
         for tool_name, allowed in links.items():

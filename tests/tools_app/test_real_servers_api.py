@@ -56,6 +56,7 @@ def test_invoke_body_keeps_the_content_list_and_audit_keeps_an_excerpt(api: Any,
     assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
     assert "[image: image/png" in body["text"]
     row = ToolCall.objects.get(pk=body["call_id"])
+    assert row.result_content is not None
     assert [b["type"] for b in row.result_content] == ["text", "image", "text"]
     stored = row.result_content[1]["data"]
     assert len(stored) < len(image["data"]) and stored.endswith(f"[{len(image['data'])} chars]")

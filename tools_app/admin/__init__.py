@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -41,6 +41,19 @@ from tools_app.models import (
 from tools_app.services import discovery
 from tools_app.services.approvals import needs_approval
 
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _ToolFunctionInline = admin.TabularInline[ToolFunction, Tool]
+    _ToolAdmin = admin.ModelAdmin[Tool]
+    _ToolFunctionAdmin = admin.ModelAdmin[ToolFunction]
+    _ToolCallAdmin = admin.ModelAdmin[ToolCall]
+else:
+    _ToolFunctionInline = admin.TabularInline
+    _ToolAdmin = admin.ModelAdmin
+    _ToolFunctionAdmin = admin.ModelAdmin
+    _ToolCallAdmin = admin.ModelAdmin
+
 CONFIG_HELP = ("Fields marked * are required. Rows marked <b>secret</b> are write-only: a stored secret shows "
                "<code>********</code>, which keeps it; type a new value to replace it. Rows marked <b>shown</b> "
                "are plain values anyone managing this tool can read back.")
@@ -59,7 +72,7 @@ def function_approval(fn: ToolFunction) -> str:
     return "no" if fn.requires_approval is False else "no (as the tool)"
 
 
-class ToolFunctionInline(TenantRoleAdminMixin, admin.TabularInline):
+class ToolFunctionInline(TenantRoleAdminMixin, _ToolFunctionInline):
     model = ToolFunction
     extra = 0
     can_delete = False
@@ -108,7 +121,7 @@ HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_u
 
 
 @admin.register(Tool)
-class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
+class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
     form = ToolAdminForm
     change_form_template = "admin/tools_app/tool/change_form.html"
     list_display = ["name", "tenant", "type", "status", "safety", "health", "awaiting"]
@@ -121,8 +134,9 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, admin.ModelAdmin):
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
-        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
+        qs: QuerySet[Tool] = super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
             awaiting_count=Count("functions", filter=Q(functions__state=FunctionState.CHANGED)))
+        return qs
 
     def get_ordering(self, request: HttpRequest) -> Any:
         # The tenant's own MCP and HTTP tools first: a dozen built-ins would otherwise bury them.
@@ -340,7 +354,7 @@ FUNCTION_FIELDS = ["tool", "name", "description", "input_schema", "output_schema
 
 
 @admin.register(ToolFunction)
-class ToolFunctionAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class ToolFunctionAdmin(TenantRoleAdminMixin, _ToolFunctionAdmin):
     list_display = ["function_ref", "badge", "asks_approval", "safety"]
     list_display_links = ["function_ref"]
     list_select_related = ["tool"]
@@ -425,7 +439,7 @@ class ViaFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ToolCallAdmin(ReadOnlyAdminMixin, _ToolCallAdmin):
     # Four columns that fit beside the filters at 1280 px: when, which call, how it ended, where it came from.
     list_display = ["created_at", "tenant", "call", "outcome", "origin"]
     list_filter = [tenant_filter(), "status", "tool", "agent", ViaFilter, "created_at"]

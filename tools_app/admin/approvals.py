@@ -6,7 +6,7 @@ expiry, running a held direct call); this page only shows and forwards.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -25,6 +25,13 @@ from tools_app import selectors
 from tools_app.configs import secret_values
 from tools_app.models import Approval, ApprovalStatus, ApprovalVia, Safety, ToolFunction, function_safety
 from tools_app.services.approvals import approval_decide, may_decide
+
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _ApprovalAdmin = admin.ModelAdmin[Approval]
+else:
+    _ApprovalAdmin = admin.ModelAdmin
 
 ARGUMENTS_SHOWN = 300  # characters of the (redacted) arguments shown in the list
 
@@ -58,7 +65,7 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ApprovalAdmin(TenantRoleAdminMixin, admin.ModelAdmin):
+class ApprovalAdmin(TenantRoleAdminMixin, _ApprovalAdmin):
     list_display = ["request", "arguments_shown", "requester", "safety_shown", "waiting", "state", "decide"]
     list_display_links = ["request"]
     change_list_template = "admin/approvals/change_list.html"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 
@@ -22,8 +22,15 @@ from tools_app.configs import mask_config
 from tools_app.models import Tool, ToolType
 from tools_app.services.tools import check_name, config_check
 
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _ToolForm = forms.ModelForm[Tool]
+else:
+    _ToolForm = forms.ModelForm
 
-class BaseToolAdminForm(forms.ModelForm):
+
+class BaseToolAdminForm(_ToolForm):
     """Write-only secrets: stored secret values appear as the mask, which keeps them when submitted."""
 
     config_advanced = forms.BooleanField(

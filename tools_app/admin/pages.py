@@ -155,10 +155,11 @@ class ToolPagesMixin:
             path("<path:object_id>/oauth/disconnect/", wrap(self.oauth_disconnect_view),
                  name="tools_app_tool_oauth_disconnect"),
         ]
-        return own + super().get_urls()  # type: ignore[misc]
+        urls: list[Any] = own + super().get_urls()  # type: ignore[misc]
+        return urls
 
     def _tool(self, request: HttpRequest, object_id: str) -> Tool:
-        tool = self.get_object(request, object_id)  # type: ignore[attr-defined]
+        tool: Tool | None = self.get_object(request, object_id)  # type: ignore[attr-defined]
         if tool is None or not self.has_view_permission(request, tool):  # type: ignore[attr-defined]
             raise Http404("no such tool")
         return tool

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import Count, QuerySet
@@ -15,11 +15,18 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app.models import RefusedCall
 from tools_app.services.invoke import REFUSED_CODES
 
+# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
+# so the parameterised bases exist for the type checker only.
+if TYPE_CHECKING:
+    _RefusedCallAdmin = admin.ModelAdmin[RefusedCall]
+else:
+    _RefusedCallAdmin = admin.ModelAdmin
+
 TOP_REASONS = 10
 
 
 @admin.register(RefusedCall)
-class RefusedCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RefusedCallAdmin(ReadOnlyAdminMixin, _RefusedCallAdmin):
     """Argument validation errors and tools' refusals, newest first, tenant-scoped; the most frequent on top."""
 
     list_display = ["created_at", "tenant", "tool_name", "function", "error_code", "reason", "via", "agent", "actor"]

@@ -19,7 +19,7 @@ TEXT, NUMBER, INTEGER, BOOLEAN, DATE, DATETIME, REFERENCE, OTHER = (
     "text", "number", "integer", "boolean", "date", "datetime", "reference", "other")
 
 
-def kind_of(f: models.Field) -> str:
+def kind_of(f: models.Field[Any, Any]) -> str:
     """The JSON-facing kind of a model field: decides which values and filter operators it takes."""
     if f.is_relation:
         return REFERENCE
@@ -50,7 +50,7 @@ class RecordModel:
     tenant_field: str
     row_filter: RowFilter | None = None
     label: str = ""
-    _fields: dict[str, models.Field] = field(default_factory=dict, compare=False, repr=False)
+    _fields: dict[str, models.Field[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
     # Worked out once at registration: every value of every record of a batch asks for them.
     _kinds: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _choices: dict[str, list[Any] | None] = field(default_factory=dict, compare=False, repr=False)
@@ -59,7 +59,7 @@ class RecordModel:
     def pk_name(self) -> str:
         return "id"
 
-    def model_field(self, name: str) -> models.Field:
+    def model_field(self, name: str) -> models.Field[Any, Any]:
         return self._fields[name]
 
     def kind(self, name: str) -> str:
@@ -138,7 +138,7 @@ def register(
         raise RecordRegistryError(f"{opts.label} has no field(s) {unknown}; it has {sorted(concrete)}")
     if tenant_field in wanted:
         raise RecordRegistryError(f"{opts.label}.{tenant_field} is the tenant: it cannot be exposed")
-    by_name: dict[str, models.Field] = {"id": pk}
+    by_name: dict[str, models.Field[Any, Any]] = {"id": pk}
     by_name.update({n: concrete[n] for n in wanted if n != "id" and n != pk.name})
     locked = set(read_only) | {"id", pk.name}
     writable = tuple(n for n, f in by_name.items()

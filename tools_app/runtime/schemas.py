@@ -130,7 +130,7 @@ def normalize_for_openai(schema: dict[str, Any] | None) -> dict[str, Any]:
             out["properties"] = {}
         return out
 
-    result = walk(root)
+    result: dict[str, Any] = walk(root)
     if result.get("type") != "object":
         result = {"type": "object", "properties": {}, **{k: v for k, v in result.items() if k != "type"}}
     result.setdefault("properties", {})

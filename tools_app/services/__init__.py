@@ -1,7 +1,7 @@
 """Tool writes. Each module holds one family of services; import them from here."""
 
+from core.secrets import KEEP
 from tools_app.services.tools import (
-    KEEP,
     ToolInput,
     tool_create,
     tool_set_status,

@@ -89,7 +89,7 @@ def _revoke_rows(access: list[Any], refresh: list[Any], grants: list[Any]) -> in
     for row in refresh:
         row.revoke()  # revokes the refresh token and deletes its access token
     leftover = get_access_token_model().objects.filter(pk__in=[a.pk for a in access])
-    count = len(refresh) + leftover.count()
+    count: int = len(refresh) + leftover.count()
     for token in leftover:
         token.delete()  # one by one: each delete drops remembered gateway principals (signals)
     get_grant_model().objects.filter(pk__in=[g.pk for g in grants]).delete()

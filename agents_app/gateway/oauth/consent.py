@@ -4,7 +4,7 @@ and a member without access to the agent is refused there (django-oauth-toolkit'
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django.contrib import admin
@@ -44,7 +44,7 @@ class ConsentView(AuthorizationView):
     def _invalid_target(self, application: Any, redirect_uri: str, state: str | None) -> HttpResponse:
         error = CustomOAuth2Error(error="invalid_target", state=state,
                                   description="resource must be one Toolhub agent's gateway URL")
-        return self.error_response(OAuthToolkitError(error=error, redirect_uri=redirect_uri), application)
+        return cast(HttpResponse, self.error_response(OAuthToolkitError(error=error, redirect_uri=redirect_uri), application))
 
     def _refused(self, request: HttpRequest, application: Any) -> HttpResponse:
         return render(request, "oauth/consent_refused.html", {
@@ -61,7 +61,7 @@ class ConsentView(AuthorizationView):
         try:
             _scopes, credentials = self.validate_authorization_request(request)
         except OAuthToolkitError as error:
-            return self.error_response(error, application=None)
+            return cast(HttpResponse, self.error_response(error, application=None))
         application = get_application_model().objects.get(client_id=credentials["client_id"])
         target = _target(request, request.GET.getlist("resource"))
         if target is None:
@@ -69,7 +69,7 @@ class ConsentView(AuthorizationView):
         self.principal = _principal(request.user, target)
         if self.principal is None:
             return self._refused(request, application)
-        return super().get(request, *args, **kwargs)
+        return cast(HttpResponse, super().get(request, *args, **kwargs))
 
     def form_valid(self, form: Any) -> HttpResponse:
         # The hidden fields came back from the browser: the resource and the member's access are checked again.
@@ -81,15 +81,15 @@ class ConsentView(AuthorizationView):
             return self._invalid_target(application, form.cleaned_data["redirect_uri"], form.cleaned_data.get("state"))
         if form.cleaned_data.get("allow") and _principal(self.request.user, target) is None:
             return self._refused(self.request, application)
-        return super().form_valid(form)
+        return cast(HttpResponse, super().form_valid(form))
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
+        context: dict[str, Any] = super().get_context_data(**kwargs)
         context.update(admin.site.each_context(self.request))
         principal = self.principal
         if principal is not None:
             redirect = urlsplit(str(context.get("redirect_uri") or ""))
-            application = context.get("application")
+            application: Any = context.get("application")
             documented = getattr(application, "registration_source", "") == "cimd"
             context.update(
                 title="Authorize an MCP client", agent=principal.agent, tenant=principal.tenant,

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -135,7 +135,7 @@ class IntentEmbedder:
 def _normalise(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return rows / norms
+    return cast(np.ndarray, rows / norms)  # numpy types arithmetic on ndarray as Any
 
 
 _default: IntentEmbedder | None = None

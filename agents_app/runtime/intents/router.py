@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -326,13 +326,13 @@ class _Space:
     def question(self, q: np.ndarray) -> np.ndarray:
         """A question's part, centred and whitened like the examples, as a unit vector."""
         out = q - self.mu if self.transform is None else (q - self.mu) @ self.transform
-        return out / (float(np.linalg.norm(out)) or 1.0)
+        return cast(np.ndarray, out / (float(np.linalg.norm(out)) or 1.0))  # numpy types arithmetic as Any
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (rows / norms).astype(np.float32)
+    return cast(np.ndarray, (rows / norms).astype(np.float32))  # numpy types arithmetic as Any
 
 
 def timed_route(index: IntentIndex, question: str, **kw: Any) -> tuple[list[Match], int]:

@@ -33,7 +33,7 @@ async def _session_run(url: str, browser: Browser, storage: MemoryStorage, *, tr
                        call: tuple[str, dict[str, Any]] | None = None) -> tuple[Any, Any]:
     auth = provider(url, browser, storage)
     if transport == "sse":
-        async with sse_client(url.rstrip("/") + "/sse", auth=auth) as (read, write):  # type: ignore[call-arg]
+        async with sse_client(url.rstrip("/") + "/sse", auth=auth) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = await session.list_tools()

@@ -167,14 +167,14 @@ def test_retraining_after_examples_change(api: Any, tenant: Any) -> None:
     before = route(api, question)["matches"]
     assert before[0]["score"] < 0.35  # nothing in the tree is about exchange rates yet
     node = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "ops-tickets")
-    old_vectors = {e.text: bytes(e.embedding) for e in IntentExample.objects.filter(node_id=node["id"])}
+    old_vectors = {e.text: bytes(e.embedding or b"") for e in IntentExample.objects.filter(node_id=node["id"])}
     new_examples = [*TICKETS[:2], "how many yuan is 100 us dollars", "convert euros into dollars",
                     "100美元能换多少人民币"]
     resp = api.patch(f"/api/v1/intents/{node['id']}/", {"examples": new_examples, "version": 1}, format="json")
     assert resp.status_code == 200 and resp.json()["version"] == 2
     rows = {e.text: e for e in IntentExample.objects.filter(node_id=node["id"])}
     assert list(rows) == new_examples and all(r.embedding for r in rows.values())
-    assert bytes(rows[TICKETS[0]].embedding) == old_vectors[TICKETS[0]]  # unchanged examples keep their vector
+    assert bytes(rows[TICKETS[0]].embedding or b"") == old_vectors[TICKETS[0]]  # unchanged examples keep their vector
     after = route(api, question)["matches"]
     assert after[0]["intent"] == "ops-tickets" and after[0]["score"] >= 0.35 > before[0]["score"]
 
@@ -401,7 +401,7 @@ def test_vectors_of_an_older_embedding_model_are_stored_again_when_the_router_is
     stale = routing.tree_index(tenant=tenant)
     assert stale.index.missing_vectors == IntentExample.objects.filter(node__tenant=tenant).count()
     rows = list(IntentExample.objects.filter(node__tenant=tenant))
-    assert all(r.embedding_model == EMBEDDING_MODEL and len(bytes(r.embedding)) == EXAMPLE_DIM * 4 for r in rows)
+    assert all(r.embedding_model == EMBEDDING_MODEL and len(bytes(r.embedding or b"")) == EXAMPLE_DIM * 4 for r in rows)
     routing.clear_cache()
     fresh = routing.tree_index(tenant=tenant)
     assert fresh.index.missing_vectors == 0 and fresh.signature != stale.signature

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from agents_app.runtime.intents import IntentIndex, IntentSpec, default_embedder, features
@@ -176,10 +179,10 @@ def test_semantic_score_mixes_the_query_and_passage_centroids() -> None:
 
         model, dim, second_dim = "fixed", 3, 0
 
-        def embed(self, texts: list[str]) -> np.ndarray:
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
             return np.asarray([[0.6, 0.8, 0.0]] * len(texts), dtype=np.float32)
 
-        def embed_examples(self, texts: list[str]) -> np.ndarray:
+        def embed_examples(self, texts: Sequence[str]) -> np.ndarray:
             return np.asarray([[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]] * len(texts), dtype=np.float32)
 
     spec = IntentSpec(code="a", name="A", kind="MCP", path=("a",), examples=("x", "y"))
@@ -198,10 +201,10 @@ class _Vectors:
         self.table = {t: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for t, v in table.items()}
         self.dim = len(next(iter(table.values())))
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self.table[t] for t in texts])
 
-    def embed_examples(self, texts: list[str]) -> np.ndarray:
+    def embed_examples(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([np.concatenate([self.table[t], self.table[t]]) for t in texts])
 
 
@@ -260,15 +263,15 @@ def test_the_second_model_breaks_a_tie_the_first_cannot_and_weighs_nothing_at_ze
         main = {"a1": [1.0, 0.0], "b1": [0.0, 1.0], "q": [0.7071, 0.7071]}
         second = {"a1": [1.0, 0.1], "b1": [0.1, 1.0], "q": [0.2, 1.0]}
 
-        def embed(self, texts: list[str]) -> np.ndarray:
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
             return np.asarray([self.main[t] + self.second[t] for t in texts], dtype=np.float32)
 
-        def embed_examples(self, texts: list[str]) -> np.ndarray:
+        def embed_examples(self, texts: Sequence[str]) -> np.ndarray:
             return np.asarray([self.main[t] * 2 + self.second[t] for t in texts], dtype=np.float32)
 
     specs = [IntentSpec(code="a", name="A", kind="MCP", path=("a",), examples=("a1",)),
              IntentSpec(code="b", name="B", kind="MCP", path=("b",), examples=("b1",))]
-    plain = {"whiten_shrinkage": 0.0, "domain_weight": 0.0, "plain_weight": 0.0}
+    plain: dict[str, Any] = {"whiten_shrinkage": 0.0, "domain_weight": 0.0, "plain_weight": 0.0}
     off = IntentIndex(specs, Two(), RouterConfig(second_weight=0.0, **plain))
     on = IntentIndex(specs, Two(), RouterConfig(second_weight=0.2, **plain))
     question = Two().embed(["q"])[0]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from agents_app.runtime.loop import run
 from agents_app.runtime.model_client import ModelConfig
@@ -27,7 +28,10 @@ def test_non_streaming_completion_with_tool_call() -> None:
         first = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         second = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         client.close()
-    tool_call = first.choices[0].message.tool_calls[0]
+    tool_calls = first.choices[0].message.tool_calls
+    assert tool_calls is not None
+    tool_call = tool_calls[0]
+    assert isinstance(tool_call, ChatCompletionMessageFunctionToolCall)
     assert tool_call.function.name == "inventory__get_inventory"
     assert tool_call.function.arguments == '{"sku": "A-1"}'
     assert first.choices[0].finish_reason == "tool_calls"

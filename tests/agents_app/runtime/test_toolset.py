@@ -7,8 +7,14 @@ from typing import Any
 
 import pytest
 
-from agents_app.runtime.toolset import NAME_RE, AgentLink, assemble, qualify
+from agents_app.runtime.toolset import NAME_RE, AgentLink, Toolset, ToolsetFunction, assemble, qualify
 from tests.agents_app.runtime.support import NOW, candidate
+
+
+def _get(toolset: Toolset, name: str) -> ToolsetFunction:
+    fn = toolset.get(name)
+    assert fn is not None, name
+    return fn
 
 
 @pytest.mark.parametrize(
@@ -44,7 +50,7 @@ def test_all_enabled_tools_of_the_tenant_by_default() -> None:
 def test_duplicates_are_dropped() -> None:
     toolset = assemble(tenant_id=1, candidates=[candidate(), candidate(description="again")], now=NOW)
     assert len(toolset) == 1
-    assert toolset.get("inventory__get_inventory").description == "Stock level of a SKU"
+    assert _get(toolset, "inventory__get_inventory").description == "Stock level of a SKU"
 
 
 def test_links_select_tools_and_allowed_functions() -> None:
@@ -112,7 +118,7 @@ def test_usable_tool_ids_apply_the_users_permission() -> None:
 def test_needs_approval(overrides: dict[str, Any], link: AgentLink | None, expected: bool) -> None:
     links = [link] if link else None
     toolset = assemble(tenant_id=1, candidates=[candidate(**overrides)], links=links, now=NOW)
-    assert toolset.get("inventory__get_inventory").needs_approval is expected
+    assert _get(toolset, "inventory__get_inventory").needs_approval is expected
 
 
 def test_names_are_sanitized_bounded_and_valid() -> None:
@@ -145,9 +151,9 @@ def test_qualified_names_prevent_shadowing() -> None:
 
     names = toolset.names()
     assert len(names) == len(set(names)) == 5
-    assert toolset.get("read_file__read_file").tool_id == 1  # the built-in keeps its name
-    assert toolset.get("evil__read_file").tool_id == 7
-    assert toolset.get("a__b__c").tool_id == 8  # the older tool keeps the plain name
+    assert _get(toolset, "read_file__read_file").tool_id == 1  # the built-in keeps its name
+    assert _get(toolset, "evil__read_file").tool_id == 7
+    assert _get(toolset, "a__b__c").tool_id == 8  # the older tool keeps the plain name
     suffixed = [f for f in toolset if f.tool_id == 9]
     assert suffixed[0].qualified_name != "a__b__c" and NAME_RE.match(suffixed[0].qualified_name)
 

@@ -54,7 +54,7 @@ def test_props_are_read_strictly(tenant: Any, demo_rows: Any, user_with: Any, wi
 
 def test_every_widget_accepts_its_documented_props(tenant: Any, demo_rows: Any, user_with: Any) -> None:
     user = user_with("view_order")
-    good = {"chart": {"type": "line", "x": "status", "y": ["orders", "units"]}, "table": {"columns": ["status"]},
+    good: dict[str, dict[str, Any]] = {"chart": {"type": "line", "x": "status", "y": ["orders", "units"]}, "table": {"columns": ["status"]},
             "kpi": {"value": "orders", "label": "Orders"}, "card": {"title": "status", "fields": ["orders"]},
             "list": {"primary": "status", "secondary": "orders"},
             "progress": {"value": "orders", "max": 10, "label": "status"},

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
 
 from tools_app.runtime.errors import InvalidParams
 

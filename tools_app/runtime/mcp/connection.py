@@ -30,7 +30,13 @@ from tools_app.runtime.errors import (
     WrongTransport,
 )
 from tools_app.runtime.mcp.client_requests import NOBODY, ClientRequestRefused, ClientRequests
-from tools_app.runtime.mcp.discovery import FunctionInfo, build_discovery, list_all_tools, to_tool_result
+from tools_app.runtime.mcp.discovery import (
+    Discovery,
+    FunctionInfo,
+    build_discovery,
+    list_all_tools,
+    to_tool_result,
+)
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
@@ -382,7 +388,7 @@ class Connection:
             raise ConnectionFailed(f"{self._where()} session is closed")
         return self.session
 
-    async def discover(self) -> Any:
+    async def discover(self) -> Discovery:
         session = self._require_session()
         if self._fresh_listing:
             self._fresh_listing = False
@@ -498,7 +504,7 @@ def _brief(exc: BaseException) -> str:
     return text[:300]
 
 
-async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: Callable[[int], None] | None = None) -> Any:
+async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: Callable[[int], None] | None = None) -> Discovery:
     """Open a fresh connection, initialize + list, close; returns a Discovery."""
     started = time.monotonic()
     conn = Connection(spec, policy, on_spawn=on_spawn)

@@ -33,7 +33,8 @@ class StdioChannel:
 @asynccontextmanager
 async def stdio_transport(  # noqa: C901 - one transport loop: read, write, stderr, shutdown
     process: Process,
-) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream, StdioChannel]]:
+) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
+                         anyio.abc.ObjectSendStream[SessionMessage], StdioChannel]]:
     """Bridge `process` stdio to memory streams; on exit stop the whole process group."""
     channel = StdioChannel(process=process, stderr=StderrTail())
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)

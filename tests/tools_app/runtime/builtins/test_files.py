@@ -12,7 +12,7 @@ from tools_app.runtime.builtins.files import LIST_ENTRY_CAP, READ_CAP_BYTES
 from .conftest import snapshot
 
 
-def call(ctx: BuiltinContext, tool: str, **arguments: object):  # type: ignore[no-untyped-def]
+def call(ctx: BuiltinContext, tool: str, **arguments: object):
     return invoke_builtin(tool, tool, arguments, ctx)
 
 

@@ -67,7 +67,7 @@ def test_duplicate_name_is_refused_at_registration() -> None:
 def test_strict_validation_names_the_problem(
     ctx: BuiltinContext, arguments: object, fragments: list[str]
 ) -> None:
-    result = invoke_builtin("read_file", "read_file", arguments, ctx)  # type: ignore[arg-type]
+    result = invoke_builtin("read_file", "read_file", arguments, ctx)
     assert result.error_code == "INVALID_PARAMS"
     for fragment in fragments:
         assert fragment in (result.error or "")

@@ -109,7 +109,7 @@ def sql_ctx(sqldb: Db, tmp_path: Path) -> BuiltinContext:
     return BuiltinContext(tenant_slug="demo", workspace=tmp_path, sql=sqldb.target)
 
 
-def run(ctx: BuiltinContext, tool: str, **arguments: Any):  # type: ignore[no-untyped-def]
+def run(ctx: BuiltinContext, tool: str, **arguments: Any):
     return invoke_builtin(tool, tool, arguments, ctx)
 
 

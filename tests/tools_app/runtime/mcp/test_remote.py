@@ -13,6 +13,7 @@ from tests.fixtures.mcp_servers import HTTP_FAULTS, http_server
 from tests.tools_app.runtime.mcp.conftest import Specs
 from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, WrongTransport
 from tools_app.runtime.mcp import SessionPool
+from tools_app.runtime.mcp.http import HttpChannel
 
 SECRET = "k3y-that-must-never-leak"
 
@@ -131,6 +132,7 @@ def test_an_sse_call_sent_on_a_session_that_had_already_closed_is_retried_once(p
     conn = pool._conns[spec.key]
     channel = conn._channel
     assert channel is not None and getattr(channel, "stream_ended", False)
+    assert isinstance(channel, HttpChannel)
     channel.stream_ended = False  # as if the end had not been seen yet
     with http_server(transport="sse", port=port):
         after = pool.call(spec, "get_inventory", {"sku": "DEMO-002"})
