@@ -35,7 +35,9 @@ class Authorization:
 
 def _used(row: Any) -> datetime:
     """A token row's last use: issued (`created`), or a call through it (agents_app.gateway.oauth.usage)."""
-    return max(row.created, row.updated)
+    created: datetime = row.created
+    updated: datetime = row.updated
+    return max(created, updated)
 
 
 def _bound(rows: Iterable[Any], tenant: Tenant, agent_id: Any | None) -> list[Any]:
