@@ -51,6 +51,25 @@ def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, mon
         expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
         expect(page.locator("#agent_tools-0 input[value=set_price]")).not_to_be_checked()
 
+        # A name the tool does not offer is refused by the service, at the picker, with the ticks kept. (The
+        # checkboxes only offer known names: the server drops `set_price` between loading the page and saving.)
+        page.locator("#agent_tools-0").get_by_label("set_price").check()
+        ToolFunction.objects.filter(tool=inventory, name="set_price").delete()
+        page.click("input[name=_continue]")
+        error = page.locator("#agent_tools-0 .errorlist")
+        expect(error).to_contain_text("offers no function set_price; accepted: get_stock, list_products")
+        expect(page.locator("#agent_tools-0 input[value=set_price]")).to_be_checked()
+        expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
+        shot(page, "admin-agent-function-picker-refused", full_page=False)
+        links = list(Agent.objects.get(name="stock-helper").agent_tools.values_list("pk", "allowed_functions"))
+        assert links == [(link.pk, ["get_stock"])], (link.pk, links)  # nothing changed
+        page.locator("#agent_tools-0").get_by_label("set_price").uncheck()
+        page.locator("#agent_tools-0").get_by_label("list_products").check()
+        page.click("input[name=_continue]")
+        expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+        link = Agent.objects.get(name="stock-helper").agent_tools.get()  # links are replaced on save
+        assert link.allowed_functions == ["get_stock", "list_products"]
+
 
 def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
     from playwright.sync_api import expect
