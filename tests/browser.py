@@ -46,11 +46,16 @@ def login(page: Any, base_url: str, username: str, password: str, next_url: str 
     page.wait_for_url(f"**{next_url}")
 
 
-def shot(page: Any, name: str, *, full_page: bool = True) -> Path:
+def shot(page: Any, name: str, *, full_page: bool = True, docs: str = "") -> Path:
+    """var/screenshots/<name>.png; with `docs`, also what the window shows (no taller than the viewport, so the
+    picture stays small) as var/screenshots/docs/<docs>.png, which `make screenshots` copies into docs/screenshots/."""
     folder = Path(settings.VAR_DIR) / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
+    if docs:
+        (folder / "docs").mkdir(exist_ok=True)
+        page.screenshot(path=str(folder / "docs" / f"{docs}.png"), full_page=False)
     return path
 
 

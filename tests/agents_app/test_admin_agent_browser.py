@@ -43,7 +43,8 @@ def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, mon
         expect(row.locator("input[value=only]")).to_be_checked()  # ticking one means "only these"
         row.get_by_label("Always ask: every call from this agent waits for a person").check()
         assert not overflows(page)
-        shot(page, "admin-agent-function-picker")
+        row.scroll_into_view_if_needed()
+        shot(page, "admin-agent-function-picker", docs="agent-function-picker")
         page.click("input[name=_continue]")
         expect(page.locator(".messagelist")).to_contain_text("was added successfully")
         link = Agent.objects.get(name="stock-helper").agent_tools.get()
@@ -156,7 +157,7 @@ def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_convers
         expect(page.locator(".field-agent a")).to_have_text("janitor")
         conversation = page.locator(".field-conversation a")
         expect(conversation).to_have_attribute("href", f"/admin/agents_app/conversation/{conversation_id}/change/")
-        shot(page, "admin-approval-result-call", full_page=False)
+        shot(page, "admin-approval-result-call", full_page=False, docs="approval-result-call")
         conversation.click()
         expect(page.locator(".field-agent a")).to_have_text("janitor")
         page.click("#toolhub-conversation-calls")

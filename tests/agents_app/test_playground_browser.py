@@ -138,7 +138,7 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
         expect(page.locator(".tool-result table.result-table")).to_contain_text("DEMO-001")
         approve = page.locator(".approval button.approve")
         expect(approve).to_be_visible()
-        shot(page, "playground-waiting-after-reload")
+        shot(page, "playground-waiting-after-reload", docs="playground")
         assert target.exists()
         approve.click()
         expect(page.locator(".approval .decision")).to_have_text("Approved by robin.")
@@ -191,7 +191,7 @@ def test_a_member_who_is_not_staff_signs_in_and_chats(live_server: Any, tenant: 
         expect(page.locator(".tool-result table.result-table")).to_contain_text("DEMO-001")
         expect(page.locator(".assistant").last).to_have_text("DEMO-001: 12 in stock.")
         expect(page.locator("#conversations a.current")).to_contain_text("how many DEMO-001 are left?")
-        shot(page, "playground-member", full_page=False)
+        shot(page, "playground-member", full_page=False, docs="playground-member")
         page.goto(f"{live_server.url}/admin/")  # the admin stays closed to them
         expect(page.locator("#toolhub-sections")).to_have_count(0)
     done = ToolCall.objects.get(tenant=tenant, tool=reader)

@@ -84,7 +84,7 @@ def test_dashboard_at_desktop_and_phone_width(live_server: Any, tenant: Any, mon
         expect(page.locator("#cost-per-tool")).to_contain_text("inventory")
         expect(page.locator("#panel-market")).to_contain_text("1 available")
         assert not overflows(page)
-        shot(page, "admin-dashboard-1280")
+        shot(page, "admin-dashboard-1280", docs="dashboard")
 
         phone = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True)
         login(phone, live_server.url, "dash", "pw-browser-4")
@@ -116,7 +116,7 @@ def test_a_refused_membership_save_keeps_what_was_typed(live_server: Any, tenant
         expect(page.locator("#id_username")).to_have_value("newcomer-ue")
         expect(page.locator("#id_role")).to_have_value("viewer")
         assert not overflows(page)
-        shot(page, "admin-membership-refused-keeps-input", full_page=False)
+        shot(page, "admin-membership-refused-keeps-input", full_page=False, docs="failed-save-keeps-input")
         assert not Membership.objects.filter(tenant=tenant, user__username__startswith="newcomer").exists()
         page.fill("#id_username", "newcomer-eu")
         page.click("input[name=_save]")

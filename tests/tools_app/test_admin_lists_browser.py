@@ -145,7 +145,7 @@ def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, te
         expect(health.first).to_contain_text("paused")
         ok = page.locator("#result_list tbody tr", has_text="inventory-service-eu").locator(".toolhub-badge.ok")
         expect(ok).to_have_count(1)
-        shot(page, "admin-tools-list")
+        shot(page, "admin-tools-list", docs="tools-list")
 
 
 def test_tool_calls_filter_by_tool_agent_via_and_date(live_server: Any, tenant: Any, monkeypatch: Any) -> None:

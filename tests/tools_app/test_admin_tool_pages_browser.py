@@ -12,6 +12,7 @@ from django.conf import settings
 
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
+from tests.browser import shot as browser_shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
 from tools_app import adapters
@@ -296,6 +297,7 @@ def test_market_load_then_update_shows_a_diff_before_applying(page: Any, tenant:
     tool.refresh_from_db()
     assert tool.config_version == version and "LOG_LEVEL" not in tool.config["env"]  # nothing applied yet
     shot(page, "market-update-diff", readme="#content-main")
+    browser_shot(page, "market-update-diff-window", full_page=False, docs="market-update-diff")
     page.fill("#id_env__REGION_TOKEN", "region-secret-3")
     page.click("#toolhub-update-apply")
     expect(page.locator(".messagelist")).to_contain_text("Updated market-stock")
