@@ -20,6 +20,13 @@ def tool_with(tenant: Any, name: str, *functions: str) -> Any:
     return tool
 
 
+def dead_links(page: Any) -> dict[str, int]:
+    """Links in the page's content that do not open for this viewer (403, 404, ...), by href."""
+    hrefs = page.eval_on_selector_all("#content-main a[href^='/']", "links => links.map(a => a.getAttribute('href'))")
+    statuses = {href: page.request.get(page.url.split("/admin/")[0] + href).status for href in set(hrefs)}
+    return {href: status for href, status in statuses.items() if status >= 400}
+
+
 def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
     from playwright.sync_api import expect
 
@@ -151,6 +158,7 @@ def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_convers
         assert not target.exists()
 
         page.goto(f"{live_server.url}/admin/tools_app/approval/{approval.pk}/change/")
+        assert dead_links(page) == {}
         page.click("#toolhub-result-call")
         page.wait_for_url("**/admin/tools_app/toolcall/*/change/")
         expect(page.locator("#toolhub-approval")).to_contain_text(f"approval #{approval.pk}")
@@ -158,7 +166,10 @@ def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_convers
         conversation = page.locator(".field-conversation a")
         expect(conversation).to_have_attribute("href", f"/admin/agents_app/conversation/{conversation_id}/change/")
         shot(page, "admin-approval-result-call", full_page=False, docs="approval-result-call")
+        expect(page.locator(".field-actor_name")).to_contain_text("oli")
+        assert dead_links(page) == {}  # a tenant admin cannot open Django's user admin: no link there
         conversation.click()
         expect(page.locator(".field-agent a")).to_have_text("janitor")
+        assert dead_links(page) == {}
         page.click("#toolhub-conversation-calls")
         expect(page.locator("#result_list tbody tr")).to_have_count(2)  # the held call and the one that ran

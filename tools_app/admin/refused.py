@@ -10,7 +10,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
-from tenants_app.admin_scoping import ReadOnlyAdminMixin, tenant_filter
+from tenants_app.admin_scoping import ReadOnlyAdminMixin, person, tenant_filter
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import RefusedCall
 from tools_app.services.invoke import REFUSED_CODES
@@ -28,9 +28,10 @@ class RefusedCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = [tenant_filter(), "error_code", "via", "tool_name"]
     search_fields = ["tool_name", "function", "error"]
     readonly_fields = fields = ("created_at", "tenant", "tool_name", "function", "title", "error_code", "error",
-                                "arguments_json", "via", "agent", "conversation", "actor", "status")
+                                "arguments_json", "via", "agent", "conversation", "actor_name", "status")
     change_list_template = "admin/tools_app/refusedcall/change_list.html"
     list_select_related = ["tenant", "agent", "actor"]
+    actor_name = person("actor", "Actor")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RefusedCall]:
         return (super().get_queryset(request)
