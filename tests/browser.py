@@ -62,3 +62,11 @@ def shot(page: Any, name: str, *, full_page: bool = True, docs: str = "") -> Pat
 def overflows(page: Any) -> bool:
     """Whether the page is wider than the window (a horizontal scrollbar for the whole page)."""
     return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1"))
+
+
+def dead_links(page: Any) -> dict[str, int]:
+    """Links in the page's content that do not open for this viewer (403, 404, 500...): href -> status."""
+    hrefs = page.eval_on_selector_all("#content-main a[href^='/']", "links => links.map(a => a.getAttribute('href'))")
+    origin = page.evaluate("location.origin")
+    statuses = {href: page.request.get(origin + href).status for href in set(hrefs)}
+    return {href: status for href, status in statuses.items() if status >= 400}

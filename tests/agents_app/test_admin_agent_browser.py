@@ -6,7 +6,7 @@ from typing import Any
 
 from agents_app.models import Agent, IntentNode
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, login, overflows, shot
+from tests.browser import MARKS, chromium, dead_links, login, overflows, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
 from tools_app.models import ToolFunction
 
@@ -18,13 +18,6 @@ def tool_with(tenant: Any, name: str, *functions: str) -> Any:
     for fn in functions:
         ToolFunction.objects.create(tool=tool, name=fn, description=f"{fn} of {name}", input_schema={"type": "object"})
     return tool
-
-
-def dead_links(page: Any) -> dict[str, int]:
-    """Links in the page's content that do not open for this viewer (403, 404, ...), by href."""
-    hrefs = page.eval_on_selector_all("#content-main a[href^='/']", "links => links.map(a => a.getAttribute('href'))")
-    statuses = {href: page.request.get(page.url.split("/admin/")[0] + href).status for href in set(hrefs)}
-    return {href: status for href, status in statuses.items() if status >= 400}
 
 
 def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, monkeypatch: Any) -> None:

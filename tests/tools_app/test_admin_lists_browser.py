@@ -11,7 +11,7 @@ from django.utils import timezone
 from agents_app.models import Agent, ChatModel, Conversation, IntentNode
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, login, shot
+from tests.browser import MARKS, chromium, dead_links, login, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
 from tools_app.models import Approval, CallStatus, Tool, ToolCall, ToolFunction
 from tools_app.runtime import result as codes
@@ -127,6 +127,28 @@ def test_no_list_clips_a_column_at_1280_or_1366(live_server: Any, tenant: Any, m
                          full_page=False)
         assert empty == [], f"lists without rows (stock them above): {empty}"
         assert clipped == {}
+
+
+def test_every_page_a_list_opens_has_no_dead_link(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    """From every list on the admin index, the first row's page: each link in it opens for a tenant admin (none
+    leads to a page they may not see, such as Django's user admin)."""
+    user = UserFactory(username="noel", password="pw-lists-4", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    stocked_everywhere(tenant, user)
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        login(page, live_server.url, "noel", "pw-lists-4")
+        lists = page.eval_on_selector_all("#toolhub-sections tr[class^=model-] th a",
+                                          "links => links.map(a => new URL(a.href).pathname)")
+        dead = {}
+        for path in lists:
+            page.goto(f"{live_server.url}{path}")
+            page.locator("#result_list tbody tr").first.locator("th a, td a").first.click()
+            page.wait_for_url("**/change/")
+            found = dead_links(page)
+            if found:
+                dead[page.url.removeprefix(live_server.url)] = found
+        assert dead == {}
 
 
 def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
