@@ -1,5 +1,5 @@
-"""Every admin list at 1280 px in headless Chromium: no column clipped, health as badges, MCP tools first,
-tool calls filtered by tool, agent, via and date."""
+"""Every admin list at 1280 and 1366 px in headless Chromium (read from the admin index): no column clipped, no dead
+link on the pages they open; health as badges, MCP tools first, tool calls filtered by tool, agent, via and date."""
 
 from __future__ import annotations
 
