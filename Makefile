@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 PORT ?= 8000
 
 .PHONY: install run gateway-clients test test-fast test-servers test-plugins lint lock ci clean prod-local bench-load
-.PHONY: sandbox-deps docs docs-config
+.PHONY: sandbox-deps docs docs-config screenshots
 
 install: $(STAMP) sandbox-deps
 
@@ -75,6 +75,11 @@ test-servers: install
 # The documentation site (docs/, mkdocs.yml) into var/site; --strict: a broken link or anchor fails the build.
 docs: install
 	$(BIN)/mkdocs build --strict --quiet
+
+# docs/screenshots/ again: the browser tests that take the docs' pictures (shot(..., docs=...)), in headless
+# Chromium, then copied over (tests/screenshots.py; it copies nothing when a test fails or a picture is missing).
+screenshots: install
+	$(BIN)/python -m tests.screenshots
 
 # docs/configuration.md's table from the settings (core.env): run after adding or changing a variable.
 docs-config: install

@@ -11,7 +11,7 @@ from django.http import HttpRequest
 
 from core.errors import DomainError
 from tenants_app import services
-from tenants_app.admin_scoping import ServiceAdminMixin, tenant_filter
+from tenants_app.admin_scoping import ServiceAdminMixin, person, tenant_filter
 from tenants_app.models import Membership, Role, Tenant
 from tenants_app.selectors import tenants_for_admin
 
@@ -132,6 +132,7 @@ class MembershipAdmin(ServiceAdminMixin, _MembershipAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", tenant_filter()]
     search_fields = ["user__username", "tenant__slug"]
+    user_name = person("user", "User")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
         return (super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
@@ -143,10 +144,10 @@ class MembershipAdmin(ServiceAdminMixin, _MembershipAdmin):
         return super().get_form(request, obj, change, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ["tenant", "user", "role"] if obj is not None else ["tenant", "username", "role"]
+        return ["tenant", "user_name", "role"] if obj is not None else ["tenant", "username", "role"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ["tenant", "user"] if obj is not None else []
+        return ["tenant", "user_name"] if obj is not None else []
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant":

@@ -318,3 +318,17 @@ def tenant_filter(field_path: str = "tenant") -> type[admin.SimpleListFilter]:
             return queryset.filter(**{f"{field_path}__id": int(value)})
 
     return TenantFilter
+
+
+def person(field: str, description: str) -> Callable[[Any, Any], str]:
+    """A readonly user field shown as the username, not a link: a tenant admin cannot open Django's user admin,
+    so the link a readonly foreign key gets answered 403. Use as `<field>_name = person("<field>", "...")` and
+    list `<field>_name` in the admin's fields."""
+
+    @admin.display(description=description, ordering=field)
+    def shown(model_admin: Any, obj: Any) -> str:
+        user = getattr(obj, field, None)
+        return str(user) if user is not None else "-"
+
+    shown.__name__ = f"{field}_name"
+    return shown

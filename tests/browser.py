@@ -46,14 +46,27 @@ def login(page: Any, base_url: str, username: str, password: str, next_url: str 
     page.wait_for_url(f"**{next_url}")
 
 
-def shot(page: Any, name: str, *, full_page: bool = True) -> Path:
+def shot(page: Any, name: str, *, full_page: bool = True, docs: str = "") -> Path:
+    """var/screenshots/<name>.png; with `docs`, also what the window shows (no taller than the viewport, so the
+    picture stays small) as var/screenshots/docs/<docs>.png, which `make screenshots` copies into docs/screenshots/."""
     folder = Path(settings.VAR_DIR) / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
+    if docs:
+        (folder / "docs").mkdir(exist_ok=True)
+        page.screenshot(path=str(folder / "docs" / f"{docs}.png"), full_page=False)
     return path
 
 
 def overflows(page: Any) -> bool:
     """Whether the page is wider than the window (a horizontal scrollbar for the whole page)."""
     return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1"))
+
+
+def dead_links(page: Any) -> dict[str, int]:
+    """Links in the page's content that do not open for this viewer (403, 404, 500...): href -> status."""
+    hrefs = page.eval_on_selector_all("#content-main a[href^='/']", "links => links.map(a => a.getAttribute('href'))")
+    origin = page.evaluate("location.origin")
+    statuses = {href: page.request.get(origin + href).status for href in set(hrefs)}
+    return {href: status for href, status in statuses.items() if status >= 400}

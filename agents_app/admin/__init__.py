@@ -25,6 +25,7 @@ from tenants_app.admin_scoping import (
     ReadOnlyAdminMixin,
     ServiceAdminMixin,
     TenantRoleAdminMixin,
+    person,
     scope_to_current,
     tenant_filter,
 )
@@ -389,8 +390,9 @@ class ConversationAdmin(ReadOnlyAdminMixin, _ConversationAdmin):
     list_display = ["id", "tenant", "agent", "user", "status", "title", "updated_at"]
     list_filter = [tenant_filter(), "status"]
     search_fields = ["title"]
-    fields = ["tenant", "agent", "user", "status", "title", "calls", "created_at", "updated_at"]
-    readonly_fields = ["tenant", "agent", "user", "status", "title", "calls", "created_at", "updated_at"]
+    fields = ["tenant", "agent", "user_name", "status", "title", "calls", "created_at", "updated_at"]
+    readonly_fields = ["tenant", "agent", "user_name", "status", "title", "calls", "created_at", "updated_at"]
+    user_name = person("user", "User")
     inlines = [MessageInline]
 
     @admin.display(description="Tool calls")

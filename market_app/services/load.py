@@ -25,8 +25,8 @@ from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import adapters
 from tools_app import selectors as tool_selectors
-from tools_app.configs import mask_config
-from tools_app.errors import NameTaken
+from tools_app.configs import mask_config, validate_config
+from tools_app.errors import InvalidConfig, NameTaken
 from tools_app.models import Tool, ToolStatus
 from tools_app.runtime.mcp.oauth import asks_for_oauth
 from tools_app.services import ToolInput, tool_create, tool_update
@@ -37,8 +37,11 @@ SHELL_MESSAGE = (
     "DISABLED. Review its command and arguments, then enable it."
 )
 # Operational settings a user may have tuned; a market update keeps them.
-KEPT_ON_UPDATE = {EntryKind.LOCAL: ("cwd", "startup_timeout_s", "call_timeout_s", "version_check"),
-                  EntryKind.REMOTE: ("timeout_s",)}
+# The tool's own settings, which no catalog declares: an update keeps them as the admin set them (sampling,
+# elicitation and roots were reset to their defaults by an update until the diff showed them "removed").
+KEPT_ON_UPDATE = {EntryKind.LOCAL: ("cwd", "startup_timeout_s", "call_timeout_s", "version_check", "roots",
+                                    "sampling", "elicitation"),
+                  EntryKind.REMOTE: ("timeout_s", "sampling", "elicitation")}
 MAX_BATCH = 100
 
 
@@ -279,9 +282,20 @@ def _flat(config: dict[str, Any]) -> dict[str, Any]:
 def _diff(tool_type: str, old: dict[str, Any], new: dict[str, Any]) -> list[UpdateRow]:
     """Rows for every key of either config; a secret shows as the mask on both sides, so a kept secret reads
     "kept" and a new one "added", never its value."""
-    before, after = _flat(mask_config(tool_type, old)), _flat(mask_config(tool_type, new))
+    before, after = (_flat(mask_config(tool_type, _stored_form(tool_type, c))) for c in (old, new))
     keys = [*before, *(k for k in after if k not in before)]
-    return [UpdateRow(k, before.get(k), after.get(k)) for k in keys]
+    # A setting unset on both sides (a default of None) is no change and no row.
+    return [UpdateRow(k, before.get(k), after.get(k)) for k in keys
+            if before.get(k) is not None or after.get(k) is not None]
+
+
+def _stored_form(tool_type: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The config as the tool would store it (defaults filled in), so the diff compares like with like: the
+    catalog's install names fewer keys than a saved tool, and those were listed as "removed"."""
+    try:
+        return validate_config(tool_type, config)
+    except InvalidConfig:
+        return config
 
 
 def _update_plan(*, tenant: Tenant, tool: Tool, env: dict[str, str] | None,

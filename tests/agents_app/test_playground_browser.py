@@ -138,7 +138,7 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
         expect(page.locator(".tool-result table.result-table")).to_contain_text("DEMO-001")
         approve = page.locator(".approval button.approve")
         expect(approve).to_be_visible()
-        shot(page, "playground-waiting-after-reload")
+        shot(page, "playground-waiting-after-reload", docs="playground")
         assert target.exists()
         approve.click()
         expect(page.locator(".approval .decision")).to_have_text("Approved by robin.")
@@ -157,3 +157,42 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
         expect(page.locator("#conversations .badge")).to_have_count(0)
         shot(page, "playground-resumed")
     assert not target.exists()
+
+
+def test_a_member_who_is_not_staff_signs_in_and_chats(live_server: Any, tenant: Any, api: Any, start_llm: Any,
+                                                      monkeypatch: Any) -> None:
+    """A plain member (no admin access): the playground sends them to the members' sign-in, not the staff login,
+    and they chat there; the tool call and the model's answer show, and the call is audited as theirs."""
+    from playwright.sync_api import expect
+
+    from tests.browser import chromium, shot
+    from tools_app.models import ToolCall
+
+    user = UserFactory(username="mia", password="pw-member-7", is_staff=False)
+    MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
+    (adapters.workspace_for(tenant) / "stock.json").write_text('[{"sku": "DEMO-001", "qty": 12}]')
+    reader = builtin(tenant, "read_file", enable=True)
+    llm = start_llm([call("read_file__read_file", {"path": "stock.json"}), text("DEMO-001: 12 in stock.")])
+    make_agent(api, model=make_model(api, llm), tools=[{"tool": reader.pk}], name="stock-desk")
+
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(20_000)
+        page.goto(f"{live_server.url}/playground/")
+        page.wait_for_url("**/accounts/login/**")
+        page.fill("#id_username", "mia")
+        page.fill("#id_password", "pw-member-7")
+        page.click("#login-form [type=submit]")
+        page.wait_for_url("**/playground/")
+        expect(page.locator("#agent")).to_contain_text("stock-desk")
+        expect(page.locator("a[href^='/admin/login/']")).to_have_count(0)
+        page.fill("#message", "how many DEMO-001 are left?")
+        page.click("#send")
+        expect(page.locator(".tool-result table.result-table")).to_contain_text("DEMO-001")
+        expect(page.locator(".assistant").last).to_have_text("DEMO-001: 12 in stock.")
+        expect(page.locator("#conversations a.current")).to_contain_text("how many DEMO-001 are left?")
+        shot(page, "playground-member", full_page=False, docs="playground-member")
+        page.goto(f"{live_server.url}/admin/")  # the admin stays closed to them
+        expect(page.locator("#toolhub-sections")).to_have_count(0)
+    done = ToolCall.objects.get(tenant=tenant, tool=reader)
+    assert (done.status, done.actor_id, done.via) == ("ok", user.pk, "chat")

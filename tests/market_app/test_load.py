@@ -212,6 +212,22 @@ def test_market_update_keeps_secrets_and_bumps_version(api: Any, source: MarketS
     assert market_update(api, tool_id).status_code == 409
 
 
+def test_market_update_keeps_the_tools_own_settings(api: Any, source: MarketSource) -> None:
+    """Settings no catalog declares (sampling, elicitation, roots) stay as the admin set them."""
+    publish(source, [WEATHER])
+    tool_id = load(api, entry(source, "io.example/weather").pk,
+                   env={"WEATHER_API_KEY": SECRET, "UNITS": "metric"}).json()["tool"]["id"]
+    own = {"sampling": True, "elicitation": False, "roots": []}
+    tool = Tool.objects.get(pk=tool_id)
+    assert api.patch(f"/api/v1/tools/{tool_id}/", {"config": {**tool.config, **own}},
+                     format="json").status_code == 200
+    publish(source, [{**WEATHER, "version": "2.0.0", "args": ["-y", "weather@2"]}])
+    assert market_update(api, tool_id).status_code == 200
+    config = Tool.objects.get(pk=tool_id).config
+    assert config["args"] == ["-y", "weather@2"]
+    assert {k: config[k] for k in own} == own
+
+
 def test_market_update_asks_for_newly_required_values(api: Any, source: MarketSource) -> None:
     publish(source, [REMOTE])
     tool_id = load(api, entry(source, "remote-kb").pk, headers={"X-Api-Key": SECRET}).json()["tool"]["id"]

@@ -84,7 +84,7 @@ def test_dashboard_at_desktop_and_phone_width(live_server: Any, tenant: Any, mon
         expect(page.locator("#cost-per-tool")).to_contain_text("inventory")
         expect(page.locator("#panel-market")).to_contain_text("1 available")
         assert not overflows(page)
-        shot(page, "admin-dashboard-1280")
+        shot(page, "admin-dashboard-1280", docs="dashboard")
 
         phone = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True)
         login(phone, live_server.url, "dash", "pw-browser-4")
@@ -93,3 +93,41 @@ def test_dashboard_at_desktop_and_phone_width(live_server: Any, tenant: Any, mon
         box = phone.locator("#panel-activity").bounding_box()
         assert box is not None and box["width"] <= 390
         shot(phone, "admin-dashboard-phone")
+
+
+def test_a_refused_membership_save_keeps_what_was_typed(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    """Adding a member by a username that does not exist: the service's refusal is shown at the username, the
+    typed name and the chosen role stay; corrected, it saves. A role the service refuses is shown at the role."""
+    from playwright.sync_api import expect
+
+    from tenants_app.models import Membership
+    from tenants_app.services import NO_SUCH_USER
+
+    admin_user = UserFactory(username="lead", password="pw-members-1", is_staff=True)
+    MembershipFactory(tenant=tenant, user=admin_user, role=Role.ADMIN)
+    UserFactory(username="newcomer-eu")
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        login(page, live_server.url, "lead", "pw-members-1", next_url="/admin/tenants_app/membership/add/")
+        page.fill("#id_username", "newcomer-ue")  # a typo
+        page.select_option("#id_role", "viewer")
+        page.click("input[name=_save]")
+        expect(page.locator(".field-username .errorlist")).to_have_text(NO_SUCH_USER)
+        expect(page.locator("#id_username")).to_have_value("newcomer-ue")
+        expect(page.locator("#id_role")).to_have_value("viewer")
+        assert not overflows(page)
+        shot(page, "admin-membership-refused-keeps-input", full_page=False, docs="failed-save-keeps-input")
+        assert not Membership.objects.filter(tenant=tenant, user__username__startswith="newcomer").exists()
+        page.fill("#id_username", "newcomer-eu")
+        page.click("input[name=_save]")
+        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+        assert Membership.objects.get(tenant=tenant, user__username="newcomer-eu").role == Role.VIEWER
+
+        own = Membership.objects.get(tenant=tenant, user=admin_user)
+        page.goto(f"{live_server.url}/admin/tenants_app/membership/{own.pk}/change/")
+        page.select_option("#id_role", "owner")  # an admin cannot make anyone owner, themselves included
+        page.click("input[name=_save]")
+        expect(page.locator(".field-role .errorlist")).to_contain_text("owner")
+        expect(page.locator("#id_role")).to_have_value("owner")
+        own.refresh_from_db()
+        assert own.role == Role.ADMIN

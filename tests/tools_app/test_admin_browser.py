@@ -45,7 +45,7 @@ def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, 
         expect(page.locator("#result_list")).to_contain_text("DESTRUCTIVE")
         expect(page.locator("#result_list")).to_contain_text("×2")
         assert not overflows(page)
-        shot(page, "admin-approvals-queue")
+        shot(page, "admin-approvals-queue", docs="approvals-queue")
 
         row = rows.filter(has_text="old.log")
         row.locator("button.toolhub-approve").click()
@@ -53,7 +53,7 @@ def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, 
         expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
         expect(page.locator("#batch-rows")).to_contain_text("old.log")
         assert files["old.log"].exists()
-        shot(page, "admin-approvals-destructive-confirm")
+        shot(page, "admin-approvals-destructive-confirm", docs="approval-confirm")
         page.click("#confirm-batch")
         expect(page.locator(".messagelist")).to_contain_text("approved; it ran: OK")
         expect(page.locator("#result_list tbody tr")).to_have_count(2)

@@ -1,5 +1,5 @@
-"""Every admin list at 1280 px in headless Chromium: no column clipped, health as badges, MCP tools first,
-tool calls filtered by tool, agent, via and date."""
+"""Every admin list at 1280 and 1366 px in headless Chromium (read from the admin index): no column clipped, no dead
+link on the pages they open; health as badges, MCP tools first, tool calls filtered by tool, agent, via and date."""
 
 from __future__ import annotations
 
@@ -8,18 +8,35 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents_app.models import Agent
+from agents_app.models import Agent, ChatModel, Conversation, IntentNode
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, login, shot
+from tests.browser import MARKS, chromium, dead_links, login, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
-from tools_app.models import CallStatus, ToolCall, ToolFunction
+from tools_app.models import Approval, CallStatus, Tool, ToolCall, ToolFunction
+from tools_app.runtime import result as codes
 
 pytestmark = MARKS
 
-LISTS = ["/admin/tools_app/tool/", "/admin/tools_app/toolcall/", "/admin/tools_app/toolfunction/",
-         "/admin/market_app/marketentry/", "/admin/market_app/marketsource/", "/admin/agents_app/agent/",
-         "/admin/tools_app/refusedcall/", "/admin/agents_app/conversation/"]
+# What counts as clipped in a change list: a header or cell whose content is wider than its box (cut, or
+# scrolled inside it), the results box scrolling sideways, or the page wider than the window.
+CLIPPED_JS = """() => {
+  const out = [];
+  const label = (el) => (el.innerText || el.className || el.tagName).trim().slice(0, 40);
+  const box = document.querySelector('#changelist .results');
+  if (box && box.scrollWidth > box.clientWidth + 1) out.push(`results box scrolls ${box.scrollWidth - box.clientWidth}px`);
+  const table = document.querySelector('#result_list');
+  if (table && box && table.getBoundingClientRect().right > box.getBoundingClientRect().right + 1)
+    out.push('table wider than its box');
+  for (const cell of document.querySelectorAll('#result_list th, #result_list td')) {
+    for (const el of [cell, ...cell.querySelectorAll('*')]) {
+      if (el !== cell && getComputedStyle(el).overflowX === 'visible') continue;
+      if (el.scrollWidth > el.clientWidth + 1) { out.push(`${cell.className || cell.tagName}: ${label(el)}`); break; }
+    }
+  }
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) out.push('page wider than the window');
+  return out;
+}"""
 
 
 def stocked(tenant: Any) -> None:
@@ -52,24 +69,86 @@ def stocked(tenant: Any) -> None:
                                    version="1.2.3", content_hash=f"h{i}")
 
 
-def test_no_list_clips_a_column_at_1280(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def stocked_everywhere(tenant: Any, user: Any) -> None:
+    """stocked(), and a row in every other list a tenant admin sees (chat models, conversations, intents,
+    refused calls, approvals), with long values where a list shows free text."""
+    stocked(tenant)
+    model = ChatModel.objects.create(tenant=tenant, name="gpt-4o-mini-eu-datacenter",
+                                     base_url="https://llm-gateway.internal.example.com/v1/openai-compatible",
+                                     model="gpt-4o-mini-2024-07-18")
+    agent = Agent.objects.get(tenant=tenant, name="stock-helper")
+    Agent.objects.filter(pk=agent.pk).update(model=model)
+    Conversation.objects.create(tenant=tenant, agent=agent, user=user,
+                                title="How many units of DEMO-001 are left in the Rotterdam warehouse this week?")
+    root = IntentNode.objects.create(tenant=tenant, code="info", name="Information requests", level="DOMAIN",
+                                     kind="MCP")
+    IntentNode.objects.create(tenant=tenant, code="info-stock-levels", name="Stock levels per warehouse",
+                              level="TOPIC", kind="MCP", parent=root)
+    inventory = Tool.objects.get(tenant=tenant, name="inventory-service-eu")
+    ToolCall.objects.create(tenant=tenant, tool=inventory, tool_name=inventory.name,
+                            function="get_stock_level_for_warehouse", via="chat", agent=agent,
+                            status=CallStatus.ERROR, error_code=codes.INVALID_PARAMS,
+                            error="arguments: 'warehouse' is a required property; 'sku' must match ^[A-Z]+-[0-9]+$",
+                            arguments={"sku": "demo 1"})
+    held = ToolCall.objects.create(tenant=tenant, tool=inventory, tool_name=inventory.name, function="set_price",
+                                   via="chat", agent=agent, status=CallStatus.AWAITING_APPROVAL,
+                                   arguments={"sku": "DEMO-001", "price": "12.50", "note": "summer sale " * 6})
+    Approval.objects.create(tenant=tenant, tool_call=held, requested_by=user, warning="Changes a price " * 4,
+                            summary="inventory-service-eu.set_price(sku=DEMO-001, price=12.50)",
+                            expires_at=timezone.now() + timedelta(hours=1))
+
+
+def test_no_list_clips_a_column_at_1280_or_1366(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    """Every change list the admin index offers a tenant admin (read from the index, so a new list is covered),
+    each with rows: no header or cell is cut or scrolls, and neither does the results box or the page."""
     user = UserFactory(username="lena", password="pw-lists-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    stocked(tenant)
+    stocked_everywhere(tenant, user)
     with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
         login(page, live_server.url, "lena", "pw-lists-1")
-        clipped = {}
-        for path in LISTS:
-            page.goto(f"{live_server.url}{path}")
-            box = page.locator("#changelist .results")
-            if box.count():
-                hidden = page.evaluate("() => { const b = document.querySelector('#changelist .results');"
-                                       " return b.scrollWidth - b.clientWidth; }")
-                if hidden > 1:
-                    clipped[path] = hidden
-            shot(page, "admin-list-" + path.strip("/").replace("/", "-").replace("admin-", ""))
+        lists = page.eval_on_selector_all(
+            "#toolhub-sections tr[class^=model-] th a",
+            "links => links.map(a => new URL(a.href).pathname)")
+        assert len(lists) >= 12 and "/admin/tools_app/tool/" in lists, lists
+        clipped, empty = {}, []
+        for width in (1280, 1366):
+            page.set_viewport_size({"width": width, "height": 800})
+            for path in lists:
+                page.goto(f"{live_server.url}{path}")
+                if page.locator("#result_list tbody tr").count() == 0:
+                    empty.append(path)
+                    continue
+                found = page.evaluate(CLIPPED_JS)
+                if found:
+                    clipped[f"{path} at {width}"] = found
+                if width == 1280:
+                    shot(page, "admin-list-" + path.strip("/").replace("/", "-").replace("admin-", ""),
+                         full_page=False)
+        assert empty == [], f"lists without rows (stock them above): {empty}"
         assert clipped == {}
+
+
+def test_every_page_a_list_opens_has_no_dead_link(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+    """From every list on the admin index, the first row's page: each link in it opens for a tenant admin (none
+    leads to a page they may not see, such as Django's user admin)."""
+    user = UserFactory(username="noel", password="pw-lists-4", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    stocked_everywhere(tenant, user)
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        login(page, live_server.url, "noel", "pw-lists-4")
+        lists = page.eval_on_selector_all("#toolhub-sections tr[class^=model-] th a",
+                                          "links => links.map(a => new URL(a.href).pathname)")
+        dead = {}
+        for path in lists:
+            page.goto(f"{live_server.url}{path}")
+            page.locator("#result_list tbody tr").first.locator("th a, td a").first.click()
+            page.wait_for_url("**/change/")
+            found = dead_links(page)
+            if found:
+                dead[page.url.removeprefix(live_server.url)] = found
+        assert dead == {}
 
 
 def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
@@ -88,7 +167,7 @@ def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, te
         expect(health.first).to_contain_text("paused")
         ok = page.locator("#result_list tbody tr", has_text="inventory-service-eu").locator(".toolhub-badge.ok")
         expect(ok).to_have_count(1)
-        shot(page, "admin-tools-list")
+        shot(page, "admin-tools-list", docs="tools-list")
 
 
 def test_tool_calls_filter_by_tool_agent_via_and_date(live_server: Any, tenant: Any, monkeypatch: Any) -> None:

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
+from tests.browser import shot as browser_shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
 from tools_app import adapters
@@ -244,3 +245,68 @@ def test_tool_pages_fit_the_screen(page: Any, tenant: Any, width: int) -> None:
         assert overflow <= 1, (url, width, overflow)
         if url.endswith("/change/"):
             shot(page, f"tool-change-{width}px")
+
+
+def test_market_load_then_update_shows_a_diff_before_applying(page: Any, tenant: Any) -> None:
+    """A real catalog (served over HTTP): refresh the source, load its entry as a tool; the catalog then publishes a
+    new version, and the tool's "Update from market" shows the before/after diff, asks for the newly required
+    secret, and only then changes the tool."""
+    from playwright.sync_api import expect
+
+    from tests.fixtures.catalog_server import CatalogServer
+
+    def publish(server: CatalogServer, version: str, env: dict[str, str]) -> None:
+        server.json("/catalog.json", {"data": [{"name": "inventory", "description": "Stock levels per warehouse",
+                                                "version": version, "command": sys.executable,
+                                                "args": [str(MINI)], "env": env}]})
+
+    with CatalogServer() as server:
+        publish(server, "1.0.0", {"INVENTORY_TOKEN": "", "CURRENCY": "EUR"})
+        source = MarketSource.objects.create(tenant=tenant, name="Team catalog", url=server.url("/catalog.json"))
+        page.goto(f"{page.base}/admin/market_app/marketsource/{source.pk}/change/")
+        page.click("#toolhub-source-refresh")
+        expect(page.locator(".messagelist")).to_contain_text("added 1")
+        page.goto(f"{page.base}/admin/market_app/marketentry/")
+        page.locator("#result_list a", has_text="inventory").first.click()
+        page.fill("#id_name", "market-stock")
+        page.fill("#id_env__INVENTORY_TOKEN", "market-secret-888")
+        page.click("#toolhub-load-submit")
+        expect(page.locator(".messagelist")).to_contain_text("as tool 'market-stock'")
+        expect(page.locator("#toolhub-market-update")).to_have_count(0)  # loaded from the current version
+        tool = Tool.objects.get(tenant=tenant, name="market-stock")
+        version = tool.config_version
+
+        publish(server, "1.1.0", {"INVENTORY_TOKEN": "", "CURRENCY": "EUR", "LOG_LEVEL": "info",
+                                  "REGION_TOKEN": ""})
+        page.goto(f"{page.base}/admin/market_app/marketsource/{source.pk}/change/")
+        page.click("#toolhub-source-refresh")
+        expect(page.locator(".messagelist")).to_contain_text("updated 1")
+    page.goto(f"{page.base}/admin/tools_app/tool/{tool.pk}/change/")
+    page.click("#toolhub-market-update")
+    diff = page.locator("#toolhub-update-diff")
+    expect(diff.locator("tr[data-key='env.LOG_LEVEL'] td.after")).to_have_text("info")
+    expect(diff.locator("tr[data-key='env.LOG_LEVEL']")).to_contain_text("added")
+    expect(diff.locator("tr[data-key='env.REGION_TOKEN'] td.after")).to_have_text("********")
+    expect(diff.locator("tr[data-key='env.INVENTORY_TOKEN']")).to_contain_text("kept")
+    expect(diff.locator("tr[data-key='env.INVENTORY_TOKEN'] td.before")).to_have_text("********")
+    # Only what the catalog changed: the tool's own settings (defaults included) read "kept", none "removed".
+    expect(diff.locator("tr.change-added")).to_have_count(2)
+    expect(diff.locator("tr.change-removed")).to_have_count(0)
+    expect(diff.locator("tr.change-changed")).to_have_count(0)
+    assert "market-secret-888" not in page.content()
+    tool.refresh_from_db()
+    assert tool.config_version == version and "LOG_LEVEL" not in tool.config["env"]  # nothing applied yet
+    shot(page, "market-update-diff", readme="#content-main")
+    browser_shot(page, "market-update-diff-window", full_page=False, docs="market-update-diff")
+    page.fill("#id_env__REGION_TOKEN", "region-secret-3")
+    page.click("#toolhub-update-apply")
+    expect(page.locator(".messagelist")).to_contain_text("Updated market-stock")
+    page.wait_for_url(f"**/admin/tools_app/tool/{tool.pk}/change/")
+    expect(page.locator("#toolhub-market-update")).to_have_count(0)
+    tool.refresh_from_db()
+    assert tool.config_version == version + 1
+    assert tool.config["env"] == {"INVENTORY_TOKEN": "market-secret-888", "CURRENCY": "EUR", "LOG_LEVEL": "info",
+                                  "REGION_TOKEN": "region-secret-3"}
+    assert shown_rows(page, "local_env")["LOG_LEVEL"] == "info"
+    page.click("#toolhub-test")
+    expect(page.locator(".messagelist")).to_contain_text("Test OK in")

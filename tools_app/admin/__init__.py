@@ -19,6 +19,7 @@ from tenants_app.admin_scoping import (
     ReadOnlyAdminMixin,
     ServiceAdminMixin,
     TenantRoleAdminMixin,
+    person,
     tenant_filter,
 )
 from tenants_app.selectors import tenants_for_admin
@@ -448,8 +449,10 @@ class ToolCallAdmin(ReadOnlyAdminMixin, _ToolCallAdmin):
     # The call's page: what ran and how it ended first, then where it came from (with its approval), then the data.
     fields = readonly_fields = [  # type: ignore[assignment]
         "created_at", "tool", "tool_name", "function", "title", "status", "error_code", "error", "cost_ms",
-        "approval_link", "via", "actor", "agent", "conversation", "dry_run", "arguments", "result_excerpt",
+        "approval_link", "via", "actor_name", "agent", "conversation", "dry_run", "arguments", "result_excerpt",
         "result_size", "result_content", "server_logs", "call_uid"]
+
+    actor_name = person("actor", "Actor")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))

@@ -20,7 +20,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from core.errors import DomainError
 from core.secrets import redact
-from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant
+from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant, person
 from tools_app import selectors
 from tools_app.configs import secret_values
 from tools_app.models import Approval, ApprovalStatus, ApprovalVia, Safety, ToolFunction, function_safety
@@ -74,8 +74,10 @@ class ApprovalAdmin(TenantRoleAdminMixin, _ApprovalAdmin):
     list_per_page = 50
     actions = ["approve_selected", "deny_selected"]
     fields = readonly_fields = [  # type: ignore[assignment]
-        "request", "state", "source", "calls", "requested_by", "safety_shown", "count_shown", "warning",
-        "arguments_full", "created_at", "expires_at", "decided_by", "decided_at", "decide"]
+        "request", "state", "source", "calls", "requested_by_name", "safety_shown", "count_shown", "warning",
+        "arguments_full", "created_at", "expires_at", "decided_by_name", "decided_at", "decide"]
+    requested_by_name = person("requested_by", "Requested by")
+    decided_by_name = person("decided_by", "Decided by")
 
     # --- access: view for the tenant's owners/admins, writes only through the decide service ------------
 

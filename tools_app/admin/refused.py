@@ -10,7 +10,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
-from tenants_app.admin_scoping import ReadOnlyAdminMixin, tenant_filter
+from tenants_app.admin_scoping import ReadOnlyAdminMixin, person, tenant_filter
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import RefusedCall
 from tools_app.services.invoke import REFUSED_CODES
@@ -29,21 +29,34 @@ TOP_REASONS = 10
 class RefusedCallAdmin(ReadOnlyAdminMixin, _RefusedCallAdmin):
     """Argument validation errors and tools' refusals, newest first, tenant-scoped; the most frequent on top."""
 
-    list_display = ["created_at", "tenant", "tool_name", "function", "error_code", "reason", "via", "agent", "actor"]
+    # Tool and function in one column, the code above its reason, where it came from in another (as the tool-call
+    # list shows them): nine separate columns made the reason a word wide and the table scroll at 1280 px.
+    list_display = ["created_at", "tenant", "call", "reason", "origin"]
     list_filter = [tenant_filter(), "error_code", "via", "tool_name"]
     search_fields = ["tool_name", "function", "error"]
     readonly_fields = fields = ("created_at", "tenant", "tool_name", "function", "title", "error_code", "error",
-                                "arguments_json", "via", "agent", "conversation", "actor", "status")
+                                "arguments_json", "via", "agent", "conversation", "actor_name", "status")
     change_list_template = "admin/tools_app/refusedcall/change_list.html"
     list_select_related = ["tenant", "agent", "actor"]
+    actor_name = person("actor", "Actor")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RefusedCall]:
         return (super().get_queryset(request)
                 .filter(tenant__in=tenants_for_admin(user=request.user), error_code__in=REFUSED_CODES))
 
-    @admin.display(description="reason")
+    @admin.display(description="Call", ordering="tool_name")
+    def call(self, obj: RefusedCall) -> str:
+        return format_html("{}<br><small>{}</small>", obj.tool_name, obj.function)
+
+    @admin.display(description="Via", ordering="via")
+    def origin(self, obj: RefusedCall) -> str:
+        who = " · ".join(str(x) for x in (obj.agent, obj.actor) if x is not None)
+        return format_html("{}<br><small>{}</small>", obj.via_label(), who)
+
+    @admin.display(description="Reason", ordering="error_code")
     def reason(self, obj: RefusedCall) -> str:
-        return obj.error if len(obj.error) <= 160 else obj.error[:157] + "..."
+        text = obj.error if len(obj.error) <= 160 else obj.error[:157] + "..."
+        return format_html("<small>{}</small><br>{}", obj.error_code, text)
 
     @admin.display(description="arguments (secrets redacted)")
     def arguments_json(self, obj: RefusedCall) -> str:
