@@ -10,6 +10,7 @@ from django.db import transaction
 
 from core.errors import DomainError
 from core.secrets import SECRET_KEY_RE, require_secrets_on_move
+from core.urls import same_origin
 from market_app import selectors
 from market_app.catalog import suggest_tool_name
 from market_app.catalog.common import unique_name
@@ -175,7 +176,6 @@ def _refuse_visible_secrets(names: set[str], where: str) -> None:
         )
 
 
-@transaction.atomic
 def _with_oauth_if_asked(entry: MarketEntry, config: dict[str, Any]) -> dict[str, Any]:
     """A remote that declares no header but answers 401 naming its OAuth metadata (RFC 9728) loads as an oauth2
     tool (190 of the registry's 450 remotes are such servers): one probe of its URL, through the outbound guard."""
@@ -342,6 +342,10 @@ def _update_plan(*, tenant: Tenant, tool: Tool, env: dict[str, str] | None,
     for key in KEPT_ON_UPDATE.get(EntryKind(entry.kind), ()):
         if old.get(key) is not None:
             config.setdefault(key, old[key])
+    if old.get("auth") and same_origin(str(old.get("url") or ""), str(config.get("url") or "")):
+        # OAuth is the admin's (or the 401 probe's) setting, kept while the server stays where it was: at another
+        # origin it is another authorization server, whose client and connections start again.
+        config.setdefault("auth", old["auth"])
     disable = entry.is_shell_command and tool.status == ToolStatus.ENABLED
     return UpdatePlan(tool=tool, entry=entry, config=config, disable=disable, rows=_diff(tool.type, old, config))
 

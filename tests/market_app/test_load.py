@@ -319,3 +319,23 @@ def test_test_tells_an_admin_that_a_hand_added_remote_wants_oauth(api: Any) -> N
         probe = api.post(f"/api/v1/tools/{made.json()['id']}/test/").json()
     assert probe["ok"] is False
     assert "asks for OAuth sign-in" in probe["error"]["message"] and '"oauth2"' in probe["error"]["message"]
+
+
+def test_market_update_keeps_the_tools_oauth_setting_on_its_origin(api: Any, source: MarketSource) -> None:
+    """`auth` is the admin's (or the 401 probe's) choice, no catalog's: an update to the same server keeps it; a
+    server moved to another origin is another authorization server, so its OAuth is set up again."""
+    plain = {"name": "linear", "url": "https://mcp.linear.example.test/mcp"}
+    publish(source, [plain])
+    tool_id = load(api, entry(source, "linear").pk).json()["tool"]["id"]
+    auth = {"type": "oauth2", "scopes": ["read", "write"], "per_user": True}
+    tool = Tool.objects.get(pk=tool_id)
+    assert api.patch(f"/api/v1/tools/{tool_id}/", {"config": {**tool.config, "auth": auth}},
+                     format="json").status_code == 200
+    publish(source, [{**plain, "version": "2.0.0", "url": "https://mcp.linear.example.test/v2/mcp"}])
+    assert market_update(api, tool_id).status_code == 200
+    config = Tool.objects.get(pk=tool_id).config
+    assert config["url"].endswith("/v2/mcp") and {k: config["auth"][k] for k in auth} == auth
+
+    publish(source, [{**plain, "version": "3.0.0", "url": "https://mcp.elsewhere.example.test/mcp"}])
+    assert market_update(api, tool_id).status_code == 200
+    assert "auth" not in Tool.objects.get(pk=tool_id).config
