@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
@@ -130,3 +134,29 @@ def test_inspector_cli_lists_calls_hits_an_approval_and_is_refused_across_tenant
     refused = inspector(node_folder, url, stranger, "--method", "tools/list")
     assert refused.returncode != 0
     assert "404" in refused.stdout + refused.stderr
+
+
+def test_inspector_cli_signs_in_through_toolhubs_authorization_server(
+    served: Any, setup: Any, node_folder: Path, tmp_path: Path
+) -> None:
+    """No token given: the Inspector CLI meets the gateway's 401, discovers Toolhub's authorization server,
+    registers, opens "the browser" (a scripted person who signs in and allows), takes the code on its loopback
+    callback and calls the agent as that member; the audit row names the Inspector as the client."""
+    log = tmp_path / "consents.log"
+    opener = tmp_path / "browser.sh"
+    opener.write_text(f'#!/bin/sh\nexec {sys.executable} -m tests.agents_app.gateway.consent_browser "$1"\n')
+    opener.chmod(0o755)
+    env = {**os.environ, "MCP_AUTO_OPEN_ENABLED": "true", "BROWSER": str(opener), "HOME": str(tmp_path),
+           "PYTHONPATH": str(settings.BASE_DIR), "TOOLHUB_TEST_MEMBER": setup.api.user.username,
+           "TOOLHUB_TEST_CONSENT_LOG": str(log)}
+    env.pop("DISPLAY", None)
+    called = subprocess.run(
+        [str(node_folder / "node_modules" / ".bin" / "mcp-inspector"), "--cli", served.endpoint("acme", setup.agent_id),
+         "--transport", "http", "--method", "tools/call", "--tool-name", "inventory__get_inventory",
+         "--tool-arg", "sku=DEMO-001"],
+        cwd=node_folder, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert called.returncode == 0, called.stdout[-2000:] + called.stderr[-3000:]
+    assert "DEMO-001" in json.loads(called.stdout)["content"][0]["text"]
+    assert log.read_text().split() == ["1", "302"]  # the member was asked once, and allowed
+    call = ToolCall.objects.get(function="get_inventory")
+    assert (call.actor_id, call.via, call.client) == (setup.api.user.pk, "gateway", "MCP Inspector")
