@@ -135,7 +135,8 @@ def test_remote_required_header_reaches_server_and_is_never_echoed(api: Any) -> 
         bad = make(api, "bad", "REMOTE", {"url": url, "headers": {"X-Api-Key": "wrong-canary"}, "timeout_s": 5})
         resp = api.post(f"/api/v1/tools/{bad}/test/")
         body = resp.json()
-        assert body["ok"] is False and "401" in body["error"]["message"]
+        assert body["ok"] is False and body["error"]["code"] == "remote_http_error"
+        assert "HTTP 401" in body["error"]["message"]  # a probe's error has no details: the status is in its text
         assert b"wrong-canary" not in resp.content
         good = make(api, "good", "REMOTE", {"url": url, "headers": {"X-Api-Key": "k-canary-99"}, "timeout_s": 5})
         assert api.post(f"/api/v1/tools/{good}/test/").json()["ok"] is True
