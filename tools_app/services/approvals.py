@@ -246,7 +246,8 @@ def _check_answer(approval: Approval, kind: str | None, approve: bool, answer: A
         try:
             validate_arguments(schema, answer)
         except InvalidParams as exc:
-            raise InvalidAnswer(f"the answer does not fit the server's question: {exc.message}") from None
+            raise InvalidAnswer(f"the answer does not fit the server's question: {exc.message}",
+                                details=exc.details) from None
     return answer
 
 
