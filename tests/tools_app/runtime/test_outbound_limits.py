@@ -253,6 +253,6 @@ def test_http_tool_cross_origin_307_keeps_the_secret_home(two_origins: Any) -> N
         "body": {"q": "${input.q}"},
     }
     result = run_http_tool(config, {"q": "hello"}, policy=LOOPBACK)
-    assert not result.success
-    assert "another origin" in (result.error or "")
+    assert not result.success and result.error_code == "BUSINESS_ERROR"  # OutboundBlocked's result family
+    assert "another origin" in (result.error or "")  # a call result has no details: its text names the rule
     assert seen_b.requests == []

@@ -25,7 +25,8 @@ def test_command_not_found_names_the_command(pool: SessionPool, specs: Specs) ->
         pool.probe(specs.local(None, command="no-such-mcp-server-xyz"))
     assert info.value.code == "command_not_found" and info.value.details == {"command": "no-such-mcp-server-xyz"}
     result = pool.call(specs.local(None, command="/nonexistent/bin/server"), "x", {})
-    assert result.error_code == "EXECUTION_ERROR" and "/nonexistent/bin/server" in (result.error or "")
+    assert result.error_code == "EXECUTION_ERROR" and result.meta["error_type"] == "command_not_found"
+    assert "/nonexistent/bin/server" in (result.error or "")  # names the command
 
 
 def test_non_executable_file(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
@@ -85,7 +86,7 @@ def test_version_check(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
 def test_malformed_tool_result(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
     spec = specs.local(CHANGING, env={"TOOLHUB_FIXTURE_STATE": str(tmp_path / "state")})
     result = pool.call(spec, "bad_result", {})
-    assert result.error_code == "EXECUTION_ERROR" and "malformed" in (result.error or "")
+    assert result.error_code == "EXECUTION_ERROR" and result.meta["error_type"] == "malformed_result"
     assert pool.call(spec, "lookup", {"sku": "a"}).text == "lookup ok"  # the session survives
 
 

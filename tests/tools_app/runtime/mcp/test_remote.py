@@ -97,7 +97,8 @@ def test_metadata_address_and_loopback_blocked_without_allow(make_pool, streamab
         strict.probe(Specs.remote(streamable_url))
     assert loopback.value.code == "outbound_blocked" and loopback.value.details["address"] == "127.0.0.1"
     result = strict.call(Specs.remote(streamable_url), "whoami", {})
-    assert not result.success and "127.0.0.1" in (result.error or "")
+    assert not result.success and result.error_code == "BUSINESS_ERROR"
+    assert result.meta["error_type"] == "outbound_blocked" and "127.0.0.1" in (result.error or "")  # names the address
 
 
 def test_stateless_json_streamable_server_without_get_stream(pool: SessionPool) -> None:
