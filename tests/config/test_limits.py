@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agents_app.models import Agent
+from tools_app import configs
 from tools_app.models import Tool
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +83,7 @@ def test_deep_config_is_refused_before_anything_is_written(api: Any, depth: int)
     assert set(resp.json()["error"]) == {"code", "message", "details"}
     error = resp.json()["error"]
     if depth < 990:  # within the parser's bound: the config spec's own cap refuses it
-        assert error["code"] == "invalid_config" and error["details"] == {"field": "config", "max_depth": 24}
+        assert error["code"] == "invalid_config" and error["details"] == {"field": "config", "max_depth": configs.MAX_CONFIG_DEPTH}
     else:  # the request parser's bound (its refusal carries no details)
         assert error["code"] == "malformed_request" and "nests deeper than" in error["message"]
     assert Tool.objects.count() == before
