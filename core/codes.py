@@ -160,7 +160,7 @@ class Reason(StrEnum):
     ROLE_TOO_LOW = "role_too_low"
     TOOL_NOT_USABLE = "tool_not_usable"
     VIEWER_MAY_NOT_CALL = "viewer_may_not_call"
-    # the gateway: a name the agent does not offer
+    # the gateway or a chat: a name the agent does not offer
     UNKNOWN_FUNCTION = "unknown_function"
 
 
