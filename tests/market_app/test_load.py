@@ -305,6 +305,5 @@ def test_test_tells_an_admin_that_a_hand_added_remote_wants_oauth(api: Any) -> N
         assert made.status_code == 201, made.content
         probe = api.post(f"/api/v1/tools/{made.json()['id']}/test/").json()
     assert probe["ok"] is False
-    # A probe's error carries no details: the advice (and the auth value to choose) is in its message.
-    assert probe["error"]["code"] == "remote_http_error"
-    assert "asks for OAuth sign-in" in probe["error"]["message"] and '"oauth2"' in probe["error"]["message"]
+    assert probe["error"]["code"] == "remote_http_error" and probe["error"]["details"] == {"status": 401, "oauth": True}
+    assert '"oauth2"' in probe["error"]["message"]  # names the auth setting to choose
