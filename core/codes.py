@@ -92,6 +92,11 @@ class ApiCode(StrEnum):
     MODEL_NOT_CONFIGURED = "model_not_configured"
     MODEL_IN_USE = "model_in_use"
     MODEL_BLOCKED = "model_blocked"
+    # a model call that failed (the `code` of a chat's `error` event, agents_app.runtime.model_client)
+    MODEL_UNREACHABLE = "model_unreachable"
+    MODEL_AUTH = "model_auth"
+    MODEL_ERROR = "model_error"
+    MODEL_TIMEOUT = "model_timeout"
     MAX_STEPS_EXCEEDED = "max_steps_exceeded"
     CONVERSATION_BUSY = "conversation_busy"
     NOTHING_TO_RESUME = "nothing_to_resume"
@@ -160,7 +165,7 @@ class Reason(StrEnum):
     ROLE_TOO_LOW = "role_too_low"
     TOOL_NOT_USABLE = "tool_not_usable"
     VIEWER_MAY_NOT_CALL = "viewer_may_not_call"
-    # the gateway: a name the agent does not offer
+    # the gateway or a chat: a name the agent does not offer
     UNKNOWN_FUNCTION = "unknown_function"
 
 

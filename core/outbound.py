@@ -278,7 +278,8 @@ def fetch(
             try:
                 response = client.send(request, stream=True)
             except httpx2.TimeoutException:
-                raise ToolTimeout(f"{method} {_safe(url)} timed out after {policy.timeout_s:g} s") from None
+                raise ToolTimeout(f"{method} {_safe(url)} timed out after {policy.timeout_s:g} s",
+                                  details={"timeout_s": policy.timeout_s}) from None
             except httpx2.HTTPError as exc:
                 raise OutboundBlocked(f"{method} {_safe(url)} failed: {type(exc).__name__}") from None
             try:
@@ -325,7 +326,8 @@ def _read_capped(response: httpx2.Response, policy: OutboundPolicy, method: str,
                 )
             chunks.append(chunk)
     except httpx2.TimeoutException:
-        raise ToolTimeout(f"{method} {_safe(url)} timed out after {policy.timeout_s:g} s") from None
+        raise ToolTimeout(f"{method} {_safe(url)} timed out after {policy.timeout_s:g} s",
+                          details={"timeout_s": policy.timeout_s}) from None
     return b"".join(chunks)
 
 

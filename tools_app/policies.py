@@ -156,18 +156,25 @@ class DecidePolicy:
             return qs
         return qs.filter(requested_by_id=user_id)
 
-    def why_not(self, *, tenant: Tenant, user: Any, approval: Approval) -> str | None:
-        """Why the user may not decide `approval`; None when they may."""
+    def denial(self, *, tenant: Tenant, user: Any, approval: Approval) -> tuple[str, str] | None:
+        """Who the tenant's rule requires instead (`another_admin`, `admin`, `requester`) and why; None when the
+        user may decide."""
         asker = approval.requested_by_id == getattr(user, "pk", None)
         admin = ADMINS.allows(tenant=tenant, user=user)
         if tenant.approval_second_person:
             if asker:
-                return "this tenant requires an owner or admin other than the requester to decide"
-            return None if admin else "only a tenant owner or admin may decide (this tenant requires a second person)"
+                return "another_admin", "this tenant requires an owner or admin other than the requester to decide"
+            return None if admin else (
+                "admin", "only a tenant owner or admin may decide (this tenant requires a second person)")
         if asker or (admin and tenant.admins_can_approve):
             return None
-        return "only the member who made the request may decide it" + (
+        return "requester", "only the member who made the request may decide it" + (
             "" if tenant.admins_can_approve else " (this tenant does not let admins decide)")
+
+    def why_not(self, *, tenant: Tenant, user: Any, approval: Approval) -> str | None:
+        """Why the user may not decide `approval`; None when they may."""
+        denied = self.denial(tenant=tenant, user=user, approval=approval)
+        return denied[1] if denied is not None else None
 
 
 CALLS = CallPolicy()

@@ -76,7 +76,8 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
     def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
         audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
               result=result, status=CallStatus.DENIED, secrets=secrets, agent=principal.agent, via=VIA, title=title)
-        return Refusal(wire_code, result.error or "", **details)
+        reason = {"reason": result.error_reason} if result.error_reason else {}  # the distinct cause (core.codes.Reason)
+        return Refusal(wire_code, result.error or "", **reason, **details)
 
     if not principal.may_call:
         raise refuse(ToolResult.refused(Reason.VIEWER_MAY_NOT_CALL,

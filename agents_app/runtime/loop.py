@@ -25,10 +25,10 @@ from agents_app.runtime.transcript import (
     steps_taken,
 )
 from core import tracing
-from core.codes import ApiCode, ResultCode
+from core.codes import ApiCode, Reason, ResultCode
 from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
-from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, REFUSED, ToolResult
+from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, REFUSED, ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
 
 Event = tuple[str, dict[str, Any]]
@@ -94,6 +94,7 @@ class _Call:
             "status": self.status,
             "success": self.status == "ok",
             "error_code": DENIED if self.status == "denied" else (r.error_code if r else None),
+            "error_reason": r.error_reason if r is not None and self.status != "denied" else None,
             "error": "refused by a human reviewer" if self.status == "denied" else (r.error if r else None),
             "content": self.content,
             "parts": display_parts(r.content) if r and self.status in ("ok", "error") else [],
@@ -403,7 +404,8 @@ def _prepare(call: _Call, toolset: Toolset) -> None:
     """Resolve the function and parse/validate arguments; failures become the call's result."""
     call.fn = toolset.get(call.name)
     if call.fn is None:
-        call.result = ToolResult.fail(NOT_FOUND, f"unknown tool {call.name!r}; available: {_available(toolset)}")
+        call.result = ToolResult.refused(Reason.UNKNOWN_FUNCTION,
+                                         f"unknown tool {call.name!r}; available: {_available(toolset)}")
         return
     raw = call.raw_arguments.strip()
     try:

@@ -12,11 +12,12 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 
+from core.codes import ApiCode
 from core.outbound import deadline_at
 from core.process_state import PerProcess
 from core.secrets import scrub_text
 
-ModelErrorCode = Literal["model_unreachable", "model_auth", "model_error", "model_timeout"]
+ModelErrorCode = Literal[ApiCode.MODEL_UNREACHABLE, ApiCode.MODEL_AUTH, ApiCode.MODEL_ERROR, ApiCode.MODEL_TIMEOUT]
 
 # Keys the loop owns; a ChatModel's `params` must not override them.
 RESERVED_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options", "n"})
@@ -139,22 +140,22 @@ def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
     """Map SDK/transport failures to the four model error codes, scrubbing the key from any text."""
     host = _host(config.base_url)
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return ModelError("model_timeout", f"model at {host} did not answer within {config.timeout_s:g}s")
+        return ModelError(ApiCode.MODEL_TIMEOUT, f"model at {host} did not answer within {config.timeout_s:g}s")
     if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
-        return ModelError("model_unreachable", f"cannot reach the model at {host}")
+        return ModelError(ApiCode.MODEL_UNREACHABLE, f"cannot reach the model at {host}")
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         detail = _scrub(_status_message(exc), config.api_key)
         return ModelError(
-            "model_auth",
+            ApiCode.MODEL_AUTH,
             f"model at {host} rejected the credentials (HTTP {exc.status_code})"
             + (f": {detail}" if detail else ""),
         )
     if isinstance(exc, openai.APIStatusError):
         detail = _scrub(_status_message(exc), config.api_key)
         return ModelError(
-            "model_error", f"model at {host} returned HTTP {exc.status_code}" + (f": {detail}" if detail else "")
+            ApiCode.MODEL_ERROR, f"model at {host} returned HTTP {exc.status_code}" + (f": {detail}" if detail else "")
         )
-    return ModelError("model_error", _scrub(f"model call failed: {type(exc).__name__}: {exc}", config.api_key))
+    return ModelError(ApiCode.MODEL_ERROR, _scrub(f"model call failed: {type(exc).__name__}: {exc}", config.api_key))
 
 
 def _new_http_client() -> httpx2.Client:

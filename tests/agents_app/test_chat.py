@@ -136,7 +136,8 @@ def test_unknown_tool_name_is_reported_to_the_model(api: Any, start_llm: Any) ->
     agent_id = make_agent(api, model=make_model(api, llm))
     body = chat(api, agent_id, "hi")
     result = events(body, "tool.result")[0]
-    assert result["error_code"] == "NOT_FOUND" and "no_such__tool" in result["error"]
+    assert result["error_code"] == "NOT_FOUND" and result["error_reason"] == "unknown_function"
+    assert "no_such__tool" in result["error"]  # the model reads which name it got wrong
     assert body["status"] == "completed" and body["message"] == "sorry"
     assert "unknown tool" in llm.requests[1]["messages"][-1]["content"]
 

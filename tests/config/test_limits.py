@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agents_app.models import Agent
+from tools_app import configs
 from tools_app.models import Tool
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +81,11 @@ def test_deep_config_is_refused_before_anything_is_written(api: Any, depth: int)
     resp = _raw_json(api, "/api/v1/tools/", body)
     assert resp.status_code == 400
     assert set(resp.json()["error"]) == {"code", "message", "details"}
-    assert "levels" in resp.json()["error"]["message"]
+    error = resp.json()["error"]
+    if depth < 990:  # within the parser's bound: the config spec's own cap refuses it
+        assert error["code"] == "invalid_config" and error["details"] == {"field": "config", "max_depth": configs.MAX_CONFIG_DEPTH}
+    else:  # the request parser's bound (its refusal carries no details)
+        assert error["code"] == "malformed_request" and "nests deeper than" in error["message"]
     assert Tool.objects.count() == before
 
 
@@ -114,7 +119,8 @@ def test_yaml_import_refuses_aliases(api: Any, content_type: str) -> None:
     before = Tool.objects.count()
     resp = api.post("/api/v1/tools/import/", data=BILLION_LAUGHS, content_type=content_type)
     assert resp.status_code == 400
-    assert "not accepted" in resp.json()["error"]["message"]
+    assert resp.json()["error"]["code"] == "malformed_request"
+    assert "anchors" in resp.json()["error"]["message"]  # the parser's refusals share one code: name the rule
     assert Tool.objects.count() == before
 
 

@@ -66,7 +66,7 @@ def test_missing_required_values_are_named(api: Any, source: MarketSource) -> No
     assert resp.status_code == 400
     err = resp.json()["error"]
     assert err["code"] == "missing_variables"
-    assert "WEATHER_API_KEY" in err["message"] and err["details"]["env"] == ["WEATHER_API_KEY"]
+    assert err["details"] == {"env": ["WEATHER_API_KEY"], "headers": []}
     assert not Tool.objects.filter(name="example-weather").exists()
 
 
@@ -76,7 +76,8 @@ def test_unknown_variables_name_the_accepted_ones(api: Any, source: MarketSource
     assert resp.status_code == 400
     err = resp.json()["error"]
     assert err["code"] == "unknown_variables"
-    assert "COLOUR" in err["message"] and "WEATHER_API_KEY" in err["message"] and "REGION" in err["message"]
+    assert err["details"]["field"] == "env" and err["details"]["unknown"] == ["COLOUR"]
+    assert {"WEATHER_API_KEY", "REGION"} <= set(err["details"]["accepted"])
 
 
 def test_remote_entry_takes_headers(api: Any, source: MarketSource) -> None:
@@ -97,14 +98,16 @@ def test_name_taken_is_409(api: Any, source: MarketSource) -> None:
     assert load(api, e.pk, headers={"X-Api-Key": "k"}).status_code == 201
     resp = load(api, e.pk, headers={"X-Api-Key": "k"})
     assert resp.status_code == 409
-    assert resp.json()["error"]["code"] == "name_taken" and '"name"' in resp.json()["error"]["message"]
+    assert resp.json()["error"]["code"] == "name_taken" and resp.json()["error"]["details"] == {"name": "remote-kb"}
     assert load(api, e.pk, headers={"X-Api-Key": "k"}, name="kb-2").status_code == 201
 
 
 def test_unknown_body_field_is_rejected(api: Any, source: MarketSource) -> None:
     publish(source, [REMOTE])
     resp = load(api, entry(source, "remote-kb").pk, colour="red")
-    assert resp.status_code == 400 and "accepted" in resp.json()["error"]["message"]
+    error = resp.json()["error"]
+    assert resp.status_code == 400 and error["code"] == "invalid" and list(error["details"]) == ["colour"]
+    assert "accepted" in error["details"]["colour"][0]  # names the accepted fields
 
 
 def test_shell_one_liner_needs_an_admin_and_is_created_disabled(api: Any, tenant: Any, member_client: Any,
@@ -318,7 +321,8 @@ def test_test_tells_an_admin_that_a_hand_added_remote_wants_oauth(api: Any) -> N
         assert made.status_code == 201, made.content
         probe = api.post(f"/api/v1/tools/{made.json()['id']}/test/").json()
     assert probe["ok"] is False
-    assert "asks for OAuth sign-in" in probe["error"]["message"] and '"oauth2"' in probe["error"]["message"]
+    assert probe["error"]["code"] == "remote_http_error" and probe["error"]["details"] == {"status": 401, "oauth": True}
+    assert '"oauth2"' in probe["error"]["message"]  # names the auth setting to choose
 
 
 def test_market_update_keeps_the_tools_oauth_setting_on_its_origin(api: Any, source: MarketSource) -> None:

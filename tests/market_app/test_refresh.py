@@ -269,7 +269,8 @@ def test_global_sources_are_refreshed_by_superusers_only(api: Any, server: Catal
     server.json("/catalog.json", [item("alpha")])
     source = make_source(None, server)
     resp = refresh(api, source)
-    assert resp.status_code == 403 and "superusers" in resp.json()["error"]["message"]
+    error = resp.json()["error"]
+    assert resp.status_code == 403 and error["code"] == "permission_denied" and error["details"] == {"required": "superuser"}
     assert services.source_refresh(source_id=source.pk)["added"] == 1  # the scheduled path
 
 

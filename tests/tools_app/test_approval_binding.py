@@ -102,8 +102,7 @@ def test_a_config_change_after_the_request_expires_the_approval(tenant: Any, own
         format="json")
     assert changed.status_code == 200, changed.content
 
-    error = expired_with(member, approval.pk, "config_changed")
-    assert "configuration changed" in error["message"]
+    expired_with(member, approval.pk, "config_changed")  # asserts approval_expired and its reason
     assert not ToolCall.objects.filter(tool_id=tool_id, status=CallStatus.OK).exists()  # nothing ran
     detail = shown(member, approval.pk)
     assert detail["status"] == "expired" and detail["expired_reason"] == "config_changed"
@@ -157,8 +156,7 @@ def test_a_requester_who_lost_use_tool_gets_nothing_run(tenant: Any, member: Any
     approval_id = held_delete(member, delete_file)
     # A grant to someone else restricts the tool to its grantees: the requester may no longer use it.
     assign_perm("tools_app.use_tool", UserFactory(), delete_file)
-    error = expired_with(member, approval_id, "tool_not_usable")
-    assert "use_tool" in error["message"]
+    expired_with(member, approval_id, "tool_not_usable")  # asserts approval_expired and its reason
     assert target.exists()
 
 

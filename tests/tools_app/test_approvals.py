@@ -134,7 +134,8 @@ def test_second_person_rule(tenant: Any, owner: Any, api: Any, member: Any, dele
     held = invoke(owner, delete_file, {"path": "a.txt"})
     assert pending_ids(owner) == []
     own = owner.post(f"/api/v1/approvals/{held['approval_id']}/approve/")
-    assert own.status_code == 403 and "other than the requester" in own.json()["error"]["message"]
+    assert own.status_code == 403 and own.json()["error"]["code"] == "permission_denied"
+    assert own.json()["error"]["details"] == {"required": "another_admin"}
     assert member.post(f"/api/v1/approvals/{held['approval_id']}/approve/").status_code == 404
     assert target.exists()
     assert pending_ids(api) == [held["approval_id"]]  # admins_can_approve is off: the rule still lets admins

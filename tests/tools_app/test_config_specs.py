@@ -62,10 +62,14 @@ def test_spec_caps_hold_off_the_request_path_too() -> None:
     # for every other way a config arrives (import, market load, admin).
     from tools_app.errors import InvalidConfig
 
-    with pytest.raises(InvalidConfig, match="bytes"):
+    with pytest.raises(InvalidConfig) as too_big:
         configs.validate_config("HTTP", {"url": URL, "body": "x" * (configs.MAX_CONFIG_BYTES + 1)})
-    with pytest.raises(InvalidConfig, match="nested deeper"):
+    assert too_big.value.code == "invalid_config"
+    assert too_big.value.details == {"field": "config", "max_bytes": configs.MAX_CONFIG_BYTES}
+    with pytest.raises(InvalidConfig) as too_deep:
         configs.validate_config("HTTP", {"url": URL, "body": deep(configs.MAX_CONFIG_DEPTH + 1)})
+    assert too_deep.value.code == "invalid_config"
+    assert too_deep.value.details == {"field": "config", "max_depth": configs.MAX_CONFIG_DEPTH}
 
 
 def test_update_is_validated_the_same_way(api: Any) -> None:

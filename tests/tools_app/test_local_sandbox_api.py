@@ -130,7 +130,9 @@ def test_the_platform_decides_who_registers_local_commands(
     assert create(api, "b", {"command": sys.executable, "args": [str(MINI)]}).status_code == 201
     other = create(api, "c", {"command": sys.executable, "args": [str(ESCAPE_PROBE)]})
     assert other.status_code == 403
-    assert str(MINI) in other.json()["error"]["message"]  # names what is accepted
+    error = other.json()["error"]
+    assert error["code"] == "permission_denied" and error["details"]["policy"] == "approved"
+    assert error["details"]["accepted"] == [f"{sys.executable} {MINI}"]  # names what is accepted
 
     # An operator's (global) market source is approved as listed; a tenant's own source is not.
     listed = {"command": sys.executable, "args": [str(ESCAPE_PROBE)], "env": {}}

@@ -135,7 +135,8 @@ def test_remote_required_header_reaches_server_and_is_never_echoed(api: Any) -> 
         bad = make(api, "bad", "REMOTE", {"url": url, "headers": {"X-Api-Key": "wrong-canary"}, "timeout_s": 5})
         resp = api.post(f"/api/v1/tools/{bad}/test/")
         body = resp.json()
-        assert body["ok"] is False and "401" in body["error"]["message"]
+        assert body["ok"] is False and body["error"]["code"] == "remote_http_error"
+        assert body["error"]["details"] == {"status": 401}
         assert b"wrong-canary" not in resp.content
         good = make(api, "good", "REMOTE", {"url": url, "headers": {"X-Api-Key": "k-canary-99"}, "timeout_s": 5})
         assert api.post(f"/api/v1/tools/{good}/test/").json()["ok"] is True
@@ -200,7 +201,7 @@ def test_command_not_found_names_the_command(api: Any) -> None:
     tool_id = make(api, "ghost", "LOCAL", {"command": "no-such-binary-xyz"})
     body = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert body["ok"] is False and body["error"]["code"] == "command_not_found"
-    assert "no-such-binary-xyz" in body["error"]["message"]
+    assert body["error"]["details"] == {"command": "no-such-binary-xyz"}
 
 
 def test_breaker_opens_after_three_failures(api: Any) -> None:

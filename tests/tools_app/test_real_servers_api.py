@@ -145,4 +145,4 @@ def test_task_required_function_is_shown_unsupported_and_refused(api: Any) -> No
     functions = {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
     assert "MCP task" in functions["needs_task"]["unsupported_reason"]
     body = invoke(api, tool_id, "needs_task", {})
-    assert body["error_code"] == "DISABLED" and "MCP task" in body["error"]
+    assert body["error_code"] == "DISABLED" and body["error_reason"] == "function_unsupported"

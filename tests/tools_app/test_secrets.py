@@ -142,7 +142,8 @@ def test_not_secret_entries_are_shown_and_never_reveal_a_stored_secret(api: Any)
     reveal = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
         "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "********", "X-Tenant": "acme"},
         "not_secret": ["headers.Authorization", "headers.X-Tenant"]}}, format="json")
-    assert reveal.status_code == 400 and "config.headers.Authorization" in reveal.content.decode()
+    assert reveal.status_code == 400 and reveal.json()["error"]["code"] == "invalid_config"
+    assert reveal.json()["error"]["details"]["field"] == "config.headers.Authorization"
     assert CANARY not in reveal.content.decode()
     unknown = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
         "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "********"}, "not_secret": ["headers.Nope"]}},

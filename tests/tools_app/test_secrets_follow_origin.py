@@ -27,8 +27,6 @@ def assert_refused(resp: Any, *keys: str) -> None:
     error = resp.json()["error"]
     assert error["code"] == "secrets_required"
     assert error["details"]["secrets_required"] == sorted(keys)
-    for key in keys:
-        assert key in error["message"]
     assert TOKEN.encode() not in resp.content
 
 

@@ -118,7 +118,8 @@ def test_my_credentials_state_and_bad_input(api: Any, member_client: Any, tenant
     unknown = put(api, tool_id, {"X-Other": "x"})
     assert unknown.status_code == 400
     error = unknown.json()["error"]
-    assert "X-Other" in error["message"] and error["details"]["accepted"] == ["X-Leak", "X-Team"]
+    assert error["code"] == "invalid"
+    assert error["details"] == {"field": "values", "unknown": ["X-Other"], "accepted": ["X-Leak", "X-Team"]}
     for bad, field in ((["list"], "values"), ({}, "values"), ({"X-Leak": ""}, "values.X-Leak"),
                        ({"X-Leak": "two\nlines-" + ALICE_KEY}, "values.X-Leak")):
         resp = put(api, tool_id, bad)
@@ -142,11 +143,14 @@ def test_config_refuses_bad_user_secrets(api: Any, leaky_url: str) -> None:
         ({"url": leaky_url, "user_secrets": ["Host"]}, "set by the client"),
     ):
         resp = api.post("/api/v1/tools/", {"name": "bad", "type": "REMOTE", "config": config}, format="json")
-        assert resp.status_code == 400 and needle in resp.json()["error"]["message"], resp.content
+        assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_config", resp.content
         assert resp.json()["error"]["details"]["field"] == "config.user_secrets"
+        assert needle in resp.json()["error"]["message"]  # which of the field's rules: no code tells them apart
     local = api.post("/api/v1/tools/", {"name": "bad", "type": "LOCAL", "config": {
         "command": sys.executable, "user_secrets": ["1NOPE"]}}, format="json")
-    assert local.status_code == 400 and "environment variable" in local.json()["error"]["message"]
+    assert local.status_code == 400 and local.json()["error"]["code"] == "invalid_config"
+    assert local.json()["error"]["details"]["field"] == "config.user_secrets"
+    assert "environment variable" in local.json()["error"]["message"]  # the rule: one field, several rules
 
 
 def test_a_member_sets_keys_and_connects_on_their_own_page(api: Any, member_client: Any, tenant: Any,

@@ -31,9 +31,10 @@ def one_or_many(single: Any, many: Any, names: tuple[str, str]) -> tuple[list[An
     """The call's items and whether it was a batch; the singular form or the plural one, never both."""
     one, plural = names
     if single is not None and many is not None:
-        raise InvalidParams(f"pass {one!r} or {plural!r}, not both")
+        raise InvalidParams(f"pass {one!r} or {plural!r}, not both", details={"conflicting": [one, plural]})
     if single is None and many is None:
-        raise InvalidParams(f"pass {one!r} (one) or {plural!r} (a list of up to {MAX_BATCH})")
+        raise InvalidParams(f"pass {one!r} (one) or {plural!r} (a list of up to {MAX_BATCH})",
+                            details={"required": [one, plural]})
     if many is None:
         return [single], False
     if not many:

@@ -71,7 +71,8 @@ def _columns(where: str, names: list[Any], columns: list[str]) -> None:
 def show_data(*, tenant: Tenant, user: Any, query_name: str | None, query: dict[str, Any] | None,
               widget: str, props: dict[str, Any]) -> dict[str, Any]:
     if (query_name is None) == (query is None):
-        raise InvalidParams("pass 'query_name' (a saved query) or 'query' (an ad-hoc one), exactly one")
+        raise InvalidParams("pass 'query_name' (a saved query) or 'query' (an ad-hoc one), exactly one",
+                            details={"exactly_one_of": ["query_name", "query"]})
     spec = get_saved_query(query_name).query if query_name is not None else dict(query or {})
     if "limit" not in spec:
         spec["limit"] = MAX_ROWS

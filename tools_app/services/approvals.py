@@ -246,7 +246,8 @@ def _check_answer(approval: Approval, kind: str | None, approve: bool, answer: A
         try:
             validate_arguments(schema, answer)
         except InvalidParams as exc:
-            raise InvalidAnswer(f"the answer does not fit the server's question: {exc.message}") from None
+            raise InvalidAnswer(f"the answer does not fit the server's question: {exc.message}",
+                                details=exc.details) from None
     return answer
 
 
@@ -297,9 +298,9 @@ def approval_decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bo
 @transaction.atomic
 def _decide(*, tenant: Tenant, actor: Any, approval_id: Any, approve: bool, answer: Any = None) -> tuple[Approval, bool]:
     approval = selectors.approval_get_visible(tenant=tenant, user=actor, approval_id=approval_id, for_update=True)
-    allowed, why = may_decide(tenant=tenant, actor=actor, approval=approval)
-    if not allowed:
-        raise NotApprover(why)
+    denied = DECIDERS.denial(tenant=tenant, user=actor, approval=approval)
+    if denied is not None:
+        raise NotApprover(denied[1], details={"required": denied[0]})
     if approval.status == ApprovalStatus.EXPIRED:
         return approval, True
     if approval.status != ApprovalStatus.PENDING:

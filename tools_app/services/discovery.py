@@ -59,7 +59,7 @@ class Probe:
     server: dict[str, Any] = field(default_factory=dict)
     protocol_version: str | None = None
     functions: list[Offered] = field(default_factory=list)
-    error: dict[str, str] | None = None
+    error: dict[str, Any] | None = None  # the API's error shape: code, message, details
 
 
 def probe_tool(tool: Tool, actor: Any = None) -> Probe:
@@ -94,7 +94,7 @@ def _probe(tool: Tool, actor: Any) -> Probe:
             spec = get_tool(tool.builtin_name)
         except KeyError:  # a plugin whose package was uninstalled; the next sync removes the row
             return Probe(ok=False, error={"code": ApiCode.NOT_FOUND, "message": f"no tool named {tool.builtin_name!r} "
-                                          "is installed (its plugin package may have been removed)"})
+                                          "is installed (its plugin package may have been removed)", "details": {}})
         fn = Offered(spec.function_name, spec.description, spec.input_schema)
         return Probe(ok=True, server={"name": "toolhub-builtin", "version": "1"}, functions=[fn])
     if tool.type == ToolType.HTTP:
@@ -108,7 +108,7 @@ def _probe(tool: Tool, actor: Any) -> Probe:
         found = adapters.pool().probe(adapters.server_spec(tool, actor, user_values_needed=False))
     except RuntimeToolError as exc:
         return Probe(ok=False, latency_ms=int((time.monotonic() - started) * 1000),
-                     error={"code": exc.code, "message": exc.message})
+                     error={"code": exc.code, "message": exc.message, "details": exc.details})
     return Probe(
         ok=True,
         latency_ms=found.latency_ms,

@@ -56,7 +56,8 @@ def _check_command_allowed(config: dict[str, Any], market_entry: Any) -> None:
         f"LOCAL command {shlex.join(argv)[:200]!r} is not on this platform's approved list; accepted: "
         f"{'; '.join(shlex.join(line) for line in approved_commands()) or 'none'}, or an entry of an operator's "
         "market source loaded as it is",
-        details={"field": "config.command", "policy": "approved"},
+        details={"field": "config.command", "policy": "approved",
+                 "accepted": [shlex.join(line) for line in approved_commands()]},
     )
 
 

@@ -148,7 +148,7 @@ def test_viewers_list_but_cannot_call(served: Any, setup: Any, member_client: An
     tools, result = asyncio.run(scenario())
     assert "inventory__get_inventory" in [t.name for t in tools.tools]
     assert result.is_error
-    assert "viewers may list" in result.content[0].text
+    assert refusal(result) == {"error_code": "DISABLED", "error_reason": "viewer_may_not_call"}
     assert not ToolCall.objects.filter(status="ok").exists()
 
 
@@ -165,8 +165,7 @@ def test_changed_and_disabled_functions_never_appear(served: Any, setup: Any) ->
     assert "inventory__get_inventory" in names
     assert "inventory__echo_env" not in names and "inventory__whoami" not in names
     # Not offered, and the client is told why (invoke's own refusal), not "unknown tool".
-    assert result.is_error and "DISABLED" in result.content[0].text
-    assert "an admin must approve it" in result.content[0].text
+    assert result.is_error and refusal(result) == {"error_code": "DISABLED", "error_reason": "function_changed"}
 
 
 def test_a_paused_tool_is_answered_with_its_pause_not_unknown_tool(served: Any, setup: Any) -> None:
@@ -180,9 +179,9 @@ def test_a_paused_tool_is_answered_with_its_pause_not_unknown_tool(served: Any, 
 
     tools, paused, unknown = asyncio.run(scenario())
     assert "inventory__get_inventory" not in [t.name for t in tools.tools]
-    assert paused.is_error and "DISABLED" in paused.content[0].text
-    assert "failed 3 times in a row and is paused until" in paused.content[0].text
-    assert unknown.is_error and "NOT_FOUND" in unknown.content[0].text and "unknown tool" in unknown.content[0].text
+    assert paused.is_error and refusal(paused) == {"error_code": "DISABLED", "error_reason": "tool_paused"}
+    assert "paused until" in paused.content[0].text  # the message says until when (no detail carries it)
+    assert unknown.is_error and refusal(unknown) == {"error_code": "NOT_FOUND", "error_reason": "unknown_function"}
 
 
 def _needs_approval(setup: Any) -> None:

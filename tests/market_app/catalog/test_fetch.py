@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from core.codes import ApiCode
 from core.outbound import OutboundPolicy
 from market_app.catalog import CatalogError, fetch_catalog, registry_endpoint
 from tests.fixtures.catalog_server import CatalogServer, Registry
@@ -47,8 +48,10 @@ def test_html_instead_of_json(server: CatalogServer, policy: OutboundPolicy) -> 
 
 def test_object_without_data(server: CatalogServer, policy: OutboundPolicy) -> None:
     server.json("/obj", {"items": [1, 2]})
-    with pytest.raises(CatalogError, match=r"expected a JSON array, \{\"data\": \[...\]\}"):
+    with pytest.raises(CatalogError) as info:
         fetch_catalog(server.url("/obj"), "auto", policy=policy)
+    assert info.value.code == ApiCode.NOT_A_CATALOG
+    assert '{"data": [...]}' in info.value.message  # names the shapes it accepts
 
 
 @pytest.mark.parametrize(("status", "code"), [(404, "http_error"), (500, "http_error"), (401, "auth_failed"),
@@ -65,7 +68,7 @@ def test_auth_header_wrong_then_right(server: CatalogServer, policy: OutboundPol
                 require={"Authorization": "Bearer right-token"})
     with pytest.raises(CatalogError) as info:
         fetch_catalog(server.url("/private"), "list", policy=policy, headers={"Authorization": "Bearer wrong-token"})
-    assert str(info.value) == "authentication failed (HTTP 401); check the source's auth headers"
+    assert info.value.code == ApiCode.AUTH_FAILED
     assert "wrong-token" not in repr(info.value)
     result = fetch_catalog(server.url("/private"), "list", policy=policy,
                            headers={"Authorization": "Bearer right-token"})
@@ -75,16 +78,18 @@ def test_auth_header_wrong_then_right(server: CatalogServer, policy: OutboundPol
 def test_response_over_the_cap(server: CatalogServer) -> None:
     server.big("/huge", 10 * 1024 * 1024)
     small = OutboundPolicy.build("127.0.0.0/8,::1", max_bytes=256 * 1024, timeout_s=5)
-    with pytest.raises(ResponseTooLarge, match="exceeds the cap of 262144 bytes"):
+    with pytest.raises(ResponseTooLarge) as info:
         fetch_catalog(server.url("/huge"), "list", policy=small)
+    assert info.value.code == ApiCode.RESPONSE_TOO_LARGE and info.value.details == {"max_bytes": 262144}
 
 
 def test_hanging_server_times_out(server: CatalogServer) -> None:
     server.hang("/slow")
     quick = OutboundPolicy.build("127.0.0.0/8,::1", timeout_s=1)
     started = time.monotonic()
-    with pytest.raises(ToolTimeout, match="timed out after 1 s"):
+    with pytest.raises(ToolTimeout) as info:
         fetch_catalog(server.url("/slow"), "list", policy=quick)
+    assert info.value.code == ApiCode.TIMEOUT and info.value.details == {"timeout_s": 1}
     assert time.monotonic() - started < 5
 
 
@@ -131,7 +136,7 @@ def test_registry_resume_from_cursor_is_not_full(server: CatalogServer, policy: 
 
 def test_registry_cursor_loop_detected(server: CatalogServer, policy: OutboundPolicy) -> None:
     server.registry(Registry.generate(5, loop=True))
-    with pytest.raises(CatalogError, match="cursor loop detected") as info:
+    with pytest.raises(CatalogError) as info:
         fetch_catalog(server.base, "official_registry", policy=policy)
     assert info.value.code == "cursor_loop"
     assert len(server.requests) == 2
@@ -139,8 +144,9 @@ def test_registry_cursor_loop_detected(server: CatalogServer, policy: OutboundPo
 
 def test_registry_max_pages(server: CatalogServer, policy: OutboundPolicy) -> None:
     server.registry(Registry.generate(50))
-    with pytest.raises(CatalogError, match="more than 2 pages"):
+    with pytest.raises(CatalogError) as info:
         fetch_catalog(server.base, "official_registry", policy=policy, page_limit=10, max_pages=2)
+    assert info.value.code == ApiCode.TOO_MANY_PAGES and len(server.requests) == 2
 
 
 def test_registry_duplicates_across_pages(server: CatalogServer, policy: OutboundPolicy) -> None:
@@ -153,16 +159,19 @@ def test_registry_duplicates_across_pages(server: CatalogServer, policy: Outboun
 
 def test_registry_auth(server: CatalogServer, policy: OutboundPolicy) -> None:
     server.registry(Registry.generate(3), require={"X-Api-Key": "k1"})
-    with pytest.raises(CatalogError, match=r"authentication failed \(HTTP 401\)"):
+    with pytest.raises(CatalogError) as info:
         fetch_catalog(server.base, "official_registry", policy=policy, headers={"X-Api-Key": "k0"})
+    assert info.value.code == ApiCode.AUTH_FAILED
     ok = fetch_catalog(server.base, "official_registry", policy=policy, headers={"X-Api-Key": "k1"})
     assert len(ok.entries) == 3
 
 
 def test_registry_page_that_is_not_a_page(server: CatalogServer, policy: OutboundPolicy) -> None:
     server.json("/v0.1/servers", {"data": []})
-    with pytest.raises(CatalogError, match=r'expected an MCP registry page \{"servers": \[...\]\} on page 1'):
+    with pytest.raises(CatalogError) as info:
         fetch_catalog(server.base, "official_registry", policy=policy)
+    assert info.value.code == ApiCode.NOT_A_CATALOG
+    assert '{"servers": [...]} on page 1' in info.value.message  # names the shape expected and the page
 
 
 @pytest.mark.parametrize("path", ["/v0.1/servers", ""])
@@ -176,8 +185,9 @@ def test_auto_detects_registry(server: CatalogServer, policy: OutboundPolicy, pa
 
 def test_auto_reports_the_original_error_when_no_registry(server: CatalogServer, policy: OutboundPolicy) -> None:
     server.raw("/index.html", "<html>hello</html>")
-    with pytest.raises(CatalogError, match="text/html"):
+    with pytest.raises(CatalogError) as info:
         fetch_catalog(server.url("/index.html"), "auto", policy=policy)
+    assert info.value.code == ApiCode.NOT_JSON and "text/html" in info.value.message  # names the type it got
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.codes import ApiCode
 from market_app.catalog import (
     DEMO_CATALOG_PATH,
     CatalogError,
@@ -65,13 +66,15 @@ def test_not_a_catalog_names_what_was_expected(doc: Any) -> None:
     ],
 )
 def test_explicit_format_mismatch(doc: Any, fmt: str, expected: str) -> None:
-    with pytest.raises(CatalogError, match=expected):
+    with pytest.raises(CatalogError) as info:
         parse_document(doc, fmt)
+    assert info.value.code == ApiCode.NOT_A_CATALOG and info.value.message.startswith(expected)  # names the format
 
 
 def test_unknown_format() -> None:
-    with pytest.raises(CatalogError, match="unknown catalog format 'yaml'"):
+    with pytest.raises(CatalogError) as info:
         parse_document([], "yaml")
+    assert info.value.code == ApiCode.UNKNOWN_FORMAT and "'yaml'" in info.value.message
 
 
 # --- simple list ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from core.codes import ApiCode
 from core.errors import InvalidParams
 from toolhub_demo.models import Product
 from tools_app.records.permissions import PermissionRefused
@@ -31,9 +32,11 @@ def test_ad_hoc_query_is_capped_at_100_rows(tenant: Any, demo_rows: Any, user_wi
 
 
 def test_it_runs_as_the_user(tenant: Any, demo_rows: Any, user_with: Any) -> None:
-    with pytest.raises(PermissionRefused, match="you may not read order records"):
+    with pytest.raises(PermissionRefused) as refused:
         show_data(tenant=tenant, user=user_with("view_product"), query_name="orders_by_status", query=None,
                   widget="kpi", props={"value": "orders"})
+    assert refused.value.code == ApiCode.PERMISSION_DENIED
+    assert refused.value.details == {"reason": "permission_denied", "model": "order", "operation": "read"}
 
 
 @pytest.mark.parametrize(("widget", "props", "message"), [
@@ -49,7 +52,8 @@ def test_props_are_read_strictly(tenant: Any, demo_rows: Any, user_with: Any, wi
     with pytest.raises(InvalidParams) as exc:
         show_data(tenant=tenant, user=user_with("view_order"), query_name="orders_by_status", query=None,
                   widget=widget, props=props)
-    assert exc.value.message.startswith(message), exc.value.message
+    assert exc.value.code == ApiCode.INVALID_PARAMS
+    assert exc.value.message.startswith(message), exc.value.message  # names the prop and what it takes
 
 
 def test_every_widget_accepts_its_documented_props(tenant: Any, demo_rows: Any, user_with: Any) -> None:
@@ -68,7 +72,11 @@ def test_every_widget_accepts_its_documented_props(tenant: Any, demo_rows: Any, 
 
 def test_exactly_one_query(tenant: Any, demo_rows: Any, user_with: Any) -> None:
     user = user_with("view_order")
-    with pytest.raises(InvalidParams, match="exactly one"):
+    with pytest.raises(InvalidParams) as neither:
         show_data(tenant=tenant, user=user, query_name=None, query=None, widget="table", props={})
-    with pytest.raises(InvalidParams, match="no saved query named 'nope'; saved queries: orders_by_status"):
+    assert neither.value.code == ApiCode.INVALID_PARAMS
+    assert neither.value.details == {"exactly_one_of": ["query_name", "query"]}
+    with pytest.raises(InvalidParams) as unknown:
         show_data(tenant=tenant, user=user, query_name="nope", query=None, widget="table", props={})
+    assert unknown.value.code == ApiCode.INVALID_PARAMS and "orders_by_status" in unknown.value.details["accepted"]
+    assert "'nope'" in unknown.value.message  # names the unknown saved query

@@ -264,31 +264,34 @@ def test_missing_placeholder_argument(server: str) -> None:
     assert result.error_code == "INVALID_PARAMS" and "'item'" in (result.error or "")
 
 
+# (id, config, the field named in details, and where one field has several rules, the rule the message names)
 BAD_CONFIGS = [
-    ("not-a-dict", [], "object"),
-    ("method", {"method": "TRACE", "url": "http://a.test/"}, "method"),
-    ("scheme", {"url": "ftp://a.test/"}, "http"),
-    ("no-url", {"method": "GET"}, "url"),
-    ("headers-not-map", {"url": "http://a.test/", "headers": ["a"]}, "headers"),
-    ("header-value-not-string", {"url": "http://a.test/", "headers": {"a": 1}}, "headers"),
-    ("bad-header-name", {"url": "http://a.test/", "headers": {"a b": "1"}}, "header name"),
-    ("query-not-map", {"url": "http://a.test/", "query": "a=1"}, "query"),
-    ("secrets-not-map", {"url": "http://a.test/", "secrets": ["x"]}, "secrets"),
-    ("timeout", {"url": "http://a.test/", "timeout_s": 0}, "timeout_s"),
-    ("timeout-bool", {"url": "http://a.test/", "timeout_s": True}, "timeout_s"),
-    ("unknown-key", {"url": "http://a.test/", "verb": "GET"}, "verb"),
-    ("unknown-secret", {"url": "http://a.test/${secret.nope}"}, "secret.nope"),
-    ("host-header", {"url": "http://a.test/", "headers": {"Host": "${input.h}"}}, "may not be configured"),
-    ("bad-schema", {"url": "http://a.test/", "input_schema": {"type": 5}}, "input_schema"),
+    ("not-a-dict", [], "config", ""),
+    ("method", {"method": "TRACE", "url": "http://a.test/"}, "config.method", ""),
+    ("scheme", {"url": "ftp://a.test/"}, "config.url", "http"),
+    ("no-url", {"method": "GET"}, "config.url", "required"),
+    ("headers-not-map", {"url": "http://a.test/", "headers": ["a"]}, "config.headers", ""),
+    ("header-value-not-string", {"url": "http://a.test/", "headers": {"a": 1}}, "config.headers.a", ""),
+    ("bad-header-name", {"url": "http://a.test/", "headers": {"a b": "1"}}, "config.headers", "header name 'a b'"),
+    ("query-not-map", {"url": "http://a.test/", "query": "a=1"}, "config.query", ""),
+    ("secrets-not-map", {"url": "http://a.test/", "secrets": ["x"]}, "config.secrets", ""),
+    ("timeout", {"url": "http://a.test/", "timeout_s": 0}, "config.timeout_s", ""),
+    ("timeout-bool", {"url": "http://a.test/", "timeout_s": True}, "config.timeout_s", ""),
+    ("unknown-key", {"url": "http://a.test/", "verb": "GET"}, "config.verb", ""),
+    ("unknown-secret", {"url": "http://a.test/${secret.nope}"}, "config.secrets", "${secret.nope}"),
+    ("host-header", {"url": "http://a.test/", "headers": {"Host": "${input.h}"}}, "config.headers", "'Host'"),
+    ("bad-schema", {"url": "http://a.test/", "input_schema": {"type": 5}}, "config.input_schema", ""),
 ]
 
 
 @pytest.mark.parametrize(
-    ("config", "fragment"), [b[1:] for b in BAD_CONFIGS], ids=[b[0] for b in BAD_CONFIGS]
+    ("config", "field", "rule"), [b[1:] for b in BAD_CONFIGS], ids=[b[0] for b in BAD_CONFIGS]
 )
-def test_malformed_config_is_refused_on_save(config: Any, fragment: str) -> None:
-    with pytest.raises(InvalidConfig, match=fragment.replace(".", r"\.")):
+def test_malformed_config_is_refused_on_save(config: Any, field: str, rule: str) -> None:
+    with pytest.raises(InvalidConfig) as exc:
         HttpConfig.parse(config)
+    assert exc.value.code == "invalid_config" and exc.value.details["field"] == field
+    assert rule in exc.value.message
 
 
 @pytest.mark.parametrize("value", ["..", ".", "../..", "..%2F", "a/../../admin"])

@@ -202,8 +202,9 @@ CREDENTIALS = {"Authorization": "Bearer top-secret", "X-Api-Key": "key-123", "Co
 @pytest.mark.parametrize("status", [307, 308])
 def test_cross_origin_307_308_with_a_body_is_not_followed(two_origins: Any, status: int) -> None:
     url, seen_a, seen_b = two_origins(status, same_origin=False)
-    with pytest.raises(OutboundBlocked, match="another origin"):
+    with pytest.raises(OutboundBlocked) as refused:
         fetch("POST", url, policy=LOOPBACK, headers=CREDENTIALS, json={"payload": "private"})
+    assert refused.value.code == "outbound_blocked" and refused.value.details == {"status": status}
     assert len(seen_a.requests) == 1
     assert seen_b.requests == []  # neither the body nor the credentials reached the other origin
 
@@ -252,6 +253,6 @@ def test_http_tool_cross_origin_307_keeps_the_secret_home(two_origins: Any) -> N
         "body": {"q": "${input.q}"},
     }
     result = run_http_tool(config, {"q": "hello"}, policy=LOOPBACK)
-    assert not result.success
-    assert "another origin" in (result.error or "")
+    assert not result.success and result.error_code == "BUSINESS_ERROR"  # OutboundBlocked's result family
+    assert "another origin" in (result.error or "")  # a call result has no details: its text names the rule
     assert seen_b.requests == []

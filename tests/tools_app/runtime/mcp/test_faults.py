@@ -21,18 +21,21 @@ from tools_app.runtime.mcp import SessionPool
 
 
 def test_command_not_found_names_the_command(pool: SessionPool, specs: Specs) -> None:
-    with pytest.raises(CommandNotFound, match="no-such-mcp-server-xyz"):
+    with pytest.raises(CommandNotFound) as info:
         pool.probe(specs.local(None, command="no-such-mcp-server-xyz"))
+    assert info.value.code == "command_not_found" and info.value.details == {"command": "no-such-mcp-server-xyz"}
     result = pool.call(specs.local(None, command="/nonexistent/bin/server"), "x", {})
-    assert result.error_code == "EXECUTION_ERROR" and "/nonexistent/bin/server" in (result.error or "")
+    assert result.error_code == "EXECUTION_ERROR" and result.meta["error_type"] == "command_not_found"
+    assert "/nonexistent/bin/server" in (result.error or "")  # names the command
 
 
 def test_non_executable_file(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
     script = tmp_path / "server.sh"
     script.write_text("#!/bin/sh\necho hi\n")
     script.chmod(0o644)
-    with pytest.raises(CommandNotExecutable, match="server.sh"):
+    with pytest.raises(CommandNotExecutable) as info:
         pool.probe(specs.local(None, command=str(script)))
+    assert info.value.code == "command_not_executable" and info.value.details == {"command": str(script)}
 
 
 def test_server_exiting_at_once_reports_its_stderr(pool: SessionPool, specs: Specs) -> None:
@@ -46,15 +49,17 @@ def test_server_exiting_at_once_reports_its_stderr(pool: SessionPool, specs: Spe
 
 def test_no_initialize_reply_is_a_startup_timeout(pool: SessionPool, specs: Specs) -> None:
     started = time.monotonic()
-    with pytest.raises(StartupTimeout, match="initialize"):
+    with pytest.raises(StartupTimeout) as info:
         pool.probe(specs.local(HANG_INIT, startup_timeout_s=1))
+    assert info.value.code == "startup_timeout" and info.value.result_code == "TIMEOUT"
     assert time.monotonic() - started < 6
     assert wait_no_marked(specs.marker) == []
 
 
 def test_stdout_garbage_flood_is_a_protocol_error(pool: SessionPool, specs: Specs) -> None:
-    with pytest.raises(ProtocolError, match="non-JSON-RPC"):
+    with pytest.raises(ProtocolError) as info:
         pool.probe(specs.local(FLOOD, startup_timeout_s=5))
+    assert info.value.code == "protocol_error" and "non-JSON-RPC" in info.value.message  # one code, several causes
     assert wait_no_marked(specs.marker) == []
 
 
@@ -73,14 +78,15 @@ def test_version_check(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
     broken = tmp_path / "broken-server"
     broken.write_text("#!/bin/sh\necho 'no such option' >&2\nexit 4\n")
     broken.chmod(0o755)
-    with pytest.raises(ConnectionFailed, match="--version"):
+    with pytest.raises(ConnectionFailed) as info:
         pool.probe(specs.local(None, command=str(broken), version_check=True))
+    assert info.value.code == "connection_failed" and "--version" in info.value.message  # one code, several causes
 
 
 def test_malformed_tool_result(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
     spec = specs.local(CHANGING, env={"TOOLHUB_FIXTURE_STATE": str(tmp_path / "state")})
     result = pool.call(spec, "bad_result", {})
-    assert result.error_code == "EXECUTION_ERROR" and "malformed" in (result.error or "")
+    assert result.error_code == "EXECUTION_ERROR" and result.meta["error_type"] == "malformed_result"
     assert pool.call(spec, "lookup", {"sku": "a"}).text == "lookup ok"  # the session survives
 
 

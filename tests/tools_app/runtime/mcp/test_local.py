@@ -107,10 +107,12 @@ def test_capacity_caps_fail_fast_when_every_session_is_busy(make_pool, specs: Sp
         while not _inflight(pool) and time.monotonic() < deadline:
             time.sleep(0.02)
         started = time.monotonic()
-        with pytest.raises(CapacityExceeded, match="capacity_exceeded"):
+        with pytest.raises(CapacityExceeded) as refused:
             pool.discover(specs.local(tool_id=2, tenant="acme"))
+        assert refused.value.code == "capacity_exceeded" and refused.value.details == {"limit": 1, "scope": "tenant"}
         result = pool.call(specs.local(tool_id=2, tenant="acme"), "whoami", {})
-        assert not result.success and "capacity_exceeded" in (result.error or "")
+        assert not result.success and result.error_code == "EXECUTION_ERROR"
+        assert result.meta["error_type"] == "capacity_exceeded"  # the runtime error's code
         # Refused at once, not after waiting for a free slot (a wait would last until the slow call ends).
         assert time.monotonic() - started < 4
         assert slow.result().success

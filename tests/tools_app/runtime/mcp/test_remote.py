@@ -50,8 +50,9 @@ def test_remote_end_to_end(pool: SessionPool, transport: str, streamable_url: st
 def test_header_required_401_then_ok(pool: SessionPool, transport: str, streamable_url: str, sse_url: str) -> None:
     url = streamable_url if transport == "streamable_http" else sse_url
     if True:
-        with pytest.raises(RemoteHTTPError, match="401") as info:
+        with pytest.raises(RemoteHTTPError) as info:
             pool.probe(Specs.remote(url, transport, headers={"X-Api-Key": "wrong-" + SECRET}))
+        assert info.value.code == "remote_http_error" and info.value.details["status"] == 401
         assert SECRET not in str(info.value) and SECRET not in repr(info.value.details)
         result = pool.call(Specs.remote(url, transport, tool_id=101, headers={"X-Api-Key": "bad-" + SECRET}), "whoami", {})
         assert result.error_code == "EXECUTION_ERROR" and "401" in (result.error or "")
@@ -64,9 +65,10 @@ def test_header_required_401_then_ok(pool: SessionPool, transport: str, streamab
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 def test_http_error_status_is_reported(pool: SessionPool, status: int, transport: str) -> None:
     with http_server(HTTP_FAULTS, extra_args=("--fail-status", str(status))) as url:
-        with pytest.raises(RemoteHTTPError, match=str(status)) as info:
+        with pytest.raises(RemoteHTTPError) as info:
             pool.probe(Specs.remote(url, transport, headers={"Authorization": "Bearer " + SECRET}))
-        assert info.value.details["status"] == status and SECRET not in info.value.message
+        assert info.value.code == "remote_http_error" and info.value.details["status"] == status
+        assert SECRET not in info.value.message
 
 
 def test_wrong_transport_both_ways(pool: SessionPool, streamable_url: str, sse_url: str) -> None:
@@ -80,18 +82,24 @@ def test_wrong_transport_both_ways(pool: SessionPool, streamable_url: str, sse_u
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 def test_redirect_to_private_address_is_blocked(pool: SessionPool, transport: str) -> None:
     with http_server(HTTP_FAULTS, extra_args=("--redirect-to", "http://10.1.2.3/mcp")) as url:
-        with pytest.raises(OutboundBlocked, match="10.1.2.3"):
+        with pytest.raises(OutboundBlocked) as blocked:
             pool.probe(Specs.remote(url, transport))
+        # Refused by the cross-origin redirect rule, which answers before the private-address check would.
+        assert blocked.value.code == "outbound_blocked" and blocked.value.details == {"status": 307}
+        assert "http://10.1.2.3/mcp" in blocked.value.message  # names the refused target
 
 
 def test_metadata_address_and_loopback_blocked_without_allow(make_pool, streamable_url: str) -> None:
     strict = make_pool(policy=OutboundPolicy.build(""))
-    with pytest.raises(OutboundBlocked, match="169.254.169.254"):
+    with pytest.raises(OutboundBlocked) as metadata:
         strict.probe(Specs.remote("http://169.254.169.254/latest/meta-data"))
-    with pytest.raises(OutboundBlocked, match="127.0.0.1"):
+    assert metadata.value.code == "outbound_blocked" and metadata.value.details["address"] == "169.254.169.254"
+    with pytest.raises(OutboundBlocked) as loopback:
         strict.probe(Specs.remote(streamable_url))
+    assert loopback.value.code == "outbound_blocked" and loopback.value.details["address"] == "127.0.0.1"
     result = strict.call(Specs.remote(streamable_url), "whoami", {})
-    assert not result.success and "127.0.0.1" in (result.error or "")
+    assert not result.success and result.error_code == "BUSINESS_ERROR"
+    assert result.meta["error_type"] == "outbound_blocked" and "127.0.0.1" in (result.error or "")  # names the address
 
 
 def test_stateless_json_streamable_server_without_get_stream(pool: SessionPool) -> None:

@@ -124,7 +124,8 @@ def test_a_command_the_sandbox_cannot_see_is_refused(pool: SessionPool, specs: S
     hidden.write_text("#!/bin/sh\nexit 0\n")
     hidden.chmod(0o755)
     result = pool.call(sandboxed(specs, sandbox_for(tmp_path, 7), script=MINI, command=str(hidden)), "whoami", {})
-    assert not result.success and "not visible inside the LOCAL server sandbox" in (result.error or "")
+    assert not result.success and result.error_code == "INVALID_PARAMS", result
+    assert result.meta["error_type"] == "sandbox_path_refused"  # the runtime error's code
 
 
 @pytest.mark.skipif(cgroup_root(None) is None, reason="no writable cgroup for a per-tenant memory cap on this host")
