@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agents_app.runtime.model_client import ModelClient, ModelError, ModelTurn
+from core.codes import ApiCode
 from tests.agents_app.runtime.support import API_KEY, config_for
 from tests.fixtures.fake_llm import FakeLLM, Turn, calls, text
 
@@ -37,7 +38,7 @@ def test_auth_error_never_carries_the_key(fake_llm: FakeFactory) -> None:
     config = config_for(llm, api_key=API_KEY)
     with ModelClient(config) as client, pytest.raises(ModelError) as info:
         list(client.stream_turn(USER, []))
-    assert info.value.code == "model_auth"
+    assert info.value.code == ApiCode.MODEL_AUTH
     assert API_KEY not in str(info.value) and API_KEY not in repr(info.value)
     assert API_KEY not in repr(config)
 
