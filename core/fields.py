@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import models
 
 from core import crypto
 
-# django-stubs makes Field generic (set and get types); Django's Field is not subscriptable at run time.
-if TYPE_CHECKING:
-    _TextField = models.TextField[Any, Any]
-else:
-    _TextField = models.TextField
+# Field is generic in its set and get types (django_stubs_ext.monkeypatch() in the settings makes it subscriptable).
+_TextField = models.TextField[Any, Any]
 
 
 class EncryptedJSONField(_TextField):

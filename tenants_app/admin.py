@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,18 +15,12 @@ from tenants_app.admin_scoping import ServiceAdminMixin, person, tenant_filter
 from tenants_app.models import Membership, Role, Tenant
 from tenants_app.selectors import tenants_for_admin
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _TenantForm = forms.ModelForm[Tenant]
-    _TenantAdmin = admin.ModelAdmin[Tenant]
-    _MembershipForm = forms.ModelForm[Membership]
-    _MembershipAdmin = admin.ModelAdmin[Membership]
-else:
-    _TenantForm = forms.ModelForm
-    _TenantAdmin = admin.ModelAdmin
-    _MembershipForm = forms.ModelForm
-    _MembershipAdmin = admin.ModelAdmin
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_TenantForm = forms.ModelForm[Tenant]
+_TenantAdmin = admin.ModelAdmin[Tenant]
+_MembershipForm = forms.ModelForm[Membership]
+_MembershipAdmin = admin.ModelAdmin[Membership]
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
                       "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",

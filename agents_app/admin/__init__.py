@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 from django.conf import settings
@@ -33,24 +33,15 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app import selectors as tool_selectors
 from tools_app.models import Tool
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _AnyModelAdmin = admin.ModelAdmin[Any]
-    _ChatModelForm = forms.ModelForm[ChatModel]
-    _AgentToolForm = forms.ModelForm[AgentTool]
-    _AgentToolInline = admin.StackedInline[AgentTool, Agent]
-    _AgentForm = forms.ModelForm[Agent]
-    _MessageInline = admin.TabularInline[Message, Conversation]
-    _ConversationAdmin = admin.ModelAdmin[Conversation]
-else:
-    _AnyModelAdmin = admin.ModelAdmin
-    _ChatModelForm = forms.ModelForm
-    _AgentToolForm = forms.ModelForm
-    _AgentToolInline = admin.StackedInline
-    _AgentForm = forms.ModelForm
-    _MessageInline = admin.TabularInline
-    _ConversationAdmin = admin.ModelAdmin
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_AnyModelAdmin = admin.ModelAdmin[Any]
+_ChatModelForm = forms.ModelForm[ChatModel]
+_AgentToolForm = forms.ModelForm[AgentTool]
+_AgentToolInline = admin.StackedInline[AgentTool, Agent]
+_AgentForm = forms.ModelForm[Agent]
+_MessageInline = admin.TabularInline[Message, Conversation]
+_ConversationAdmin = admin.ModelAdmin[Conversation]
 
 
 class _ServiceAdmin(ServiceAdminMixin, _AnyModelAdmin):

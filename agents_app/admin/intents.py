@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -17,14 +17,10 @@ from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import FunctionState, ToolFunction
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _IntentExampleInline = admin.TabularInline[IntentExample, IntentNode]
-    _IntentNodeForm = forms.ModelForm[IntentNode]
-else:
-    _IntentExampleInline = admin.TabularInline
-    _IntentNodeForm = forms.ModelForm
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_IntentExampleInline = admin.TabularInline[IntentExample, IntentNode]
+_IntentNodeForm = forms.ModelForm[IntentNode]
 
 
 class IntentExampleInline(TenantRoleAdminMixin, _IntentExampleInline):

@@ -8,10 +8,15 @@ import sys
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from core.env import env_bool, env_choice, env_float, env_int, env_list, env_path, env_str
 from core.outbound import parse_allow
+
+# Django's generic classes (ModelAdmin, ModelForm, Field, QuerySet ...) take their model as a type argument at run
+# time as they do for the type checker.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 # Every variable below is read through core.env: typed, checked at startup, listed in docs/configuration.md.

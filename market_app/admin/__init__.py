@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -24,16 +24,11 @@ from tenants_app.models import Tenant
 from tenants_app.selectors import tenants_for_admin
 from tools_app.models import Tool
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _SourceForm = forms.ModelForm[MarketSource]
-    _MarketSourceAdmin = admin.ModelAdmin[MarketSource]
-    _MarketEntryAdmin = admin.ModelAdmin[MarketEntry]
-else:
-    _SourceForm = forms.ModelForm
-    _MarketSourceAdmin = admin.ModelAdmin
-    _MarketEntryAdmin = admin.ModelAdmin
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_SourceForm = forms.ModelForm[MarketSource]
+_MarketSourceAdmin = admin.ModelAdmin[MarketSource]
+_MarketEntryAdmin = admin.ModelAdmin[MarketEntry]
 
 TO_BE_ENTERED = "(to be entered below)"
 

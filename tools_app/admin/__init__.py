@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -42,18 +42,12 @@ from tools_app.models import (
 from tools_app.services import discovery
 from tools_app.services.approvals import needs_approval
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _ToolFunctionInline = admin.TabularInline[ToolFunction, Tool]
-    _ToolAdmin = admin.ModelAdmin[Tool]
-    _ToolFunctionAdmin = admin.ModelAdmin[ToolFunction]
-    _ToolCallAdmin = admin.ModelAdmin[ToolCall]
-else:
-    _ToolFunctionInline = admin.TabularInline
-    _ToolAdmin = admin.ModelAdmin
-    _ToolFunctionAdmin = admin.ModelAdmin
-    _ToolCallAdmin = admin.ModelAdmin
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_ToolFunctionInline = admin.TabularInline[ToolFunction, Tool]
+_ToolAdmin = admin.ModelAdmin[Tool]
+_ToolFunctionAdmin = admin.ModelAdmin[ToolFunction]
+_ToolCallAdmin = admin.ModelAdmin[ToolCall]
 
 CONFIG_HELP = ("Fields marked * are required. Rows marked <b>secret</b> are write-only: a stored secret shows "
                "<code>********</code>, which keeps it; type a new value to replace it. Rows marked <b>shown</b> "

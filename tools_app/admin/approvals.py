@@ -6,7 +6,7 @@ expiry, running a held direct call); this page only shows and forwards.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -26,12 +26,9 @@ from tools_app.configs import secret_values
 from tools_app.models import Approval, ApprovalStatus, ApprovalVia, Safety, ToolFunction, function_safety
 from tools_app.services.approvals import approval_decide, may_decide
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _ApprovalAdmin = admin.ModelAdmin[Approval]
-else:
-    _ApprovalAdmin = admin.ModelAdmin
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_ApprovalAdmin = admin.ModelAdmin[Approval]
 
 ARGUMENTS_SHOWN = 300  # characters of the (redacted) arguments shown in the list
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 
@@ -22,12 +22,9 @@ from tools_app.configs import mask_config
 from tools_app.models import Tool, ToolType
 from tools_app.services.tools import check_name, config_check
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _ToolForm = forms.ModelForm[Tool]
-else:
-    _ToolForm = forms.ModelForm
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_ToolForm = forms.ModelForm[Tool]
 
 
 class BaseToolAdminForm(_ToolForm):

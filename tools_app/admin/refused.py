@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin
 from django.db.models import Count, QuerySet
@@ -15,12 +15,9 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app.models import RefusedCall
 from tools_app.services.invoke import REFUSED_CODES
 
-# django-stubs makes these generic in the model; Django's classes are not subscriptable at run time,
-# so the parameterised bases exist for the type checker only.
-if TYPE_CHECKING:
-    _RefusedCallAdmin = admin.ModelAdmin[RefusedCall]
-else:
-    _RefusedCallAdmin = admin.ModelAdmin
+# Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
+# classes subscriptable at run time too).
+_RefusedCallAdmin = admin.ModelAdmin[RefusedCall]
 
 TOP_REASONS = 10
 
