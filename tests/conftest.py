@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +24,78 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
     if tenant_slug:
         client.defaults["HTTP_X_TENANT"] = tenant_slug
     return client
+
+
+def _sqlite_copy(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database (its WAL included) through SQLite's online backup."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    with sqlite3.connect(source) as src, sqlite3.connect(tmp) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    tmp.replace(target)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(  # noqa: PLR0913 - pytest-django's own fixture, with its own arguments
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's test database setup, with one change under pytest-xdist on SQLite: the first worker migrates
+    its database and leaves a copy (a template for this run, PYTEST_XDIST_TESTRUNUID); every other worker starts
+    from that copy, then runs `migrate` over it (nothing left to apply) instead of applying every migration again.
+    The database each test sees is the same; only N - 1 full migrations are saved."""
+    from django.conf import settings
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+
+    if not django_db_use_migrations:
+        _disable_migrations()
+    keepdb = django_db_keepdb and not django_db_createdb
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    default = settings.DATABASES["default"]
+    shared = (bool(run_id) and not keepdb and aliases <= {"default"} and default["ENGINE"].endswith("sqlite3")
+              and bool(default.get("TEST", {}).get("NAME")))
+    verbosity = request.config.option.verbose
+
+    def setup(keep: bool) -> Any:
+        with django_db_blocker.unblock():
+            return setup_databases(verbosity=verbosity, interactive=False, aliases=aliases,
+                                   serialized_aliases=serialized_aliases, keepdb=keep)
+
+    if not shared:
+        db_cfg = setup(keepdb)
+    else:
+        own = Path(default["TEST"]["NAME"])
+        template = Path(settings.VAR_DIR) / "xdist" / f"template-{run_id}.sqlite3"
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{template}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker holds it while it migrates; the others wait
+            if template.exists():
+                _sqlite_copy(template, own)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                db_cfg = setup(True)  # keep the copy: `migrate` checks it is complete
+            else:
+                for stale in template.parent.glob("template-*.sqlite3*"):  # other runs' (an hour old or more)
+                    if time.time() - stale.stat().st_mtime > 3600:
+                        stale.unlink(missing_ok=True)
+                db_cfg = setup(False)
+                _sqlite_copy(own, template)
+    yield
+    if not keepdb:
+        with django_db_blocker.unblock():
+            try:
+                teardown_databases(db_cfg, verbosity=verbosity)
+            except Exception as exc:  # noqa: BLE001 - as pytest-django: a failed teardown is a warning
+                request.node.warn(pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}"))
 
 
 @pytest.fixture(autouse=True)
