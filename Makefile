@@ -48,7 +48,7 @@ gateway-clients: install
 # The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process), a test module per worker at a
 # time (`loadfile`): tests that share one outside resource live in one module (docs/architecture.md, Testing).
 TEST_WORKERS ?= 4
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: install test-servers test-plugins
 	$(BIN)/python -m pytest $(XDIST)
 

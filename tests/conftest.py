@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sqlite3
 import time
@@ -26,6 +27,60 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
     return client
 
 
+# --- Slowest modules first -------------------------------------------------------------------------------------
+# Under pytest-xdist with `--dist loadfile` a worker takes one module at a time, in collection order (the Makefile
+# turns xdist's own reorder by test count off). A slow module taken last keeps one worker busy while the others
+# idle, so workers collect the modules slowest first: seconds per module from the last run on this machine
+# (var/test-durations.json, written at the end of each parallel run), else from the measured table in
+# tests/fixtures/module_durations.json. Only the order of whole modules changes; within a module, tests keep theirs.
+_DURATIONS_TABLE = Path(__file__).resolve().parent / "fixtures" / "module_durations.json"
+
+
+def _durations_file(config: pytest.Config) -> Path:
+    return Path(str(config.rootpath)) / "var" / "test-durations.json"
+
+
+def _module_seconds(config: pytest.Config) -> dict[str, float]:
+    seconds: dict[str, float] = {}
+    for source in (_DURATIONS_TABLE, _durations_file(config)):
+        try:
+            seconds.update({str(k): float(v) for k, v in json.loads(source.read_text()).items()})
+        except (OSError, ValueError, AttributeError):
+            continue
+    return seconds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # only xdist workers: a run in one process keeps the file order
+        return
+    seconds = _module_seconds(config)
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))  # stable: same for every worker
+
+
+_run_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _run_seconds[report.nodeid.split("::", 1)[0]] = _run_seconds.get(report.nodeid.split("::", 1)[0], 0.0) + float(
+        report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None) or not _run_seconds:
+        return  # the controller of a parallel run records what its workers reported
+    target = _durations_file(config)
+    try:
+        known = json.loads(target.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known = {**(known if isinstance(known, dict) else {}), **{k: round(v, 2) for k, v in _run_seconds.items()}}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+    tmp.replace(target)
+
+
 def _sqlite_copy(source: Path, target: Path) -> None:
     """A consistent copy of a SQLite database (its WAL included) through SQLite's online backup."""
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -39,7 +94,7 @@ def _sqlite_copy(source: Path, target: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(  # noqa: PLR0913 - pytest-django's own fixture, with its own arguments
+def django_db_setup(
     request: pytest.FixtureRequest,
     django_test_environment: None,
     django_db_blocker: Any,
@@ -110,6 +165,16 @@ def _fresh_cache() -> None:
 def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
     """Each test gets its own workspace root, so files never leak between tests."""
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path_factory.mktemp("workspace")
+
+
+@pytest.fixture(scope="session")
+def llm_hub() -> Iterator[Any]:
+    """One fake-LLM HTTP server per test process; `start_llm` fixtures give each test its own FakeLLM on it (a path
+    prefix of its own: its script, key and requests, unreachable once the test ends)."""
+    from tests.fixtures.fake_llm import LLMHub
+
+    with LLMHub() as hub:
+        yield hub
 
 
 @pytest.fixture
