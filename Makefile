@@ -48,8 +48,8 @@ gateway-clients: install
 # The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process), a test module per worker at a
 # time (`loadfile`): tests that share one outside resource live in one module (docs/architecture.md, Testing).
 # Workers take the slowest modules first (tests/conftest.py orders them by measured seconds), so xdist's own
-# reorder by test count is off. Six workers on two cores: most of the suite waits on child processes and sockets.
-TEST_WORKERS ?= 6
+# reorder by test count is off.
+TEST_WORKERS ?= 4
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # Bytecode caching on for the suite even where the environment turns it off (PYTHONDONTWRITEBYTECODE): each
 # worker imports every test module (assertion rewriting parses and compiles each one) and the suite starts dozens
