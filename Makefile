@@ -47,16 +47,23 @@ gateway-clients: install
 
 # The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process), a test module per worker at a
 # time (`loadfile`): tests that share one outside resource live in one module (docs/architecture.md, Testing).
+# Workers take the slowest modules first (tests/conftest.py orders them by measured seconds), so xdist's own
+# reorder by test count is off.
 TEST_WORKERS ?= 4
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# Bytecode caching on for the suite even where the environment turns it off (PYTHONDONTWRITEBYTECODE): each
+# worker imports every test module (assertion rewriting parses and compiles each one) and the suite starts dozens
+# of Python processes (runners, `toolhub_run`, MCP servers); without the __pycache__ files (git-ignored) every one
+# of them compiles the project again.
+PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 test: install test-servers test-plugins
-	$(BIN)/python -m pytest $(XDIST)
+	$(PYTEST) $(XDIST)
 
 # The inner loop: everything but the slow lanes (real third-party servers, browsers, schema fuzzing, the
 # production topology). `make test` still runs them all.
 FAST_MARKERS = not real_servers and not browser and not schema_fuzz and not prod_topology
 test-fast: install
-	$(BIN)/python -m pytest $(XDIST) -m "$(FAST_MARKERS)"
+	$(PYTEST) $(XDIST) -m "$(FAST_MARKERS)"
 
 # The sample tool plugin (examples/toolhub-sample-plugin) is never installed into $(VENV): the test settings
 # put it on sys.path from var/test-plugins/, so `make run` never offers sample_* tools. This removes a copy

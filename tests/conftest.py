@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +27,132 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
     return client
 
 
+# --- Slowest modules first -------------------------------------------------------------------------------------
+# Under pytest-xdist with `--dist loadfile` a worker takes one module at a time, in collection order (the Makefile
+# turns xdist's own reorder by test count off). A slow module taken last keeps one worker busy while the others
+# idle, so workers collect the modules slowest first: seconds per module from the last run on this machine
+# (var/test-durations.json, written at the end of each parallel run), else from the measured table in
+# tests/fixtures/module_durations.json. Only the order of whole modules changes; within a module, tests keep theirs.
+_DURATIONS_TABLE = Path(__file__).resolve().parent / "fixtures" / "module_durations.json"
+
+
+def _durations_file(config: pytest.Config) -> Path:
+    return Path(str(config.rootpath)) / "var" / "test-durations.json"
+
+
+def _module_seconds(config: pytest.Config) -> dict[str, float]:
+    seconds: dict[str, float] = {}
+    for source in (_DURATIONS_TABLE, _durations_file(config)):
+        try:
+            seconds.update({str(k): float(v) for k, v in json.loads(source.read_text()).items()})
+        except (OSError, ValueError, AttributeError):
+            continue
+    return seconds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # only xdist workers: a run in one process keeps the file order
+        return
+    seconds = _module_seconds(config)
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))  # stable: same for every worker
+
+
+_run_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _run_seconds[report.nodeid.split("::", 1)[0]] = _run_seconds.get(report.nodeid.split("::", 1)[0], 0.0) + float(
+        report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None) or not _run_seconds:
+        return  # the controller of a parallel run records what its workers reported
+    target = _durations_file(config)
+    try:
+        known = json.loads(target.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known = {**(known if isinstance(known, dict) else {}), **{k: round(v, 2) for k, v in _run_seconds.items()}}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+    tmp.replace(target)
+
+
+def _sqlite_copy(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database (its WAL included) through SQLite's online backup."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    with sqlite3.connect(source) as src, sqlite3.connect(tmp) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    tmp.replace(target)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's test database setup, with one change under pytest-xdist on SQLite: the first worker migrates
+    its database and leaves a copy (a template for this run, PYTEST_XDIST_TESTRUNUID); every other worker starts
+    from that copy, then runs `migrate` over it (nothing left to apply) instead of applying every migration again.
+    The database each test sees is the same; only N - 1 full migrations are saved."""
+    from django.conf import settings
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+
+    if not django_db_use_migrations:
+        _disable_migrations()
+    keepdb = django_db_keepdb and not django_db_createdb
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    default = settings.DATABASES["default"]
+    shared = (bool(run_id) and not keepdb and aliases <= {"default"} and default["ENGINE"].endswith("sqlite3")
+              and bool(default.get("TEST", {}).get("NAME")))
+    verbosity = request.config.option.verbose
+
+    def setup(keep: bool) -> Any:
+        with django_db_blocker.unblock():
+            return setup_databases(verbosity=verbosity, interactive=False, aliases=aliases,
+                                   serialized_aliases=serialized_aliases, keepdb=keep)
+
+    if not shared:
+        db_cfg = setup(keepdb)
+    else:
+        own = Path(default["TEST"]["NAME"])
+        template = Path(settings.VAR_DIR) / "xdist" / f"template-{run_id}.sqlite3"
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{template}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker holds it while it migrates; the others wait
+            if template.exists():
+                _sqlite_copy(template, own)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                db_cfg = setup(True)  # keep the copy: `migrate` checks it is complete
+            else:
+                for stale in template.parent.glob("template-*.sqlite3*"):  # other runs' (an hour old or more)
+                    if time.time() - stale.stat().st_mtime > 3600:
+                        stale.unlink(missing_ok=True)
+                db_cfg = setup(False)
+                _sqlite_copy(own, template)
+    yield
+    if not keepdb:
+        with django_db_blocker.unblock():
+            try:
+                teardown_databases(db_cfg, verbosity=verbosity)
+            except Exception as exc:  # noqa: BLE001 - as pytest-django: a failed teardown is a warning
+                request.node.warn(pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}"))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Rolled-back rows reuse ids: nothing cached by one test (identities, throttles) may reach the next."""
@@ -33,6 +165,16 @@ def _fresh_cache() -> None:
 def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
     """Each test gets its own workspace root, so files never leak between tests."""
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path_factory.mktemp("workspace")
+
+
+@pytest.fixture(scope="session")
+def llm_hub() -> Iterator[Any]:
+    """One fake-LLM HTTP server per test process; `start_llm` fixtures give each test its own FakeLLM on it (a path
+    prefix of its own: its script, key and requests, unreachable once the test ends)."""
+    from tests.fixtures.fake_llm import LLMHub
+
+    with LLMHub() as hub:
+        yield hub
 
 
 @pytest.fixture

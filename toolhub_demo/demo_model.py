@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "FakeLLM",
+    "LLMHub",
     "Turn",
     "ToolCallSpec",
     "call",
@@ -167,6 +168,58 @@ class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that time out or hang up mid-reply are part of the tests
 
+    def route(self, path: str) -> tuple[FakeLLM | None, str]:
+        """The FakeLLM that answers a request path, and the path it sees (`/v1/...`)."""
+        raise NotImplementedError
+
+
+class LLMHub:
+    """One server for many FakeLLMs (tests start it once per process): each FakeLLM made with `hub=` answers under
+    a path prefix of its own (`/llm/<random>/v1`), with its own script, key and recorded requests; once stopped, its
+    prefix answers 404, so a request can never reach another FakeLLM's script."""
+
+    def __init__(self, port: int = 0) -> None:
+        self._fakes: dict[str, FakeLLM] = {}
+        self._lock = threading.Lock()
+        self._server = _QuietServer(("127.0.0.1", port), _Handler)
+        self._server.route = self._route  # type: ignore[method-assign]
+        self._thread: threading.Thread | None = None
+
+    def _route(self, path: str) -> tuple[FakeLLM | None, str]:
+        _, first, token, *rest = (path.split("/", 3) + ["", "", ""])[:4]
+        with self._lock:
+            fake = self._fakes.get(token) if first == "llm" else None
+        return fake, "/" + (rest[0] if rest else "")
+
+    def add(self, fake: FakeLLM) -> str:
+        token = uuid.uuid4().hex
+        with self._lock:
+            self._fakes[token] = fake
+        return f"/llm/{token}"
+
+    def remove(self, prefix: str) -> None:
+        with self._lock:
+            self._fakes.pop(prefix.rsplit("/", 1)[-1], None)
+
+    def start(self) -> LLMHub:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm-hub", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LLMHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 class FakeLLM:
     """Threaded OpenAI-compatible server on 127.0.0.1 playing `script` in order (or the demo rules)."""
@@ -179,6 +232,7 @@ class FakeLLM:
         repeat_last: bool = False,
         port: int = 0,
         model: str = "fake-model",
+        hub: LLMHub | None = None,
     ) -> None:
         self.script: list[ScriptItem] = list(script) if script is not None else []
         self.demo = script is None
@@ -189,7 +243,13 @@ class FakeLLM:
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self._position = 0
-        self._server = _QuietServer(("127.0.0.1", port), self._handler_class())
+        self._hub = hub
+        self._prefix = ""  # under a hub: /llm/<token>, set by start()
+        if hub is None:
+            self._server = _QuietServer(("127.0.0.1", port), _Handler)
+            self._server.route = lambda path: (self, path)  # type: ignore[method-assign]
+        else:
+            self._server = hub._server
         self._thread: threading.Thread | None = None
 
     @property
@@ -198,9 +258,12 @@ class FakeLLM:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://127.0.0.1:{self.port}{self._prefix}/v1"
 
     def start(self) -> FakeLLM:
+        if self._hub is not None:
+            self._prefix = self._hub.add(self)
+            return self
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
         )
@@ -208,6 +271,9 @@ class FakeLLM:
         return self
 
     def stop(self) -> None:
+        if self._hub is not None:
+            self._hub.remove(self._prefix)
+            return
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -235,94 +301,6 @@ class FakeLLM:
             else:
                 return None
         return item(body) if callable(item) else item
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:  # noqa: C901 - the demo model's request handler: one branch per scripted reply
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
-                else:
-                    self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-                    return
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    self._json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
-                    return
-                with fake._lock:
-                    fake.requests.append(body)
-                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                auth = self.headers.get("Authorization", "")
-                if fake.api_key is not None and auth != f"Bearer {fake.api_key}":
-                    # Like some real servers, echo the presented key: clients must not pass it on.
-                    presented = auth.removeprefix("Bearer ")
-                    self._json(
-                        401,
-                        {
-                            "error": {
-                                "message": f"Incorrect API key provided: {presented}",
-                                "type": "invalid_request_error",
-                                "code": "invalid_api_key",
-                            }
-                        },
-                    )
-                    return
-                turn = fake._next_turn(body)
-                if turn is None:
-                    self._json(500, {"error": {"message": "fake LLM script exhausted", "type": "server_error"}})
-                    return
-                if turn.delay_s:
-                    time.sleep(turn.delay_s)
-                if turn.status != 200:
-                    self._json(turn.status, {"error": {"message": turn.error_message, "type": "server_error"}})
-                    return
-                try:
-                    if body.get("stream"):
-                        self._stream(turn, body)
-                    else:
-                        self._json(200, fake._completion(turn, body))
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client went away (e.g. it timed out)
-
-            def _stream(self, turn: Turn, body: dict[str, Any]) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for chunk in fake._chunks(turn, body):
-                    self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
-                    if turn.chunk_delay_s:
-                        time.sleep(turn.chunk_delay_s)
-                self._write_chunk(b"data: [DONE]\n\n")
-                self._write_chunk(b"")
-
-            def _write_chunk(self, data: bytes) -> None:
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-
-        return Handler
 
     # --- OpenAI wire shapes ---
 
@@ -388,13 +366,104 @@ class FakeLLM:
         return out
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """Answers for the FakeLLM its server routes the request's path to (`_QuietServer.route`)."""
+    server: _QuietServer
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        fake, path = self.server.route(self.path)
+        if fake is not None and path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
+        else:
+            self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        fake, path = self.server.route(self.path)
+        if fake is None or not path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+            return
+        with fake._lock:
+            fake.requests.append(body)
+            fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+        auth = self.headers.get("Authorization", "")
+        if fake.api_key is not None and auth != f"Bearer {fake.api_key}":
+            # Like some real servers, echo the presented key: clients must not pass it on.
+            presented = auth.removeprefix("Bearer ")
+            self._json(
+                401,
+                {
+                    "error": {
+                        "message": f"Incorrect API key provided: {presented}",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            )
+            return
+        turn = fake._next_turn(body)
+        if turn is None:
+            self._json(500, {"error": {"message": "fake LLM script exhausted", "type": "server_error"}})
+            return
+        if turn.delay_s:
+            time.sleep(turn.delay_s)
+        if turn.status != 200:
+            self._json(turn.status, {"error": {"message": turn.error_message, "type": "server_error"}})
+            return
+        try:
+            if body.get("stream"):
+                self._stream(fake, turn, body)
+            else:
+                self._json(200, fake._completion(turn, body))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (e.g. it timed out)
+
+    def _stream(self, fake: FakeLLM, turn: Turn, body: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in fake._chunks(turn, body):
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            if turn.chunk_delay_s:
+                time.sleep(turn.chunk_delay_s)
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
 @contextmanager
-def llm_servers(default_api_key: str | None) -> Iterator[Callable[..., FakeLLM]]:
-    """A starter of FakeLLMs (`start(script, **kw)`), each expecting `default_api_key` unless told; all stop at exit."""
+def llm_servers(default_api_key: str | None, hub: LLMHub | None = None) -> Iterator[Callable[..., FakeLLM]]:
+    """A starter of FakeLLMs (`start(script, **kw)`), each expecting `default_api_key` unless told; all stop at exit.
+    With `hub`, each is a prefix of the hub's one server instead of a server of its own."""
     servers: list[FakeLLM] = []
 
     def start(script: Sequence[ScriptItem] | None, **kwargs: Any) -> FakeLLM:
         kwargs.setdefault("api_key", default_api_key)
+        kwargs.setdefault("hub", hub)
         server = FakeLLM(script, **kwargs).start()
         servers.append(server)
         return server

@@ -19,9 +19,10 @@ def _chat_settings(settings: Any) -> None:
 
 
 @pytest.fixture
-def start_llm() -> Iterator[Callable[..., FakeLLM]]:
-    """start_llm(script, **kw) -> a running FakeLLM expecting MODEL_KEY; all are stopped at teardown."""
-    with llm_servers(MODEL_KEY) as start:
+def start_llm(llm_hub: Any) -> Iterator[Callable[..., FakeLLM]]:
+    """start_llm(script, **kw) -> a running FakeLLM expecting MODEL_KEY, on this process's one fake-LLM server
+    (`llm_hub`) under a path of its own; all are stopped at teardown."""
+    with llm_servers(MODEL_KEY, llm_hub) as start:
         yield start
 
 

@@ -24,7 +24,9 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
 
-pytestmark = pytest.mark.schema_fuzz
+# ~1,500 requests: under a loaded CI, and taken first by a parallel run (slowest modules first), they outlast the
+# suite's 120 s per-test timeout (which then interrupts Hypothesis mid-example and reads as a flaky operation).
+pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(360)]
 
 MAX_EXAMPLES = 25
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,8 @@ def toolset() -> Toolset:
 
 
 @pytest.fixture
-def fake_llm() -> Iterator[Callable[..., FakeLLM]]:
-    """Start a FakeLLM per call (scripted turns); all are stopped at teardown."""
-    with llm_servers(API_KEY) as start:
+def fake_llm(llm_hub: Any) -> Iterator[Callable[..., FakeLLM]]:
+    """Start a FakeLLM per call (scripted turns), on this process's one fake-LLM server (`llm_hub`) under a path of
+    its own; all are stopped at teardown."""
+    with llm_servers(API_KEY, llm_hub) as start:
         yield start

@@ -28,8 +28,8 @@ def _chat_settings(settings: Any) -> None:
 
 
 @pytest.fixture
-def start_llm() -> Any:
-    with llm_servers(MODEL_KEY) as start:
+def start_llm(llm_hub: Any) -> Any:
+    with llm_servers(MODEL_KEY, llm_hub) as start:
         yield start
 
 
