@@ -123,7 +123,7 @@ def django_db_setup(
 
     def setup(keep: bool) -> Any:
         with django_db_blocker.unblock():
-            return setup_databases(verbosity=verbosity, interactive=False, aliases=aliases,
+            return setup_databases(verbosity=verbosity, interactive=False, aliases=aliases,  # type: ignore[arg-type]  # stubs say Mapping; Django takes any collection (pytest-django passes this set)
                                    serialized_aliases=serialized_aliases, keepdb=keep)
 
     if not shared:
