@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import HTTP_FAULTS, http_server
 from tests.tools_app.runtime.mcp.conftest import Specs
+from tests.waiting import wait_until
 from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, WrongTransport
 from tools_app.runtime.mcp import SessionPool
 from tools_app.runtime.mcp.http import HttpChannel
@@ -148,10 +149,11 @@ def test_an_sse_call_sent_on_a_session_that_had_already_closed_is_retried_once(p
     assert pool.stats()["sessions_opened"] == 2
 
 
-def test_an_sse_call_the_server_may_have_run_is_not_repeated(pool: SessionPool) -> None:
+def test_an_sse_call_the_server_may_have_run_is_not_repeated(pool: SessionPool, tmp_path: Path) -> None:
     """The server dies while the call runs: the POST was made, so the failure is reported, not retried."""
     from tests.fixtures.mcp_servers import free_port
 
+    started = tmp_path / "started"
     port = free_port()
     with http_server(transport="sse", port=port) as url:
         spec = Specs.remote(url, "sse")
@@ -159,9 +161,10 @@ def test_an_sse_call_the_server_may_have_run_is_not_repeated(pool: SessionPool) 
         conn = pool._conns[spec.key]
         assert conn.session is not None
         results: list[object] = []
-        worker = threading.Thread(target=lambda: results.append(pool.call(spec, "slow", {"seconds": 5})))
+        worker = threading.Thread(target=lambda: results.append(
+            pool.call(spec, "slow", {"seconds": 5, "started": str(started)})))
         worker.start()
-        time.sleep(1.0)
+        assert wait_until(started.exists), "the call never reached the server"
     worker.join(30)
     (failed,) = results
     assert not failed.success and failed.error_code == "EXECUTION_ERROR", failed  # type: ignore[attr-defined]
