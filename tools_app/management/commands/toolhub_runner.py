@@ -40,12 +40,25 @@ class Command(BaseCommand):
         url = options["url"] or f"http://{host}:{port}"
         pool = adapters.local_pool()
         heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url)
-        server = uvicorn.Server(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET), host=host, port=port,
-                                               log_level="warning", lifespan="off"))
-        heartbeat.start()
-        self.stdout.write(f"toolhub runner {runner_id} listening on {url}")
+        server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET), host=host,
+                                                  port=port, log_level="warning", lifespan="off"), heartbeat)
+        self.stdout.write(f"toolhub runner {runner_id} starting on {url}")
         try:
             server.run()
         finally:
             heartbeat.stop()
             pool.shutdown()  # every server this runner started ends with it
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Announces the runner only once its socket is bound: a web process never routes a call to a runner that
+    is not listening yet (it would take it for a dead one and move the server elsewhere)."""
+
+    def __init__(self, config: uvicorn.Config, heartbeat: Heartbeat) -> None:
+        super().__init__(config)
+        self.heartbeat = heartbeat
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.heartbeat.start()

@@ -116,7 +116,8 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.is_alive():  # never started when the server could not bind its port
+            self._thread.join(5)
         try:
             self.registry.withdraw(self.runner_id)
             self.registry.redis.delete(f"toolhub:runner:{self.runner_id}:drain")
