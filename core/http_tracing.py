@@ -27,7 +27,7 @@ class TracingMiddleware:
             match = getattr(request, "resolver_match", None)
             route = (getattr(match, "route", None) or "").lstrip("^").rstrip("$")  # router routes are regexes
             if route:
-                current.update_name(f"{request.method} /{route}")
+                tracing.rename(current, f"{request.method} /{route}")
             tracing.set_attributes(current, **{"http.response.status_code": response.status_code,
                                                "http.route": f"/{route}" if route else None})
             return response

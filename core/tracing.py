@@ -118,6 +118,13 @@ def set_attributes(current: Any, **attributes: Any) -> None:
         current.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
 
+def rename(current: Any, name: str) -> None:
+    """Rename a span from `span()` once its name is known (nothing when tracing is off, or was turned off since
+    the span's `with` began: that span is the no-op)."""
+    if current is not None and _tracer is not None:
+        current.update_name(name)
+
+
 def current_context() -> Any:
     """The active trace context (to hand to work that runs in another task), None when tracing is off."""
     if _tracer is None:

@@ -182,3 +182,27 @@ def test_a_gateway_tools_call_is_traced(receiver: Receiver, tenant: Any, member_
     request = http[handler["parent"]]  # the POST that carried this tools/call, not the session's first one
     assert request["start"] <= handler["start"] and handler["end"] <= request["end"]
     assert request["trace_id"] == handler["trace_id"] == invoke["trace_id"] == mcp["trace_id"]
+
+
+def test_a_middleware_built_while_tracing_was_on_serves_after_it_is_turned_off(rf: Any) -> None:
+    """A server whose middleware chain was built while tracing was on (another test's receiver, or an operator
+    who flushed and stopped it) keeps answering: the span is then the no-op, renamed and given attributes by
+    nobody."""
+    from django.http import HttpResponse
+    from django.urls import resolve
+
+    receiver = Receiver()
+    receiver.thread.start()
+    try:
+        assert tracing.configure(f"{receiver.url}/v1/traces", service_name="toolhub-test", install_global=False)
+
+        def view(request: Any) -> HttpResponse:
+            request.resolver_match = resolve("/healthz")
+            return HttpResponse("ok")
+
+        middleware = TracingMiddleware(view)
+    finally:
+        tracing.shutdown()
+        receiver.server.shutdown()
+        receiver.server.server_close()
+    assert middleware(rf.get("/healthz")).status_code == 200
