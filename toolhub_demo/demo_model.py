@@ -157,7 +157,26 @@ def demo_reply(body: dict[str, Any]) -> Turn:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    """The HTTP server under one FakeLLM or one LLMHub: `route` names the FakeLLM that answers a request path
+    and the path it sees (`/v1/...`); `start`/`stop` serve it from a thread of its own."""
+
     daemon_threads = True
+
+    def __init__(self, port: int, route: Callable[[str], tuple[FakeLLM | None, str]], name: str) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.route, self.name = route, name
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name=self.name,
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         conn, addr = super().get_request()
@@ -168,10 +187,6 @@ class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that time out or hang up mid-reply are part of the tests
 
-    def route(self, path: str) -> tuple[FakeLLM | None, str]:
-        """The FakeLLM that answers a request path, and the path it sees (`/v1/...`)."""
-        raise NotImplementedError
-
 
 class LLMHub:
     """One server for many FakeLLMs (tests start it once per process): each FakeLLM made with `hub=` answers under
@@ -181,9 +196,7 @@ class LLMHub:
     def __init__(self, port: int = 0) -> None:
         self._fakes: dict[str, FakeLLM] = {}
         self._lock = threading.Lock()
-        self._server = _QuietServer(("127.0.0.1", port), _Handler)
-        self._server.route = self._route  # type: ignore[method-assign]
-        self._thread: threading.Thread | None = None
+        self._server = _QuietServer(port, self._route, "fake-llm-hub")
 
     def _route(self, path: str) -> tuple[FakeLLM | None, str]:
         _, first, token, *rest = (path.split("/", 3) + ["", "", ""])[:4]
@@ -202,17 +215,11 @@ class LLMHub:
             self._fakes.pop(prefix.rsplit("/", 1)[-1], None)
 
     def start(self) -> LLMHub:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm-hub", daemon=True
-        )
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._server.stop()
 
     def __enter__(self) -> LLMHub:
         return self.start()
@@ -245,12 +252,7 @@ class FakeLLM:
         self._position = 0
         self._hub = hub
         self._prefix = ""  # under a hub: /llm/<token>, set by start()
-        if hub is None:
-            self._server = _QuietServer(("127.0.0.1", port), _Handler)
-            self._server.route = lambda path: (self, path)  # type: ignore[method-assign]
-        else:
-            self._server = hub._server
-        self._thread: threading.Thread | None = None
+        self._server = hub._server if hub is not None else _QuietServer(port, lambda path: (self, path), "fake-llm")
 
     @property
     def port(self) -> int:
@@ -264,20 +266,14 @@ class FakeLLM:
         if self._hub is not None:
             self._prefix = self._hub.add(self)
             return self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
-        )
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
         if self._hub is not None:
             self._hub.remove(self._prefix)
             return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._server.stop()
 
     def __enter__(self) -> FakeLLM:
         return self.start()
