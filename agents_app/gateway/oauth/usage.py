@@ -15,17 +15,27 @@ from core.process_state import PerProcess
 
 EVERY_S = 60.0
 
-# Keyed by the row and its expiry: a row id a test database hands out again is another token.
-_marked: PerProcess[dict[tuple[int, float | None], float]] = PerProcess(dict)
-_lock = threading.Lock()
+
+
+class _Marks:
+    """When this process last marked each token, keyed by the row and its expiry (a row id a test database hands
+    out again is another token); made anew in a forked child, lock included."""
+
+    def __init__(self) -> None:
+        self.at: dict[tuple[int, float | None], float] = {}
+        self.lock = threading.Lock()
+
+
+_marks: PerProcess[_Marks] = PerProcess(_Marks)
 
 
 def note_use(token_id: int | None, expires_at: float | None = None) -> None:
     if token_id is None:
         return
     now = time.monotonic()
-    marked = _marked.get()
-    with _lock:
+    marks = _marks.get()
+    marked = marks.at
+    with marks.lock:
         key = (token_id, expires_at)
         if now - marked.get(key, -EVERY_S) < EVERY_S:
             return
