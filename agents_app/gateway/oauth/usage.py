@@ -16,7 +16,6 @@ from core.process_state import PerProcess
 EVERY_S = 60.0
 
 
-
 class _Marks:
     """When this process last marked each token, keyed by the row and its expiry (a row id a test database hands
     out again is another token); made anew in a forked child, lock included."""

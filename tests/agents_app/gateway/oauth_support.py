@@ -192,13 +192,19 @@ def consent_as(url: str, username: str, *, allow: bool = True, tamper: dict[str,
     return asyncio.run(go()), browser
 
 
-def tokens_for(served: Any, setup: Any, username: str | None = None) -> tuple[str, dict[str, Any]]:
-    """A client id and the token response of a full code flow for setup's agent (`served` a running Toolhub)."""
+def code_for(served: Any, setup: Any, username: str | None = None) -> tuple[str, str, Pkce, str]:
+    """A registered client's id, setup's agent URL (the resource), the PKCE pair and the code the member's consent
+    gave (`served` a running Toolhub)."""
     client_id = registered_client(served.base_url)
     pkce = Pkce.make()
     resource = served.endpoint("acme", setup.agent_id)
     resp, _ = consent_as(authorize_url(served.base_url, client_id, resource, pkce), username or setup.api.user.username)
-    code = redirect_params(resp)["code"]
+    return client_id, resource, pkce, redirect_params(resp)["code"]
+
+
+def tokens_for(served: Any, setup: Any, username: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A client id and the token response of a full code flow for setup's agent (`served` a running Toolhub)."""
+    client_id, resource, pkce, code = code_for(served, setup, username)
     issued = exchange(served.base_url, client_id, code, pkce, resource)
     assert issued.status_code == 200, issued.text
     return client_id, issued.json()

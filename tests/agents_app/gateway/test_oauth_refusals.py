@@ -20,6 +20,7 @@ from tests.agents_app.gateway.oauth_support import (
     REDIRECT_URI,
     Pkce,
     authorize_url,
+    code_for,
     consent_as,
     exchange,
     redirect_params,
@@ -151,11 +152,7 @@ def test_consent_is_asked_every_time(served: Any, setup: Any) -> None:
 
 
 def test_the_token_request_cannot_change_the_resource_or_skip_the_verifier(served: Any, setup: Any) -> None:
-    client_id = registered_client(served.base_url)
-    resource = served.endpoint("acme", setup.agent_id)
-    pkce = Pkce.make()
-    resp, _ = consent_as(authorize_url(served.base_url, client_id, resource, pkce), setup.api.user.username)
-    code = redirect_params(resp)["code"]
+    client_id, resource, pkce, code = code_for(served, setup)
     wrong = exchange(served.base_url, client_id, code, pkce, served.endpoint("acme", setup.agent_id + 1000))
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"
     assert exchange(served.base_url, client_id, code, Pkce.make(), resource).status_code == 400
@@ -176,11 +173,7 @@ def test_refresh_tokens_rotate_and_a_reused_one_revokes_the_family(served: Any, 
 
 
 def test_a_replayed_code_is_refused_and_revokes_what_it_issued(served: Any, setup: Any) -> None:
-    client_id = registered_client(served.base_url)
-    resource = served.endpoint("acme", setup.agent_id)
-    pkce = Pkce.make()
-    resp, _ = consent_as(authorize_url(served.base_url, client_id, resource, pkce), setup.api.user.username)
-    code = redirect_params(resp)["code"]
+    client_id, resource, pkce, code = code_for(served, setup)
     first = exchange(served.base_url, client_id, code, pkce, resource)
     assert first.status_code == 200, first.text
     issued = first.json()
