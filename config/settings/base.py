@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "tools_app",
     "agents_app",
     "market_app",
+    "identity_app",  # company sign-in (OpenID Connect) and SCIM: above tenants, tools and agents
     "toolhub_demo",
 ]
 
@@ -110,7 +111,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend that refuses passwords of members whose tenant enforces company sign-in (identity_app).
+    "identity_app.backends.PasswordBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
