@@ -121,7 +121,7 @@ def authorization_request(provider: IdentityProvider) -> AuthorizationRequest:
                                 code_verifier=verifier)
 
 
-class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the library is untyped
+class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the library ships no types
     """mozilla-django-oidc's backend bound to one provider instead of the settings, and to the outbound guard."""
 
     def __init__(self, provider: IdentityProvider) -> None:  # the library's __init__ reads settings: not called
@@ -135,7 +135,7 @@ class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the l
         self.OIDC_RP_SIGN_ALGO = signing_alg(self.discovery)
         self.OIDC_RP_IDP_SIGN_KEY = None
 
-    def get_settings(self, attr: str, *args: Any) -> Any:  # type: ignore[override]
+    def get_settings(self, attr: str, *args: Any) -> Any:
         # Per provider, never the global OIDC_* settings: nonce always on, unsigned tokens never accepted.
         fixed = {"OIDC_USE_NONCE": True, "OIDC_ALLOW_UNSECURED_JWT": False, "OIDC_VERIFY_KID": True}
         if attr in fixed:

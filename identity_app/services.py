@@ -99,7 +99,8 @@ def clean_role_map(value: Any) -> dict[str, str]:
 
 def _claimed_elsewhere(domains: Iterable[str], *, provider_id: int | None) -> list[str]:
     taken: list[str] = []
-    for other in IdentityProvider.objects.exclude(pk=provider_id).only("email_domains"):
+    others = IdentityProvider.objects.all() if provider_id is None else IdentityProvider.objects.exclude(pk=provider_id)
+    for other in others.only("email_domains"):
         taken += [d for d in domains if d in other.email_domains]
     return sorted(set(taken))
 
@@ -296,6 +297,7 @@ def signin_complete(*, provider: IdentityProvider, claims: Mapping[str, Any]) ->
         raise SignInRefused("the provider says this email address is not verified")
     User = get_user_model()
     link = IdentityLink.objects.select_related("user").filter(provider=provider, subject=subject).first()
+    user: Any
     if link is not None:
         user = link.user
     else:

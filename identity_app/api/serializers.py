@@ -27,7 +27,7 @@ class ProviderIn(StrictInputSerializer):
 
     def to_input(self) -> ProviderInput:
         data = self.validated_data
-        return ProviderInput(**{name: data.get(name, KEEP) for name in self.fields})
+        return ProviderInput(**{str(name): data.get(name, KEEP) for name in self.fields})
 
 
 class ProviderOut(serializers.ModelSerializer[IdentityProvider]):

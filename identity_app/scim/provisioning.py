@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from scim2_models import Context, GroupMember, GroupMembership, Meta
+from scim2_models import Context, GroupMember, GroupMembership, Meta, Reference
 from scim2_models import Group as ScimGroupResource
 from scim2_models import User as ScimUserResource
 
@@ -43,10 +43,10 @@ def _document(resource: Any, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     return doc
 
 
-def user_resource(row: ScimUser, *, base: str) -> ScimUserResource:
-    resource: ScimUserResource = _stored(ScimUserResource, row.document or {"userName": row.user.username})
+def user_resource(row: ScimUser, *, base: str) -> ScimUserResource[Any]:
+    resource: ScimUserResource[Any] = _stored(ScimUserResource[Any], row.document or {"userName": row.user.username})
     resource.id, resource.user_name = str(row.pk), row.user.username
-    groups = [GroupMembership(value=str(g.pk), display=g.display_name, type="direct", ref=f"{base}/Groups/{g.pk}")
+    groups = [GroupMembership(value=str(g.pk), display=g.display_name, type="direct", ref=Reference(f"{base}/Groups/{g.pk}"))
               for g in row.groups.all()]
     resource.groups = groups or None
     resource.meta = Meta(resource_type="User", created=row.created_at, last_modified=row.updated_at,
@@ -61,7 +61,7 @@ def group_resource(row: ScimGroup, *, base: str) -> ScimGroupResource:
     shown = {str(m.get("value")): m.get("display") for m in (row.document or {}).get("members") or []
              if isinstance(m, dict)}
     members = [GroupMember(value=str(m.pk), display=shown.get(str(m.pk)) or m.user.username, type="User",
-                           ref=f"{base}/Users/{m.pk}") for m in row.members.all()]
+                           ref=Reference(f"{base}/Users/{m.pk}")) for m in row.members.all()]
     resource.id, resource.display_name, resource.members = str(row.pk), row.display_name, members or None
     resource.meta = Meta(resource_type="Group", created=row.created_at, last_modified=row.updated_at,
                          location=f"{base}/Groups/{row.pk}")
@@ -86,7 +86,7 @@ def apply_roles(*, tenant: Tenant, rows: Iterable[ScimUser]) -> None:
 # --- users ---------------------------------------------------------------------------------------------------
 
 
-def _primary_email(resource: ScimUserResource) -> str:
+def _primary_email(resource: ScimUserResource[Any]) -> str:
     emails = resource.emails or []
     chosen = next((e for e in emails if e.primary), emails[0] if emails else None)
     return str(chosen.value or "").strip().lower() if chosen is not None else ""
@@ -101,7 +101,7 @@ def _claimable(user: Any, tenant: Tenant) -> bool:
     return not ScimUser.objects.filter(user=user).exclude(tenant=tenant).exists()
 
 
-def _write_user(row: ScimUser, resource: ScimUserResource, *, tenant: Tenant) -> None:
+def _write_user(row: ScimUser, resource: ScimUserResource[Any], *, tenant: Tenant) -> None:
     """Store what the resource says; a change of `active` to false off-boards the person in this request."""
     User = get_user_model()
     user = row.user
@@ -131,7 +131,7 @@ def _write_user(row: ScimUser, resource: ScimUserResource, *, tenant: Tenant) ->
 
 
 @transaction.atomic
-def user_create(*, tenant: Tenant, resource: ScimUserResource) -> ScimUser:
+def user_create(*, tenant: Tenant, resource: ScimUserResource[Any]) -> ScimUser:
     User = get_user_model()
     username = str(resource.user_name or "").strip()
     if not username:
@@ -152,7 +152,7 @@ def user_create(*, tenant: Tenant, resource: ScimUserResource) -> ScimUser:
 
 
 @transaction.atomic
-def user_replace(*, tenant: Tenant, row: ScimUser, resource: ScimUserResource, op: str = "replace") -> ScimUser:
+def user_replace(*, tenant: Tenant, row: ScimUser, resource: ScimUserResource[Any], op: str = "replace") -> ScimUser:
     row = ScimUser.objects.select_for_update().select_related("user").get(pk=row.pk)
     _write_user(row, resource, tenant=tenant)
     services.record(tenant=tenant, kind=IdentityEventKind.SCIM, actor=ACTOR, user=row.user,

@@ -86,7 +86,7 @@ def _parse(model: Any, body: Any, ctx: Context) -> Any:
     except SCIMException as exc:
         raise p.ScimProblem(exc.status, str(exc), exc.scim_type or None) from None
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {}
+        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
         where = ".".join(str(x) for x in first.get("loc", ()))
         scim_type = (first.get("ctx") or {}).get("scim_type") or "invalidValue"
         status = int((first.get("ctx") or {}).get("status") or 400)
@@ -100,7 +100,7 @@ def _dump(resource: Any, ctx: Context, request: HttpRequest, query: Any = None) 
     if attributes is None and excluded is None:
         return resource.model_dump(scim_ctx=ctx)
     try:
-        params = ResponseParameters(attributes=attributes, excluded_attributes=excluded)
+        params: Any = ResponseParameters.model_validate({"attributes": attributes, "excludedAttributes": excluded})
     except (SCIMException, ValidationError):
         raise p.ScimProblem(400, "attributes/excludedAttributes name no attribute path", "invalidPath") from None
     return resource.model_dump(scim_ctx=ctx, response_parameters=params)
@@ -119,7 +119,7 @@ def service_provider_config() -> SPC:
         sort=Sort(supported=False),
         etag=ETag(supported=False),
         authentication_schemes=[AuthenticationScheme(
-            type="oauthbearertoken", name="Bearer token",
+            type=AuthenticationScheme.Type.oauthbearertoken, name="Bearer token",
             description="A tenant's SCIM token (POST /api/v1/scim-tokens/), as Authorization: Bearer <token>",
             primary=True,
         )],
@@ -207,7 +207,7 @@ def _search(request: HttpRequest, token: ScimToken, kinds: list[Kind], params: A
         found = [kind.to_resource(row, base=base) for row in kind.rows(tenant=token.tenant)]
         if expression:
             try:
-                bound = ScimFilter[kind.model](expression)
+                bound: Any = ScimFilter[kind.model](expression)  # type: ignore[name-defined]
                 found = [r for r in found if bound.match(r)]
             except (SCIMException, ValueError, TypeError) as exc:
                 if len(kinds) > 1:
@@ -217,7 +217,9 @@ def _search(request: HttpRequest, token: ScimToken, kinds: list[Kind], params: A
     start = max(1, _int_param(params, "startIndex", 1))
     count = min(max(0, _int_param(params, "count", MAX_RESULTS)), MAX_RESULTS)
     page = resources[start - 1:start - 1 + count]
-    listed_type = ListResponse[kinds[0].model] if len(kinds) == 1 else ListResponse[User | Group]
+    # The resource type(s) of the list, known only at run time (one endpoint's, or both at the root .search).
+    models: Any = kinds[0].model if len(kinds) == 1 else User | Group
+    listed_type: Any = ListResponse.__class_getitem__(models)
     listed = listed_type(total_results=len(resources), start_index=start, items_per_page=len(page), resources=page)
     attributes = params.get("attributes")
     excluded = params.get("excludedAttributes")
@@ -255,7 +257,7 @@ def _single(request: HttpRequest, token: ScimToken, kind: Kind, ident: str) -> H
         resource = _parse(kind.model, _body(request), Context.RESOURCE_REPLACEMENT_REQUEST)
         row = kind.replace(tenant=tenant, row=row, resource=resource)
     else:  # PATCH
-        patch = _parse(PatchOp[kind.model], _body(request), Context.RESOURCE_PATCH_REQUEST)
+        patch = _parse(PatchOp[kind.model], _body(request), Context.RESOURCE_PATCH_REQUEST)  # type: ignore[name-defined]
         resource = kind.to_resource(row, base=base)
         try:
             patch.patch(resource)

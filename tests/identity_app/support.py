@@ -42,10 +42,10 @@ def test_wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
         try:
             return [b"".join(response)]
         finally:
-            response.close()  # type: ignore[attr-defined]
+            response.close()
 
 
-def scim_client(token: str, *, discovered: bool = False) -> WSGISCIMClient:
+def scim_client(token: str, *, discovered: bool = False) -> Any:
     """scim2-client speaking to /scim/v2/ through Django's whole WSGI stack (middleware, urls, views)."""
     provider = None if discovered else ScimProvider(models=[User, Group])
     return WSGISCIMClient(test_wsgi_app, base_url=BASE, headers={"Authorization": f"Bearer {token}"},

@@ -14,7 +14,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-from scim2_models import Group, GroupMember, PatchOp, PatchOperation, User
+from scim2_models import Group, PatchOp, User
 
 from agents_app.gateway.oauth.tokens import grantee_for
 from identity_app.models import IdentityEvent, IdentityEventKind
@@ -74,8 +74,9 @@ def test_a_deactivated_user_loses_everything_at_once(api: Any, tenant: Any, sett
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     _provider(api, ROLE_MAP)
     scim = scim_client(scim_token(api))
-    created = scim.create(User(user_name="lee", emails=[{"value": "lee@acme.example.com", "primary": True}], active=True))
-    scim.create(Group(display_name="toolhub-users", members=[GroupMember(value=created.id)]))
+    created = scim.create(User.model_validate(
+        {"userName": "lee", "emails": [{"value": "lee@acme.example.com", "primary": True}], "active": True}))
+    scim.create(Group.model_validate({"displayName": "toolhub-users", "members": [{"value": created.id}]}))
     user = get_user_model().objects.get(username="lee")
     assert Membership.objects.get(tenant=tenant, user=user).role == Role.MEMBER  # from the group
 
@@ -98,8 +99,8 @@ def test_a_deactivated_user_loses_everything_at_once(api: Any, tenant: Any, sett
     with OIDCProvider() as upstream:
         connection = _connection(user, tenant, upstream)
         with django_capture_on_commit_callbacks(execute=True):  # the request's commit: revocation upstream
-            scim.modify(User, created.id, PatchOp[User](operations=[
-            PatchOperation[User](op="replace", path="active", value=False)]))
+            scim.modify(User, created.id, PatchOp[User].model_validate(
+                {"Operations": [{"op": "replace", "path": "active", "value": False}]}))
         assert sorted(upstream.revoked) == ["up-access", "up-refresh"]  # revoked upstream, in the request
 
     assert member_api.get("/api/v1/tools/").status_code == 401
@@ -121,7 +122,7 @@ def test_a_deactivated_user_loses_everything_at_once(api: Any, tenant: Any, sett
 def test_deleting_a_user_through_scim_ends_their_access_too(api: Any, tenant: Any, settings: Any) -> None:
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     scim = scim_client(scim_token(api))
-    created = scim.create(User(user_name="max", active=True))
+    created = scim.create(User.model_validate({"userName": "max", "active": True}))
     user = get_user_model().objects.get(username="max")
     assert Membership.objects.get(tenant=tenant, user=user).role == Role.VIEWER  # no mapping: a viewer
     key = Token.objects.create(user=user).key
@@ -135,20 +136,20 @@ def test_a_group_whose_name_is_in_the_role_map_gives_its_role(api: Any, tenant: 
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     _provider(api, ROLE_MAP)
     scim = scim_client(scim_token(api))
-    one = scim.create(User(user_name="nia", active=True))
+    one = scim.create(User.model_validate({"userName": "nia", "active": True}))
     user = get_user_model().objects.get(username="nia")
     assert not Membership.objects.filter(tenant=tenant, user=user).exists()  # mapped tenant, no group yet
-    admins = scim.create(Group(display_name="toolhub-admins", members=[GroupMember(value=one.id)]))
+    admins = scim.create(Group.model_validate({"displayName": "toolhub-admins", "members": [{"value": one.id}]}))
     assert Membership.objects.get(tenant=tenant, user=user).role == Role.ADMIN
-    scim.modify(Group, admins.id, PatchOp[Group](operations=[
-        PatchOperation[Group](op="remove", path=f'members[value eq "{one.id}"]')]))
+    scim.modify(Group, admins.id, PatchOp[Group].model_validate(
+        {"Operations": [{"op": "remove", "path": f'members[value eq "{one.id}"]'}]}))
     assert not Membership.objects.filter(tenant=tenant, user=user).exists()
 
 
 def test_scim_needs_its_tenants_token_and_sees_only_that_tenant(api: Any, other_api: Any, settings: Any) -> None:
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     mine = scim_client(scim_token(api))
-    created = mine.create(User(user_name="oli", active=True))
+    created = mine.create(User.model_validate({"userName": "oli", "active": True}))
     theirs = scim_client(scim_token(other_api))
     assert theirs.query(User).total_results == 0
     resp = Client().get(f"/scim/v2/Users/{created.id}", HTTP_AUTHORIZATION="Bearer nope")

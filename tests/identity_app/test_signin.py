@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.error import HTTPError
 from urllib.parse import parse_qs, urlsplit
 from urllib.request import HTTPRedirectHandler, build_opener
 
@@ -45,8 +46,8 @@ def at_provider(url: str) -> str:
     opener = build_opener(_NoRedirect)
     try:
         opener.open(url)
-    except Exception as exc:  # urllib raises HTTPError for the unfollowed 302
-        return str(exc.headers["Location"])  # type: ignore[attr-defined]
+    except HTTPError as exc:  # urllib raises it for the unfollowed 302
+        return str(exc.headers["Location"])
     raise AssertionError("the provider did not redirect back")
 
 
