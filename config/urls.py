@@ -17,6 +17,7 @@ api_root = ApiRootView.as_view(
         "tools": "tool-list", "tool_calls": "tool-call-list", "approvals": "approval-list",
         "models": "chat-model-list", "agents": "agent-list", "conversations": "conversation-list",
         "intents": "intent-list", "market_sources": "market-source-list", "market_entries": "market-entry-list",
+        "identity_providers": "identity-provider-list", "scim_tokens": "scim-token-list",
     },
     docs={"schema": "schema", "swagger_ui": "docs", "redoc": "redoc"},
 )
