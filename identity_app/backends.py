@@ -20,7 +20,7 @@ class PasswordBackend(ModelBackend):
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None or user.is_superuser:
             return user
-        provider = selectors.enforcing_provider_for_email(email=user.email or "")
+        provider = selectors.enforcing_provider_for(user=user)
         if provider is None:
             return user
         services.signin_failed(provider=provider, user=user,

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from core.errors import NotFound
 from identity_app.models import IdentityProvider, ScimGroup, ScimToken, ScimUser
-from tenants_app.models import Tenant
+from tenants_app.models import Membership, Tenant
 
 
 def provider_list(*, tenant: Tenant) -> QuerySet[IdentityProvider]:
@@ -53,10 +53,13 @@ def providers_for_login() -> list[IdentityProvider]:
                 .order_by("name", "tenant__slug"))
 
 
-def enforcing_provider_for_email(*, email: str) -> IdentityProvider | None:
-    """The provider that requires company sign-in for this address, if any."""
-    provider = provider_for_email(email=email)
-    return provider if provider is not None and provider.enforced else None
+def enforcing_provider_for(*, user: Any) -> IdentityProvider | None:
+    """The provider that requires company sign-in of this user: an enforced provider of a tenant they are a member
+    of, whose domains hold their email (a tenant's setting never reaches people outside it)."""
+    provider = provider_for_email(email=getattr(user, "email", "") or "")
+    if provider is None or not provider.enforced:
+        return None
+    return provider if Membership.objects.filter(tenant=provider.tenant, user=user).exists() else None
 
 
 def token_hash(token: str) -> str:

@@ -260,6 +260,13 @@ def membership_from_groups(*, tenant: Tenant, user: Any, role: Role | None, acto
 # --- company sign-in -----------------------------------------------------------------------------------------
 
 
+def claimable(user: Any, tenant: Tenant) -> bool:
+    """An existing account a tenant's sign-in or SCIM may take on: no operator, no member of another tenant."""
+    if user.is_superuser:
+        return False
+    return not Membership.objects.filter(user=user).exclude(tenant=tenant).exists()
+
+
 def _unique_username(email: str, subject: str) -> str:
     User = get_user_model()
     base = re.sub(r"[^\w.@+-]", "", email or "")[:140] or f"sso-{subject[:100]}"
@@ -302,9 +309,11 @@ def signin_complete(*, provider: IdentityProvider, claims: Mapping[str, Any]) ->
         user = link.user
     else:
         user = User.objects.filter(email__iexact=email).order_by("pk").first() if email else None
-        if user is not None and user.is_superuser:
-            # An operator account is never taken over by a company sign-in.
-            raise SignInRefused("this email belongs to a platform operator, who signs in with a password")
+        if user is not None and not claimable(user, tenant):
+            # A tenant's provider vouches for its own people only: never an operator, never someone who belongs
+            # to another tenant (that tenant's admins could otherwise take the account over by naming its domain).
+            raise SignInRefused("an account with this email already exists outside this tenant; ask an operator "
+                                "to link it")
         if user is None:
             user = User.objects.create(username=_unique_username(email, subject), email=email,
                                        first_name=str(claims.get("given_name") or "")[:150],

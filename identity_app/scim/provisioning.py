@@ -16,7 +16,7 @@ from scim2_models import User as ScimUserResource
 
 from identity_app import services
 from identity_app.models import IdentityEventKind, ScimGroup, ScimUser
-from tenants_app.models import Membership, Tenant
+from tenants_app.models import Tenant
 
 ACTOR = "scim"
 
@@ -92,11 +92,9 @@ def _primary_email(resource: ScimUserResource[Any]) -> str:
     return str(chosen.value or "").strip().lower() if chosen is not None else ""
 
 
-def _claimable(user: Any, tenant: Tenant) -> bool:
+def _scim_claimable(user: Any, tenant: Tenant) -> bool:
     """A Django user this tenant's SCIM may take on: no operator, and no member or SCIM user of another tenant."""
-    if user.is_superuser:
-        return False
-    if Membership.objects.filter(user=user).exclude(tenant=tenant).exists():
+    if not services.claimable(user, tenant):
         return False
     return not ScimUser.objects.filter(user=user).exclude(tenant=tenant).exists()
 
@@ -138,7 +136,7 @@ def user_create(*, tenant: Tenant, resource: ScimUserResource[Any]) -> ScimUser:
         raise ScimProblem(400, "userName is required", "invalidValue")
     user = User.objects.filter(username=username).first()
     if user is not None:
-        if ScimUser.objects.filter(tenant=tenant, user=user).exists() or not _claimable(user, tenant):
+        if ScimUser.objects.filter(tenant=tenant, user=user).exists() or not _scim_claimable(user, tenant):
             raise ScimProblem(409, f"userName {username!r} is taken", "uniqueness")
     else:
         user = User.objects.create(username=username)

@@ -42,3 +42,10 @@ def test_operators_and_other_domains_keep_their_passwords(api: Any, tenant: Any)
     other = UserFactory(username="quinn", email="quinn@partner.example")
     MembershipFactory(tenant=tenant, user=other, role=Role.MEMBER)
     assert _password_login("/accounts/login/", "quinn").status_code == 302
+
+
+def test_enforcement_reaches_only_the_providers_own_tenant(api: Any, other_tenant: Any) -> None:
+    _enforce(api)  # acme enforces acme.example
+    outsider = UserFactory(username="rae", email="rae@acme.example")
+    MembershipFactory(tenant=other_tenant, user=outsider, role=Role.MEMBER)
+    assert _password_login("/accounts/login/", "rae").status_code == 302

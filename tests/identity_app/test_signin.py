@@ -170,3 +170,16 @@ def test_the_provider_is_reached_through_the_outbound_guard(api: Any, idp: OIDCP
     settings.TOOLHUB_OUTBOUND_ALLOW = ""  # loopback no longer allowed: the guard refuses the provider
     resp = Client().get(f"/accounts/sso/{provider['id']}/")
     assert resp.status_code == 502 and "could not be reached" in resp.content.decode()
+
+
+def test_another_tenants_member_is_never_taken_over_by_email(api: Any, tenant: Any, other_tenant: Any,
+                                                              idp: OIDCProvider) -> None:
+    provider = make_provider(api, idp)
+    victim = UserFactory(username="vic", email="vic@acme.test")
+    MembershipFactory(tenant=other_tenant, user=victim, role=Role.OWNER)
+    idp.person = Person(sub="attacker-1", email="vic@acme.test", groups=["toolhub-admins"])
+    browser = Client()
+    resp = sign_in(browser, provider["id"])
+    assert resp.status_code == 403 and "outside this tenant" in resp.content.decode()
+    assert browser.get("/playground/").status_code == 302
+    assert not Membership.objects.filter(tenant=tenant, user=victim).exists()
