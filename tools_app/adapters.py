@@ -64,7 +64,7 @@ def local_pool() -> SessionPool:
 
 
 def runner_registry() -> Registry:
-    return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S)
+    return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S, secret=settings.TOOLHUB_RUNNER_SECRET)
 
 
 def runner_of(tool: Tool) -> RunnerInfo | None:
