@@ -137,6 +137,9 @@ def bwrap_argv(
         out.append("--share-net")
     for key, value in sorted(env.items()):
         out += ["--setenv", key, value]
+    # The sandbox's own /tmp first: a read-only path inside the system temp folder (a checkout or venv under
+    # /tmp) is then mounted on top of it instead of being hidden by it.
+    out += ["--size", str(policy.tmp_bytes), "--tmpfs", "/tmp"]
     for path in (*policy.ro_paths, *policy.extra_ro_paths):
         if os.path.islink(path) and os.path.dirname(path) == "/":
             out += ["--symlink", os.readlink(path), path]  # merged /usr: /bin -> usr/bin
@@ -148,7 +151,6 @@ def bwrap_argv(
     out += [
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(policy.tmp_bytes), "--tmpfs", "/tmp",
         "--bind", str(workspace), str(workspace),
         "--remount-ro", "/",  # the sandbox's own root tmpfs; /tmp and the workspace stay writable
         "--chdir", str(chdir or workspace),
