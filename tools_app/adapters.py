@@ -193,6 +193,7 @@ def server_sandbox(tenant: Tenant) -> ServerSandbox | None:
         workspace=str(_workspace_of(tenant.pk)),
         uid=int(settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE) + int(tenant.pk),
         share_net=tenant.local_network == "host",
+        public_net=tenant.local_network == "public",
     )
 
 
