@@ -243,6 +243,7 @@ def test_a_forged_announcement_and_draining_mark_do_not_move_a_call(runners: Run
     assert count(web[0], spec)["count"] == 1
     catcher = Catcher()
     attacker = redis.Redis.from_url(REDIS_URL)
+    assert wait_until(lambda: attacker.get("toolhub:runner:r1") is not None)
     real = json.loads(attacker.get("toolhub:runner:r1") or b"{}")
     forged = {"id": "r0-evil", "url": catcher.url, "draining": False, "servers": 0, "since": time.time()}
     # The layout before signing, the signed layout with a made-up signature, and the real runner's entry replayed
