@@ -266,6 +266,7 @@ def test_a_forged_announcement_and_draining_mark_do_not_move_a_call(runners: Run
             web[1].close(spec.tool_id)  # close goes to every live runner: only verified ones
         assert catcher.received == []
         assert web[0].registry.rejected >= 3
+        assert web[0].stats()["runner_announcements_rejected"] == web[0].registry.rejected
         logged = " ".join(r.getMessage() for r in caplog.records)
         assert "toolhub:runner:r0-evil" in logged and "toolhub:runner:r0-evil2" in logged
         assert "toolhub:runner:r1" in logged
