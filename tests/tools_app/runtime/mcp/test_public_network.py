@@ -159,3 +159,29 @@ def test_where_the_ranges_cannot_be_closed_the_command_never_runs(tmp_path: Path
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "1.2.3.4/40" in done.stderr
     assert not ran.exists()
+
+
+def _registry_reachable() -> bool:
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _registry_reachable(), reason="this host does not reach pypi.org")
+def test_public_resolves_names_and_fetches_from_the_package_registry(tmp_path: Path) -> None:
+    """What `uvx`/`npx` do when they start a server: resolve the registry and fetch over HTTPS, from the sandbox."""
+    from tools_app.configs import server_spec
+    from tools_app.runtime.mcp.process import launch
+    from tools_app.runtime.mcp.spec import LocalSpec
+
+    box = sandbox_for(tmp_path, 7, public_net=True)
+    spec = server_spec(tool_id=1, config_version=1, tenant_key="7", tool_type="LOCAL",
+                       config={"command": sys.executable}, sandbox=box)
+    code = ("import urllib.request; print(urllib.request.urlopen('https://pypi.org/simple/mcp/', timeout=30).status)")
+    assert isinstance(spec.target, LocalSpec)
+    how = launch(sys.executable, spec.target, [sys.executable, "-c", code])
+    done = subprocess.run(how.argv, env=how.env, cwd=how.cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "200"
