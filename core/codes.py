@@ -63,6 +63,7 @@ class ApiCode(StrEnum):
     CREDENTIALS_REQUIRED = "credentials_required"
     OAUTH_FLOW_REFUSED = "oauth_flow_refused"
     OAUTH_FAILED = "oauth_failed"
+    OAUTH_RESOURCE_MISMATCH = "oauth_resource_mismatch"  # RFC 9728 §3.3: metadata naming another resource
     # Runtime (tools_app.runtime, core.outbound): the `code` of a RuntimeToolError
     RUNTIME_ERROR = "runtime_error"
     INVALID_PARAMS = "invalid_params"
