@@ -25,6 +25,10 @@ VAR_DIR = env_path("TOOLHUB_VAR_DIR", BASE_DIR / "var")
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "toolhub-dev-only-not-secret")
 DEBUG = env_bool("DEBUG", False)
+# The debug page and error reports render no value that may hold a secret (tool configs, decrypted headers,
+# OAuth client secrets in local variables; POST values; the query string), DEBUG or not: core/debug.py.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.debug.SecretSafeExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "core.debug.SecretSafeExceptionReporter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 

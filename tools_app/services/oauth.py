@@ -23,7 +23,7 @@ from tenants_app.permissions import ensure_role
 from tools_app import adapters, selectors
 from tools_app.configs import load_config
 from tools_app.configs.remote import RemoteConfig
-from tools_app.errors import OAuthFlowRefused, ToolError
+from tools_app.errors import OAuthConnectFailed, OAuthFlowRefused, ToolError
 from tools_app.models import OAuthConnection, OAuthFlow, OAuthRegistration, OAuthStatus, Tool, ToolType
 from tools_app.runtime.errors import AuthorizationNeeded, RuntimeToolError
 from tools_app.runtime.mcp import oauth
@@ -112,8 +112,11 @@ def oauth_connect(*, tenant: Tenant, actor: Any, tool_id: Any, base_url: str) ->
     spec = _oauth_config(tool)
     ensure_role(tenant=tenant, user=actor, at_least=Role.MEMBER if spec.auth.per_user else Role.ADMIN)
     redirect_uri = base_url.rstrip("/") + CALLBACK_PATH
-    found = oauth.discover(spec.url, adapters.outbound_policy())
-    registration = _registration(tenant=tenant, spec=spec, found=found, redirect_uri=redirect_uri)
+    try:
+        found = oauth.discover(spec.url, adapters.outbound_policy())
+        registration = _registration(tenant=tenant, spec=spec, found=found, redirect_uri=redirect_uri)
+    except RuntimeToolError as exc:  # upstream's failure, typed: a 400 naming the step, never a 500
+        raise OAuthConnectFailed.of(exc, tool.name) from None
     verifier, challenge = oauth.new_pkce()
     state = secrets.token_urlsafe(32)
     scopes = list(spec.auth.scopes) or found.scopes_supported
