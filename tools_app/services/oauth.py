@@ -231,14 +231,26 @@ def _access_token(stale: str | None, *, tenant_id: int, tool_id: int, user_id: i
     finally:
         close_old_connections()  # runs in the pool's worker threads: give their connection back
     if revoked or token is None:
-        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
-        raise AuthorizationNeeded(
-            f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
-            if revoked else
-            f"{'you have not connected your own account to this tool' if per_user else 'this tool is not connected'}"
-            f": connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)",
-            details={"tool_id": tool_id, "per_user": per_user})
+        raise AuthorizationNeeded(_needs_authorization(tool_id, per_user=per_user, revoked=revoked),
+                                  details={"tool_id": tool_id, "per_user": per_user})
     return token
+
+
+def _needs_authorization(tool_id: Any, *, per_user: bool, revoked: bool) -> str:
+    if revoked:
+        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
+        return f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
+    who = "you have not connected your own account to this tool" if per_user else "this tool is not connected"
+    return f"{who}: connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)"
+
+
+def not_connected(*, tenant: Tenant, tool: Tool, user: Any) -> str | None:
+    """Why a call of an OAuth tool needs authorization first: the caller has no connected connection to it (the
+    shared one, or their own with `per_user`). None for other tools and for a connected caller."""
+    state = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+    if state is None or state["connected"]:
+        return None
+    return _needs_authorization(tool.pk, per_user=state["per_user"], revoked=state["status"] != "not_connected")
 
 
 @transaction.atomic
