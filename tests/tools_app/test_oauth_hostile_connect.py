@@ -117,3 +117,26 @@ def test_the_debug_page_of_a_failing_connect_shows_no_secret(member_client: Any,
     assert html.status_code == 500
     for secret in (HEADER_SECRET, CLIENT_SECRET):
         assert secret not in html.content.decode()
+
+
+@pytest.mark.parametrize("token_mode", ["huge", "trickle"])
+def test_a_callback_whose_code_exchange_fails_upstream_is_a_typed_page(api: Any, hostile: Hostile, settings: Any,
+                                                                       token_mode: str) -> None:
+    from urllib.parse import parse_qs, urlencode, urlparse
+
+    from django.test import Client
+
+    settings.TOOLHUB_OUTBOUND_MAX_BYTES, settings.TOOLHUB_OUTBOUND_TIMEOUT_S = 1024 * 1024, 3
+    tool_id = oauth_tool(api, hostile.url)
+    link = connect(api, tool_id).json()["authorize_url"]
+    browser = Client(raise_request_exception=False)
+    browser.force_login(api.user)
+    started = browser.get(urlparse(link).path)
+    assert started.status_code == 302 and started["Location"].startswith(hostile.base + "/authorize?")
+    state = parse_qs(urlparse(started["Location"]).query)["state"][0]
+    hostile.token_mode, hostile.trickle_s = token_mode, 0.5
+    done = browser.get("/oauth/callback/?" + urlencode({"state": state, "code": "code-from-provider"}))
+    assert done.status_code == 400, done.content.decode()[:300]
+    page = done.content.decode()
+    assert "Not connected" in page and "the code exchange" in page
+    assert "hostile-client-secret" not in page and "code-from-provider" not in page
