@@ -142,3 +142,16 @@ def test_the_list_cache_hint_spares_relisting_until_it_expires(pool: SessionPool
     pool.discover(unhinted)
     pool.discover(unhinted)
     assert pool.call(unhinted, "listings", {}).data == {"tools_list": 3}
+
+
+def test_a_restarted_2026_server_answers_on_the_same_warm_connection(pool: SessionPool, specs: Specs) -> None:
+    from tests.fixtures.mcp_servers import free_port
+
+    port = free_port()
+    with http_server(MODERN_ONLY, port=port) as url:
+        spec = specs.remote(url)
+        assert pool.call(spec, "echo", {"text": "before"}).success
+    with http_server(MODERN_ONLY, port=port):
+        after = pool.call(spec, "echo", {"text": "after"})
+    assert after.success and after.text == "after", after
+    assert pool.stats()["sessions_opened"] == 1  # no session to lose: nothing to reopen
