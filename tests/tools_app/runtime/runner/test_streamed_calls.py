@@ -20,6 +20,7 @@ from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRe
 from tools_app.runtime.runner.app import build_app
 from tools_app.runtime.runner.client import RunnerPool
 from tools_app.runtime.runner.placement import RunnerInfo
+from tools_app.runtime.sandbox import SandboxUnavailable
 
 SECRET = "streamed-calls-secret"
 
@@ -39,13 +40,16 @@ class OneRunner:
     def describe(self) -> list[dict[str, Any]]:
         return [self.info.__dict__]
 
+    rejected = 0
+
 
 @pytest.fixture
 def web(make_pool: Any) -> Iterator[RunnerPool]:
     runner_pool = make_pool()
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(build_app(runner_pool, SECRET), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    # The specs here run unsandboxed (what is tested is the wire, not the sandbox), which a runner allows only when told.
+    app = build_app(runner_pool, SECRET, allow_unsandboxed=True)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_listening(port)
@@ -91,3 +95,21 @@ def test_progress_crosses_the_runner(web: RunnerPool, specs: Specs) -> None:
 def test_a_call_nobody_listens_to_still_goes_the_plain_way(web: RunnerPool, specs: Specs) -> None:
     result = web.call(specs.local(MODERN_ONLY), "echo", {"text": "plain"})
     assert result.success and result.text == "plain", result
+
+
+def test_a_streamed_call_keeps_the_runners_sandbox_rule(make_pool: Any, specs: Specs) -> None:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(make_pool(), SECRET), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_listening(port)
+    facade = RunnerPool(SessionPool(policy=LOOPBACK), OneRunner(f"http://127.0.0.1:{port}"), SECRET)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(SandboxUnavailable):
+            facade.call(specs.local(MODERN_ONLY), "echo", {"text": "x"},
+                        client_requests=ClientRequests(elicit=lambda _p: {"action": "decline"}))
+    finally:
+        facade.shutdown()
+        server.should_exit = True
+        thread.join(10)
