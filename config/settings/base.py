@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "oauth2_provider",  # the MCP gateway's authorization server (agents_app.gateway.oauth)
     "tenants_app",
     "tools_app",
+    "tools_app.packages.apps.PackagesConfig",  # the package store LOCAL servers run from (own models, migrations)
     "agents_app",
     "market_app",
     "toolhub_demo",
@@ -353,6 +354,19 @@ TOOLHUB_LOCAL_COMMANDS = env_choice("TOOLHUB_LOCAL_COMMANDS", "any", ("any", "ap
 # the leading arguments a tool must start with, e.g. "npx -y @modelcontextprotocol/server-memory@2026.1.26".
 TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in env_str("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")
                                    if c.strip()]
+# The package store (docs/packages.md): a LOCAL tool whose command is a package runner (npx, uvx, pipx run, npm exec,
+# bunx) runs the package Toolhub installed here, outside the sandbox, mounted read-only inside it. Runners need the
+# same folder at the same path (a shared volume) or they install on first use.
+TOOLHUB_PACKAGES = env_bool("TOOLHUB_PACKAGES", True)
+TOOLHUB_PACKAGE_STORE = str(env_path("TOOLHUB_PACKAGE_STORE", VAR_DIR / "packages"))
+# Registry hosts installs may contact (comma-separated); empty: registry.npmjs.org, pypi.org, files.pythonhosted.org
+# and the hosts of npm's configured registry and pip's configured indexes.
+TOOLHUB_PACKAGE_REGISTRY_HOSTS = env_list("TOOLHUB_PACKAGE_REGISTRY_HOSTS")
+TOOLHUB_PACKAGE_INSTALL_ON_SAVE = env_bool("TOOLHUB_PACKAGE_INSTALL_ON_SAVE", True)
+TOOLHUB_PACKAGE_INSTALL_TIMEOUT_S = env_int("TOOLHUB_PACKAGE_INSTALL_TIMEOUT_S", 600)
+TOOLHUB_PACKAGE_RESOLVE_TIMEOUT_S = env_int("TOOLHUB_PACKAGE_RESOLVE_TIMEOUT_S", 10)
+# A failed install is tried again by the next Test or call only after this long (a misspelling fails at once anyway).
+TOOLHUB_PACKAGE_RETRY_S = env_int("TOOLHUB_PACKAGE_RETRY_S", 60)
 # The runner tier: LOCAL servers live in runner processes (`manage.py toolhub_runner`), each server key on exactly one
 # runner in the whole deployment. `redis`: runners announce themselves in REDIS_URL and web processes and workers
 # call them over HTTP with TOOLHUB_RUNNER_SECRET; empty (default, `make run`, tests): servers run in each process.
