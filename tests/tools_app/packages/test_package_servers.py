@@ -5,11 +5,13 @@ fails Test at once with a typed error; the store is read-only to the server; ver
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from tests.fixtures import real_servers as rs
 from tools_app import adapters
@@ -73,12 +75,14 @@ def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, r
     assert PackageInstall.objects.filter(name="@modelcontextprotocol/server-everything").count() == 1
 
 
-def test_uvx_server_installs_and_answers_a_call(api: Any, registries_reachable: None) -> None:
+def test_uvx_server_installs_and_answers_a_call(api: Any, staff: Any, registries_reachable: None) -> None:
     tool_id = create(api, "time", "uvx", ["mcp-server-time", "--local-timezone", "UTC"])
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"] and tested["server"]["name"] == "mcp-time", tested
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert (package["manager"], package["name"], package["status"]) == ("pypi", "mcp-server-time", "installed")
+    page = staff.get(f"/admin/tools_app/tool/{tool_id}/change/").content.decode()
+    assert "toolhub-package-installed" in page and "read-only to the server" in page
     api.post(f"/api/v1/tools/{tool_id}/refresh/")
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/",
                     {"function": "convert_time",
@@ -87,7 +91,7 @@ def test_uvx_server_installs_and_answers_a_call(api: Any, registries_reachable: 
     assert body["success"] and "T21:00:00+09:00" in body["text"], body
 
 
-def test_misspelled_package_fails_test_at_once_naming_it(api: Any, registries_reachable: None) -> None:
+def test_misspelled_package_fails_test_at_once_naming_it(api: Any, staff: Any, registries_reachable: None) -> None:
     tool_id = create(api, "typo", "npx", ["-y", "@modelcontextprotocol/server-everythingg"])
     started = time.monotonic()
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
@@ -97,6 +101,9 @@ def test_misspelled_package_fails_test_at_once_naming_it(api: Any, registries_re
     assert "registry.npmjs.org" in tested["error"]["message"]
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert package["status"] == "failed" and package["error"]["code"] == "package_not_found"
+
+    page = staff.get(f"/admin/tools_app/tool/{tool_id}/change/").content.decode()
+    assert "toolhub-package-failed" in page and "package_not_found" in page
 
     tool_id = create(api, "typo-py", "uvx", ["mcp-server-time==0.0.1"])
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
@@ -143,3 +150,39 @@ def test_version_change_installs_beside_and_last_tool_frees_it(api: Any, setting
     assert api.delete(f"/api/v1/tools/{tool_id}/").status_code in (200, 204)
     assert not new_path.exists() and not PackageInstall.objects.filter(name=link.name).exists()
     assert str(new_path).startswith(settings.TOOLHUB_PACKAGE_STORE)
+
+
+def test_test_waits_for_an_install_in_progress(api: Any, monkeypatch: pytest.MonkeyPatch,
+                                               registries_reachable: None) -> None:
+    """Another process holds the install claim: Test waits for it to finish and then passes (no startup timeout)."""
+    from tools_app.packages import services
+    from tools_app.runtime.packages import refs
+
+    ref = refs.parse("npx", EVERYTHING)
+    assert ref is not None
+    version = "2026.8.31"
+    row, claimed = services._claim(ref, version)  # "the other process" claims the install first
+    assert claimed
+    waiting = threading.Event()
+    real_wait = services._wait
+
+    def observed_wait(row: Any, ref: Any) -> Any:
+        waiting.set()
+        return real_wait(row, ref)
+
+    monkeypatch.setattr(services, "_wait", observed_wait)
+
+    def other_process() -> None:
+        assert waiting.wait(120)
+        services._install(ref, PackageInstall.objects.get(pk=row.pk))
+        connection.close()
+
+    worker = threading.Thread(target=other_process)
+    worker.start()
+    try:
+        tool_id = create(api, "everything", "npx", [*EVERYTHING[:1], f"{EVERYTHING[1]}@{version}"])
+        tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    finally:
+        worker.join(180)
+    assert waiting.is_set() and tested["ok"], tested
+    assert PackageInstall.objects.get(pk=row.pk).status == "installed"

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tools_app.runtime.packages import refs, registry
-from tools_app.runtime.packages.errors import PackageNotInstallable, PackageRegistryRefused
+from tools_app.runtime.packages.errors import (
+    PackageManagerMissing,
+    PackageNotInstallable,
+    PackageRegistryRefused,
+)
 
 
 @pytest.mark.parametrize(("command", "args", "expected"), [
@@ -61,3 +65,12 @@ def test_a_registry_the_operator_has_not_allowed_is_refused_before_any_request()
     with pytest.raises(PackageRegistryRefused):
         registry.check_allowed(pypi, regs)  # pypi.org is not on this operator's list
     registry.check_allowed(pypi, registry.Registries(pypi_extra=("/opt/wheels", "file:///opt/pypi/simple")))
+
+
+def test_a_missing_node_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    ref = refs.parse("npx", ["-y", "srv"])
+    assert ref is not None
+    with pytest.raises(PackageManagerMissing) as caught:
+        registry.need("node", ref)
+    assert "apt-get install nodejs npm" in caught.value.message and caught.value.code == "package_manager_missing"
