@@ -83,7 +83,8 @@ def tool_package_prepare(*, tool_id: int) -> ToolPackage | None:
                                                                      "spec": ref.spec})
     link.manager, link.name, link.spec = ref.manager, ref.name, ref.spec
     try:
-        version = registry.resolve(ref, registries(), timeout_s=float(settings.TOOLHUB_PACKAGE_RESOLVE_TIMEOUT_S))
+        version = _stored_pin(ref) or registry.resolve(ref, registries(),
+                                                       timeout_s=float(settings.TOOLHUB_PACKAGE_RESOLVE_TIMEOUT_S))
     except PackageError as exc:
         link.error_code, link.error, link.target = str(exc.code), exc.message, None
         link.save()
@@ -99,6 +100,15 @@ def tool_package_prepare(*, tool_id: int) -> ToolPackage | None:
         raise _error_of(install)
     _switch(link, install)
     return link
+
+
+def _stored_pin(ref: PackageRef) -> str:
+    """The exact version `ref` pins when the store already holds it (no registry asked: a pre-warmed, air-gapped
+    store serves pinned tools offline); "" otherwise."""
+    version = refs.exact_version(ref)
+    if version and store.installed(settings.TOOLHUB_PACKAGE_STORE, ref.manager, ref.name, version) is not None:
+        return version
+    return ""
 
 
 def _claim(ref: PackageRef, version: str) -> tuple[PackageInstall, bool]:

@@ -186,3 +186,19 @@ def test_test_waits_for_an_install_in_progress(api: Any, monkeypatch: pytest.Mon
         worker.join(180)
     assert waiting.is_set() and tested["ok"], tested
     assert PackageInstall.objects.get(pk=row.pk).status == "installed"
+
+
+def test_a_prewarmed_store_serves_pinned_tools_without_any_registry(api: Any, settings: Any,
+                                                                    registries_reachable: None) -> None:
+    pinned = [EVERYTHING[0], f"{EVERYTHING[1]}@2026.8.31"]
+    warm = create(api, "warm", "npx", pinned)
+    assert api.post(f"/api/v1/tools/{warm}/test/").json()["ok"]
+    settings.TOOLHUB_PACKAGE_REGISTRY_HOSTS = ["mirror.internal.invalid"]  # no public registry allowed any more
+    offline = create(api, "offline", "npx", pinned)
+    tested = api.post(f"/api/v1/tools/{offline}/test/").json()
+    assert tested["ok"], tested
+    unpinned = create(api, "unpinned", "npx", EVERYTHING)
+    refused = api.post(f"/api/v1/tools/{unpinned}/test/").json()
+    assert refused["error"]["code"] == "package_registry_refused", refused
+    assert "registry.npmjs.org" in refused["error"]["message"]
+    assert "TOOLHUB_PACKAGE_REGISTRY_HOSTS" in refused["error"]["message"]

@@ -33,6 +33,7 @@ PYPI_VALUE_OPTS = {"--from", "--with", "-w", "--with-requirements", "--with-edit
 NPM_REGISTRY_OPTS = {"--registry"}
 PYPI_INDEX_OPTS = {"--index-url", "-i", "--default-index", "--extra-index-url", "--index", "--find-links", "-f"}
 NPM_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$", re.IGNORECASE)
+EXACT_NPM = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 NPM_SPEC = re.compile(r"^[0-9A-Za-z.^~<>=| *+-]+$")
 
 
@@ -67,6 +68,14 @@ class PackageRef:
     def extras(self) -> tuple[str, ...]:
         inner = self.name.partition("[")[2].rstrip("]")
         return tuple(e for e in inner.split(",") if e)
+
+
+def exact_version(ref: PackageRef) -> str:
+    """The one version `ref` pins (`1.2.3` for npm, `==1.2.3` for PyPI), or "" for latest, a tag or a range."""
+    if ref.manager == "npm":
+        return ref.spec if EXACT_NPM.match(ref.spec) else ""
+    spec = ref.spec
+    return spec[2:] if spec.startswith("==") and "," not in spec and "*" not in spec else ""
 
 
 @dataclass

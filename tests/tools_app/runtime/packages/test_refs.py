@@ -74,3 +74,13 @@ def test_a_missing_node_says_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(PackageManagerMissing) as caught:
         registry.need("node", ref)
     assert "apt-get install nodejs npm" in caught.value.message and caught.value.code == "package_manager_missing"
+
+
+@pytest.mark.parametrize(("command", "args", "exact"), [
+    ("npx", ["-y", "srv@1.2.3"], "1.2.3"), ("npx", ["-y", "srv@1.2.3-beta.1"], "1.2.3-beta.1"),
+    ("npx", ["-y", "srv@^1.2.3"], ""), ("npx", ["-y", "srv@next"], ""), ("npx", ["-y", "srv"], ""),
+    ("uvx", ["pkg==1.2"], "1.2"), ("uvx", ["pkg>=1.2"], ""), ("uvx", ["pkg==1.*"], ""), ("uvx", ["pkg"], ""),
+])
+def test_exact_pins_are_told_from_ranges(command: str, args: list[str], exact: str) -> None:
+    ref = refs.parse(command, args)
+    assert ref is not None and refs.exact_version(ref) == exact
