@@ -240,11 +240,26 @@ def _ready_install(tool: Tool, ref: PackageRef) -> PackageInstall:
     return link.current
 
 
+def _not_started(tool: Tool) -> dict[str, Any] | None:
+    """A package runner tool whose install has not started: queued (install on save), or left to its first Test."""
+    try:
+        ref = ref_of(tool)
+    except PackageNotInstallable as exc:
+        return {"manager": None, "name": None, "version": None, "requested": None, "status": InstallStatus.FAILED.value,
+                "size": None, "installed_at": None, "serving": None,
+                "error": {"code": str(exc.code), "message": exc.message}}
+    if ref is None:
+        return None
+    status = "installing" if settings.TOOLHUB_PACKAGE_INSTALL_ON_SAVE else "pending"
+    return {"manager": ref.manager, "name": ref.name, "version": None, "requested": ref.spec or "latest",
+            "status": status, "size": None, "installed_at": None, "error": None, "serving": None}
+
+
 def package_view(tool: Tool) -> dict[str, Any] | None:
     """The tool detail's `package`: {manager, name, version, status, size, installed_at, error} (None without)."""
     link = getattr(tool, "package_link", None) if tool.type == ToolType.LOCAL else None
     if link is None:
-        return None
+        return _not_started(tool)
     shown = link.target or link.current
     if link.error_code:
         status, error, version = InstallStatus.FAILED, link.error, link.spec or None
