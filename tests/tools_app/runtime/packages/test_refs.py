@@ -84,3 +84,13 @@ def test_a_missing_node_says_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
 def test_exact_pins_are_told_from_ranges(command: str, args: list[str], exact: str) -> None:
     ref = refs.parse(command, args)
     assert ref is not None and refs.exact_version(ref) == exact
+
+
+def test_a_missing_runner_says_what_to_install() -> None:
+    from tools_app.runtime.errors import CommandNotFound
+    from tools_app.runtime.mcp.process import resolve_command
+    from tools_app.runtime.mcp.spec import LocalSpec
+
+    with pytest.raises(CommandNotFound) as caught:
+        resolve_command(LocalSpec(command="uvx", env=(("PATH", "/nonexistent"),)))
+    assert "make install" in caught.value.message and caught.value.code == "command_not_found"
