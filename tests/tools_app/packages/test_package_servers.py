@@ -202,3 +202,21 @@ def test_a_prewarmed_store_serves_pinned_tools_without_any_registry(api: Any, se
     assert refused["error"]["code"] == "package_registry_refused", refused
     assert "registry.npmjs.org" in refused["error"]["message"]
     assert "TOOLHUB_PACKAGE_REGISTRY_HOSTS" in refused["error"]["message"]
+
+
+def test_the_store_is_prewarmed_and_listed_from_the_command_line(registries_reachable: None) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    out = StringIO()
+    call_command("toolhub_packages", "install", f"npx -y {EVERYTHING[1]}@2026.8.31", stdout=out)
+    assert "@modelcontextprotocol/server-everything@2026.8.31: installed" in out.getvalue()
+    listed = StringIO()
+    call_command("toolhub_packages", "list", stdout=listed)
+    assert "npm @modelcontextprotocol/server-everything@2026.8.31" in listed.getvalue()
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("toolhub_packages", "install", "uvx no-such-package-toolhub-xyz", stdout=StringIO(), stderr=err)
+    assert "package_not_found" in err.getvalue()
