@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import hotcache
 from tools_app.models import Tool, ToolType
 from tools_app.packages.models import InstallStatus, PackageInstall, ToolPackage
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
@@ -183,6 +184,9 @@ def _switch(link: ToolPackage, install: PackageInstall) -> None:
         return
     link.current = install
     link.save(update_fields=["current", "updated_at"])
+    # Invoke keeps the tool's pool spec (the store path in it) with its snapshot: a new version drops it.
+    tenant_id = link.tool.tenant_id
+    transaction.on_commit(lambda: hotcache.bump_tenant(tenant_id))
     if old is not None:
         from tools_app.signals import release_after_commit
 
