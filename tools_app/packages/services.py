@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from datetime import timedelta
 from typing import Any
@@ -215,11 +216,12 @@ def runnable_spec(tool: Tool, spec: ServerSpec) -> ServerSpec:
     if ref is None or not isinstance(spec.target, LocalSpec):
         return spec
     install = _ready_install(tool, ref)
-    entry = store.entry_point(ref, install.path)
+    path = os.path.realpath(install.path)  # bound at its real path: the entry point resolves links into it
+    entry = store.entry_point(ref, path)
     target = dataclasses.replace(spec.target, command=entry.command, args=(*entry.args, *ref.args))
     sandbox = target.sandbox
     if sandbox is not None:
-        policy = dataclasses.replace(sandbox.policy, store_paths=(*sandbox.policy.store_paths, install.path))
+        policy = dataclasses.replace(sandbox.policy, store_paths=(*sandbox.policy.store_paths, path))
         target = dataclasses.replace(target, sandbox=dataclasses.replace(sandbox, policy=policy))
     return dataclasses.replace(spec, target=target)
 
