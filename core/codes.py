@@ -90,6 +90,13 @@ class ApiCode(StrEnum):
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     SANDBOX_PATH_REFUSED = "sandbox_path_refused"
     RUNNER_UNAVAILABLE = "runner_unavailable"
+    # the package store (tools_app.runtime.packages): a LOCAL server run from an npm or PyPI package
+    PACKAGE_NOT_INSTALLABLE = "package_not_installable"
+    PACKAGE_NOT_FOUND = "package_not_found"
+    PACKAGE_REGISTRY_REFUSED = "package_registry_refused"
+    PACKAGE_MANAGER_MISSING = "package_manager_missing"
+    PACKAGE_INSTALL_FAILED = "package_install_failed"
+    PACKAGE_INSTALLING = "package_installing"
     # Agents, chat, intents
     AGENT_ERROR = "agent_error"
     AGENT_DISABLED = "agent_disabled"
