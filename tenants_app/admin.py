@@ -23,7 +23,7 @@ _MembershipForm = forms.ModelForm[Membership]
 _MembershipAdmin = admin.ModelAdmin[Membership]
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
-                      "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
+                      "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "tool_screen", "approve_after_flagged_result", "command_interpreters", "sql_allowed_tables", "local_network",
                       "local_memory_mb"]
 
 

@@ -90,6 +90,15 @@ class FunctionState(models.TextChoices):
     ACTIVE = "ACTIVE", "Active"
     CHANGED = "CHANGED", "Changed (awaiting approval)"
     REMOVED = "REMOVED", "Removed"
+    # The screen found instructions aimed at the model (tools_app.services.screening); offered nowhere until approved.
+    HELD = "HELD", "Held by the screen (awaiting approval)"
+
+
+class ScreenStatus(models.TextChoices):
+    CLEAR = "clear", "Clear"
+    FLAGGED = "flagged", "Flagged"
+    HELD = "held", "Held"
+    APPROVED = "approved", "Approved"
 
 
 class ToolFunction(models.Model):
@@ -116,12 +125,34 @@ class ToolFunction(models.Model):
     title = models.CharField(max_length=300, blank=True, default="")
     meta = models.JSONField(null=True, blank=True, help_text="The server's `_meta` of this tool (e.g. an MCP Apps UI)")
     icons = models.JSONField(null=True, blank=True)
+    # The screen on the upstream's own text (tools_app.services.screening): findings [{rule, severity, field,
+    # excerpt}], the rules' version, and who approved which definition (schema_hash) with its findings.
+    screen_status = models.CharField(max_length=16, choices=ScreenStatus.choices, default=ScreenStatus.CLEAR)
+    screen_findings = models.JSONField(default=list, blank=True)
+    screen_version = models.PositiveIntegerField(default=0)
+    screen_approved_hash = models.CharField(max_length=64, blank=True, default="")
+    screen_approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                           related_name="+")
+    screen_approved_at = models.DateTimeField(null=True, blank=True)
+    # The tenant's own words for the function, given to models and gateway clients instead of the upstream's;
+    # drift and the screen keep watching the upstream's (`title`, `description`). Blank: the upstream's.
+    title_override = models.CharField(max_length=300, blank=True, default="")
+    description_override = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["tool", "name"], name="uniq_function_per_tool")]
+
+    @property
+    def offered_description(self) -> str:
+        """What models and gateway clients read: the tenant's override, else the upstream's description."""
+        return self.description_override or self.description
+
+    @property
+    def offered_title(self) -> str:
+        return self.title_override or self.title
 
     def __str__(self) -> str:
         return f"{self.tool.name}.{self.name}"
@@ -198,6 +229,8 @@ class ToolCall(models.Model):
     # The MCP content list with long strings cut (image data, blobs), and the server's log messages.
     result_content = models.JSONField(null=True, blank=True)
     server_logs = models.JSONField(null=True, blank=True)
+    # The screen's injection markers the result carried (e.g. invisible_tags, ignore_previous); [] when clean.
+    result_flags = models.JSONField(null=True, blank=True, default=list)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     # The row's identity before it is stored: a row spooled during a database outage (services.audit_spool) is
     # inserted once however often it is replayed. Null only on rows written before it existed.

@@ -85,7 +85,7 @@ def _assemble(principal: Principal) -> Listing:
     sent: dict[tuple[int, str], dict[str, Any]] = {}
     if keys:
         rows = ToolFunction.objects.filter(tool__tenant=principal.tenant, tool_id__in={k[0] for k in keys}).values(
-            "tool_id", "name", "input_schema", "output_schema", "annotations", "title", "meta", "icons")
+            "tool_id", "name", "input_schema", "output_schema", "annotations", "title", "meta", "icons", "title_override")
         sent = {(row["tool_id"], row["name"]): dict(row) for row in rows if (row["tool_id"], row["name"]) in keys}
     functions = tuple(_gateway_function(f, sent.get((f.tool_id, f.function)) or {}) for f in toolset)
     # A paused tool comes back when its pause runs out, with no write to signal it: the listing lives no longer.
@@ -98,8 +98,8 @@ def _assemble(principal: Principal) -> Listing:
 
 def _gateway_function(f: ToolsetFunction, row: dict[str, Any]) -> GatewayFunction:
     annotations = dict(row.get("annotations") or {}) if isinstance(row.get("annotations"), dict) else {}
-    title = row.get("title") or annotations.get("title") or f"{f.tool_name}: {f.function}"
-    annotations.setdefault("title", title)
+    title = row.get("title_override") or row.get("title") or annotations.get("title") or f"{f.tool_name}: {f.function}"
+    annotations["title"] = title if row.get("title_override") else annotations.get("title", title)
     # Toolhub states the safety its approval rule uses (an admin's override, a DESTRUCTIVE tool): where the
     # server's own hints say so too, a client sees exactly what the server sent.
     annotations["readOnlyHint"] = f.safety == Safety.READ_ONLY

@@ -188,3 +188,8 @@ def test_real_registry_descriptions_are_not_flagged() -> None:
         [("description" if field.endswith("description") else "title", text) for field, text in texts])
         if f.severity != "low"]
     assert flagged == []
+
+
+def test_a_name_shared_with_another_tool_is_a_collision_not_shadowing() -> None:
+    found = screen([("name", "read_file"), ("description", "Reads a file.")], other_names=["read_file"])
+    assert found == []

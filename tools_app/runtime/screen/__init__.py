@@ -143,6 +143,8 @@ def _matches(rule: Rule, field: str, text: str, shadow: dict[str, re.Pattern[str
         if _length_applies(rule, field) and len(text) > rule.max_chars:
             yield f"{len(text)} characters (normal is under {rule.max_chars}): " + text[:60]
         return
+    if rule.kind == "shadow" and field == "name":
+        return  # two servers offering the same name collide (the gateway qualifies names); shadowing is prose
     pattern = rule.pattern if rule.kind != "shadow" else shadow.get(rule.scope)
     if pattern is None:
         return
