@@ -248,6 +248,15 @@ class ToolCall(models.Model):
         return str(dict(ApprovalVia.choices).get(self.via, self.via or "-"))
 
 
+class ScreenedFunction(ToolFunction):
+    """Functions the screen found something in (the admin's "Screen findings"): see tools_app.admin.screen."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "screen finding"
+        verbose_name_plural = "screen findings"
+
+
 class RefusedCall(ToolCall):
     """The audit rows of calls refused for bad input (the admin's "Refused calls"): see tools_app.admin.refused."""
 
