@@ -122,6 +122,19 @@ def rescreen_tenant(*, tenant: Tenant) -> int:
     return changed
 
 
+def catalog_screen(*, title: str, description: str, variables: Iterable[Any] = (), policy: str = HOLD,
+                   ) -> dict[str, Any]:
+    """The screen on a market entry before it is installed: {status, findings} like a function's."""
+    if policy == OFF:
+        return {"status": ScreenStatus.CLEAR, "findings": []}
+    texts = [("title", title or ""), ("description", description or "")]
+    for i, var in enumerate(variables):
+        if isinstance(var, dict) and isinstance(var.get("description"), str):
+            texts.append((f"variables.{i}.description", var["description"]))
+    findings = [f.as_dict() for f in rules.screen(texts)]
+    return {"status": verdict(findings=findings, policy=policy, approved=False), "findings": findings}
+
+
 def screen_out(row: ToolFunction) -> dict[str, Any]:
     """The API's `screen` of a function: {status, findings: [{rule, severity, field, excerpt}]}."""
     return {"status": row.screen_status or ScreenStatus.CLEAR,
