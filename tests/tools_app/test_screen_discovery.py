@@ -134,6 +134,8 @@ def test_policy_flag_and_off(tenant: Any) -> None:
     tenant_update(tenant=tenant, actor=None, changes={"tool_screen": "flag"})
     fn = ToolFunction.objects.get(tool=tool)
     assert (fn.state, fn.screen_status) == (FunctionState.ACTIVE, ScreenStatus.FLAGGED)
+    store_functions(tool=tool, offered=[poisoned])  # released by the policy, its first definition is trusted
+    assert ToolFunction.objects.get(tool=tool).state == FunctionState.ACTIVE
     tenant_update(tenant=tenant, actor=None, changes={"tool_screen": "off"})
     fn = ToolFunction.objects.get(tool=tool)
     assert (fn.state, fn.screen_status, fn.screen_findings) == (FunctionState.ACTIVE, ScreenStatus.CLEAR, [])

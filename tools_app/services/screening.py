@@ -90,6 +90,8 @@ def apply(row: ToolFunction, *, policy: str, others: Others | None) -> None:
         row.state = FunctionState.HELD
     elif row.screen_status != ScreenStatus.HELD and row.state == FunctionState.HELD:
         row.state = FunctionState.ACTIVE
+        if not row.approved_hash:  # held at its first discovery, which trusts it but for the screen
+            row.approved_hash, row.approved_definition = row.schema_hash, row.definition()
 
 
 def approve(row: ToolFunction, *, actor: Any) -> None:
@@ -101,7 +103,8 @@ def approve(row: ToolFunction, *, actor: Any) -> None:
         row.screen_status = ScreenStatus.APPROVED
 
 
-SCREEN_FIELDS = ["screen_findings", "screen_status", "screen_version", "state", "updated_at"]
+SCREEN_FIELDS = ["screen_findings", "screen_status", "screen_version", "state", "approved_hash",
+                 "approved_definition", "updated_at"]
 
 
 @transaction.atomic
