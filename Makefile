@@ -1,6 +1,7 @@
 # Toolhub: `make run` starts everything on embedded defaults; `make test` runs the suite.
-PY ?= python3.11
-VENV := .venv
+# The oldest supported Python found on PATH (3.11, 3.12 or 3.13; the lock installs on each), or PY=/path/to/python.
+PY ?= $(firstword $(foreach v,3.11 3.12 3.13,$(shell command -v python$(v) 2>/dev/null)) python3)
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
@@ -24,6 +25,8 @@ sandbox-deps:
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] <= (3, 13)))' \
+		|| { echo "$(VENV) has Python $$($(BIN)/python -V); Toolhub runs on 3.11, 3.12 or 3.13 (rm -rf $(VENV), then PY=python3.12 make install)"; exit 1; }
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock
 	@rm -f $(VENV)/.installed-*
 	@touch $@
