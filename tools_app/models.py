@@ -138,6 +138,8 @@ class ToolFunction(models.Model):
     # drift and the screen keep watching the upstream's (`title`, `description`). Blank: the upstream's.
     title_override = models.CharField(max_length=300, blank=True, default="")
     description_override = models.TextField(blank=True, default="")
+    # {parameter: description} the tenant gives instead of the upstream's (top-level properties of input_schema).
+    parameter_overrides = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -153,6 +155,10 @@ class ToolFunction(models.Model):
     @property
     def offered_title(self) -> str:
         return self.title_override or self.title
+
+    @property
+    def offered_input_schema(self) -> dict[str, Any]:
+        return with_parameter_overrides(self.input_schema, self.parameter_overrides)
 
     def __str__(self) -> str:
         return f"{self.tool.name}.{self.name}"
@@ -172,6 +178,17 @@ class ToolFunction(models.Model):
         """Effective safety: a DESTRUCTIVE tool, else the admin's override, else the annotations, else the tool's."""
         return function_safety(tool_safety=self.tool.safety, override=self.safety_override,
                                annotations=self.annotations)
+
+
+def with_parameter_overrides(schema: Any, overrides: Any) -> dict[str, Any]:
+    """`schema` with the tenant's descriptions of its top-level parameters (a copy; the stored one is upstream's)."""
+    if not isinstance(schema, dict):
+        return {}
+    if not overrides or not isinstance(schema.get("properties"), dict):
+        return schema
+    properties = {name: ({**prop, "description": overrides[name]} if name in overrides and isinstance(prop, dict)
+                         else prop) for name, prop in schema["properties"].items()}
+    return {**schema, "properties": properties}
 
 
 def function_safety(*, tool_safety: str, override: str, annotations: dict[str, Any] | None) -> str:

@@ -112,3 +112,22 @@ def test_a_write_without_a_flagged_result_runs_unasked(api: Any, start_llm: Any)
     body = chat(api, agent_id, "comment")
     assert events(body, "approval.required") == []
     assert events(body, "tool.result")[0]["screen"] == {"flagged": False, "markers": []}
+
+
+def test_parameter_override_reaches_the_model_and_unknown_parameters_are_refused(api: Any, start_llm: Any) -> None:
+    pages = server_tool(api, "pages", "results")
+    bad = api.patch(f"/api/v1/tools/{pages}/functions/fetch_page/", {"parameter_overrides": {"nope": "x"}},
+                    format="json")
+    assert bad.status_code == 400 and bad.json()["error"]["details"]["accepted"] == ["url"]
+    ok = api.patch(f"/api/v1/tools/{pages}/functions/fetch_page/",
+                   {"parameter_overrides": {"url": "A page of our wiki."}}, format="json")
+    assert ok.status_code == 200 and ok.json()["parameter_overrides"] == {"url": "A page of our wiki."}
+    assert ok.json()["input_schema"]["properties"]["url"]["description"] == "The page's URL."  # upstream's kept
+    llm = start_llm([text("hello")])
+    agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": pages}])
+    chat(api, agent_id, "hi")
+    params = offered(llm.requests[0])["pages__fetch_page"]["parameters"]
+    assert params["properties"]["url"]["description"] == "A page of our wiki."
+    api.patch(f"/api/v1/tools/{pages}/functions/fetch_page/", {"parameter_overrides": {"url": ""}}, format="json")
+    fn = {f["name"]: f for f in api.get(f"/api/v1/tools/{pages}/").json()["functions"]}["fetch_page"]
+    assert fn["parameter_overrides"] == {}

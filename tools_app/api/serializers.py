@@ -71,7 +71,8 @@ class FunctionOut(serializers.ModelSerializer[ToolFunction]):
     class Meta:
         model = ToolFunction
         # `description` and `title` are the upstream's; the overrides are what models and gateway clients get.
-        fields = ["name", "title", "description", "title_override", "description_override", "input_schema",
+        fields = ["name", "title", "description", "title_override", "description_override", "parameter_overrides",
+                  "input_schema",
                   "output_schema", "annotations", "state", "enabled", "requires_approval", "safety",
                   "annotated_safety", "safety_override", "unsupported_reason", "schema_hash", "screen"]
 
@@ -148,6 +149,7 @@ class ToolBriefOut(serializers.ModelSerializer[Tool]):
 
 class FunctionBriefOut(serializers.ModelSerializer[ToolFunction]):
     description = serializers.CharField(source="offered_description", read_only=True)
+    input_schema = serializers.JSONField(source="offered_input_schema", read_only=True)
 
     class Meta:
         model = ToolFunction
@@ -294,3 +296,6 @@ class FunctionPatchIn(StrictInputSerializer):
     title_override = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=300)
     description_override = serializers.CharField(required=False, allow_null=True, allow_blank=True,
                                                  max_length=20000)
+    # {parameter: description} for models and gateway clients; a blank value restores the upstream's.
+    parameter_overrides = serializers.DictField(child=serializers.CharField(allow_blank=True, allow_null=True,
+                                                                            max_length=5000), required=False)

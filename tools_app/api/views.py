@@ -256,6 +256,7 @@ class ToolViewSet(TenantViewSet):
             safety=body.validated_data.get("safety", ...),
             title_override=body.validated_data.get("title_override", ...),
             description_override=body.validated_data.get("description_override", ...),
+            parameter_overrides=body.validated_data.get("parameter_overrides", ...),
         )
         return Response(s.FunctionOut(fn).data)
 

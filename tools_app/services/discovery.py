@@ -266,7 +266,7 @@ def function_approve(*, tenant: Tenant, actor: Any, tool_id: Any, name: str) -> 
 @transaction.atomic
 def function_update(
     *, tenant: Tenant, actor: Any, tool_id: Any, name: str, enabled: bool | None, requires_approval: Any,
-    safety: Any = ..., title_override: Any = ..., description_override: Any = ...,
+    safety: Any = ..., title_override: Any = ..., description_override: Any = ..., parameter_overrides: Any = ...,
 ) -> ToolFunction:
     """Per-function switches: enabled, requires_approval (true/false, or null to inherit), a safety override
     (READ_ONLY/WRITE/DESTRUCTIVE, or null/"" to follow the server's annotations) and the tenant's own title and
@@ -287,9 +287,30 @@ def function_update(
         fn.title_override = (title_override or "").strip()
     if description_override is not ...:
         fn.description_override = (description_override or "").strip()
+    if parameter_overrides is not ...:
+        fn.parameter_overrides = _parameter_overrides(fn, parameter_overrides or {})
     fn.save(update_fields=["enabled", "requires_approval", "safety_override", "title_override",
-                           "description_override", "updated_at"])
+                           "description_override", "parameter_overrides", "updated_at"])
     return fn
+
+
+def _parameter_overrides(fn: ToolFunction, changes: dict[str, Any]) -> dict[str, str]:
+    """The function's parameter descriptions after `changes` ({parameter: text}; blank or null restores upstream's)."""
+    accepted = sorted((fn.input_schema or {}).get("properties") or {})
+    unknown = sorted(set(changes) - set(accepted))
+    if unknown:
+        raise ToolError(f"function {fn.name!r} has no parameter(s) {', '.join(unknown)}; accepted: {accepted}",
+                        details={"unknown": unknown, "accepted": accepted})
+    merged = dict(fn.parameter_overrides or {})
+    for name, text in changes.items():
+        if not isinstance(text, str) and text is not None:
+            raise ToolError(f"parameter_overrides.{name} must be a string (blank restores the upstream's)",
+                            details={"parameter": name})
+        if (text or "").strip():
+            merged[name] = (text or "").strip()
+        else:
+            merged.pop(name, None)
+    return merged
 
 
 def _function(*, tenant: Tenant, tool_id: Any, name: str, for_update: bool = False) -> ToolFunction:

@@ -29,7 +29,8 @@ def test_gateway_lists_overrides_hides_held_and_flags_results(served: Any, setup
     pages = server_tool(api, "pages", "results")
     smuggler = server_tool(api, "smuggler", "smuggling")
     api.patch(f"/api/v1/tools/{pages}/functions/fetch_page/",
-              {"description_override": "Fetch one page of our wiki.", "title_override": "Wiki page"}, format="json")
+              {"description_override": "Fetch one page of our wiki.", "title_override": "Wiki page",
+               "parameter_overrides": {"url": "A page of our wiki."}}, format="json")
     resp = api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [
         {"tool": setup.tool_id}, {"tool": pages}, {"tool": smuggler}]}, format="json")
     assert resp.status_code == 200, resp.content
@@ -46,6 +47,7 @@ def test_gateway_lists_overrides_hides_held_and_flags_results(served: Any, setup
     assert "smuggler__add" not in listed
     assert listed["pages__fetch_page"].description == "Fetch one page of our wiki."
     assert listed["pages__fetch_page"].title == "Wiki page"
+    assert listed["pages__fetch_page"].input_schema["properties"]["url"]["description"] == "A page of our wiki."
     text = result.content[0].text
     assert "Welcome to the release notes." in text
     assert not any(0xE0000 <= ord(ch) <= 0xE007F for ch in text)
