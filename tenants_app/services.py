@@ -94,8 +94,9 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
             f"only a platform operator (superuser) may change {', '.join(sorted(set(changed) & OPERATOR_FIELDS))}",
             details={"fields": sorted(set(changed) & OPERATOR_FIELDS)},
         )
-    if changed.get("local_network", "none") not in ("none", "host"):
-        raise ValidationFailed("local_network must be none or host", details={"field": "local_network"})
+    if changed.get("local_network", "none") not in ("none", "public", "host"):
+        raise ValidationFailed(f"local_network {changed['local_network']!r} is invalid; accepted: none, public, host",
+                               details={"field": "local_network", "accepted": ["none", "public", "host"]})
     if changed.get("tool_screen", "hold") not in TOOL_SCREEN_CHOICES:
         raise ValidationFailed(f"tool_screen must be one of {', '.join(TOOL_SCREEN_CHOICES)}",
                                details={"field": "tool_screen", "accepted": list(TOOL_SCREEN_CHOICES)})

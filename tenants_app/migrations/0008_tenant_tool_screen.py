@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants_app', '0006_membership_last_used_at'),
+        ('tenants_app', '0007_local_network_public'),
     ]
 
     operations = [
