@@ -167,6 +167,7 @@ class Reason(StrEnum):
     # the function
     FUNCTION_MISSING = "function_missing"
     FUNCTION_CHANGED = "function_changed"
+    FUNCTION_HELD = "function_held"
     FUNCTION_DISABLED = "function_disabled"
     FUNCTION_UNSUPPORTED = "function_unsupported"
     # the agent and its link
@@ -187,6 +188,7 @@ REASON_FAMILY: dict[Reason, ResultCode] = {
     Reason.TOOL_PAUSED: ResultCode.DISABLED,
     Reason.FUNCTION_MISSING: ResultCode.NOT_FOUND,
     Reason.FUNCTION_CHANGED: ResultCode.DISABLED,
+    Reason.FUNCTION_HELD: ResultCode.DISABLED,
     Reason.FUNCTION_DISABLED: ResultCode.DISABLED,
     Reason.FUNCTION_UNSUPPORTED: ResultCode.DISABLED,
     Reason.FUNCTION_NOT_ALLOWED: ResultCode.NOT_FOUND,

@@ -38,6 +38,7 @@ from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
+from tools_app.runtime.screen.results import screened
 from tools_app.services import health, oauth, plugins
 from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
 from tools_app.services.audit import audit
@@ -283,7 +284,7 @@ def _invoke(
         # own keys change whenever they set them.
         ctx.secrets += tokens
         scrub = scrubber(ctx.secrets)
-    result.scrubbed(scrub)
+    result = screened(result.scrubbed(scrub))  # invisible characters out, injection markers named (the screen)
     _record_health(tool, result)
     return Invocation(result, ctx.audit_outcome(result))
 
