@@ -134,7 +134,7 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
     subprocess.run([str(VENV / "python"), "manage.py", "create_tenant", "prod", "--name", "Production"], cwd=REPO,
                    env=env, capture_output=True)  # exists after the first run: that is fine
     subprocess.run([str(VENV / "python"), "manage.py", "add_member", "prod", "operator", "--role", "owner",
-                    "--password", password], cwd=REPO, env=env, capture_output=True)
+                    f"--password={password}"], cwd=REPO, env=env, capture_output=True)  # one argument: it may start with "-"
     return "operator", manage(env, "create_token", "operator")
 
 
