@@ -92,7 +92,10 @@ def topology() -> Iterator[tuple[list[str], str]]:
               f"{STACK.redis.port} (password); the machine's 5432/6379 are not used", flush=True)
         env = {"TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
                "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING",
-               "TOOLHUB_PROD_LOCAL_PG": STACK.pg.url, "TOOLHUB_PROD_LOCAL_REDIS_URL": STACK.redis.url}
+               "TOOLHUB_PROD_LOCAL_PG": STACK.pg.url, "TOOLHUB_PROD_LOCAL_REDIS_URL": STACK.redis.url,
+               # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it.
+               "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(dict.fromkeys(
+                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix)))}
         with prod_topology(db=DB, redis_db=1, env=env, runners=RUNNERS) as (hosts, token):
             STACK.tree = Topology(own_supervisor())
             STACK.hosts = hosts
@@ -122,9 +125,10 @@ def create_members(hosts: list[str], count: int) -> list[str]:
         f"for i in range({count}):\n"
         "    m = membership_add(tenant=tenant, actor=None, create_user=True, username=f'load-member-{i + 1}', "
         "role='member', password=None, email='')\n"
-        "    print(token_for_user(user=m.user))\n")
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout.split()
+        "    print('member-token', token_for_user(user=m.user))\n")
+    stdout = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
+                            capture_output=True, text=True).stdout
+    out = [line.split()[1] for line in stdout.splitlines() if line.startswith("member-token ")]
     if len(out) != count or len(set(out)) != count:
         raise SystemExit(f"expected {count} distinct member tokens, got {len(set(out))}")
     return out
@@ -145,7 +149,9 @@ def setup(base: str, token: str, model_url: str) -> tuple[int, int, str]:
     tool = c.post("/api/v1/tools/", json={"name": f"load-inventory-{suffix}", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(ROOT / "toolhub_demo" / "inventory_server.py")],
         "startup_timeout_s": 60}}).json()
-    assert c.post(f"/api/v1/tools/{tool['id']}/refresh/").status_code == 200
+    refreshed = c.post(f"/api/v1/tools/{tool['id']}/refresh/")
+    if refreshed.status_code != 200 or not refreshed.json().get("ok"):
+        raise SystemExit(f"the sandboxed inventory server did not start: {refreshed.text[:500]}")
     model = c.post("/api/v1/models/", json={"name": f"load-model-{suffix}", "base_url": model_url,
                                             "model": "demo", "api_key": "load-key"}).json()
     agent = c.post("/api/v1/agents/", json={"name": f"load-agent-{suffix}", "model": model["id"], "max_steps": 4,
@@ -363,16 +369,20 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
         classes = ", ".join(f"{c} {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])) or "none"
         recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
         after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
+        # A request sent after the kill (answer time minus latency) was not in flight when the process died.
+        sent_after = sum(1 for e in failures if e[0] - e[3] / 1000 > at + 0.05)
         slow = sum(1 for e in window if e[3] > SLOW_MS)
         print(f"  {name}: {what}")
         print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
               f"recovered {recovery_text}; slowest answer "
               f"{slowest / 1000:.1f}s; audit rows lost: {lost} of {last_line - first_line} completed invokes")
-        print(f"    failures later than 0.5s after the fault was over: {after_back}; answers slower than "
+        print(f"    failures later than 0.5s after the fault was over: {after_back}; failures of requests sent after "
+              f"the fault began (not in flight; for a kill the goal is 0): {sent_after}; answers slower than "
               f"{SLOW_MS / 1000:.0f}s: {slow}")
         report[name] = {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
                         "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
-                        "failed_after_back": after_back, "slower_than_10s": slow}
+                        "failed_after_back": after_back, "failed_sent_after_fault": sent_after,
+                        "slower_than_10s": slow}
     gw_ok = sum(1 for e in events if e[1] == "MCP tools/call" and e[2] == "ok")
     gw_rows = gateway_rows_ok(phase_start, phase_end)
     print(f"  gateway tools/call answered ok: {gw_ok}; gateway audit rows (ok) in the phase: {gw_rows} "
