@@ -541,11 +541,24 @@ def _frame(raw: str) -> str:
     return f"{func} ({path})"
 
 
+def _own_packages() -> set[str]:
+    """Toolhub's top-level packages (py-spy names files relative to their sys.path entry: `core/asgi.py`)."""
+    return {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} | {"manage.py"}
+
+
 def summarize_profile(collapsed: Path, top: int = 25) -> str:
-    """The hottest functions of a py-spy raw (collapsed) profile: by own samples (the frame on top) and by
-    inclusive samples for Toolhub's own code (a frame counted once per stack)."""
+    """The hottest functions of a py-spy raw (collapsed) profile: by own samples (the frame on top), by samples
+    under each of Toolhub's own functions (inclusive, a frame counted once per stack), and by the deepest Toolhub
+    frame of each stack (where Toolhub's code spends or hands off its time: the hot spots to look at)."""
+    own_packages = _own_packages()
+
+    def ours(frame: str) -> bool:
+        path = frame.rsplit(" (", 1)[-1].rstrip(")")
+        return path.split("/", 1)[0] in own_packages
+
     own: dict[str, int] = {}
     inclusive: dict[str, int] = {}
+    deepest: dict[str, int] = {}
     total = 0
     for line in collapsed.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -556,16 +569,21 @@ def summarize_profile(collapsed: Path, top: int = 25) -> str:
         frames = [_frame(f) for f in stack.split(";") if "(" in f]
         if frames:
             own[frames[-1]] = own.get(frames[-1], 0) + count
-        for frame in set(frames):
-            if "site-packages" not in frame and "/lib/python3" not in frame and "<frozen" not in frame:
-                inclusive[frame] = inclusive.get(frame, 0) + count
-    lines = [f"{collapsed.name}: {total} samples"]
-    lines.append("own time (the function on top of the stack):")
-    for name, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"  {n / max(total, 1):6.1%}  {name}")
-    lines.append("inclusive time, Toolhub's own code:")
-    for name, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"  {n / max(total, 1):6.1%}  {name}")
+        mine = [f for f in frames if ours(f)]
+        for frame in set(mine):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+        if mine:
+            deepest[mine[-1]] = deepest.get(mine[-1], 0) + count
+
+    def block(title: str, counts: dict[str, int]) -> list[str]:
+        return [title] + [f"  {n / max(total, 1):6.1%}  {name}"
+                          for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]]
+
+    lines = [f"{collapsed.name}: {total} samples (py-spy, 100 Hz, idle threads left out)"]
+    lines += block("own time (the function on top of the stack):", own)
+    lines += block("deepest Toolhub frame of each stack (time in or under it, below any other Toolhub frame):",
+                   deepest)
+    lines += block("inclusive time, Toolhub's own functions:", inclusive)
     return "\n".join(lines) + "\n"
 
 
@@ -594,7 +612,9 @@ def profile(locust_bin: Path, env: dict[str, str], users: int, seconds: int) -> 
         text = summarize_profile(out)
         (PROFILE_DIR / f"{name}-u{users}.summary.txt").write_text(text)
         print(f"profile of a {name} at {users} users over {seconds}s:")
-        print("\n".join("  " + line for line in text.splitlines()[:14]))
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("deepest"))
+        print("\n".join("  " + line for line in lines[start:start + 13]))
         report[name] = str(out.relative_to(ROOT))
     proc.wait()
     report["stats"] = r = read_stats(f"profile-u{users}")
