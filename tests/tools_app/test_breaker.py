@@ -48,3 +48,19 @@ def test_a_failure_after_a_success_counts_even_if_the_call_began_earlier() -> No
     began = timezone.now() - timedelta(seconds=1)
     record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
     assert fail(tool, began).consecutive_failures == 1
+
+
+def test_an_outage_of_the_deployment_does_not_count_against_the_tool() -> None:
+    from tools_app.models import ToolType
+    from tools_app.runtime.result import ToolResult
+    from tools_app.services.invoke import _record_health
+
+    tool = ToolFactory(type=ToolType.LOCAL)
+    outage = ToolResult.fail("EXECUTION_ERROR", "no LOCAL server runner is live", outage="runner_unavailable")
+    for _ in range(5):
+        _record_health(tool, outage)
+    tool.refresh_from_db()
+    assert tool.consecutive_failures == 0 and tool.disabled_until is None
+    _record_health(tool, ToolResult.fail("EXECUTION_ERROR", "MCP server exited with status 1"))
+    tool.refresh_from_db()
+    assert tool.consecutive_failures == 1  # the same family without the outage mark still counts

@@ -289,3 +289,13 @@ def test_a_runner_refuses_a_server_without_sandbox_unless_its_own_settings_allow
     web[0].registry.forget()
     assert count(web[0], spec)["count"] == 1
     assert marked(marker)
+
+
+def test_no_live_runner_is_the_deployments_outage_not_the_tools(runners: Runners, web: list[RunnerPool],
+                                                                tmp_path: Path) -> None:
+    # No runner announced (Redis restarted and emptied, the runners' next heartbeat not yet sent): the call fails,
+    # and says it is the deployment's outage so the tool's breaker does not pause a healthy tool for it.
+    result = web[0].call(counter_spec(tmp_path, uuid.uuid4().hex), "count", {})
+    assert not result.success and result.error_code == "EXECUTION_ERROR"
+    assert result.meta.get("outage") == "runner_unavailable"
+    assert "outage" not in result.as_dict()  # internal: what a caller gets is the typed failure

@@ -24,6 +24,9 @@ from tools_app.services import health, screening
 
 # A probe refused for what the caller lacks (an OAuth connection, their own keys) says nothing about the server.
 CALLER_CODES = {ApiCode.AUTHORIZATION_REQUIRED, ApiCode.CREDENTIALS_REQUIRED}
+# Failures that say nothing about the server's health: the caller's missing connection or keys, and the
+# deployment's outage (no LOCAL runner live, e.g. while Redis restarts).
+NOT_THE_SERVERS = {*CALLER_CODES, ApiCode.RUNNER_UNAVAILABLE}
 
 HTTP_FUNCTION = "call"
 
@@ -152,9 +155,9 @@ def _body(probe: Probe, changes: dict[str, list[str]]) -> dict[str, Any]:
 
 def probe_and_record(tool: Tool, actor: Any = None) -> Probe:
     """Probe, and feed the outcome to the breaker (the Test button, refreshes and health checks alike); a probe
-    that lacked the caller's connection or keys says nothing about the server's health."""
+    that lacked the caller's connection or keys, or found no runner live, says nothing about the server's health."""
     probe = probe_tool(tool, actor)
-    if (probe.error or {}).get("code") in CALLER_CODES:
+    if (probe.error or {}).get("code") in NOT_THE_SERVERS:
         return probe
     health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""),
                           tenant_id=tool.tenant_id, protocol_version=probe.protocol_version or "")

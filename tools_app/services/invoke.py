@@ -331,8 +331,10 @@ def _trial_run(ctx: _Ctx, spec: Any, fn: ToolFunction, *, approved: bool, scrub:
 
 
 def _record_health(tool: Tool, result: ToolResult) -> None:
-    """An MCP server's outcome for its breaker: a failure to run counts, a tool's own error does not."""
-    if tool.type not in (ToolType.LOCAL, ToolType.REMOTE) or result.error_code in CALLER_CODES:
+    """An MCP server's outcome for its breaker: a failure to run counts; a tool's own error and an outage of the
+    deployment (no LOCAL runner live) do not."""
+    if tool.type not in (ToolType.LOCAL, ToolType.REMOTE) or result.error_code in CALLER_CODES \
+            or result.meta.get("outage"):
         return
     if result.success or result.error_code not in BREAKER_CODES:
         if tool.consecutive_failures or tool.last_ok_at is None:

@@ -63,6 +63,10 @@ class RunnerPool:
                 return self._call_streamed(spec, request, on_progress, answers,
                                            spec.startup_timeout_s + timeout + SYNC_SLACK_S)
             body = self._post(spec, "/v1/call", request, spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+        except RunnerUnavailable as exc:
+            # The deployment's outage (no runner announced, e.g. while Redis restarts), not the tool's failure: the
+            # result says so, and the tool's breaker does not count it.
+            return ToolResult.fail(EXECUTION_ERROR, exc.message, outage=exc.code)
         except ConnectionFailed as exc:
             return ToolResult.fail(EXECUTION_ERROR, exc.message)
         return result_from_json(body["result"])
