@@ -63,6 +63,10 @@ class ApiCode(StrEnum):
     CREDENTIALS_REQUIRED = "credentials_required"
     OAUTH_FLOW_REFUSED = "oauth_flow_refused"
     OAUTH_FAILED = "oauth_failed"
+    # Quotas and usage
+    QUOTA_EXCEEDED = "quota_exceeded"
+    INVALID_QUOTA = "invalid_quota"
+    INVALID_TIME = "invalid_time"
     # Runtime (tools_app.runtime, core.outbound): the `code` of a RuntimeToolError
     RUNTIME_ERROR = "runtime_error"
     INVALID_PARAMS = "invalid_params"
@@ -144,6 +148,8 @@ class ResultCode(StrEnum):
     # An OAuth tool without a usable connection for this caller; a tool whose per-user keys the caller has not set.
     AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
     CREDENTIALS_REQUIRED = "CREDENTIALS_REQUIRED"
+    # A quota (per tenant, member, agent or tool: calls per minute, per day, at once) is spent until it resets.
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
 
 
 class Reason(StrEnum):

@@ -204,6 +204,8 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
         typed = {"error_code": result.error_code}
         if result.error_reason:
             typed["error_reason"] = result.error_reason
+        if result.meta.get("quota"):  # QUOTA_EXCEEDED: {scope, limit, reset_at, ...} as the API's `details`
+            typed["details"] = result.meta["quota"]
         link = result.meta.get(service.AUTHORIZE_URL)
         page = result.meta.get(service.CONNECTIONS_URL)
         if link:
