@@ -22,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from core import hotcache
+from core import hotcache, metrics
 from core.codes import ApiCode
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.ids import as_id
@@ -217,6 +217,7 @@ def admitted(*, tenant: Tenant, actor: Any, tool: Tool, agent: Any) -> Iterator[
         yield
         return
     if isinstance(got, counters.Exceeded):
+        metrics.QUOTA_REFUSALS.labels(str(tenant.pk), tool.name, got.scope).inc()
         raise QuotaExceeded(got, now)
     try:
         yield

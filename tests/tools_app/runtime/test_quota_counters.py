@@ -14,7 +14,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tools_app.runtime.quotas import CONCURRENT, PER_DAY, PER_MINUTE, Exceeded, Lease, Limit, MemoryCounters, RedisCounters
+from tools_app.runtime.quotas import (
+    CONCURRENT,
+    PER_DAY,
+    PER_MINUTE,
+    Exceeded,
+    Lease,
+    Limit,
+    MemoryCounters,
+    RedisCounters,
+)
 
 REDIS_DB = 8  # this suite's own database (docs: one per test area)
 
