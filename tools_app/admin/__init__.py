@@ -484,4 +484,5 @@ class ToolCallAdmin(ReadOnlyAdminMixin, _ToolCallAdmin):
         return format_html("{}<br><small>{}</small>", via, who)
 
 
+from tools_app.admin import quotas as _quotas  # noqa: E402,F401  registers "Quotas" and the usage page
 from tools_app.admin import refused  # noqa: E402,F401  registers "Refused calls" (its own module)
