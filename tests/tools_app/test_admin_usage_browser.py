@@ -62,8 +62,8 @@ def test_usage_page_shows_calls_errors_members_headroom_and_a_chart(live_server:
         members = page.inner_text("#usage-members")
         assert members.index("bob") < members.index("uma")
         headroom = page.inner_text("#usage-headroom")
-        assert "member bob" in headroom and f"tool {reader.pk}" in headroom
-        rows = {r.split("\t")[0]: r for r in page.locator("#usage-headroom tbody tr").all_inner_texts()}
+        assert "member bob" in headroom and f"tool {reader.pk} (read_file)" in headroom
+        rows = {r.split("\t")[0].split(" (")[0]: r for r in page.locator("#usage-headroom tbody tr").all_inner_texts()}
         assert "\t1\t100" in rows[f"tool {reader.pk}"]  # used 1 of 100 today
         assert page.locator(f"#usage-headroom a[href$='/quota/{quota.pk}/change/']").count() == 1
         assert page.locator(f"#usage-headroom a[href$='/quota/{tool_limit.pk}/change/']").count() == 1

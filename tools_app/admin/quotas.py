@@ -16,7 +16,7 @@ from django.utils import timezone
 from tenants_app.admin_scoping import ServiceAdminMixin, current_tenant
 from tools_app import usage
 from tools_app.admin.dashboard import hour_bars
-from tools_app.models import Quota, QuotaScope
+from tools_app.models import Quota, QuotaScope, Tool
 from tools_app.services import quotas
 
 _QuotaAdmin = admin.ModelAdmin[Quota]
@@ -85,12 +85,15 @@ class QuotaAdmin(ServiceAdminMixin, _QuotaAdmin):
         slowest = sorted((t for t in tools if t["p95_ms"] is not None), key=lambda t: -t["p95_ms"])[:10]
         top = max((t["p95_ms"] for t in slowest), default=0) or 1
         headroom = []
+        tool_names = dict(Tool.objects.filter(tenant=tenant).values_list("pk", "name"))
         for row in quotas.headroom(tenant=tenant):
             for name, allowed in row["limits"].items():
                 used = row["used"].get(name) if row["used"] else None
                 share = min(100, round(100 * used / allowed)) if used is not None and allowed else (
                     100 if allowed == 0 else 0)
-                headroom.append({"quota": row["quota"], "limit": name, "allowed": allowed, "used": used,
+                quota = row["quota"]
+                named = tool_names.get(quota.target_id, "") if quota.scope == QuotaScope.TOOL else ""
+                headroom.append({"quota": quota, "named": named, "limit": name, "allowed": allowed, "used": used,
                                  "share": share, "left": None if used is None else max(0, allowed - used)})
         context = {
             **self.admin_site.each_context(request), "title": f"Usage of {tenant.name}", "tenant": tenant,
