@@ -5,8 +5,8 @@ Run: .venv/bin/python bench/tool_search.py [--functions 1000] [--queries 200] [-
 The functions are the labelled tree's (tests/fixtures/intents/tree.yaml: each topic names its functions) plus
 distractor topics' functions up to --functions, each with the topic's name as title and its description (as
 bench/intents.py builds them). A question is a hit when one of its topic's functions is in the top 5. It is
-measured with every signal (function text, BM25, the intent router over the same tree, no usage prior: a bench
-has no history) and, beside it, with the function text alone (no intent examples), so what each brings shows.
+measured with every signal (function text, BM25, the intent router over the labelled tree, or with
+--distractor-intents over every topic; no usage prior: a bench has no history) and, beside it, with the function text alone (no intent examples), so what each brings shows.
 Latency: the whole search (embedding the question, routing, scoring) per unique question, and the index alone.
 """
 
@@ -62,6 +62,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--split", choices=["heldout", "dev"], default="heldout")
     parser.add_argument("--misses", action="store_true")
+    parser.add_argument("--distractor-intents", action="store_true",
+                        help="give the distractor functions intents with examples too (embeds ~5 examples each once; "
+                             "slow on a busy machine); by default intents cover the labelled tree only")
     args = parser.parse_args()
     embedder = IntentEmbedder(threads=1, cache_size=1024)
     cache = CachedEmbedder(embedder, Path(__file__).resolve().parents[1] / "var" / "bench-intent-vectors.pkl")
@@ -70,7 +73,7 @@ def main() -> None:
     nodes = tree + distractors(max(0, args.functions - len(base)))
     docs = docs_of(nodes)[: args.functions]
     t0 = time.perf_counter()
-    router = IntentIndex(specs_of(nodes, cache), embedder)
+    router = IntentIndex(specs_of(nodes if args.distractor_intents else tree, cache), embedder)
     t1 = time.perf_counter()
     index = build_index(docs, embedder.embed_second)
     t2 = time.perf_counter()
