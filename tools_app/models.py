@@ -418,3 +418,22 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope}:{self.target or '*'}"
+
+
+class AuditEvent(models.Model):
+    """The audit stream's outbox (tools_app.services.audit_stream): one row per call once it has its outcome, in
+    the order outcomes were recorded; a shipper sends what lies past its cursor."""
+
+    id = models.BigAutoField(primary_key=True)
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class AuditCursor(models.Model):
+    """How far one audit sink has been sent: the last AuditEvent id it acknowledged."""
+
+    sink = models.CharField(max_length=64, unique=True)
+    last_id = models.BigIntegerField(default=0)
+    shipped = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_error = models.TextField(blank=True, default="")

@@ -361,6 +361,12 @@ TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
 TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
 # Quota counters (tools_app.services.quotas) live in REDIS_URL under this prefix; without REDIS_URL, in the process.
 TOOLHUB_QUOTA_PREFIX = env_str("TOOLHUB_QUOTA_PREFIX", "toolhub:quota:")
+# The audit stream (tools_app.services.audit_stream, docs/operators.md): where `manage.py toolhub_audit_ship` sends
+# every call's audit record (file:/path, syslog://host:port, syslog+tcp://host:port, http(s)://...); empty: off.
+TOOLHUB_AUDIT_STREAM = env_str("TOOLHUB_AUDIT_STREAM", "")
+TOOLHUB_AUDIT_STREAM_TOKEN = env_str("TOOLHUB_AUDIT_STREAM_TOKEN", "")  # HTTP sinks: sent as a Bearer token
+TOOLHUB_AUDIT_STREAM_BATCH = env_int("TOOLHUB_AUDIT_STREAM_BATCH", 500)
+TOOLHUB_AUDIT_STREAM_INTERVAL_S = env_float("TOOLHUB_AUDIT_STREAM_INTERVAL_S", 2.0)
 # Tool search (agents_app.gateway.search): an agent's `auto` turns it on from this many functions; with it on,
 # tools/list shows this many of the agent's most used functions beside search_functions and call.
 TOOLHUB_TOOL_SEARCH_AUTO_FROM = env_int("TOOLHUB_TOOL_SEARCH_AUTO_FROM", 40)
