@@ -218,7 +218,7 @@ class AgentAdminForm(_AgentForm):
         required=False, max_length=200, label="Knowledge function",
         help_text="<code>&lt;tool&gt;__&lt;function&gt;</code> that searches documents for KB intents.")
     tool_search = forms.ChoiceField(
-        choices=[("auto", "auto (on from 40 functions)"), ("on", "on"), ("off", "off")], initial="auto",
+        choices=[("auto", "auto (on from 40 functions)"), ("on", "on"), ("off", "off")], initial="auto", required=False,
         label="Tool search", help_text="Gateway clients list <code>search_functions</code> and <code>call</code> "
         "(and the most used functions) instead of every function.")
     always_on = PickedNames(required=False, label="Always offered", widget=forms.CheckboxSelectMultiple(

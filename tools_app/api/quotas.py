@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -64,14 +64,28 @@ class QuotaViewSet(ServiceCrudViewSet):
         quotas.quota_delete(tenant=self.tenant, actor=self.request.user, quota_id=pk)
 
 
-UsageOut = inline_serializer("UsageOut", {"since": serializers.DateTimeField(), "until": serializers.DateTimeField(),
-                                          "tools": serializers.ListField(child=serializers.DictField())})
+class UsageToolOut(serializers.Serializer[Any]):
+    tool = serializers.IntegerField(allow_null=True, help_text="the tool's id (null: deleted since)")
+    name = serializers.CharField()
+    calls = serializers.IntegerField()
+    errors = serializers.DictField(child=serializers.IntegerField(), help_text="error code -> calls")
+    p50_ms = serializers.IntegerField(allow_null=True)
+    p95_ms = serializers.IntegerField(allow_null=True)
+    quota_refusals = serializers.IntegerField()
+
+
+@extend_schema_serializer(many=False)  # the list action answers one report, not a list
+class UsageOut(serializers.Serializer[Any]):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    tools = UsageToolOut(many=True)
 
 
 class UsageViewSet(TenantViewSet):
     """Per tool: calls, errors by code, latency percentiles and quota refusals, from the audit (admins)."""
 
     read_role = Role.ADMIN
+    pagination_class = None  # one report, not a page of rows
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.tool_call_list(tenant=tenant)
