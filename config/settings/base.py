@@ -359,6 +359,8 @@ TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in env_str("TOOLHUB_LOCAL_APP
 TOOLHUB_RUNNERS = env_choice("TOOLHUB_RUNNERS", "", ("", "redis"))
 TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
 TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
+# A runner runs a LOCAL server without a sandbox (an operator's `unsandboxed` tool) only when its own settings say so.
+TOOLHUB_RUNNER_ALLOW_UNSANDBOXED = env_bool("TOOLHUB_RUNNER_ALLOW_UNSANDBOXED", False)
 # Quota counters (tools_app.services.quotas) live in REDIS_URL under this prefix; without REDIS_URL, in the process.
 TOOLHUB_QUOTA_PREFIX = env_str("TOOLHUB_QUOTA_PREFIX", "toolhub:quota:")
 # The audit stream (tools_app.services.audit_stream, docs/operators.md): where `manage.py toolhub_audit_ship` sends
