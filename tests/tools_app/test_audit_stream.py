@@ -26,7 +26,8 @@ class Receiver:
     """A log collector on 127.0.0.1: keeps the JSON lines of each POST it accepts; `failing` answers 503."""
 
     def __init__(self, port: int) -> None:
-        self.port, self.records, self.failing, self.posts = port, [], False, 0
+        self.port, self.failing, self.posts = port, False, 0
+        self.records: list[dict[str, Any]] = []
         self.server: ThreadingHTTPServer | None = None
 
     @property

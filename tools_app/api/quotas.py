@@ -68,7 +68,9 @@ class UsageToolOut(serializers.Serializer[Any]):
     tool = serializers.IntegerField(allow_null=True, help_text="the tool's id (null: deleted since)")
     name = serializers.CharField()
     calls = serializers.IntegerField()
-    errors = serializers.DictField(child=serializers.IntegerField(), help_text="error code -> calls")
+    # A declared field (DRF's metaclass moves it out of the class attributes), so Serializer.errors is untouched.
+    errors = serializers.DictField(child=serializers.IntegerField(),  # type: ignore[assignment]
+                                   help_text="error code -> calls")
     p50_ms = serializers.IntegerField(allow_null=True)
     p95_ms = serializers.IntegerField(allow_null=True)
     quota_refusals = serializers.IntegerField()
