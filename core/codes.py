@@ -63,6 +63,7 @@ class ApiCode(StrEnum):
     CREDENTIALS_REQUIRED = "credentials_required"
     OAUTH_FLOW_REFUSED = "oauth_flow_refused"
     OAUTH_FAILED = "oauth_failed"
+    OAUTH_RESOURCE_MISMATCH = "oauth_resource_mismatch"  # RFC 9728 §3.3: metadata naming another resource
     # Quotas and usage
     QUOTA_EXCEEDED = "quota_exceeded"
     INVALID_QUOTA = "invalid_quota"
@@ -86,9 +87,20 @@ class ApiCode(StrEnum):
     REMOTE_HTTP_ERROR = "remote_http_error"
     WRONG_TRANSPORT = "wrong_transport"
     MALFORMED_RESULT = "malformed_result"
+    # The server speaks no MCP revision Toolhub speaks (JSON-RPC -32022 or a handshake answer); details name both sides.
+    PROTOCOL_VERSION_UNSUPPORTED = "protocol_version_unsupported"
+    # A server kept asking for input (2026-07-28 input_required) past TOOLHUB_MCP_INPUT_ROUNDS rounds.
+    INPUT_ROUNDS_EXCEEDED = "input_rounds_exceeded"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     SANDBOX_PATH_REFUSED = "sandbox_path_refused"
     RUNNER_UNAVAILABLE = "runner_unavailable"
+    # the package store (tools_app.runtime.packages): a LOCAL server run from an npm or PyPI package
+    PACKAGE_NOT_INSTALLABLE = "package_not_installable"
+    PACKAGE_NOT_FOUND = "package_not_found"
+    PACKAGE_REGISTRY_REFUSED = "package_registry_refused"
+    PACKAGE_MANAGER_MISSING = "package_manager_missing"
+    PACKAGE_INSTALL_FAILED = "package_install_failed"
+    PACKAGE_INSTALLING = "package_installing"
     # Agents, chat, intents
     AGENT_ERROR = "agent_error"
     AGENT_DISABLED = "agent_disabled"

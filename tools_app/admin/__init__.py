@@ -112,7 +112,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, _ToolFunctionInline):
 RECENT_CALLS = 10
 MAIN_FIELDS = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
 HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
-                 "last_checked_at"]
+                 "last_checked_at", "protocol_version"]
 
 
 @admin.register(Tool)
@@ -124,7 +124,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
     ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "market_origin"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "package", "market_origin"]
     inlines = [ToolFunctionInline]
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
@@ -169,7 +169,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
                                            "classes": ["toolhub-advanced"]}))
         if obj is None or obj.type == ToolType.LOCAL:
             # Only platform operators may take a server out of the tenant sandbox; everyone sees where it runs.
-            fields = (["unsandboxed"] if request.user.is_superuser else []) + (["sandbox"] if obj is not None else [])
+            fields = (["unsandboxed"] if request.user.is_superuser else []) + (["sandbox", "package"] if obj is not None else [])
             if fields:
                 fieldsets.append(("Sandbox (LOCAL)", {"fields": fields,
                                                       "classes": ["toolhub-config", "toolhub-config-LOCAL"]}))
@@ -184,6 +184,20 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
                 "Run this server as Toolhub's own user, outside the tenant sandbox: it can then read Toolhub's "
                 "environment, files and every tenant's data. Only for servers you, the operator, trust.")
         return form
+
+    @admin.display(description="Package")
+    def package(self, obj: Tool) -> str:
+        from tools_app.packages.services import package_view
+
+        view = package_view(obj)
+        if view is None:
+            return "Not run from a package: the command runs as written."
+        error = view["error"]
+        return format_html(
+            "{} package {} {}: <strong class=\"toolhub-package-{}\">{}</strong>{}{}",
+            view["manager"], view["name"], view["version"] or view["requested"], view["status"], view["status"],
+            f" ({view['size'] / 1e6:.1f} MB in the store, read-only to the server)" if view["size"] else "",
+            f": {error['code']}: {error['message']}" if error else "")
 
     @admin.display(description="Where it runs")
     def sandbox(self, obj: Tool) -> str:

@@ -84,7 +84,17 @@ class ToolOut(ToolListOut):
 
     class Meta(ToolListOut.Meta):
         fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market",
-                                            "registered"]
+                                            "registered", "protocol_version", "package"]
+
+    package = serializers.SerializerMethodField(
+        help_text="For a LOCAL tool run from an npm or PyPI package: {manager, name, version, requested, status: "
+                  "installing|installed|failed, size, installed_at, error, serving}; null otherwise")
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_package(self, tool: Tool) -> dict[str, Any] | None:
+        from tools_app.packages.services import package_view
+
+        return package_view(tool)
 
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_registered(self, tool: Tool) -> dict[str, Any] | None:
