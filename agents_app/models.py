@@ -55,6 +55,9 @@ class Agent(models.Model):
     knowledge_function = models.CharField(max_length=200, blank=True, default="",
                                           help_text="<tool>__<function> that searches documents (KB intents)")
     always_on = models.JSONField(default=list, blank=True, help_text="<tool>__<function> refs offered every turn")
+    # Tool search for gateway clients (agents_app.gateway.search): "auto" is on from TOOL_SEARCH_AUTO_FROM functions.
+    tool_search = models.CharField(max_length=8, default="auto",
+                                   choices=[("auto", "auto"), ("on", "on"), ("off", "off")])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

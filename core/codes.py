@@ -64,6 +64,10 @@ class ApiCode(StrEnum):
     OAUTH_FLOW_REFUSED = "oauth_flow_refused"
     OAUTH_FAILED = "oauth_failed"
     OAUTH_RESOURCE_MISMATCH = "oauth_resource_mismatch"  # RFC 9728 §3.3: metadata naming another resource
+    # Quotas and usage
+    QUOTA_EXCEEDED = "quota_exceeded"
+    INVALID_QUOTA = "invalid_quota"
+    INVALID_TIME = "invalid_time"
     # Runtime (tools_app.runtime, core.outbound): the `code` of a RuntimeToolError
     RUNTIME_ERROR = "runtime_error"
     INVALID_PARAMS = "invalid_params"
@@ -156,6 +160,8 @@ class ResultCode(StrEnum):
     # An OAuth tool without a usable connection for this caller; a tool whose per-user keys the caller has not set.
     AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
     CREDENTIALS_REQUIRED = "CREDENTIALS_REQUIRED"
+    # A quota (per tenant, member, agent or tool: calls per minute, per day, at once) is spent until it resets.
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
 
 
 class Reason(StrEnum):

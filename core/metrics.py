@@ -29,6 +29,15 @@ TOOL_RESULTS_FLAGGED = Counter(
 TOOL_CALL_SECONDS = Histogram(
     "toolhub_tool_call_seconds", "Tool call latency", ["tenant", "tool"], buckets=_LATENCY_BUCKETS, registry=REGISTRY
 )
+# Bounded labels: `code` is a call result family (core.codes.ResultCode, else OTHER); `scope` one of four.
+TOOL_CALL_ERRORS = Counter(
+    "toolhub_tool_call_errors", "Failed or refused tool calls by error code", ["tenant", "tool", "code"],
+    registry=REGISTRY,
+)
+QUOTA_REFUSALS = Counter(
+    "toolhub_quota_refusals", "Tool calls refused by a quota, by the quota's scope", ["tenant", "tool", "scope"],
+    registry=REGISTRY,
+)
 CHAT_TURNS = Counter("toolhub_chat_turns", "Assistant turns of agent chats", ["tenant", "agent"], registry=REGISTRY)
 MODEL_SECONDS = Histogram(
     "toolhub_model_seconds", "Chat model call latency", ["tenant", "agent"], buckets=_LATENCY_BUCKETS, registry=REGISTRY

@@ -41,6 +41,9 @@ class ToolsAppConfig(AppConfig):
         from tools_app import metrics
 
         metrics.connect()
+        from tools_app.services import audit_stream
+
+        audit_stream.connect()
         warn_if_command_sandbox_off()
         warn_if_local_sandbox_off()
         from tools_app import adapters, signals  # noqa: F401

@@ -11,9 +11,11 @@ from django.utils import timezone
 from prometheus_client.core import Metric
 
 from core import metrics
+from core.codes import ResultCode
 from tools_app.models import Approval, ApprovalStatus, CallStatus, FunctionState, Tool, ToolCall, ToolFunction
 
 _FINAL = {CallStatus.OK, CallStatus.ERROR, CallStatus.DENIED}
+_CODES = frozenset(str(code) for code in ResultCode)  # the error label's bounded set
 
 
 def _observe_call(sender: Any, instance: ToolCall, **kwargs: Any) -> None:
@@ -24,6 +26,9 @@ def _observe_call(sender: Any, instance: ToolCall, **kwargs: Any) -> None:
     metrics.TOOL_CALLS.labels(tenant, instance.tool_name, instance.function, instance.status).inc()
     for marker in instance.result_flags or []:
         metrics.TOOL_RESULTS_FLAGGED.labels(tenant, instance.tool_name, marker).inc()
+    if instance.status != CallStatus.OK:
+        code = instance.error_code if instance.error_code in _CODES else "OTHER"
+        metrics.TOOL_CALL_ERRORS.labels(tenant, instance.tool_name, code).inc()
     if instance.status == CallStatus.OK or instance.cost_ms:
         metrics.TOOL_CALL_SECONDS.labels(tenant, instance.tool_name).observe(instance.cost_ms / 1000)
 

@@ -450,3 +450,55 @@ class UserCredential(models.Model):
 
     def __str__(self) -> str:
         return f"Credentials of user {self.user_id} for tool {self.tool_id}"
+
+
+class QuotaScope(models.TextChoices):
+    TENANT = "tenant", "Tenant"
+    MEMBER = "member", "Member"
+    AGENT = "agent", "Agent"
+    TOOL = "tool", "Tool"
+
+
+class Quota(models.Model):
+    """Calls per minute, per day and at once for the tenant, a member, an agent or a tool (tools_app.services.quotas).
+
+    `target` is the member's username or the agent or tool id, as the API takes it; empty for the tenant, and for
+    the other scopes the default each member, agent or tool gets unless a quota names it. `target_id` is the row
+    it names (user, agent or tool id), the key its counters are kept under.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
+    scope = models.CharField(max_length=16, choices=QuotaScope.choices)
+    target = models.CharField(max_length=150, blank=True, default="")
+    target_id = models.BigIntegerField(null=True, blank=True)
+    per_minute = models.PositiveIntegerField(null=True, blank=True)
+    per_day = models.PositiveIntegerField(null=True, blank=True)
+    concurrent = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "scope", "target"], name="quota_one_per_target")]
+        ordering = ["scope", "target", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.target or '*'}"
+
+
+class AuditEvent(models.Model):
+    """The audit stream's outbox (tools_app.services.audit_stream): one row per call once it has its outcome, in
+    the order outcomes were recorded; a shipper sends what lies past its cursor."""
+
+    id = models.BigAutoField(primary_key=True)
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class AuditCursor(models.Model):
+    """How far one audit sink has been sent: the last AuditEvent id it acknowledged."""
+
+    sink = models.CharField(max_length=64, unique=True)
+    last_id = models.BigIntegerField(default=0)
+    shipped = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_error = models.TextField(blank=True, default="")

@@ -27,6 +27,7 @@ from tools_app.models import (
     ApprovalStatus,
     FunctionState,
     OAuthConnection,
+    Quota,
     Tool,
     ToolCall,
     ToolFunction,
@@ -326,3 +327,16 @@ def oauth_token_values(*, tenant: Tenant, tool: Tool) -> list[str]:
     for tokens in OAuthConnection.objects.filter(tenant=tenant, tool=tool).values_list("tokens", flat=True):
         values += [str(v) for v in (tokens or {}).values() if v]
     return values
+
+
+def quota_list(*, tenant: Tenant) -> QuerySet[Quota]:
+    return Quota.objects.filter(tenant=tenant).order_by("scope", "target", "id")
+
+
+def quota_get(*, tenant: Tenant, quota_id: Any) -> Quota:
+    """One quota of `tenant`; another tenant's answers as a missing one."""
+    pk = as_id(quota_id)
+    found = quota_list(tenant=tenant).filter(pk=pk).first() if pk is not None else None
+    if found is None:
+        raise NotFound()
+    return found

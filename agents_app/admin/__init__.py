@@ -217,6 +217,10 @@ class AgentAdminForm(_AgentForm):
     knowledge_function = forms.CharField(
         required=False, max_length=200, label="Knowledge function",
         help_text="<code>&lt;tool&gt;__&lt;function&gt;</code> that searches documents for KB intents.")
+    tool_search = forms.ChoiceField(
+        choices=[("auto", "auto (on from 40 functions)"), ("on", "on"), ("off", "off")], initial="auto", required=False,
+        label="Tool search", help_text="Gateway clients list <code>search_functions</code> and <code>call</code> "
+        "(and the most used functions) instead of every function.")
     always_on = PickedNames(required=False, label="Always offered", widget=forms.CheckboxSelectMultiple(
         attrs={"class": "toolhub-fn-picker"}), help_text="Functions offered on every turn, whatever the intent.")
 
@@ -229,7 +233,8 @@ class AgentAdminForm(_AgentForm):
         agent: Agent = self.instance
         if agent.pk:
             self.initial.update(routing=agent.routing, routing_threshold=agent.routing_threshold,
-                                knowledge_function=agent.knowledge_function, always_on=list(agent.always_on or []))
+                                knowledge_function=agent.knowledge_function, always_on=list(agent.always_on or []),
+                                tool_search=agent.tool_search)
         refs: list[str] = []
         if agent.pk:
             for link in agent.agent_tools.select_related("tool"):
@@ -244,7 +249,7 @@ class AgentAdminForm(_AgentForm):
         self.refs = sorted(refs)
 
 
-ROUTING_FIELDS: list[Any] = ["routing", "routing_threshold", "knowledge_function", "always_on"]
+ROUTING_FIELDS: list[Any] = ["routing", "routing_threshold", "knowledge_function", "always_on", "tool_search"]
 
 
 @admin.register(Agent)
@@ -339,6 +344,7 @@ class AgentAdmin(_ServiceAdmin):
             model=model.pk if model is not None else None, max_steps=data.get("max_steps"), status=data.get("status"),
             routing=data.get("routing") or None, routing_threshold=data.get("routing_threshold"),
             knowledge_function=data.get("knowledge_function") or "", always_on=list(data.get("always_on") or []),
+            tool_search=data.get("tool_search") or None,
         )
         if change:
             saved = self.call_service(request, services.agent_update, tenant=obj.tenant, agent_id=obj.pk, changes=changes)

@@ -79,6 +79,9 @@ class AgentIn(StrictInputSerializer):
     knowledge_function = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                                help_text="<tool>__<function> that searches documents (KB intents)")
     always_on = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=50)
+    tool_search = serializers.ChoiceField(
+        choices=["auto", "on", "off"], required=False,
+        help_text='gateway clients list `search_functions` (and `call`) instead of every function: "auto" from 40')
 
     def to_input(self) -> AgentInput:
         data: dict[str, Any] = dict(self.validated_data)
@@ -102,7 +105,8 @@ class AgentOut(serializers.ModelSerializer[Agent]):
     class Meta:
         model = Agent
         fields = ["id", "name", "description", "system_prompt", "model", "model_name", "max_steps", "status", "tools",
-                  "routing", "routing_threshold", "knowledge_function", "always_on", "created_at", "updated_at"]
+                  "routing", "routing_threshold", "knowledge_function", "always_on", "tool_search", "created_at",
+                  "updated_at"]
 
 
 class ChatIn(StrictInputSerializer):

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError, UrlElicitationRe
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 
-from agents_app.gateway import service, sessions
+from agents_app.gateway import search, service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
 from core.codes import ApiCode, ResultCode
@@ -204,6 +204,8 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
         typed = {"error_code": result.error_code}
         if result.error_reason:
             typed["error_reason"] = result.error_reason
+        if result.meta.get("quota"):  # QUOTA_EXCEEDED: {scope, limit, reset_at, ...} as the API's `details`
+            typed["details"] = result.meta["quota"]
         link = result.meta.get(service.AUTHORIZE_URL)
         page = result.meta.get(service.CONNECTIONS_URL)
         if link:
@@ -417,7 +419,8 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         principal = principal_of(ctx)
         functions, fingerprint = await db(_listing, principal)
         watcher.watch(_connection(ctx), principal, fingerprint)
-        return types.ListToolsResult(tools=[_mcp_tool(f) for f in functions])
+        meta, functions = await db(search.visible, principal, functions)  # tool search: meta-tools, fewer functions
+        return types.ListToolsResult(tools=[types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
                         ) -> types.CallToolResult:
@@ -433,6 +436,11 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
                          ) -> types.CallToolResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
+        if params.name in search.META_NAMES:  # search_functions answers here; `call` runs the function it names
+            answered, name, arguments = await db(search.intercept, principal, params.name, arguments)
+            if answered is not None:
+                return types.CallToolResult.model_validate(answered)
+            params = types.CallToolRequestParams(name=name, arguments=arguments)
         try:
             outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
                                          _client_requests(ctx), _base_url(ctx))

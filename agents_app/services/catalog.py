@@ -40,6 +40,9 @@ class ToolLink:
     requires_approval: bool | None = None
 
 
+TOOL_SEARCH_CHOICES = ("auto", "on", "off")
+
+
 @dataclass
 class AgentInput:
     name: str | None = None
@@ -53,6 +56,7 @@ class AgentInput:
     routing_threshold: Any = KEEP
     knowledge_function: str | None = None
     always_on: list[str] | None = None
+    tool_search: str | None = None
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -231,7 +235,12 @@ def _check_refs(tenant: Tenant, refs: list[str], field: str) -> None:
 
 
 def _apply_routing(agent: Agent, data: AgentInput) -> None:
-    """Intent-routing settings: refs are checked against the tenant's known functions."""
+    """Intent-routing and tool-search settings: refs are checked against the tenant's known functions."""
+    if data.tool_search is not None:
+        if data.tool_search not in TOOL_SEARCH_CHOICES:
+            raise AgentError(f"tool_search {data.tool_search!r} is invalid; accepted: {', '.join(TOOL_SEARCH_CHOICES)}",
+                             details={"field": "tool_search"})
+        agent.tool_search = data.tool_search
     if data.routing is not None:
         if data.routing not in AgentRouting.values:
             raise AgentError('routing must be "all" or "intent"', details={"field": "routing"})

@@ -388,6 +388,18 @@ TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
 TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
 # A runner runs a LOCAL server without a sandbox (an operator's `unsandboxed` tool) only when its own settings say so.
 TOOLHUB_RUNNER_ALLOW_UNSANDBOXED = env_bool("TOOLHUB_RUNNER_ALLOW_UNSANDBOXED", False)
+# Quota counters (tools_app.services.quotas) live in REDIS_URL under this prefix; without REDIS_URL, in the process.
+TOOLHUB_QUOTA_PREFIX = env_str("TOOLHUB_QUOTA_PREFIX", "toolhub:quota:")
+# The audit stream (tools_app.services.audit_stream, docs/operators.md): where `manage.py toolhub_audit_ship` sends
+# every call's audit record (file:/path, syslog://host:port, syslog+tcp://host:port, http(s)://...); empty: off.
+TOOLHUB_AUDIT_STREAM = env_str("TOOLHUB_AUDIT_STREAM", "")
+TOOLHUB_AUDIT_STREAM_TOKEN = env_str("TOOLHUB_AUDIT_STREAM_TOKEN", "")  # HTTP sinks: sent as a Bearer token
+TOOLHUB_AUDIT_STREAM_BATCH = env_int("TOOLHUB_AUDIT_STREAM_BATCH", 500)
+TOOLHUB_AUDIT_STREAM_INTERVAL_S = env_float("TOOLHUB_AUDIT_STREAM_INTERVAL_S", 2.0)
+# Tool search (agents_app.gateway.search): an agent's `auto` turns it on from this many functions; with it on,
+# tools/list shows this many of the agent's most used functions beside search_functions and call.
+TOOLHUB_TOOL_SEARCH_AUTO_FROM = env_int("TOOLHUB_TOOL_SEARCH_AUTO_FROM", 40)
+TOOLHUB_TOOL_SEARCH_PINNED = env_int("TOOLHUB_TOOL_SEARCH_PINNED", 5)
 if TOOLHUB_RUNNERS and not (REDIS_URL and TOOLHUB_RUNNER_SECRET):
     raise ImproperlyConfigured("TOOLHUB_RUNNERS=redis needs REDIS_URL and TOOLHUB_RUNNER_SECRET")
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.

@@ -22,6 +22,8 @@ TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = 0  # tests register many clients from 127
 TOOLHUB_DISCOVER_ON_SAVE = False
 # Whatever plugins the venv holds, a tenant gets the nine built-ins; plugin tests turn plugins on themselves.
 TOOLHUB_TOOL_PLUGINS = []
+# A run's quota counters in Redis never meet an earlier run's (test databases give tenants the same ids again).
+TOOLHUB_QUOTA_PREFIX = f"toolhub:quota:test:{os.getpid()}:{os.urandom(4).hex()}:"
 
 
 def _sample_plugin_on_path(source: Path, target: Path) -> None:

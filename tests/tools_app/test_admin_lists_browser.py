@@ -13,7 +13,7 @@ from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
 from tests.browser import MARKS, chromium, dead_links, login, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
-from tools_app.models import Approval, CallStatus, Tool, ToolCall, ToolFunction
+from tools_app.models import Approval, CallStatus, Quota, Tool, ToolCall, ToolFunction
 from tools_app.runtime import result as codes
 
 pytestmark = MARKS
@@ -96,6 +96,8 @@ def stocked_everywhere(tenant: Any, user: Any) -> None:
     Approval.objects.create(tenant=tenant, tool_call=held, requested_by=user, warning="Changes a price " * 4,
                             summary="inventory-service-eu.set_price(sku=DEMO-001, price=12.50)",
                             expires_at=timezone.now() + timedelta(hours=1))
+    Quota.objects.create(tenant=tenant, scope="member", target=user.username, target_id=user.pk, per_minute=60,
+                         per_day=10_000, concurrent=4)
 
 
 def test_no_list_clips_a_column_at_1280_or_1366(live_server: Any, tenant: Any, monkeypatch: Any) -> None:

@@ -233,6 +233,12 @@ class ToolViewSet(TenantViewSet):
             # Which of the tool's per-user keys the caller still has to set (PUT .../my-credentials/).
             answer["credentials"] = selectors.user_credentials_state(
                 tool=selectors.tool_get(tenant=self.tenant, tool_id=pk), user=request.user)
+        elif answer.get("error_code") == "QUOTA_EXCEEDED":
+            # Which quota, which of its limits and when it resets; Retry-After says the same in seconds.
+            details = done.result.meta.get("quota") or {}
+            answer["details"] = details
+            return Response(answer, status=http.HTTP_429_TOO_MANY_REQUESTS,
+                            headers={"Retry-After": str(details.get("retry_after", 1))})
         return Response(answer)
 
     @extend_schema(request=None, responses=s.FunctionOut)

@@ -39,7 +39,7 @@ from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.runtime.screen.results import screened
-from tools_app.services import health, oauth, plugins
+from tools_app.services import health, oauth, plugins, quotas
 from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
 from tools_app.services.audit import audit
 
@@ -111,12 +111,12 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
 class CallRefused(Exception):
     """A call that may not happen: `code` its result family, `reason` the distinct cause (core.codes) if any."""
 
-    def __init__(self, code: str, message: str, reason: str | None = None) -> None:
+    def __init__(self, code: str, message: str, reason: str | None = None, **meta: Any) -> None:
         super().__init__(message)
-        self.code, self.message, self.reason = code, message, reason
+        self.code, self.message, self.reason, self.meta = code, message, reason, meta
 
     def result(self) -> ToolResult:
-        result = ToolResult.fail(self.code, self.message)
+        result = ToolResult.fail(self.code, self.message, **self.meta)
         result.error_reason = self.reason
         return result
 
@@ -266,7 +266,22 @@ def _invoke(
         return Invocation(result, ctx.audit(result, CallStatus.DENIED))
     if held is not None:
         return held
-    if dry_run:
+    try:
+        # The one admission check of every call (API, chat, gateway, approvals): held while the call runs.
+        with quotas.admitted(tenant=tenant, actor=actor, tool=tool, agent=agent):
+            return _admitted(ctx, checked_against, spec, fn, on_progress, client_requests, approved=approved,
+                             scrub=scrub)
+    except quotas.QuotaExceeded as spent:
+        result = CallRefused(codes.QUOTA_EXCEEDED, str(spent), quota=spent.details).result().scrubbed(scrub)
+        return Invocation(result, ctx.audit(result, CallStatus.DENIED))
+
+
+def _admitted(ctx: _Ctx, checked_against: selectors.ToolSnapshot | None, spec: Any,
+              fn: ToolFunction, on_progress: Callable[[float, float | None, str | None], None] | None,
+              client_requests: ClientRequests | None, *, approved: bool, scrub: Any) -> Invocation:
+    """The call itself, once every check and quota admitted it: a trial run, or the runtime call and its audit."""
+    tenant, tool, function, arguments, actor = ctx.tenant, ctx.tool, ctx.function, ctx.arguments, ctx.actor
+    if ctx.dry_run:
         assert spec is not None
         return _trial_run(ctx, spec, fn, approved=approved, scrub=scrub)
     pool_spec = None
