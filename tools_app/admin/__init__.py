@@ -516,6 +516,7 @@ class ToolCallAdmin(ReadOnlyAdminMixin, _ToolCallAdmin):
         return format_html("{}<br><small>{}</small>", via, who)
 
 
-from tools_app.admin import quotas as _quotas  # noqa: E402,F401  registers "Quotas" and the usage page
-from tools_app.admin import refused  # noqa: E402,F401,I001  registers "Refused calls" (its own module)
-from tools_app.admin import screen  # noqa: E402, F401  registers "Screen findings" (its own module)
+# Each registers its own pages: "Quotas" and the usage page, "Refused calls", "Screen findings".
+from tools_app.admin import quotas as _quotas  # noqa: E402, F401
+from tools_app.admin import refused as _refused  # noqa: E402,F401
+from tools_app.admin import screen as _screen  # noqa: E402,F401
