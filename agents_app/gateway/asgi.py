@@ -25,6 +25,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.sse import SseServerTransport
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service, sessions
@@ -143,6 +144,13 @@ def challenge(scope: Scope, slug: str, agent_id: str, error: str | None = None) 
     metadata = oauth_resource.metadata_url(_public_base(scope), slug, agent_id)
     header = f'{REALM}, resource_metadata="{metadata}", scope="{oauth_resource.SCOPE}"'
     return f'{header}, error="{error}"' if error else header
+
+
+def is_modern_request(scope: Scope) -> bool:
+    """A 2026-07-28 request (the SDK routes a version header outside the handshake era to its modern entry): a
+    self-contained POST that opens no session and so counts against no session cap."""
+    version = _header(scope, b"mcp-protocol-version")
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -331,7 +339,8 @@ class GatewayApp:
     def _opens_session(self, scope: Scope) -> bool:
         """A streamable-HTTP POST without a session id: the handshake of a new session (anything else the SDK
         refuses, after this count)."""
-        return not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
+        return (not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
+                and not is_modern_request(scope))
 
     async def _over_cap(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
         """(per, limit, open) of the first cap a new session would pass, else None."""

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError, UrlElicitationRe
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 
-from agents_app.gateway import service, sessions
+from agents_app.gateway import modern, service, sessions
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
 from core.codes import ApiCode, ResultCode
@@ -106,6 +106,11 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
     if not isinstance(principal, Principal):
         raise MCPError(code=types.INVALID_REQUEST, message="this endpoint serves authenticated HTTP requests only")
     return principal
+
+
+def _principal_or_none(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
+    principal = getattr(ctx.request, "scope", {}).get(PRINCIPAL_KEY) if ctx.request is not None else None
+    return principal if isinstance(principal, Principal) else None
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -420,7 +425,7 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         return types.ListToolsResult(tools=[_mcp_tool(f) for f in functions])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-                        ) -> types.CallToolResult:
+                        ) -> types.CallToolResult | types.InputRequiredResult:
         if not tracing.enabled():
             return await _call_tool(ctx, params)
         # The handler runs in the session's task: its span hangs under this message's HTTP request span.
@@ -430,9 +435,13 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
             return await _call_tool(ctx, params)
 
     async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-                         ) -> types.CallToolResult:
+                         ) -> types.CallToolResult | types.InputRequiredResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
+        if modern.is_modern(ctx) and (approval_id := modern.approval_of(params)) is not None:
+            resumed = await _resume(ctx, principal, params, arguments, approval_id)
+            if resumed is not None:
+                return resumed
         try:
             outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
                                          _client_requests(ctx), _base_url(ctx))
@@ -449,6 +458,11 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
+        if modern.is_modern(ctx):
+            # No server-to-client request on this wire: the question rides the result, the answer the retry.
+            assert outcome.approval_id is not None
+            return modern.ask_approval(outcome.approval_id, _elicitation_message(principal, outcome, shown),
+                                       APPROVE_SCHEMA)
         answer = None
         try:
             # The answer must come back to this process; if it never does (a balancer that is not sticky
@@ -461,15 +475,35 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
                 )
         except NoBackChannelError:  # stateless mode: no way back to the client
             answer = None
-        if answer is None:
-            return _pending(ctx, outcome)
-        if answer.action == "cancel":
+        return await _answered(ctx, principal, outcome, answer)
+
+    async def _answered(ctx: ServerRequestContext[Any, Any], principal: Principal, outcome: CallOutcome,
+                        answer: types.ElicitResult | None) -> types.CallToolResult:
+        """The person's answer to the approval question (either era): accepting runs the call once."""
+        if answer is None or answer.action == "cancel":
             return _pending(ctx, outcome)
         approve = answer.action == "accept" and bool((answer.content or {}).get("approve"))
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
         if decided is None:
             return _pending(ctx, outcome)
         return await db(_content, principal, decided)
+
+    async def _resume(ctx: ServerRequestContext[Any, Any], principal: Principal,
+                      params: types.CallToolRequestParams, arguments: dict[str, Any], approval_id: int
+                      ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """A 2026-07-28 client's retry of a call held for approval, its requestState naming the approval: the
+        answer decides it. None when that request is no longer pending (decided in Toolhub meanwhile, expired):
+        the call then goes its ordinary way (an approved run is handed over, a new request is held)."""
+        outcome = await db(service.held_outcome, principal, params.name, arguments, approval_id)
+        if outcome is None:
+            return None
+        if not await db(service.self_approval_allowed, principal, approval_id):
+            return _pending(ctx, outcome)
+        answer = modern.approval_answer(params)
+        if answer is None:  # retried without answering: the question stands
+            shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
+            return modern.ask_approval(approval_id, _elicitation_message(principal, outcome, shown), APPROVE_SCHEMA)
+        return await _answered(ctx, principal, outcome, answer)
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                            ) -> types.ListPromptsResult:
@@ -505,6 +539,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
                                  on_list_prompts=list_prompts, on_get_prompt=get_prompt,
                                  on_list_resources=list_resources, on_read_resource=read_resource)
     server.middleware.append(_IdentityMiddleware(watcher))
+    # 2026-07-28: requestState sealed on the way out, verified and opened on the way in (a refusal typed).
+    server.middleware.append(modern.TypedStateRefusal())
+    server.middleware.append(modern.state_boundary(_principal_or_none))
     return server
 
 
