@@ -328,6 +328,10 @@ class GatewayApp:
             await self._admitted(scope, receive, send, counted,
                                  lambda s, r, w: self.manager.handle_request(s, r, w))
         elif rest == "":
+            session_id = _header(scope, b"mcp-session-id")
+            if session_id and scope.get("method") != "DELETE" and not await anyio.to_thread.run_sync(
+                    sessions.touch, session_id, counted):
+                await self.manager.end(session_id)  # closed by another process to make room under a cap
             await self.manager.handle_request(scope, receive, send)
         elif rest == "/sse":
             await self._admitted(scope, receive, send, counted, lambda s, r, w: self._sse(s, r, w, match))
@@ -342,33 +346,42 @@ class GatewayApp:
         return (not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
                 and not is_modern_request(scope))
 
-    async def _over_cap(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
-        """(per, limit, open) of the first cap a new session would pass, else None."""
-        live = self.manager.live_sessions()
-        for session_id in [s for s in self._opened if not s.startswith(SSE_PREFIX) and s not in live]:
-            del self._opened[session_id]
-        shared = await anyio.to_thread.run_sync(sessions.open_counts, counted)
+    async def _make_room(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
+        """Close the least recently used sessions of a cap the new session would pass (on every process: the
+        one serving each ends it at its next request). (per, limit, open) when room cannot be made: only when
+        what fills the cap is SSE streams held open right now, or sessions still opening."""
         for per, limit in sessions.cap_limits().items():
             cap = counted[per]
-            here = sum(1 for caps in self._opened.values() if cap in caps)
-            opened = max(here, shared.get(per, 0)) + self._opening[cap]
-            if opened >= limit:
-                return per, limit, opened
+            listed = await anyio.to_thread.run_sync(sessions.open_sessions, cap)
+            streams = sum(1 for s, caps in self._opened.items() if s.startswith(SSE_PREFIX) and cap in caps)
+            opened = len(listed) + streams + self._opening[cap]
+            excess = opened - limit + 1
+            if excess <= 0:
+                continue
+            closing = [session_id for session_id, _used in listed[:excess]]
+            for session_id in closing:
+                await anyio.to_thread.run_sync(sessions.close, session_id)
+                await self.manager.end(session_id)
+            logger.info("gateway: %d least recently used session(s) closed to make room under the %s cap (%d)",
+                        len(closing), per, limit)
+            if len(closing) < excess:
+                return per, limit, opened - len(closing)
         return None
 
     async def _admitted(self, scope: Scope, receive: Receive, send: Send, counted: dict[str, str],
                         handle: Any) -> None:
-        """Open a session (streamable HTTP or SSE) unless its token or member already holds as many as allowed."""
-        over = await self._over_cap(counted)
+        """Open a session (streamable HTTP or SSE), closing the least recently used ones of its token or member
+        at the cap (clients that reconnect without ending the old session are never locked out)."""
+        over = await self._make_room(counted)
         if over is not None:
             per, limit, opened = over
             await _drain(receive, scope)
             whose = "API token" if per == "token" else "member of this tenant"
-            idle_min = int(float(settings.TOOLHUB_MCP_SESSION_IDLE_S) // 60)
             await _json(send, 429, error_body(ApiCode.TOO_MANY_SESSIONS, (
-                f"this {whose} already has {opened} open MCP sessions, the limit; end one (DELETE with its "
-                f"Mcp-Session-Id, or close the SSE stream) or let an idle one expire ({idle_min} min)"),
-                {"limit": limit, "per": per, "open": opened}))
+                f"this {whose} holds {opened} open MCP sessions (the limit is {limit}, "
+                f"TOOLHUB_MCP_MAX_SESSIONS_PER_{per.upper()}) and none can be closed to make room: they are SSE "
+                "streams open right now or sessions still opening; close an SSE stream or retry shortly"),
+                {"limit": limit, "per": per, "open": opened}), [(b"retry-after", b"2")])
             return
         caps = tuple(counted.values())
         for cap in caps:
@@ -376,13 +389,11 @@ class GatewayApp:
         sse_id = f"{SSE_PREFIX}{id(scope)}"
 
         async def noting(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                opened = next((v.decode("latin-1") for k, v in message.get("headers", [])
-                               if k.lower() == b"mcp-session-id"), None)
-                if opened is not None:
-                    self._opened[opened] = caps
-                elif scope["path"].rstrip("/").endswith("/sse") and message.get("status") == 200:
-                    self._opened[sse_id] = caps
+            # A streamable-HTTP session is counted in the shared index (sessions.remember); an SSE stream only
+            # lives as long as this request, here.
+            if (message["type"] == "http.response.start" and scope["path"].rstrip("/").endswith("/sse")
+                    and message.get("status") == 200):
+                self._opened[sse_id] = caps
             await send(message)
 
         try:
