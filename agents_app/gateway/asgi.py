@@ -29,6 +29,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service, sessions
+from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.oauth import resource as oauth_resource
 from agents_app.gateway.server import (
     COUNTED_KEY,
@@ -170,7 +171,8 @@ class GatewayApp:
         self.stateless = bool(settings.TOOLHUB_MCP_STATELESS if stateless is None else stateless)
         self.watcher = ListChangedWatcher(
             float(settings.TOOLHUB_MCP_WATCH_S if watch_interval_s is None else watch_interval_s))
-        self.server = build_server(self.watcher)
+        self.hub = ChangeHub()  # subscriptions/listen streams hear committed changes (agents_app.gateway.listen)
+        self.server = build_server(self.watcher, self.hub)
         self.manager = SharedSessionManager(
             app=self.server, stateless=self.stateless, json_response=False,
             session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
@@ -203,6 +205,7 @@ class GatewayApp:
             if self._runner is not None:
                 return
             self._started, self._stop = asyncio.Event(), asyncio.Event()
+            self.hub.start(asyncio.get_running_loop())
             self._runner = asyncio.get_running_loop().create_task(self._run())
         await self._started.wait()
 
@@ -218,6 +221,7 @@ class GatewayApp:
         if self._runner is None or self._stop is None:
             return
         self._stop.set()
+        self.hub.stop()
         try:
             await asyncio.wait_for(self._runner, timeout=10)
         except (TimeoutError, asyncio.CancelledError):

@@ -28,6 +28,7 @@ from core import crypto
 from core.codes import ApiCode
 
 AUDIENCE = "toolhub/mcp-gateway"
+SERVER_INFO_META_KEY = types.SERVER_INFO_META_KEY
 APPROVAL_KEY = "toolhub-approval"  # the input request's key in InputRequiredResult.inputRequests
 _KEY_LABEL = b"toolhub/mcp-request-state/v1"
 
@@ -142,6 +143,10 @@ def ask_approval(approval_id: int, message: str, schema: dict[str, Any]) -> type
 def list_hints() -> dict[str, Any]:
     """`ttlMs` and `cacheScope` of every list: private, since toolsets differ per caller."""
     return {"ttl_ms": int(settings.TOOLHUB_MCP_LIST_TTL_MS), "cache_scope": "private"}
+
+
+def wire_hints() -> dict[str, Any]:
+    return {"ttlMs": int(settings.TOOLHUB_MCP_LIST_TTL_MS), "cacheScope": "private"}
 
 
 def sorted_by(items: list[Any], key: str) -> list[Any]:

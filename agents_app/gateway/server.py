@@ -26,8 +26,10 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError, NoBackChannelError, UrlElicitationRequiredError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agents_app.gateway import modern, service, sessions
+from agents_app.gateway.listen import ChangeHub, ListenHandler
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
 from core.codes import ApiCode, ResultCode
@@ -414,15 +416,33 @@ def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredErr
         message=f"{ResultCode.CREDENTIALS_REQUIRED}: set your own keys for {name} first ({page})")
 
 
-def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
+def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         principal = principal_of(ctx)
         functions, fingerprint = await db(_listing, principal)
+        if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
+            tools = modern.sorted_by([_mcp_tool(f) for f in functions], "name")
+            return types.ListToolsResult(tools=tools, **modern.list_hints())
         watcher.watch(_connection(ctx), principal, fingerprint)
         return types.ListToolsResult(tools=[_mcp_tool(f) for f in functions])
+
+    async def listing_fingerprint(principal: Principal) -> str:
+        try:
+            return await db(service.fingerprint, principal)
+        except NotFound:
+            return ""
+
+    async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None
+                       ) -> types.DiscoverResult:
+        """What this agent's gateway serves a 2026-07-28 client (the handshake era answers `initialize`)."""
+        principal = principal_of(ctx)
+        return types.DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            instructions=principal.agent.description or None, **modern.list_hints())
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
@@ -508,6 +528,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                            ) -> types.ListPromptsResult:
         prompts = await db(service.list_prompts, principal_of(ctx))
+        if modern.is_modern(ctx):
+            return types.ListPromptsResult.model_validate(
+                {"prompts": modern.sorted_by(prompts, "name"), **modern.wire_hints()})
         return types.ListPromptsResult.model_validate({"prompts": prompts})
 
     async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -523,6 +546,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                              ) -> types.ListResourcesResult:
         resources = await db(service.list_resources, principal_of(ctx))
+        if modern.is_modern(ctx):
+            return types.ListResourcesResult.model_validate(
+                {"resources": modern.sorted_by(resources, "uri"), **modern.wire_hints()})
         return types.ListResourcesResult.model_validate({"resources": resources})
 
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -537,7 +563,10 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
 
     server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
                                  on_list_prompts=list_prompts, on_get_prompt=get_prompt,
-                                 on_list_resources=list_resources, on_read_resource=read_resource)
+                                 on_list_resources=list_resources, on_read_resource=read_resource,
+                                 on_subscriptions_listen=(None if hub is None else
+                                                          ListenHandler(hub, principal_of, listing_fingerprint)))
+    server.add_request_handler("server/discover", types.RequestParams, discover)
     server.middleware.append(_IdentityMiddleware(watcher))
     # 2026-07-28: requestState sealed on the way out, verified and opened on the way in (a refusal typed).
     server.middleware.append(modern.TypedStateRefusal())
@@ -553,6 +582,13 @@ class _IdentityMiddleware:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
+        if modern.is_modern(ctx) and isinstance(result, dict):
+            # The 2026-07-28 stamp of every result names this agent's gateway, as `initialize` does.
+            principal = _principal_or_none(ctx)
+            if principal is not None:
+                stamp = {"name": f"toolhub/{principal.agent.name}", "version": SERVER_VERSION}
+                result["_meta"] = {**(result.get("_meta") or {}), modern.SERVER_INFO_META_KEY: stamp}
+            return result
         if ctx.method != "initialize" or not isinstance(result, dict):
             return result
         principal = principal_of(ctx)

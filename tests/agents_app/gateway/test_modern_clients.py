@@ -259,3 +259,95 @@ def test_discover_lists_and_cache_hints(served: Any, setup: Any) -> None:
         assert listed.ttl_ms == 30000 and listed.cache_scope == "private"
     names = [t.name for t in tools.tools]
     assert names == sorted(names)
+
+
+def _disable_function(setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/echo_env/", {"enabled": False}, format="json")
+    assert resp.status_code == 200, resp.content
+
+
+def _narrow_link(setup: Any) -> None:
+    resp = setup.api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [
+        {"tool": setup.tool_id, "allowed_functions": ["get_inventory", "whoami"]}]}, format="json")
+    assert resp.status_code == 200, resp.content
+
+
+def _disable_tool(setup: Any) -> None:
+    resp = setup.api.put(f"/api/v1/tools/{setup.tool_id}/status/", {"status": "DISABLED"}, format="json")
+    assert resp.status_code == 200, resp.content
+
+
+@pytest.mark.parametrize("change", [_disable_function, _narrow_link, _disable_tool])
+def test_a_listening_client_hears_its_list_change(served: Any, setup: Any, change: Any) -> None:
+    async def scenario() -> tuple[Any, Any, Any, Any]:
+        async with client(served.endpoint("acme", setup.agent_id), setup.token) as connected:
+            before = await connected.list_tools()
+            async with connected.listen(tools_list_changed=True) as subscription:
+                honored = subscription.honored
+                await asyncio.to_thread(change, setup)
+                event = await asyncio.wait_for(subscription.__anext__(), 30)
+            after = await connected.list_tools()  # the event evicted the client's cached listing
+            return honored, event, before, after
+
+    honored, event, before, after = asyncio.run(scenario())
+    assert honored.tools_list_changed is True
+    assert type(event).__name__ == "ToolsListChanged"
+    assert "inventory__echo_env" in [t.name for t in before.tools]
+    assert "inventory__echo_env" not in [t.name for t in after.tools]
+
+
+def test_a_change_that_leaves_the_listing_as_it_was_is_not_sent(served: Any, setup: Any) -> None:
+    async def scenario() -> list[Any]:
+        heard: list[Any] = []
+        async with client(served.endpoint("acme", setup.agent_id), setup.token) as connected:
+            async with connected.listen(tools_list_changed=True) as subscription:
+                async def take() -> None:
+                    async for event in subscription:
+                        heard.append(event)
+
+                taking = asyncio.create_task(take())
+                # The agent's description changes (its tenant's generation moves), its listing does not ...
+                await asyncio.to_thread(lambda: setup.api.patch(
+                    f"/api/v1/agents/{setup.agent_id}/", {"system_prompt": "Be brief."}, format="json"))
+                await asyncio.to_thread(_disable_function, setup)  # ... then it does: one event, for this one
+                for _ in range(300):
+                    if heard:
+                        break
+                    await asyncio.sleep(0.1)
+                taking.cancel()
+        return heard
+
+    assert len(asyncio.run(scenario())) == 1
+
+
+@pytest.fixture
+def lists_over_redis(settings: Any) -> None:
+    """Changes reach listen streams only through Redis pub/sub (db 5 of the machine's Redis), as between the
+    web processes of a deployment: no in-process shortcut is registered then."""
+    settings.REDIS_URL = "redis://127.0.0.1:6379/5"
+
+
+def test_a_change_reaches_listeners_on_every_process_through_redis(lists_over_redis: None, served_pair: Any,
+                                                                   setup: Any) -> None:
+    from core import hotcache
+
+    first, second = served_pair
+    assert first.app is not second.app and len(hotcache._on_change) >= 2
+
+    async def listen_on(served: Any) -> Any:
+        async with client(served.endpoint("acme", setup.agent_id), setup.token) as connected:
+            async with connected.listen(tools_list_changed=True) as subscription:
+                ready.release()
+                return await asyncio.wait_for(subscription.__anext__(), 30)
+
+    ready = asyncio.Semaphore(0)
+
+    async def scenario() -> list[Any]:
+        listeners = [asyncio.create_task(listen_on(s)) for s in served_pair]
+        for _ in listeners:
+            await ready.acquire()
+        await asyncio.to_thread(_disable_function, setup)
+        return list(await asyncio.gather(*listeners))
+
+    heard = asyncio.run(scenario())
+    assert [type(e).__name__ for e in heard] == ["ToolsListChanged", "ToolsListChanged"]
