@@ -110,7 +110,6 @@ class ApiCode(StrEnum):
     TOO_MANY_SESSIONS = "too_many_sessions"
     UPSTREAM_ERROR = "upstream_error"
     INVALID_REQUEST_STATE = "invalid_request_state"  # a 2026-07-28 client's requestState failed verification
-    HEADER_MISMATCH = "header_mismatch"  # Mcp-Method / Mcp-Name disagree with the request body
     # Market (a catalog refresh's failure names its cause)
     MARKET_ERROR = "market_error"
     INVALID_SOURCE = "invalid_source"

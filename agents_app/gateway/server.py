@@ -28,7 +28,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agents_app.gateway import modern, service, sessions
+from agents_app.gateway import modern, relay, service, sessions
 from agents_app.gateway.listen import ChangeHub, ListenHandler
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
@@ -280,7 +280,7 @@ NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not dec
                 "the server's {request}")
 
 
-def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
+def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay | None = None) -> ClientRequests:
     """The upstream server's own requests during this call (sampling, elicitation), forwarded to this gateway
     client when it declared the capability, on this call's stream; declined with the reason otherwise. They run
     on the call's worker thread and wait here for the client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most)."""
@@ -303,6 +303,10 @@ def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
         except MCPError as exc:
             raise ClientRequestRefused(f"the gateway's client refused: {exc.error.message}") from None
         except NoBackChannelError:
+            if modern.is_modern(ctx):
+                raise ClientRequestRefused(
+                    "declined: this gateway client speaks MCP 2026-07-28, where a server's sampling request mid-call "
+                    "is not relayed (its questions are, as input requests)") from None
             raise ClientRequestRefused("declined: this gateway session has no way back to its client "
                                        "(stateless mode)") from None
         except TimeoutError:
@@ -321,6 +325,8 @@ def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
 
     may_sample = declared(types.ClientCapabilities(sampling=types.SamplingCapability()))
     may_elicit = declared(types.ClientCapabilities(elicitation=types.ElicitationCapability()))
+    if relayed is not None:  # 2026-07-28: the question rides an input_required result (agents_app.gateway.relay)
+        elicit = relayed.ask
     return ClientRequests(
         sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
         no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
@@ -463,8 +469,14 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
             if resumed is not None:
                 return resumed
         try:
-            outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
-                                         _client_requests(ctx), _base_url(ctx))
+            if modern.is_modern(ctx):
+                ran = await _relayed(ctx, principal, params, arguments)
+                if isinstance(ran, types.InputRequiredResult):
+                    return ran  # the upstream server asked: the question rides this result
+                outcome, rendered = ran
+            else:
+                outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
+                                             _client_requests(ctx), _base_url(ctx))
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:
@@ -496,6 +508,25 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         except NoBackChannelError:  # stateless mode: no way back to the client
             answer = None
         return await _answered(ctx, principal, outcome, answer)
+
+    async def _relayed(ctx: ServerRequestContext[Any, Any], principal: Principal,
+                       params: types.CallToolRequestParams, arguments: dict[str, Any]
+                       ) -> tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult:
+        """A 2026-07-28 call: its result, or an upstream server's question as an input request; a retry carrying
+        the answer resumes the call this process holds (agents_app.gateway.relay)."""
+        owner = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
+        if relay.relay_of(params) is not None:
+            try:
+                held = relay.resume(params, owner)
+            except relay.RelayRefused as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"code": exc.code}) from None
+        else:
+            held = relay.Relay(asyncio.get_running_loop())
+            held.owner = owner
+            held.start(db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
+                          _client_requests(ctx, held), _base_url(ctx)))
+        ran: tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult = await held.next()
+        return ran
 
     async def _answered(ctx: ServerRequestContext[Any, Any], principal: Principal, outcome: CallOutcome,
                         answer: types.ElicitResult | None) -> types.CallToolResult:

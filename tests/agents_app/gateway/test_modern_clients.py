@@ -351,3 +351,28 @@ def test_a_change_reaches_listeners_on_every_process_through_redis(lists_over_re
 
     heard = asyncio.run(scenario())
     assert [type(e).__name__ for e in heard] == ["ToolsListChanged", "ToolsListChanged"]
+
+
+def _modern_post(url: str, token: str, body: dict[str, Any], **headers: str) -> httpx2.Response:
+    return httpx2.post(url, json=body, timeout=60, headers={
+        "Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}",
+        "Mcp-Protocol-Version": MODERN, **headers})
+
+
+def _envelope(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    meta = {types.PROTOCOL_VERSION_META_KEY: MODERN, types.CLIENT_CAPABILITIES_META_KEY: {}}
+    return {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
+
+
+def test_routing_headers_that_disagree_with_the_body_are_refused(served: Any, setup: Any) -> None:
+    url = served.endpoint("acme", setup.agent_id)
+    body = _envelope("tools/call", {"name": "inventory__whoami", "arguments": {}})
+    agreeing = _modern_post(url, setup.token, body, **{"Mcp-Method": "tools/call", "Mcp-Name": "inventory__whoami"})
+    assert agreeing.status_code == 200 and "error" not in agreeing.json(), agreeing.text
+    for headers in ({"Mcp-Method": "tools/list", "Mcp-Name": "inventory__whoami"},
+                    {"Mcp-Method": "tools/call", "Mcp-Name": "inventory__echo_env"}):
+        refused = _modern_post(url, setup.token, body, **headers)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == types.HEADER_MISMATCH
+        assert "header does not match the request body" in refused.json()["error"]["message"]
+    assert ToolCall.objects.filter(function="whoami").count() == 1  # the refused ones never ran
