@@ -1,6 +1,7 @@
 # Toolhub: `make run` starts everything on embedded defaults; `make test` runs the suite.
-PY ?= python3.11
-VENV := .venv
+# The oldest supported Python found on PATH (3.11, 3.12 or 3.13; the lock installs on each), or PY=/path/to/python.
+PY ?= $(firstword $(foreach v,3.11 3.12 3.13,$(shell command -v python$(v) 2>/dev/null)) python3)
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8000
@@ -10,7 +11,8 @@ PORT ?= 8000
 
 install: $(STAMP) sandbox-deps
 
-# execute_command runs only inside bubblewrap. As root we install it; otherwise we say what to ask for.
+# execute_command runs only inside bubblewrap, the `public` LOCAL network needs slirp4netns. As root we install them;
+# otherwise we say what to ask for.
 sandbox-deps:
 	@if command -v bwrap >/dev/null 2>&1 || [ -x /usr/bin/bwrap ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -21,9 +23,21 @@ sandbox-deps:
 		echo "note: bubblewrap is not installed and this is not root, so it was skipped; execute_command will"; \
 		echo "      refuse to run until an administrator runs: apt-get install bubblewrap (see docs/security.md)"; \
 	fi
+	@# The `public` LOCAL network (a user-mode network stack); without it such servers refuse to start, saying so.
+	@if command -v slirp4netns >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing slirp4netns (the public network of LOCAL servers)"; \
+		apt-get install -y -qq slirp4netns >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq slirp4netns; } \
+			|| echo "warning: could not install slirp4netns; LOCAL servers of tenants with the public network will not start"; \
+	else \
+		echo "note: slirp4netns is not installed and this is not root; LOCAL servers of tenants with the public network"; \
+		echo "      will not start until an administrator runs: apt-get install slirp4netns (see docs/security.md)"; \
+	fi
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] <= (3, 13)))' \
+		|| { echo "$(VENV) has Python $$($(BIN)/python -V); Toolhub runs on 3.11, 3.12 or 3.13 (rm -rf $(VENV), then PY=python3.12 make install)"; exit 1; }
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock
 	@rm -f $(VENV)/.installed-*
 	@touch $@

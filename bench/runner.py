@@ -49,7 +49,7 @@ def start_runner() -> subprocess.Popen[bytes]:
            "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET}
     proc = subprocess.Popen([sys.executable, "manage.py", "toolhub_runner", "--port", str(port), "--id", "bench"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
-    registry = Registry(REDIS_URL)
+    registry = Registry(REDIS_URL, secret=SECRET)
     deadline = time.monotonic() + 60
     while "bench" not in {r.id for r in registry.runners(max_age_s=0)}:
         if time.monotonic() > deadline or proc.poll() is not None:
@@ -72,7 +72,7 @@ def main() -> None:
     try:
         marker = uuid.uuid4().hex
         local = SessionPool(policy=policy)
-        remote = RunnerPool(SessionPool(policy=policy), Registry(REDIS_URL), SECRET)
+        remote = RunnerPool(SessionPool(policy=policy), Registry(REDIS_URL, secret=SECRET), SECRET)
         through_runner, in_process = (warm_inventory_calls(remote, spec(1, marker), args.calls),
                                        warm_inventory_calls(local, spec(2, marker), args.calls))
         print(f"warm invoke via runner: {summary(through_runner)}")
@@ -83,7 +83,7 @@ def main() -> None:
         remote.shutdown()
 
         for label, make in (("in-process pools", lambda: SessionPool(policy=policy)),
-                            ("runner", lambda: RunnerPool(SessionPool(policy=policy), Registry(REDIS_URL), SECRET))):
+                            ("runner", lambda: RunnerPool(SessionPool(policy=policy), Registry(REDIS_URL, secret=SECRET), SECRET))):
             marker = uuid.uuid4().hex
             workers = [make() for _ in range(args.web)]
             for worker in workers:

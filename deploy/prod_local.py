@@ -1,6 +1,9 @@
 """`make prod-local`: the production topology on this machine — two web processes, one worker, one beat.
 
-PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) must already run. State lives in var/prod-local/ and the
+PostgreSQL (127.0.0.1:5432) must already run. Redis is started here, on a free loopback port with a password
+(`requirepass`, kept in var/prod-local/redis-password): a deployment's Redis decides where LOCAL calls go and holds
+the task queue, so nothing reaches it without the password (TOOLHUB_PROD_LOCAL_REDIS_URL names another Redis instead;
+its URL must carry a password, production settings refuse one without). State lives in var/prod-local/ and the
 database `toolhub_prod_local`. `--check` starts everything, proves both web processes answer, and stops.
 """
 
@@ -34,7 +37,43 @@ def _persistent(name: str, make: Callable[[], str]) -> str:
     return path.read_text().strip()
 
 
-def environment(ports: tuple[int, int]) -> dict[str, str]:
+def start_redis() -> tuple[subprocess.Popen[bytes] | None, str]:
+    """This topology's Redis: the operator's (TOOLHUB_PROD_LOCAL_REDIS_URL, without a database number), else a
+    redis-server started here on loopback with a password; returns (its process or None, its base URL)."""
+    given = os.environ.get("TOOLHUB_PROD_LOCAL_REDIS_URL", "").rstrip("/")
+    if given:
+        return None, given
+    import redis
+
+    STATE.mkdir(parents=True, exist_ok=True)
+    password = _persistent("redis-password", lambda: secrets.token_urlsafe(32))
+    port = _free_port()
+    folder = STATE / "redis"
+    folder.mkdir(exist_ok=True)
+    conf = STATE / "redis.conf"  # the password in a 0600 file, not on a command line every user can read
+    conf.write_text(f"bind 127.0.0.1\nport {port}\nrequirepass {password}\nprotected-mode yes\nsave \"\"\n"
+                    f"appendonly no\ndir {folder}\n")
+    conf.chmod(0o600)
+    (STATE / "logs").mkdir(exist_ok=True)
+    try:
+        proc = subprocess.Popen(["redis-server", str(conf)], stdout=open(STATE / "logs" / "redis.log", "ab"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except FileNotFoundError:
+        raise SystemExit("redis-server was not found: install it (apt-get install redis-server), or name a Redis "
+                         "with a password in TOOLHUB_PROD_LOCAL_REDIS_URL=redis://:PASSWORD@HOST:PORT") from None
+    url = f"redis://:{password}@127.0.0.1:{port}"
+    end = time.monotonic() + 30
+    while True:
+        try:
+            if redis.Redis.from_url(url + "/0", socket_connect_timeout=1).ping():
+                return proc, url
+        except redis.RedisError:
+            if proc.poll() is not None or time.monotonic() > end:
+                raise SystemExit(f"redis-server did not start (see {STATE / 'logs' / 'redis.log'})") from None
+        time.sleep(0.1)
+
+
+def environment(ports: tuple[int, int], redis_url: str) -> dict[str, str]:
     from cryptography.fernet import Fernet
 
     STATE.mkdir(parents=True, exist_ok=True)
@@ -46,9 +85,9 @@ def environment(ports: tuple[int, int]) -> dict[str, str]:
         "TOOLHUB_SECRET_KEYS": _persistent("fernet-keys", lambda: Fernet.generate_key().decode()),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DATABASE_URL": f"{PG}/{DB_NAME}",
-        "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
-        "CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB + 1}",
-        "CELERY_RESULT_BACKEND": f"redis://127.0.0.1:6379/{REDIS_DB + 2}",
+        "REDIS_URL": f"{redis_url}/{REDIS_DB}",
+        "CELERY_BROKER_URL": f"{redis_url}/{REDIS_DB + 1}",
+        "CELERY_RESULT_BACKEND": f"{redis_url}/{REDIS_DB + 2}",
         "TOOLHUB_VAR_DIR": str(STATE),
         "TOOLHUB_WORKSPACE_ROOT": str(STATE / "workspace"),
         "PROMETHEUS_MULTIPROC_DIR": str(prom),
@@ -177,14 +216,20 @@ def main() -> int:
     a, b = (int(p) for p in args.ports.split(","))
     if args.fresh:
         # Rows encrypted under keys of an earlier run (another checkout) would be unreadable.
-        for name in ("fernet-keys", "django-secret-key", "operator-password", "runner-secret"):
+        for name in ("fernet-keys", "django-secret-key", "operator-password", "runner-secret", "redis-password"):
             (STATE / name).unlink(missing_ok=True)
-    env = environment((a, b))
-    ensure_database(fresh=args.fresh)
-    manage(env, "migrate", "--noinput")
-    manage(env, "collectstatic", "--noinput")
-    user, token = seed(env)
-    procs = start(env, (a, b), args.runners)
+    redis_proc, redis_url = start_redis()
+    own_redis = [redis_proc] if redis_proc is not None else []
+    try:
+        env = environment((a, b), redis_url)
+        ensure_database(fresh=args.fresh)
+        manage(env, "migrate", "--noinput")
+        manage(env, "collectstatic", "--noinput")
+        user, token = seed(env)
+        procs = start(env, (a, b), args.runners)
+    except BaseException:
+        stop(own_redis)
+        raise
     stopping = False
 
     def _stop(signum: int, frame: object) -> None:
@@ -201,6 +246,7 @@ def main() -> int:
         print(f"  Web A:  http://127.0.0.1:{a}/   Web B: http://127.0.0.1:{b}/")
         print(f"  API:    Authorization: Token {token}   (X-Tenant: prod; user {user}, owner)")
         print(f"  Runners: {args.runners} (LOCAL servers, one per key in the deployment)")
+        print(f"  Redis:  {redis_url.rsplit('@', 1)[-1]} (requirepass: {STATE / 'redis-password'})")
         print(f"  Logs:   {STATE / 'logs'}   Metrics: http://127.0.0.1:{a}/metrics")
         sys.stdout.flush()
         if args.check:
@@ -214,6 +260,7 @@ def main() -> int:
         return 0
     finally:
         stop(procs)
+        stop(own_redis)  # last: runners withdraw their announcements on the way out
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
 
 from core.errors import DomainError
 from tenants_app import services
@@ -21,6 +22,16 @@ _TenantForm = forms.ModelForm[Tenant]
 _TenantAdmin = admin.ModelAdmin[Tenant]
 _MembershipForm = forms.ModelForm[Membership]
 _MembershipAdmin = admin.ModelAdmin[Membership]
+
+# What each LOCAL network exposes to the tenant's own code (docs/security.md); `host` is shown in red.
+NETWORK_EXPOSES = {
+    "none": "No network at all: the servers reach nothing, not even loopback.",
+    "public": "The internet only, through a user-mode network stack: never loopback, this host's addresses, private, "
+              "link-local or cloud-metadata ranges, whatever DNS answers.",
+    "host": "THE HOST'S NETWORK: the servers reach everything this host reaches, its loopback services included - "
+            "Redis, PostgreSQL, the LOCAL server runners, the web processes, the cloud metadata service and the "
+            "private network. Only for a tenant you trust with the deployment's back end.",
+}
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
                       "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
@@ -66,7 +77,14 @@ class TenantAdmin(ServiceAdminMixin, _TenantAdmin):
     list_display = ["slug", "name", "is_active", "created_at"]
     search_fields = ["slug", "name"]
     list_filter = ["is_active"]
-    fields = (*TENANT_FORM_FIELDS, "members")
+    fields = (*TENANT_FORM_FIELDS, "network_exposes", "members")
+
+    @admin.display(description="What the LOCAL network exposes")
+    def network_exposes(self, obj: Tenant) -> str:
+        text = NETWORK_EXPOSES.get(obj.local_network, "")
+        if obj.local_network == "host":
+            return format_html('<strong class="toolhub-host-network" style="color: #ba2121">{}</strong>', text)
+        return format_html("{}", text)
 
     @admin.display(description="Members")
     def members(self, obj: Tenant) -> str:
@@ -80,10 +98,10 @@ class TenantAdmin(ServiceAdminMixin, _TenantAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # The form shows only what this viewer may change; the service refuses anything else regardless.
         if request.user.is_superuser:
-            return ["members"]
+            return ["network_exposes", "members"]
         if obj is not None and services.actor_role(tenant=obj, actor=request.user) == Role.OWNER:
-            return ["is_active", "local_network", "local_memory_mb", "members"]
-        return [*TENANT_FORM_FIELDS, "members"]
+            return ["is_active", "local_network", "local_memory_mb", "network_exposes", "members"]
+        return [*TENANT_FORM_FIELDS, "network_exposes", "members"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)

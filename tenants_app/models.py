@@ -12,6 +12,14 @@ from core.roles import ROLE_RANK, Role, role_at_least
 __all__ = ["ROLE_RANK", "Membership", "Role", "Tenant"]
 
 
+# The network a tenant's LOCAL servers get (docs/security.md says what each exposes).
+LOCAL_NETWORKS = [
+    ("none", "No network"),
+    ("public", "The internet only (user-mode network; no loopback, host, private or metadata addresses)"),
+    ("host", "The host's network: loopback, Redis, PostgreSQL, runners and every service the host reaches"),
+]
+
+
 class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -39,8 +47,10 @@ class Tenant(models.Model):
     )
     # The LOCAL server sandbox (set by platform operators only): network and the tenant's total memory.
     local_network = models.CharField(
-        max_length=16, choices=[("none", "No network"), ("host", "The host's network")], default="none",
-        help_text="Network of this tenant's LOCAL servers: none, or the host's (loopback included: operators only)",
+        max_length=16, choices=LOCAL_NETWORKS, default="none",
+        help_text="Network of this tenant's LOCAL servers: none; public (the internet only: never loopback, the "
+                  "host, private, link-local or metadata addresses); or host (the host's own network: its loopback "
+                  "services, Redis, PostgreSQL, runners and web processes included)",
     )
     local_memory_mb = models.PositiveIntegerField(
         null=True, blank=True, help_text="Memory of all this tenant's sandboxed processes together (MiB); "

@@ -93,8 +93,9 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
             f"only a platform operator (superuser) may change {', '.join(sorted(set(changed) & OPERATOR_FIELDS))}",
             details={"fields": sorted(set(changed) & OPERATOR_FIELDS)},
         )
-    if changed.get("local_network", "none") not in ("none", "host"):
-        raise ValidationFailed("local_network must be none or host", details={"field": "local_network"})
+    if changed.get("local_network", "none") not in ("none", "public", "host"):
+        raise ValidationFailed(f"local_network {changed['local_network']!r} is invalid; accepted: none, public, host",
+                               details={"field": "local_network", "accepted": ["none", "public", "host"]})
     if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
         _require(tenant=row, actor=actor, at_least=Role.OWNER)
     if "slug" in changed:

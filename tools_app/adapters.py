@@ -64,7 +64,7 @@ def local_pool() -> SessionPool:
 
 
 def runner_registry() -> Registry:
-    return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S)
+    return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S, secret=settings.TOOLHUB_RUNNER_SECRET)
 
 
 def runner_of(tool: Tool) -> RunnerInfo | None:
@@ -193,6 +193,7 @@ def server_sandbox(tenant: Tenant) -> ServerSandbox | None:
         workspace=str(_workspace_of(tenant.pk)),
         uid=int(settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE) + int(tenant.pk),
         share_net=tenant.local_network == "host",
+        public_net=tenant.local_network == "public",
     )
 
 

@@ -53,6 +53,12 @@ def _gauges() -> Iterable[Metric]:
         "toolhub_runner_servers", "LOCAL MCP servers each live runner holds (runner tier)", ["runner", "draining"],
         (([str(r["id"]), str(bool(r["draining"])).lower()], r["servers"]) for r in runners),
     )
+    if "runner_announcements_rejected" in stats:
+        yield metrics.gauge(
+            "toolhub_runner_announcements_rejected",
+            "Runner announcements and draining marks in Redis this process ignored (forged, unsigned or expired)",
+            [], [([], stats["runner_announcements_rejected"])],
+        )
 
 
 def connect() -> None:

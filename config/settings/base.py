@@ -359,6 +359,8 @@ TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in env_str("TOOLHUB_LOCAL_APP
 TOOLHUB_RUNNERS = env_choice("TOOLHUB_RUNNERS", "", ("", "redis"))
 TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
 TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
+# A runner runs a LOCAL server without a sandbox (an operator's `unsandboxed` tool) only when its own settings say so.
+TOOLHUB_RUNNER_ALLOW_UNSANDBOXED = env_bool("TOOLHUB_RUNNER_ALLOW_UNSANDBOXED", False)
 if TOOLHUB_RUNNERS and not (REDIS_URL and TOOLHUB_RUNNER_SECRET):
     raise ImproperlyConfigured("TOOLHUB_RUNNERS=redis needs REDIS_URL and TOOLHUB_RUNNER_SECRET")
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.

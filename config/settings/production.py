@@ -1,12 +1,14 @@
 """Production: everything from the environment, secure cookies, keys required."""
 
 
+from urllib.parse import urlsplit
+
 from django.core.exceptions import ImproperlyConfigured
 
 from core.env import env_bool, env_float, env_int, env_list, env_str
 
 from .base import *  # noqa: F403
-from .base import TOOLHUB_SECRET_KEYS
+from .base import CELERY_BROKER_URL, CELERY_RESULT_BACKEND, REDIS_URL, TOOLHUB_SECRET_KEYS
 
 DEBUG = False
 SESSION_COOKIE_SECURE = True
@@ -39,6 +41,19 @@ if TOOLHUB_BEHIND_TLS_PROXY:
     SECURE_HSTS_SECONDS = env_int("TOOLHUB_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TOOLHUB_HSTS_INCLUDE_SUBDOMAINS", False)
     SECURE_HSTS_PRELOAD = False
+# Redis decides where LOCAL calls go (runner announcements) and carries the task queue: whatever reaches it
+# without a password (a tenant's LOCAL server on the host's network, a neighbour on the LAN) could redirect calls or
+# queue tasks. Every Redis URL names a password (redis://:PASSWORD@host:port/db) or a unix socket.
+for _name, _url in (("REDIS_URL", REDIS_URL), ("CELERY_BROKER_URL", CELERY_BROKER_URL),
+                    ("CELERY_RESULT_BACKEND", CELERY_RESULT_BACKEND or "")):
+    _parsed = urlsplit(_url)
+    if _parsed.scheme in ("redis", "rediss") and not _parsed.password:
+        raise ImproperlyConfigured(
+            f"{_name} must carry the Redis password in production (redis://:PASSWORD@{_parsed.hostname or 'host'}:"
+            f"{_parsed.port or 6379}{_parsed.path}; set `requirepass` in redis.conf): a Redis without one can be "
+            "read and written by any process that reaches it, and it decides where LOCAL server calls go"
+        )
+
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 

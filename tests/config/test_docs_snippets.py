@@ -29,12 +29,14 @@ def code_of(line: str) -> str:
     return "" if line.lstrip().startswith("#") else line.split("  #", 1)[0]
 
 
-def test_python_311_is_stated_up_front_and_matches_the_project() -> None:
+def test_the_supported_pythons_are_stated_up_front_and_match_the_project() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert "Python 3.11" in "\n".join(readme.splitlines()[:6])  # before anything else is asked of the reader
+    assert "Python 3.11, 3.12 or 3.13" in "\n".join(readme.splitlines()[:6])  # before anything else is asked
     assert readme.index("## Prerequisites") < readme.index("## Two commands")
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
-    assert requires == ">=3.11,<3.12" and requires in readme
+    assert requires == ">=3.11,<3.14"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "foreach v,3.11 3.12 3.13" in makefile and "(3, 11) <= sys.version_info[:2] <= (3, 13)" in makefile
 
 
 def test_no_page_points_outside_the_repository() -> None:

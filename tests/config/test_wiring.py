@@ -117,3 +117,19 @@ def test_the_filesystem_broker_keeps_its_control_folder_under_var() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("celery/control") and "/var/" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"])
+def test_production_refuses_a_redis_without_password(name: str) -> None:
+    done = _load_settings({**PROD_ENV, name: "redis://127.0.0.1:6379/3"})
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and f"{name} must carry the Redis password" in done.stderr
+    assert "redis://:PASSWORD@127.0.0.1:6379/3" in done.stderr
+
+
+def test_production_takes_a_redis_with_password() -> None:
+    urls = {name: f"redis://:s3cret@127.0.0.1:6379/{n}"
+            for n, name in enumerate(("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"))}
+    done = _load_settings({**PROD_ENV, **urls}, "print(settings.REDIS_URL.startswith('redis://:s3cret@'))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

@@ -53,7 +53,8 @@ class Api:
 @pytest.fixture(scope="module")
 def topology() -> Iterator[tuple[Api, Api, str]]:
     a, b = _free_port(), _free_port()
-    env = {**os.environ, "TOOLHUB_PROD_LOCAL_DB": "toolhub_prod_local_test", "TOOLHUB_PROD_LOCAL_REDIS_DB": "9",
+    env = {**os.environ, "TOOLHUB_PROD_LOCAL_REDIS_DB": "9",
+           "TOOLHUB_PROD_LOCAL_DB": os.environ.get("TOOLHUB_PROD_LOCAL_DB", "toolhub_prod_local_test"),
            # The hostile probe server and the interpreter the tests name as command are mounted for the sandbox
            # (the demo server is mounted by prod_local).
            "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": f"{REPO / 'tests' / 'fixtures' / 'mcp_servers'}:{sys.prefix}"}
@@ -301,3 +302,15 @@ def test_an_expired_oauth_token_is_refreshed_once_under_calls_racing_in_both_web
         assert status == 200 and stats["success"], stats
         counted = json.loads(stats["text"])
         assert counted["reuse_detected"] == 0 and counted["refreshes"] >= 1, counted
+
+
+def test_the_deployments_redis_answers_only_with_its_password(topology: Any) -> None:
+    """Redis decides where LOCAL calls go: prod_local's own Redis refuses whoever does not give its password."""
+    import redis
+
+    conf = (REPO / "var" / "prod-local" / "redis.conf").read_text()
+    port = int(next(line.split()[1] for line in conf.splitlines() if line.startswith("port ")))
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=5).set("toolhub:runner:forged", "x")
+    password = (REPO / "var" / "prod-local" / "redis-password").read_text().strip()
+    assert redis.Redis(host="127.0.0.1", port=port, password=password, socket_connect_timeout=5).ping()

@@ -229,3 +229,23 @@ def test_commands_go_through_the_services(acme: Tenant) -> None:
     call_command("add_member", "initech", "mike", "--role", "owner")
     call_command("add_member", "initech", "peter", "--role", "member")  # the operator re-roles
     assert membership(initech, peter.user).role == Role.MEMBER
+
+
+def test_the_local_network_is_an_operators_choice_and_host_is_shown_in_red(acme: Tenant, boss: Any) -> None:
+    operator = UserFactory(is_superuser=True, is_staff=True)
+    for network in ("public", "host"):
+        with pytest.raises(PermissionDenied):
+            services.tenant_update(tenant=acme, actor=boss, changes={"local_network": network})
+    with pytest.raises(ValidationFailed) as bad:
+        services.tenant_update(tenant=acme, actor=operator, changes={"local_network": "internet"})
+    assert "'internet'" in bad.value.message and "none, public, host" in bad.value.message
+    acme = services.tenant_update(tenant=acme, actor=operator, changes={"local_network": "public"})
+    page = browser(operator).get(f"/admin/tenants_app/tenant/{acme.pk}/change/").content.decode()
+    assert "The internet only" in page and "toolhub-host-network" not in page
+    acme = services.tenant_update(tenant=acme, actor=operator, changes={"local_network": "host"})
+    page = browser(operator).get(f"/admin/tenants_app/tenant/{acme.pk}/change/").content.decode()
+    assert 'class="toolhub-host-network" style="color: #ba2121"' in page
+    assert "Redis, PostgreSQL, the LOCAL server runners, the web processes" in page
+    # The owner sees what it exposes, and cannot change it.
+    owner_page = browser(boss).get(f"/admin/tenants_app/tenant/{acme.pk}/change/").content.decode()
+    assert "toolhub-host-network" in owner_page and 'name="local_network"' not in owner_page

@@ -4,10 +4,13 @@ the whole deployment, whichever web process calls; a dead or draining runner's s
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +27,7 @@ from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.runner.client import RunnerPool
 from tools_app.runtime.runner.placement import Registry
-from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
+from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerSandbox
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "runner-test-secret"
@@ -63,13 +66,14 @@ class Runners:
 
     def __init__(self, tmp_path: Path) -> None:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S)
+        self.registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
         self.tmp_path = tmp_path
 
-    def start(self, runner_id: str) -> None:
+    def start(self, runner_id: str, **settings: str) -> None:
         port = free_port()
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
-               "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S)}
+               "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S),
+               **settings}
         self.procs[runner_id] = subprocess.Popen(
             [sys.executable, "manage.py", "toolhub_runner", "--port", str(port), "--id", runner_id], cwd=REPO,
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -101,14 +105,14 @@ def runners(tmp_path: Path) -> Iterator[Runners]:
 @pytest.fixture
 def web() -> Iterator[list[RunnerPool]]:
     """Two 'web processes': each its own pool facade and registry reader, as two workers would have."""
-    pools = [RunnerPool(SessionPool(policy=OutboundPolicy.build("")), Registry(REDIS_URL, ttl_s=RUNNER_TTL_S), SECRET)
+    pools = [RunnerPool(SessionPool(policy=OutboundPolicy.build("")), Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET), SECRET)
              for _ in range(2)]
     yield pools
     for pool in pools:
         pool.shutdown()
 
 
-def counter_spec(tmp_path: Path, marker: str, *, version: int = 1) -> ServerSpec:
+def counter_spec(tmp_path: Path, marker: str, *, version: int = 1, sandboxed: bool = True) -> ServerSpec:
     workspace = tmp_path / "tenant.1"
     workspace.mkdir(exist_ok=True)
     box = ServerSandbox(policy=SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE))),
@@ -116,7 +120,7 @@ def counter_spec(tmp_path: Path, marker: str, *, version: int = 1) -> ServerSpec
     config = {"command": sys.executable, "args": [str(COUNTER)], "env": {"TOOLHUB_TEST_MARKER": marker},
               "startup_timeout_s": 20}
     return server_spec(tool_id=41, config_version=version, tenant_key="1", tool_type="LOCAL", config=config,
-                       sandbox=box)
+                       sandbox=box if sandboxed else None)
 
 
 def marked(marker: str) -> list[int]:
@@ -196,3 +200,92 @@ def test_a_runner_answers_only_with_the_secret(runners: Runners, web: list[Runne
         refused = httpx2.post(url + "/v1/call", json=body, headers=headers, timeout=10)
         assert refused.status_code == 401
     assert web[0].registry.runners(max_age_s=0)[0].servers == 0
+
+
+class Catcher:
+    """A listener on 127.0.0.1 standing in for an attacker's server: it records every connection made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.received: list[bytes] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self.received.append(conn.recv(65536))
+                    conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+                except OSError:
+                    continue
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_forged_announcement_and_draining_mark_do_not_move_a_call(runners: Runners, web: list[RunnerPool],
+                                                                    tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """What a tenant on the host's network did with a Redis it could reach: mark the real runner draining and
+    announce its own address. The next LOCAL call still goes to the real runner; nothing reaches the forged one."""
+    runners.start("r1")
+    marker = uuid.uuid4().hex
+    spec = counter_spec(tmp_path, marker)
+    assert count(web[0], spec)["count"] == 1
+    catcher = Catcher()
+    attacker = redis.Redis.from_url(REDIS_URL)
+    assert wait_until(lambda: attacker.get("toolhub:runner:r1") is not None)
+    real = json.loads(attacker.get("toolhub:runner:r1") or b"{}")
+    forged = {"id": "r0-evil", "url": catcher.url, "draining": False, "servers": 0, "since": time.time()}
+    # The layout before signing, the signed layout with a made-up signature, and the real runner's entry replayed
+    # with draining set and a new URL: none is signed with the secret.
+    attacker.set("toolhub:runner:r0-evil", json.dumps(forged))
+    attacker.set("toolhub:runner:r0-evil2", json.dumps({"info": {**forged, "id": "r0-evil2"},
+                                                         "expires": time.time() + 600, "sig": "0" * 64}))
+    attacker.set("toolhub:runner:r1", json.dumps({**real, "info": {**real["info"], "draining": True,
+                                                                     "url": catcher.url}}))
+    attacker.set("toolhub:runner:r1:drain", "1")
+    try:
+        with caplog.at_level(logging.WARNING, logger="toolhub.runner"):
+            web[0].registry.forget()
+            assert count(web[0], spec)["count"] == 2  # the same server, on the real runner
+            assert [r.id for r in web[0].registry.runners(max_age_s=0)] == ["r1"]
+            # The runner's next heartbeat read the forged draining mark and did not drain.
+            assert wait_until(lambda: Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0))
+            assert not Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0)[0].draining
+            assert count(web[1], spec)["count"] == 3  # another web process, reading Redis afresh
+            web[1].close(spec.tool_id)  # close goes to every live runner: only verified ones
+        assert catcher.received == []
+        assert web[0].registry.rejected >= 3
+        assert web[0].stats()["runner_announcements_rejected"] == web[0].registry.rejected
+        logged = " ".join(r.getMessage() for r in caplog.records)
+        assert "toolhub:runner:r0-evil" in logged and "toolhub:runner:r0-evil2" in logged
+        assert "toolhub:runner:r1" in logged
+    finally:
+        catcher.close()
+
+
+def test_a_runner_refuses_a_server_without_sandbox_unless_its_own_settings_allow_it(
+        runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+    runners.start("r1")
+    marker = uuid.uuid4().hex
+    spec = counter_spec(tmp_path, marker, sandboxed=False)
+    with pytest.raises(SandboxUnavailable) as refused:
+        web[0].probe(spec)
+    assert "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED" in refused.value.message
+    assert marked(marker) == []  # nothing ran
+    runners.kill("r1")
+    Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).withdraw("r1")
+    runners.start("r2", TOOLHUB_RUNNER_ALLOW_UNSANDBOXED="on")
+    web[0].registry.forget()
+    assert count(web[0], spec)["count"] == 1
+    assert marked(marker)

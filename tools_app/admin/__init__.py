@@ -190,7 +190,9 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
         if obj.unsandboxed:
             return format_html('<strong class="toolhub-unsandboxed" style="color: #ba2121">{}</strong>',
                                "UNSANDBOXED: runs as Toolhub's own user, with its files, environment and network")
-        network = "the host's network" if obj.tenant.local_network == "host" else "no network"
+        network = {"host": "THE HOST'S NETWORK (loopback, Redis, PostgreSQL, runners, private ranges)",
+                   "public": "the internet only (no loopback, host, private or metadata addresses)"}.get(
+            obj.tenant.local_network, "no network")
         runner = adapters.runner_of(obj)
         where = (f"on runner {runner.id} (up since {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(runner.since))})"
                  if runner is not None else "in each web process" if not settings.TOOLHUB_RUNNERS

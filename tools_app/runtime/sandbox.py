@@ -117,9 +117,11 @@ def bwrap_argv(
     share_net: bool = False,
     chdir: Path | None = None,
     limits: tuple[str, ...] = (),
+    resolv_conf: str | None = None,
 ) -> list[str]:
     """The full bwrap command line that runs `argv` confined to `workspace` (its cwd unless `chdir` names a folder
-    inside it). `share_net` keeps the host's network; `limits` are extra prlimit options set inside."""
+    inside it). `share_net` keeps the host's network; `limits` are extra prlimit options set inside; `resolv_conf`
+    is shown as /etc/resolv.conf (the `public` network's DNS)."""
     out = [
         bwrap,
         "--unshare-all",  # user, pid, net, ipc, uts, cgroup: no network at all
@@ -137,6 +139,9 @@ def bwrap_argv(
         out.append("--share-net")
     for key, value in sorted(env.items()):
         out += ["--setenv", key, value]
+    # The sandbox's own /tmp first: a read-only path inside the system temp folder (a checkout or venv under
+    # /tmp) is then mounted on top of it instead of being hidden by it.
+    out += ["--size", str(policy.tmp_bytes), "--tmpfs", "/tmp"]
     for path in (*policy.ro_paths, *policy.extra_ro_paths):
         if os.path.islink(path) and os.path.dirname(path) == "/":
             out += ["--symlink", os.readlink(path), path]  # merged /usr: /bin -> usr/bin
@@ -145,10 +150,11 @@ def bwrap_argv(
             real = os.path.realpath(path)
             if real != path:  # a linked folder: programs may name it by either path
                 out += ["--ro-bind", real, real]
+    if resolv_conf is not None:
+        out += ["--ro-bind", resolv_conf, "/etc/resolv.conf"]
     out += [
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(policy.tmp_bytes), "--tmpfs", "/tmp",
         "--bind", str(workspace), str(workspace),
         "--remount-ro", "/",  # the sandbox's own root tmpfs; /tmp and the workspace stay writable
         "--chdir", str(chdir or workspace),
@@ -224,7 +230,8 @@ class ServerSandbox:
     tenant_key: str
     workspace: str  # the tenant's workspace: the server's cwd (or a folder in it) and its only writable path
     uid: int  # the tenant's own uid inside the sandbox
-    share_net: bool = False  # the tenant policy's network: False is none at all
+    share_net: bool = False  # the tenant policy's network `host`: the host's own network, loopback included
+    public_net: bool = False  # the tenant policy's network `public`: the internet only (runtime/netjail.py)
 
     def chdir(self, cwd: str | None) -> Path:
         """The server's working directory: `cwd` resolved inside the workspace (relative paths from it)."""

@@ -40,8 +40,9 @@ class Command(BaseCommand):
         url = options["url"] or f"http://{host}:{port}"
         pool = adapters.local_pool()
         heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url)
-        server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET), host=host,
-                                                  port=port, log_level="warning", lifespan="off"), heartbeat)
+        server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET,
+                                                            allow_unsandboxed=settings.TOOLHUB_RUNNER_ALLOW_UNSANDBOXED),
+                                                  host=host, port=port, log_level="warning", lifespan="off"), heartbeat)
         self.stdout.write(f"toolhub runner {runner_id} starting on {url}")
         try:
             server.run()

@@ -131,6 +131,18 @@ class CommandRunner:
         tenant = str(ctx.tenant_id if ctx.tenant_id is not None else ctx.tenant_slug)
         self.cgroup = memory_cgroup(tenant, self.policy.tenant_memory_bytes,
                                     configured=self.policy.cgroup_root) if self.bwrap else None
+        if self.bwrap and self.policy.tenant_memory_bytes > 0 and self.cgroup is None:
+            # Per-process rlimits alone let a command hold memory many times over in its children: without the
+            # tenant's total cap the command does not run.
+            raise SandboxUnavailable(
+                f"execute_command runs only under the tenant's total memory cap "
+                f"({self.policy.tenant_memory_bytes >> 20} MiB), and no writable memory cgroup is available to hold "
+                f"it{f' at TOOLHUB_SANDBOX_CGROUP={self.policy.cgroup_root!r}' if self.policy.cgroup_root else ''}: "
+                "name a writable (on cgroup v2, delegated) cgroup in TOOLHUB_SANDBOX_CGROUP, or, accepting that a "
+                "command's processes are capped only one by one, set TOOLHUB_SANDBOX_TENANT_MEMORY_MB=0",
+                details={"setting": "TOOLHUB_SANDBOX_CGROUP", "cgroup": self.policy.cgroup_root,
+                         "tenant_memory_bytes": self.policy.tenant_memory_bytes},
+            )
 
     @property
     def sandboxed(self) -> bool:

@@ -8,6 +8,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TypeVar
 import anyio
 from anyio.abc import Process
 
+from tools_app.runtime import netjail
 from tools_app.runtime.cgroups import memory_cgroup
 from tools_app.runtime.errors import CommandNotExecutable, CommandNotFound, ConnectionFailed
 from tools_app.runtime.mcp.spec import LocalSpec
@@ -30,6 +32,7 @@ from tools_app.runtime.procenv import (
 )
 from tools_app.runtime.sandbox import (
     SandboxPathRefused,
+    SandboxUnavailable,
     bwrap_argv,
     check_available,
     prlimit_options,
@@ -116,6 +119,11 @@ def launch(executable: str, spec: LocalSpec, argv: list[str], extra_env: dict[st
     if sandbox is None:
         return Launch(argv=argv, env=env, cwd=spec.cwd)
     bwrap = check_available(sandbox.policy)
+    public = sandbox.public_net and not sandbox.share_net
+    if public and netjail.available() is None:
+        raise SandboxUnavailable(
+            f"this tenant's LOCAL servers have the `public` network, which needs slirp4netns on the host running "
+            f"them: {netjail.INSTALL_HINT}", details={"network": "public", "install": "apt-get install slirp4netns"})
     full = bwrap_argv(
         sandbox.policy,
         bwrap=bwrap,
@@ -126,7 +134,10 @@ def launch(executable: str, spec: LocalSpec, argv: list[str], extra_env: dict[st
         share_net=sandbox.share_net,
         chdir=sandbox.chdir(spec.cwd),
         limits=prlimit_options(sandbox.policy),
+        resolv_conf=netjail.RESOLV_CONF if public else None,
     )
+    if public:  # bubblewrap waits until the launcher has attached the network and closed the non-internet ranges
+        full = [sys.executable, netjail.__file__, "--", *full]
     policy = sandbox.policy
     group = memory_cgroup(sandbox.tenant_key, policy.tenant_memory_bytes, configured=policy.cgroup_root)
     if group is not None:

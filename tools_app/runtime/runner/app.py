@@ -3,6 +3,9 @@
 Web processes and workers send `probe`, `call`, `session` (read-only prompts/resources requests) and `close`; the
 runner runs them on its own session pool, so each server key has one process in the whole deployment. Every
 request carries `Authorization: Bearer <TOOLHUB_RUNNER_SECRET>`; anything else answers 401 and runs nothing.
+A request for a server without a sandbox (an operator's `unsandboxed` tool, or TOOLHUB_LOCAL_SANDBOX=off where the
+web process runs) is refused unless the runner's own configuration allows it (TOOLHUB_RUNNER_ALLOW_UNSANDBOXED=on):
+whoever holds the secret does not thereby get to run code on the runner's host outside the sandbox.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from starlette.routing import Route
 
 from core.errors import RuntimeToolError
 from tools_app.runtime.mcp.pool import SessionPool
+from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.runner.placement import Registry, RunnerInfo
 from tools_app.runtime.runner.wire import discovery_to_json, error_to_json, result_to_json, spec_from_json
+from tools_app.runtime.sandbox import SandboxUnavailable
 
 # The only session requests a runner serves for others: reads, as the gateway forwards them.
 SESSION_METHODS: dict[str, type[Any]] = {
@@ -34,11 +39,27 @@ SESSION_METHODS: dict[str, type[Any]] = {
 }
 
 
-def build_app(pool: SessionPool, secret: str) -> Starlette:
-    """The runner's routes over `pool`."""
+def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
+    """The spec a request names, refused when it asks for no sandbox and this runner does not allow that."""
+    spec = spec_from_json(raw)
+    if isinstance(spec.target, LocalSpec) and spec.target.sandbox is None and not allow_unsandboxed:
+        raise SandboxUnavailable(
+            "this runner does not run LOCAL servers outside the sandbox; the request asked for none (an "
+            "unsandboxed tool, or TOOLHUB_LOCAL_SANDBOX=off). An operator who accepts that allows it on the "
+            "runner itself with TOOLHUB_RUNNER_ALLOW_UNSANDBOXED=on",
+            details={"tool_id": spec.tool_id, "setting": "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED"},
+        )
+    return spec
+
+
+def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False) -> Starlette:
+    """The runner's routes over `pool`; servers without a sandbox run only when `allow_unsandboxed`."""
     if not secret:
         raise ValueError("a runner needs TOOLHUB_RUNNER_SECRET: its transport is authenticated")
     expected = f"Bearer {secret}".encode()
+
+    def sandboxed(raw: dict[str, Any]) -> ServerSpec:
+        return checked_spec(raw, allow_unsandboxed=allow_unsandboxed)
 
     async def guarded(request: Request, handle: Any) -> JSONResponse:
         given = request.headers.get("authorization", "").encode()
@@ -51,19 +72,19 @@ def build_app(pool: SessionPool, secret: str) -> Starlette:
             return JSONResponse({"error": error_to_json(exc)}, 409)
 
     async def call(body: dict[str, Any]) -> dict[str, Any]:
-        spec = spec_from_json(body["spec"])
+        spec = sandboxed(body["spec"])
         result = await pool.acall(spec, str(body["function"]), dict(body.get("arguments") or {}),
                                   body.get("timeout_s"))
         return {"result": result_to_json(result)}
 
     async def probe(body: dict[str, Any]) -> dict[str, Any]:
-        return {"discovery": discovery_to_json(await pool.aprobe(spec_from_json(body["spec"])))}
+        return {"discovery": discovery_to_json(await pool.aprobe(sandboxed(body["spec"])))}
 
     async def session(body: dict[str, Any]) -> dict[str, Any]:
         method = str(body.get("method"))
         if method not in SESSION_METHODS:
             raise RuntimeToolError(f"session method {method!r} is not served; accepted: {', '.join(SESSION_METHODS)}")
-        spec = spec_from_json(body["spec"])
+        spec = sandboxed(body["spec"])
         args, kwargs = list(body.get("args") or []), dict(body.get("kwargs") or {})
 
         async def op(client: Any) -> Any:
@@ -105,7 +126,7 @@ class Heartbeat:
     def beat(self) -> None:
         servers = int(self.pool.stats().get("open_sessions", 0))
         self.registry.announce(RunnerInfo(id=self.runner_id, url=self.url, servers=servers, since=self.since,
-                                          draining=self.registry.draining(self.runner_id)))
+                                          draining=self.registry.draining(self.runner_id, self.since)))
 
     def _run(self) -> None:
         while not self._stop.wait(self.registry.ttl_s / 3):
@@ -119,7 +140,6 @@ class Heartbeat:
         if self._thread.is_alive():  # never started when the server could not bind its port
             self._thread.join(5)
         try:
-            self.registry.withdraw(self.runner_id)
-            self.registry.redis.delete(f"toolhub:runner:{self.runner_id}:drain")
+            self.registry.withdraw(self.runner_id)  # and its draining mark
         except Exception:  # noqa: BLE001 - the TTL ends the entry anyway
             pass

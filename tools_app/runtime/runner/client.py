@@ -83,7 +83,8 @@ class RunnerPool:
         self.client.close()
 
     def stats(self) -> dict[str, Any]:
-        return {**self.local.stats(), "runners": self.registry.describe()}
+        return {**self.local.stats(), "runners": self.registry.describe(),
+                "runner_announcements_rejected": self.registry.rejected}
 
     # ---- transport -------------------------------------------------------------------------------
 

@@ -226,3 +226,21 @@ def test_npm_never_runs_package_scripts(ctx: BuiltinContext, layout: dict[str, P
     result = run(test_ctx, "npm install --no-audit")
     assert result.success, result
     assert sorted(p.name for p in layout["root"].glob("*-ran")) == []
+
+
+@needs_bwrap
+def test_no_command_runs_where_the_tenants_memory_cap_cannot_be_held(ctx: BuiltinContext,
+                                                                     layout: dict[str, Path]) -> None:
+    """Per-process rlimits alone let three children hold 900 MiB each: without a cgroup for the total, refuse."""
+    nowhere = layout["tmp"] / "no-such-cgroup"
+    uncapped = dataclasses.replace(ctx, command_allowlist=frozenset({"touch"}), sandbox=SandboxPolicy(
+        tenant_memory_bytes=150 << 20, cgroup_root=str(nowhere)))
+    result = run(uncapped, "touch ran-anyway")
+    assert result.success is False and result.error_code == "EXECUTION_ERROR", result
+    assert "total memory cap (150 MiB)" in (result.error or "") and "TOOLHUB_SANDBOX_CGROUP" in (result.error or "")
+    assert str(nowhere) in (result.error or "")
+    assert not (layout["root"] / "ran-anyway").exists()
+    # No total cap asked for (the operator's TOOLHUB_SANDBOX_TENANT_MEMORY_MB=0): the command runs.
+    no_cap = dataclasses.replace(uncapped, sandbox=SandboxPolicy(cgroup_root=str(nowhere)))
+    assert run(no_cap, "touch ran").data["exit_code"] == 0
+    assert (layout["root"] / "ran").exists()
