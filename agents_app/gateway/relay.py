@@ -23,9 +23,15 @@ import mcp_types as types
 from django.conf import settings
 
 from core.codes import ApiCode
+from tools_app.runtime.mcp.client_requests import ClientRequestRefused
 
 QUESTION_KEY = "upstream-elicitation"
 _ME = secrets.token_hex(8)  # this process: a requestState naming another one's call is refused at once
+
+
+def _here() -> str:
+    """This gateway: the process and its event loop (one gateway serves on one loop)."""
+    return f"{_ME}:{id(asyncio.get_running_loop())}"
 
 
 class RelayRefused(Exception):
@@ -51,7 +57,10 @@ class Relay:
         answer: Future[dict[str, Any]] = Future()
         self.loop.call_soon_threadsafe(self.questions.put_nowait, (params, answer))
         timeout = float(settings.TOOLHUB_MCP_ELICIT_TIMEOUT_S)
-        return answer.result(timeout)
+        try:
+            return answer.result(timeout)
+        except TimeoutError:
+            raise ClientRequestRefused("declined: the gateway's client did not answer in time") from None
 
     def start(self, call: Awaitable[Any]) -> None:
         self.task = asyncio.ensure_future(call)
@@ -71,7 +80,7 @@ class Relay:
         shape = types.ElicitRequestURLParams if params.get("mode") == "url" else types.ElicitRequestFormParams
         question = types.ElicitRequest(params=shape.model_validate(params))
         return types.InputRequiredResult(input_requests={QUESTION_KEY: question},
-                                         request_state=json.dumps({"relay": self.id, "at": _ME}))
+                                         request_state=json.dumps({"relay": self.id, "at": _here()}))
 
     def answer(self, result: types.ElicitResult | None) -> None:
         waiting, self.waiting = self.waiting, None
@@ -102,9 +111,10 @@ def resume(params: types.CallToolRequestParams, owner: str) -> Relay:
     for stale in [k for k, r in _held.items() if r.expires < now]:
         _held.pop(stale).answer(None)
     state = json.loads(params.request_state or "{}")
-    relay = _held.pop(str(state.get("relay")), None)
+    here = state.get("at") == _here()
+    relay = _held.pop(str(state.get("relay")), None) if here else None
     if relay is None or relay.owner != owner:
-        where = "another Toolhub process" if state.get("at") != _ME else "this call, which has ended"
+        where = "this call, which has ended" if here else "another Toolhub process"
         raise RelayRefused(f"the server's question was asked by {where}; call the tool again")
     answer = (params.input_responses or {}).get(QUESTION_KEY)
     relay.answer(answer if isinstance(answer, types.ElicitResult) else None)

@@ -263,3 +263,37 @@ def test_a_2026_client_without_elicitation_has_the_servers_question_declined(ser
 
     result = asyncio.run(scenario())
     assert "did not declare elicitation" in json.dumps(result.model_dump(mode="json"))
+
+
+def test_a_relayed_question_answered_at_another_process_is_refused_typed(served_pair: Any, weather: Any,
+                                                                         settings: Any) -> None:
+    from mcp import types
+    from mcp.shared.exceptions import MCPError
+
+    from tests.agents_app.gateway.modern import client
+
+    settings.TOOLHUB_MCP_ELICIT_TIMEOUT_S = 3  # the call left waiting in the first process is declined soon
+    api, _tool_id, agent_id = weather
+    token = token_for_user(user=api.user)
+    first, second = served_pair
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        raise AssertionError("driven by hand")
+
+    async def scenario() -> Any:
+        async with client(first.endpoint("acme", agent_id), token, elicitation_callback=on_elicit) as connected:
+            asked = await connected.session.call_tool("weather__ask", {}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult)
+        answer: types.InputResponses = {"upstream-elicitation": types.ElicitResult(action="accept", content={"city": "Lyon"})}
+        async with client(second.endpoint("acme", agent_id), token, elicitation_callback=on_elicit) as connected:
+            try:
+                await connected.session.call_tool("weather__ask", {}, input_responses=answer,
+                                                  request_state=asked.request_state, allow_input_required=True)
+            except MCPError as refused:
+                return refused
+        return None
+
+    refused = asyncio.run(scenario())
+    assert isinstance(refused, MCPError)
+    assert refused.error.data["code"] == "invalid_request_state"
+    assert "another Toolhub process" in refused.error.message
