@@ -82,6 +82,10 @@ class ApiCode(StrEnum):
     REMOTE_HTTP_ERROR = "remote_http_error"
     WRONG_TRANSPORT = "wrong_transport"
     MALFORMED_RESULT = "malformed_result"
+    # The server speaks no MCP revision Toolhub speaks (JSON-RPC -32022 or a handshake answer); details name both sides.
+    PROTOCOL_VERSION_UNSUPPORTED = "protocol_version_unsupported"
+    # A server kept asking for input (2026-07-28 input_required) past TOOLHUB_MCP_INPUT_ROUNDS rounds.
+    INPUT_ROUNDS_EXCEEDED = "input_rounds_exceeded"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     SANDBOX_PATH_REFUSED = "sandbox_path_refused"
     RUNNER_UNAVAILABLE = "runner_unavailable"

@@ -66,6 +66,12 @@ class Tool(models.Model):
     last_ok_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     last_checked_at = models.DateTimeField(null=True, blank=True)
+    # The MCP revision the server last spoke with Toolhub (2026-07-28 by server/discover, a 2025 one by the
+    # handshake), kept from its last successful Test, refresh or health check; empty before the first one.
+    protocol_version = models.CharField(
+        max_length=32, blank=True, default="",
+        help_text="The MCP revision the server last spoke with Toolhub (its last successful Test, refresh or health "
+                  "check): 2026-07-28, or a 2025 revision by the initialize handshake; empty before the first one.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

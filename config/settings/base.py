@@ -307,6 +307,9 @@ TOOLHUB_BREAKER_COOLDOWN_S = env_int("TOOLHUB_BREAKER_COOLDOWN_S", 300)
 TOOLHUB_POOL_IDLE_TTL_S = env_float("TOOLHUB_POOL_IDLE_TTL_S", 300)
 TOOLHUB_POOL_MAX_PER_TENANT = env_int("TOOLHUB_POOL_MAX_PER_TENANT", 20)
 TOOLHUB_POOL_MAX_TOTAL = env_int("TOOLHUB_POOL_MAX_TOTAL", 100)
+# Rounds a 2026-07-28 upstream may answer one call with input_required (questions, sampling, roots) before the call
+# fails with input_rounds_exceeded.
+TOOLHUB_MCP_INPUT_ROUNDS = env_int("TOOLHUB_MCP_INPUT_ROUNDS", 10, minimum=1)
 TOOLHUB_AUDIT_RESULT_CHARS = env_int("TOOLHUB_AUDIT_RESULT_CHARS", 2000)
 # Audit rows of calls that ran while the database was away wait here (one JSON file each, already redacted) until
 # replayed (tools_app.services.audit_spool). Every process of one deployment should see the same directory.

@@ -112,7 +112,7 @@ class ToolFunctionInline(TenantRoleAdminMixin, _ToolFunctionInline):
 RECENT_CALLS = 10
 MAIN_FIELDS = ["tenant", "name", "description", "type", "status", "safety", "requires_approval"]
 HEALTH_FIELDS = ["health", "config_version", "consecutive_failures", "disabled_until", "last_ok_at", "last_error",
-                 "last_checked_at"]
+                 "last_checked_at", "protocol_version"]
 
 
 @admin.register(Tool)

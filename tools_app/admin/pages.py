@@ -187,8 +187,10 @@ class ToolPagesMixin:
             names = ", ".join(f["name"] for f in body["functions"][:10])
             more = f" and {body['tool_count'] - 10} more" if body["tool_count"] > 10 else ""
             server = body.get("server") or {}
+            spoke = f" over MCP {body['protocol_version']}" if body.get("protocol_version") else ""
             messages.success(request, f"Test OK in {body['latency_ms']} ms: {server.get('name', '?')} "
-                                      f"{server.get('version', '')}, {body['tool_count']} function(s): {names}{more}. "
+                                      f"{server.get('version', '')}{spoke}, {body['tool_count']} function(s): "
+                                      f"{names}{more}. "
                                       f"Compared with the stored functions: {changes_line(body['changes'])}.")
         else:
             messages.error(request, f"Test failed after {body['latency_ms']} ms: {body['error']['code']}: "

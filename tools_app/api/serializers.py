@@ -84,7 +84,7 @@ class ToolOut(ToolListOut):
 
     class Meta(ToolListOut.Meta):
         fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market",
-                                            "registered"]
+                                            "registered", "protocol_version"]
 
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_registered(self, tool: Tool) -> dict[str, Any] | None:

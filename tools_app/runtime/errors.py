@@ -87,6 +87,18 @@ class WrongTransport(ConnectionFailed):
     code = ApiCode.WRONG_TRANSPORT
 
 
+class ProtocolVersionUnsupported(ProtocolError):
+    """The server and Toolhub share no MCP revision; `details`: `supported` (the server's), `requested`, `toolhub`."""
+
+    code = ApiCode.PROTOCOL_VERSION_UNSUPPORTED
+
+
+class InputRoundsExceeded(ProtocolError):
+    """A server answered a call with `input_required` more rounds than allowed (`details.max_rounds`)."""
+
+    code = ApiCode.INPUT_ROUNDS_EXCEEDED
+
+
 class MalformedResult(ProtocolError):
     """A tool result that does not match the protocol or the tool's declared output schema."""
 

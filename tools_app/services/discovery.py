@@ -157,7 +157,9 @@ def probe_and_record(tool: Tool, actor: Any = None) -> Probe:
     if (probe.error or {}).get("code") in CALLER_CODES:
         return probe
     health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""),
-                          tenant_id=tool.tenant_id)
+                          tenant_id=tool.tenant_id, protocol_version=probe.protocol_version or "")
+    if probe.ok and probe.protocol_version:
+        tool.protocol_version = probe.protocol_version
     return probe
 
 

@@ -20,7 +20,7 @@ LAST_ERROR_CHARS = 2000
 
 @transaction.atomic
 def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | None = None,
-                   started_at: datetime | None = None) -> None:
+                   started_at: datetime | None = None, protocol_version: str = "") -> None:
     """Success resets the breaker; the Nth consecutive failure opens it for the cooldown.
 
     A failed call that started before the last failure was recorded (`started_at`) is the same incident, not
@@ -30,8 +30,10 @@ def record_outcome(*, tool_id: int, ok: bool, error: str = "", tenant_id: int | 
     # The updates drop invoke's and the gateway's snapshots of this tool (core.hotcache.TenantBumpingQuerySet).
     tools = Tool.objects.in_tenant(tenant_id) if tenant_id is not None else Tool.objects.all()
     if ok:
+        # A successful connection also says which MCP revision the server spoke (a call through the pool does not).
+        spoke = {"protocol_version": protocol_version[:32]} if protocol_version else {}
         tools.filter(pk=tool_id).update(
-            consecutive_failures=0, disabled_until=None, last_ok_at=now, last_checked_at=now, last_error=""
+            consecutive_failures=0, disabled_until=None, last_ok_at=now, last_checked_at=now, last_error="", **spoke
         )
         return
     rows = tools.filter(pk=tool_id)

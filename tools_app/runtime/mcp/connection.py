@@ -12,16 +12,21 @@ import anyio
 import httpx2
 import mcp_types as types
 import pydantic
+from mcp.client._input_required import InputRequiredRoundsExceededError, run_input_required_driver
+from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from core.outbound import OutboundPolicy, safe_url
 from core.secrets import scrub_text
 from core.version import VERSION
 from tools_app.runtime.errors import (
     ConnectionFailed,
+    InputRoundsExceeded,
     MalformedResult,
     ProtocolError,
+    ProtocolVersionUnsupported,
     RemoteHTTPError,
     RuntimeToolError,
     ServerExited,
@@ -41,7 +46,7 @@ from tools_app.runtime.mcp.http import HttpChannel, http_transport
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
 from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
-from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
+from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
 
 T = TypeVar("T")
 
@@ -60,6 +65,11 @@ ROOTS_SETTLE_S = 0.1
 
 # Time to let a dying child's stderr arrive before the error message is built.
 STDERR_SETTLE_S = 0.5
+
+# Rounds of 2026-07-28 `input_required` answers one call may take before Toolhub gives up (TOOLHUB_MCP_INPUT_ROUNDS).
+DEFAULT_INPUT_ROUNDS = 10
+# Every MCP revision Toolhub's client speaks, oldest first (server/discover first, the initialize handshake after).
+CLIENT_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 
 def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
@@ -80,12 +90,18 @@ class Connection:
         policy: OutboundPolicy,
         *,
         on_spawn: Callable[[int], None] | None = None,
+        max_input_rounds: int = DEFAULT_INPUT_ROUNDS,
     ) -> None:
         self.spec = spec
         self.policy = policy
         self.on_spawn = on_spawn
+        self.max_input_rounds = max_input_rounds
         self.session: ClientSession | None = None
-        self.init_result: types.InitializeResult | None = None
+        # What the server said about itself once the era was settled (discover or initialize).
+        self.server_info: types.Implementation | None = None
+        self.protocol_version = ""
+        # A 2026-07-28 listing's cache hint (ttlMs): until this monotonic time a rediscovery may reuse it.
+        self._listing_fresh_until = 0.0
         self.functions: dict[str, FunctionInfo] = {}
         self.pid: int | None = None
         self.broken: RuntimeToolError | None = None
@@ -143,14 +159,16 @@ class Connection:
                     logging_callback=self._on_log,
                     sampling_callback=self._on_sampling if self.spec.target.sampling else None,
                     elicitation_callback=self._on_elicitation if self.spec.target.elicitation else None,
+                    # 2026-07-28 servers log only for requests that opt in; the handshake era logs unasked.
+                    log_level="debug",
                 ))
                 self.session = session
                 with anyio.fail_after(self.spec.startup_timeout_s):
-                    self.init_result = await self._watched(session.initialize())
-                    functions = await self._watched(list_all_tools(session))
+                    await self._watched(self._negotiate(session))
+                    functions = await self._watched(self._list(session))
                 self.functions = {f.name: f for f in functions}
                 self._fresh_listing = True
-                if self._roots():
+                if self._roots() and not self.modern:
                     with anyio.move_on_after(ROOTS_GRACE_S):
                         await self._roots_asked.wait()
                         await anyio.sleep(ROOTS_SETTLE_S)
@@ -167,6 +185,41 @@ class Connection:
         finally:
             self.session = None
             self._closed.set()
+
+    # ---- the protocol era ----------------------------------------------------------------------------
+
+    @property
+    def modern(self) -> bool:
+        """The session speaks a stateless revision (2026-07-28 on): input requests come as input_required results."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def _negotiate(self, session: ClientSession) -> None:
+        """server/discover first, the initialize handshake when the server does not speak it (the SDK's dual-era
+        policy); the legacy SSE transport exists only in the handshake era, so it goes straight to initialize."""
+        target = self.spec.target
+        channel = self._channel
+        if isinstance(target, RemoteSpec) and target.transport == "sse":
+            await session.initialize()
+        else:
+            await negotiate_auto(session)
+        self.protocol_version = session.protocol_version or ""
+        self.server_info = session.server_info
+        if isinstance(channel, HttpChannel):
+            channel.modern = self.modern
+
+    async def _list(self, session: ClientSession) -> list[FunctionInfo]:
+        functions, ttl_ms = await list_all_tools(session)
+        # A hint of 0 (or none) means "ask again each time"; a listing Toolhub asked for is never older than its hint.
+        self._listing_fresh_until = time.monotonic() + ttl_ms / 1000 if ttl_ms and self.modern else 0.0
+        return functions
+
+    def _version_refused(self, supported: Any, requested: Any) -> ProtocolVersionUnsupported:
+        theirs = [str(v) for v in supported] if isinstance(supported, list) else []
+        named = ", ".join(theirs) or "no revision it named"
+        return ProtocolVersionUnsupported(
+            self.redact(f"{self._where()} speaks MCP {named}; Toolhub speaks {', '.join(CLIENT_VERSIONS)}"),
+            details={"supported": theirs, "requested": str(requested or ""), "toolhub": list(CLIENT_VERSIONS)},
+        )
 
     # ---- client capabilities -----------------------------------------------------------------------
 
@@ -326,6 +379,9 @@ class Connection:
                 return leaf
         where = self._where()
         for leaf in leaves:
+            refused = self._refusal(leaf)
+            if refused is not None:
+                return refused
             if isinstance(leaf, TimeoutError) and starting:
                 return StartupTimeout(
                     f"{where} did not answer initialize within {self.spec.startup_timeout_s:g} s"
@@ -347,6 +403,19 @@ class Connection:
             return await self._exited_error()
         names = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
         return ConnectionFailed(f"{where} connection failed ({names})")
+
+    def _refusal(self, leaf: BaseException) -> ProtocolVersionUnsupported | None:
+        """A version refusal: JSON-RPC -32022 naming the server's revisions, or a handshake answered with a revision
+        the SDK does not know."""
+        if isinstance(leaf, MCPError) and leaf.code == types.UNSUPPORTED_PROTOCOL_VERSION:
+            data = leaf.error.data if isinstance(leaf.error.data, dict) else {}
+            return self._version_refused(data.get("supported"), data.get("requested"))
+        prefix = "Unsupported protocol version from the server: "
+        if isinstance(leaf, RuntimeError) and str(leaf).startswith(prefix):
+            return self._version_refused([str(leaf)[len(prefix):]], HANDSHAKE_PROTOCOL_VERSIONS[-1])
+        if isinstance(leaf, RuntimeError) and str(leaf).startswith("No mutually supported modern protocol version"):
+            return self._version_refused(None, MODERN_PROTOCOL_VERSIONS[-1])
+        return None
 
     async def _stderr_suffix(self) -> str:
         tail = await self._stderr_tail() if isinstance(self._channel, StdioChannel) else ""
@@ -390,13 +459,14 @@ class Connection:
 
     async def discover(self) -> Discovery:
         session = self._require_session()
-        if self._fresh_listing:
+        if self._fresh_listing or time.monotonic() < self._listing_fresh_until:
+            # The listing made while connecting, or one the server said stays true for a while (ttlMs).
             self._fresh_listing = False
-            return build_discovery(self.init_result, list(self.functions.values()), self.connect_ms)
+            return self._discovery(list(self.functions.values()), self.connect_ms)
         started = time.monotonic()
         try:
             with anyio.fail_after(self.spec.call_timeout_s):
-                functions = await self._watched(list_all_tools(session))
+                functions = await self._watched(self._list(session))
         except TimeoutError:
             self.broken = ToolTimeout(f"{self._where()} did not answer tools/list within {self.spec.call_timeout_s:g} s")
             raise self.broken from None
@@ -406,7 +476,10 @@ class Connection:
             self.broken = await self._translate(exc, starting=False)
             raise self.broken from None
         self.functions = {f.name: f for f in functions}
-        return build_discovery(self.init_result, functions, int((time.monotonic() - started) * 1000))
+        return self._discovery(functions, int((time.monotonic() - started) * 1000))
+
+    def _discovery(self, functions: list[FunctionInfo], latency_ms: int) -> Discovery:
+        return build_discovery(self.server_info, self.protocol_version, functions, latency_ms)
 
     async def call(
         self, function: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFn | None = None,
@@ -436,7 +509,7 @@ class Connection:
                     pass
 
         try:
-            out = await self._call_once(session, function, arguments, timeout_s, progress_callback)
+            out = await self._call_once(session, function, arguments, timeout_s, progress_callback, asker)
             if logs:
                 out.meta["logs"] = [
                     {**entry, "data": self.redact(entry["data"]) if isinstance(entry["data"], str) else entry["data"]}
@@ -449,16 +522,90 @@ class Connection:
             self.inflight -= 1
             self.last_used = time.monotonic()
 
+    async def _call_tool(
+        self, session: ClientSession, function: str, arguments: dict[str, Any], progress_callback: Any,
+        asker: ClientRequests,
+    ) -> types.CallToolResult:
+        """tools/call; a 2026-07-28 `input_required` answer is answered by this call's own handlers (so no guessing
+        whose it is, unlike a 2025 server request) and the call sent again with the answers and the server's
+        `requestState` as it came, for at most `max_input_rounds` rounds."""
+
+        async def send(responses: types.InputResponses | None, state: str | None) -> Any:
+            return await session.call_tool(function, arguments, progress_callback=progress_callback,
+                                           input_responses=responses, request_state=state, allow_input_required=True)
+
+        async def resend_after_relisting(responses: types.InputResponses | None, state: str | None) -> Any:
+            try:
+                return await send(responses, state)
+            except MCPError as exc:
+                if exc.code != types.HEADER_MISMATCH or not self.modern:
+                    raise
+                # The server's schema for this tool is newer than the listing the session mirrors headers from.
+                functions = await self._list(session)
+                self.functions = {f.name: f for f in functions}
+                return await send(responses, state)
+
+        first = await resend_after_relisting(None, None)
+        if not isinstance(first, types.InputRequiredResult):
+            return first  # type: ignore[no-any-return]
+
+        declined: list[str] = []
+
+        async def dispatch(_key: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            answer = await self._answer_input(asker, request)
+            if isinstance(answer, types.ErrorData):
+                declined.append(answer.message)
+            return answer
+
+        try:
+            result = await run_input_required_driver(first, dispatch=dispatch, retry=resend_after_relisting,
+                                                     max_rounds=self.max_input_rounds)
+        except MCPError as exc:
+            if declined and exc.error.message == declined[0]:
+                # The 2026 wire has no way to hand a refusal back to the server: the call ends here, with the reason.
+                raise InputDeclined(self.redact(f"{self._where()} asked for input during {function!r}: "
+                                                f"{declined[0]}")) from None
+            raise
+        except InputRequiredRoundsExceededError:
+            raise InputRoundsExceeded(
+                f"{self._where()} asked for input more than {self.max_input_rounds} times during {function!r}",
+                details={"max_rounds": self.max_input_rounds},
+            ) from None
+        return result  # type: ignore[no-any-return]
+
+    async def _answer_input(self, asker: ClientRequests,
+                            request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """One input request embedded in an `input_required` result, answered as the same request sent on its own
+        by a 2025 server would be: elicitation and sampling by the call's handlers under the tool's settings,
+        roots from the tool's roots."""
+        target = self.spec.target
+        if isinstance(request, types.ElicitRequest):
+            if not target.elicitation or asker.elicit is None:
+                why = asker.no_elicit if target.elicitation else "declined: elicitation is turned off for this tool"
+                return types.ErrorData(code=types.INVALID_REQUEST, message=why)
+            answer = await self._ask(asker.elicit, request.params.model_dump(mode="json", by_alias=True,
+                                                                             exclude_none=True))
+            return answer if isinstance(answer, types.ErrorData) else types.ElicitResult.model_validate(answer)
+        if isinstance(request, types.CreateMessageRequest):
+            if not target.sampling or asker.sample is None:
+                why = asker.no_sample if target.sampling else "declined: sampling is turned off for this tool"
+                return types.ErrorData(code=types.INVALID_REQUEST, message=why)
+            answer = await self._ask(asker.sample, request.params.model_dump(mode="json", by_alias=True,
+                                                                             exclude_none=True))
+            return answer if isinstance(answer, types.ErrorData) else types.CreateMessageResult.model_validate(answer)
+        if not self._roots():
+            return types.ErrorData(code=types.INVALID_REQUEST, message="declined: this tool offers no roots")
+        return await self._list_roots(None)
+
     async def _call_once(
         self, session: ClientSession, function: str, arguments: dict[str, Any], timeout_s: float,
-        progress_callback: Any,
+        progress_callback: Any, asker: ClientRequests,
     ) -> ToolResult:
         channel = self._channel
         posts_before = channel.posts if isinstance(channel, HttpChannel) else -1
         try:
             with anyio.fail_after(timeout_s):
-                result = await self._watched(session.call_tool(function, arguments,
-                                                               progress_callback=progress_callback))
+                result = await self._watched(self._call_tool(session, function, arguments, progress_callback, asker))
             out = to_tool_result(result)
             if out.error:
                 out.error = self.redact(out.error)
@@ -484,6 +631,10 @@ class Connection:
                 self.redact(f"{self._where()} returned error {exc.code}: {exc.message}"),
                 jsonrpc_code=exc.code,
             )
+        except InputDeclined as exc:
+            return ToolResult.fail(BUSINESS_ERROR, exc.message, input_declined=True)
+        except InputRoundsExceeded as exc:
+            return ToolResult.fail(EXECUTION_ERROR, exc.message, error_type=exc.code, **exc.details)
         except (RuntimeError, pydantic.ValidationError) as exc:
             error = MalformedResult(
                 self.redact(f"{self._where()} returned a malformed result for {function!r}: {_brief(exc)}")
@@ -495,8 +646,17 @@ class Connection:
 
     async def list_now(self) -> dict[str, FunctionInfo]:
         self._fresh_listing = False
+        self._listing_fresh_until = 0.0
         await self.discover()
         return self.functions
+
+
+class InputDeclined(Exception):
+    """Toolhub could not answer a 2026 server's input request for this call (nobody to ask, or turned off)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def _brief(exc: BaseException) -> str:
@@ -504,13 +664,14 @@ def _brief(exc: BaseException) -> str:
     return text[:300]
 
 
-async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: Callable[[int], None] | None = None) -> Discovery:
-    """Open a fresh connection, initialize + list, close; returns a Discovery."""
+async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: Callable[[int], None] | None = None,
+                           ) -> Discovery:
+    """Open a fresh connection, discover (or initialize) + list, close; returns a Discovery."""
     started = time.monotonic()
     conn = Connection(spec, policy, on_spawn=on_spawn)
     try:
         await conn.open()
         functions = list(conn.functions.values())
-        return build_discovery(conn.init_result, functions, int((time.monotonic() - started) * 1000))
+        return conn._discovery(functions, int((time.monotonic() - started) * 1000))
     finally:
         await conn.close()

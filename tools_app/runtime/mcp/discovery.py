@@ -72,30 +72,35 @@ def function_info(tool: types.Tool) -> FunctionInfo:
     )
 
 
-async def list_all_tools(session: ClientSession) -> list[FunctionInfo]:
-    """Every tool the server offers, following nextCursor (bounded, loop-safe)."""
+async def list_all_tools(session: ClientSession) -> tuple[list[FunctionInfo], int]:
+    """Every tool the server offers, following nextCursor (bounded, loop-safe), and the listing's cache hint: the
+    shortest `ttlMs` of its pages (0 when a page has none: the handshake era, or a server that gives no hint)."""
     functions: list[FunctionInfo] = []
     seen_cursors: set[str] = set()
     cursor: str | None = None
+    ttl_ms: int | None = None
     for _page in range(MAX_LIST_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
         result = await session.list_tools(params=params)
         functions.extend(function_info(tool) for tool in result.tools)
+        page_ttl = int(getattr(result, "ttl_ms", None) or 0)
+        ttl_ms = page_ttl if ttl_ms is None else min(ttl_ms, page_ttl)
         cursor = result.next_cursor
         if not cursor:
-            return functions
+            return functions, ttl_ms or 0
         if cursor in seen_cursors:
             raise ProtocolError("server repeated a tools/list cursor")
         seen_cursors.add(cursor)
     raise ProtocolError(f"server's tools/list has more than {MAX_LIST_PAGES} pages")
 
 
-def build_discovery(init: types.InitializeResult | None, functions: list[FunctionInfo], latency_ms: int) -> Discovery:
-    server = init.server_info if init is not None else None
+def build_discovery(server: types.Implementation | None, protocol_version: str, functions: list[FunctionInfo],
+                    latency_ms: int) -> Discovery:
+    """`server` is None when a 2026-07-28 server did not name itself (its discover `_meta` stamp is optional)."""
     return Discovery(
         server_name=server.name if server else "",
         server_version=(server.version or "") if server else "",
-        protocol_version=init.protocol_version if init is not None else "",
+        protocol_version=protocol_version,
         functions=functions,
         latency_ms=latency_ms,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -10,8 +11,10 @@ from urllib.parse import urljoin
 
 import anyio
 import httpx2
+import mcp_types as types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.inbound import MCP_METHOD_HEADER
 
 from core.outbound import GuardedAsyncTransport, OutboundPolicy, check_url, safe_url
 from tools_app.runtime.errors import (
@@ -38,6 +41,8 @@ class HttpChannel:
     stream_ended: bool = False
     # POSTs begun on this session: a call that failed with none begun since it started never left Toolhub.
     posts: int = 0
+    # The session speaks 2026-07-28: a JSON-RPC error may come with a 4xx status, and is an answer like any other.
+    modern: bool = False
 
     def record(self, error: RuntimeToolError) -> None:
         if self.failure is None:
@@ -87,7 +92,11 @@ class RecordingTransport(GuardedAsyncTransport):
                 self.channel.record(blocked)
                 raise blocked from None
         elif (status >= 400 and request.method != "DELETE" and not (self.optional_get and request.method == "GET")
-              and not (status == 401 and self.token_auth)):
+              and not (status == 401 and self.token_auth)
+              # A refused server/discover is how a 2025 server answers the probe: the SDK falls back to initialize,
+              # whose own answer counts.
+              and request.headers.get(MCP_METHOD_HEADER) != "server/discover"
+              and not await self._answered_in_jsonrpc(response)):
             message, details = f"{request.method} {safe_url(str(request.url))} answered HTTP {status}", {"status": status}
             if status == 401 and "resource_metadata" in response.headers.get("www-authenticate", ""):
                 # RFC 9728: the server names its OAuth metadata, so it wants a sign-in, not a static header.
@@ -96,6 +105,23 @@ class RecordingTransport(GuardedAsyncTransport):
                 details["oauth"] = True
             self.channel.record(RemoteHTTPError(message, details=details))
         return response
+
+
+    async def _answered_in_jsonrpc(self, response: httpx2.Response) -> bool:
+        """A 4xx whose body is a JSON-RPC error the SDK reports as that error: -32022 (the server speaks other
+        revisions, which it names; the status alone would hide them), or any error of a 2026-07-28 session, where
+        the status only mirrors the error code."""
+        if (response.status_code in (401, 407) or not 400 <= response.status_code < 500
+                or not response.headers.get("content-type", "").startswith("application/json")):
+            return False
+        body = await response.aread()  # kept on the response: the SDK reads the same bytes again
+        try:
+            error = json.loads(body).get("error")
+        except (ValueError, AttributeError):
+            return False
+        if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+            return False
+        return self.channel.modern or error["code"] == types.UNSUPPORTED_PROTOCOL_VERSION
 
 
 class TokenAuth(httpx2.Auth):

@@ -26,7 +26,7 @@ from tools_app.runtime.errors import (
     WrongTransport,
 )
 from tools_app.runtime.mcp.client_requests import ClientRequests
-from tools_app.runtime.mcp.connection import Connection, ProgressFn, probe_connection
+from tools_app.runtime.mcp.connection import DEFAULT_INPUT_ROUNDS, Connection, ProgressFn, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
 from tools_app.runtime.result import EXECUTION_ERROR, NOT_FOUND, TIMEOUT, ToolResult
@@ -51,8 +51,11 @@ class SessionPool:
         idle_ttl_s: float = 300,
         max_per_tenant: int = 20,
         max_total: int = 100,
+        input_rounds: int = DEFAULT_INPUT_ROUNDS,
     ) -> None:
         self.policy = policy
+        # Rounds of 2026-07-28 input_required one call may take (TOOLHUB_MCP_INPUT_ROUNDS).
+        self.input_rounds = input_rounds
         self.idle_ttl_s = idle_ttl_s
         self.max_per_tenant = max_per_tenant
         self.max_total = max_total
@@ -279,7 +282,7 @@ class SessionPool:
         self._check_capacity(spec)
         future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._opening[key] = (spec, future)
-        conn = Connection(spec, self.policy, on_spawn=self._spawned)
+        conn = Connection(spec, self.policy, on_spawn=self._spawned, max_input_rounds=self.input_rounds)
         try:
             await conn.open()
         except BaseException as exc:

@@ -6,23 +6,33 @@ request carries `Authorization: Bearer <TOOLHUB_RUNNER_SECRET>`; anything else a
 A request for a server without a sandbox (an operator's `unsandboxed` tool, or TOOLHUB_LOCAL_SANDBOX=off where the
 web process runs) is refused unless the runner's own configuration allows it (TOOLHUB_RUNNER_ALLOW_UNSANDBOXED=on):
 whoever holds the secret does not thereby get to run code on the runner's host outside the sandbox.
+
+A call whose caller listens for progress or answers a server's input requests goes to `call-stream`: the answer is
+newline-delimited JSON events (`progress`, `ask`, then one `result`), and each `ask` (an elicitation or sampling
+request of either MCP era) waits until the caller posts its answer to `answer` (or the call's timeout passes).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hmac
+import json
 import threading
 import time
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from core.errors import RuntimeToolError
+from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.mcp.pool import SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.runner.placement import Registry, RunnerInfo
@@ -61,13 +71,14 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
     def sandboxed(raw: dict[str, Any]) -> ServerSpec:
         return checked_spec(raw, allow_unsandboxed=allow_unsandboxed)
 
-    async def guarded(request: Request, handle: Any) -> JSONResponse:
+    async def guarded(request: Request, handle: Any) -> Response:
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             return JSONResponse({"error": {"type": "Unauthorized", "message": "runner secret required"}}, 401)
         body = await request.json() if request.method == "POST" else {}
         try:
-            return JSONResponse(await handle(body))
+            answer = await handle(body)
+            return answer if isinstance(answer, Response) else JSONResponse(answer)
         except RuntimeToolError as exc:
             return JSONResponse({"error": error_to_json(exc)}, 409)
 
@@ -76,6 +87,8 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
         result = await pool.acall(spec, str(body["function"]), dict(body.get("arguments") or {}),
                                   body.get("timeout_s"))
         return {"result": result_to_json(result)}
+
+    streams = StreamedCalls(pool, sandboxed)
 
     async def probe(body: dict[str, Any]) -> dict[str, Any]:
         return {"discovery": discovery_to_json(await pool.aprobe(sandboxed(body["spec"])))}
@@ -101,13 +114,97 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
         return {"stats": await anyio.to_thread.run_sync(pool.stats)}
 
     def route(path: str, handle: Any, method: str = "POST") -> Route:
-        async def endpoint(request: Request) -> JSONResponse:
+        async def endpoint(request: Request) -> Response:
             return await guarded(request, handle)
 
         return Route(path, endpoint, methods=[method])
 
     return Starlette(routes=[route("/v1/call", call), route("/v1/probe", probe), route("/v1/session", session),
-                             route("/v1/close", close), route("/v1/stats", stats, "GET")])
+                             route("/v1/close", close), route("/v1/stats", stats, "GET"),
+                             route("/v1/call-stream", streams.respond), route("/v1/answer", streams.answer)])
+
+
+class StreamedCalls:
+    """Calls whose caller listens: events out as newline-delimited JSON, the caller's answers in through `answer`."""
+
+    def __init__(self, pool: SessionPool, checked: Callable[[dict[str, Any]], ServerSpec]) -> None:
+        self.pool = pool
+        # The runner's own sandbox rule (checked_spec), applied as for a plain call.
+        self.checked = checked
+        # Questions put to callers, by id, each waiting in a pool worker thread for the caller's answer.
+        self.asks: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
+
+    def _asker(self, kind: str, emit: Any, bound_s: float) -> Any:
+        def ask(params: dict[str, Any]) -> dict[str, Any]:
+            ask_id = uuid.uuid4().hex
+            answered: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+            self.asks[ask_id] = answered
+            try:
+                emit({"ask": {"id": ask_id, "kind": kind, "params": params}})
+                try:
+                    reply = answered.result(timeout=bound_s)
+                except concurrent.futures.TimeoutError:
+                    raise ClientRequestRefused("declined: nobody answered in time") from None
+            finally:
+                self.asks.pop(ask_id, None)
+            if "refused" in reply:
+                raise ClientRequestRefused(str(reply["refused"]))
+            return dict(reply.get("answer") or {})
+
+        return ask
+
+    def _requests(self, body: dict[str, Any], emit: Any, bound_s: float) -> ClientRequests:
+        """Handlers that put the server's request to the caller through the stream and wait for its answer."""
+        offered = dict(body.get("client_requests") or {})
+        defaults = ClientRequests()
+        return ClientRequests(
+            sample=self._asker("sample", emit, bound_s) if offered.get("sample") else None,
+            elicit=self._asker("elicit", emit, bound_s) if offered.get("elicit") else None,
+            no_sample=str(offered.get("no_sample") or defaults.no_sample),
+            no_elicit=str(offered.get("no_elicit") or defaults.no_elicit),
+        )
+
+    async def respond(self, body: dict[str, Any]) -> StreamingResponse:
+        spec = self.checked(body["spec"])
+        timeout = float(body.get("timeout_s") or spec.call_timeout_s)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def emit(event: dict[str, Any]) -> None:  # from the pool's thread or a handler's worker thread
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        def progress(value: float, total: float | None, message: str | None) -> None:
+            emit({"progress": [value, total, message]})
+
+        task = loop.create_task(self.pool.acall(
+            spec, str(body["function"]), dict(body.get("arguments") or {}), timeout,
+            progress if body.get("progress") else None, self._requests(body, emit, timeout)))
+
+        async def lines() -> AsyncIterator[bytes]:
+            try:
+                while True:
+                    getter = loop.create_task(events.get())
+                    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                    if getter.done():
+                        yield (json.dumps(getter.result()) + "\n").encode()
+                        continue
+                    getter.cancel()
+                    while not events.empty():
+                        yield (json.dumps(events.get_nowait()) + "\n").encode()
+                    break
+                yield (json.dumps({"result": result_to_json(task.result())}) + "\n").encode()
+            finally:
+                if not task.done():  # the caller went away: the call is not left running for nobody
+                    task.cancel()
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        waiting = self.asks.get(str(body.get("id")))
+        if waiting is None or waiting.done():
+            raise RuntimeToolError("no question with that id is waiting (answered, timed out or never asked)")
+        waiting.set_result({k: body[k] for k in ("answer", "refused") if k in body})
+        return {"answered": True}
 
 
 class Heartbeat:

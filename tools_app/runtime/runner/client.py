@@ -3,12 +3,14 @@
 REMOTE servers stay in this process's own pool (they are HTTP already). A LOCAL probe, call, read-only session
 request or close goes to the runner that owns the server key `(tool_id, config_version)`; when that runner cannot
 be reached the registry is read again and the call goes to the key's new owner (a dead runner's servers start
-again elsewhere on their next call). What does not cross: progress notifications and a server's sampling or
-elicitation requests during a call through a runner (declined there, as for any caller that cannot answer).
+again elsewhere on their next call). A call whose caller listens for progress or can answer a server's sampling or
+elicitation requests (either MCP era) is streamed: progress comes back as it happens, and each question is put to the
+caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as in-process.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -17,6 +19,7 @@ import httpx2
 
 from core.codes import ApiCode
 from tools_app.runtime.errors import ConnectionFailed
+from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.mcp.discovery import Discovery
 from tools_app.runtime.mcp.pool import SYNC_SLACK_S, SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
@@ -53,13 +56,72 @@ class RunnerPool:
         if not isinstance(spec.target, LocalSpec):
             return self.local.call(spec, function, arguments, timeout_s, on_progress, client_requests)
         timeout = timeout_s or spec.call_timeout_s
+        request = {"spec": spec_to_json(spec), "function": function, "arguments": arguments, "timeout_s": timeout}
+        answers = client_requests if isinstance(client_requests, ClientRequests) else None
         try:
-            body = self._post(spec, "/v1/call", {"spec": spec_to_json(spec), "function": function,
-                                                 "arguments": arguments, "timeout_s": timeout},
-                              spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+            if on_progress is not None or (answers is not None and (answers.sample or answers.elicit)):
+                return self._call_streamed(spec, request, on_progress, answers,
+                                           spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+            body = self._post(spec, "/v1/call", request, spec.startup_timeout_s + timeout + SYNC_SLACK_S)
         except ConnectionFailed as exc:
             return ToolResult.fail(EXECUTION_ERROR, exc.message)
         return result_from_json(body["result"])
+
+    def _call_streamed(self, spec: ServerSpec, request: dict[str, Any], on_progress: Any,
+                       answers: ClientRequests | None, timeout: float) -> ToolResult:
+        """The call as a stream of events from the key's runner: progress passed on, questions answered here."""
+        offered = answers or ClientRequests()
+        request = {**request, "progress": on_progress is not None, "client_requests": {
+            "sample": offered.sample is not None, "elicit": offered.elicit is not None,
+            "no_sample": offered.no_sample, "no_elicit": offered.no_elicit}}
+        refused: set[str] = set()
+        while True:
+            runner = self.owner_of(spec, frozenset(refused))
+            try:
+                with self.client.stream("POST", runner.url + "/v1/call-stream", json=request,
+                                        timeout=timeout) as response:
+                    if response.status_code != 200:
+                        answer = json.loads(response.read() or b"{}")
+                        raise error_from_json(answer.get("error") or {"message": f"runner answered {response.status_code}"})
+                    for line in response.iter_lines():
+                        if not line:
+                            continue
+                        event = json.loads(line)
+                        if "result" in event:
+                            return result_from_json(event["result"])
+                        if "progress" in event and on_progress is not None:
+                            try:
+                                on_progress(*event["progress"])
+                            except Exception:  # noqa: BLE001 - a listener's failure must not fail the call
+                                pass
+                        elif "ask" in event:
+                            self._answer(runner.url, spec, event["ask"], offered)
+            except httpx2.ConnectError:
+                self.registry.forget()  # as in _post: nobody listens there, the key moves to its next owner
+                refused.add(runner.id)
+                continue
+            except httpx2.TransportError as exc:
+                raise RunnerUnavailable(f"the LOCAL server runner {runner.id!r} did not answer: {type(exc).__name__}",
+                                        details={"runner": runner.id}) from None
+            raise RunnerUnavailable(f"the LOCAL server runner {runner.id!r} ended the call without a result",
+                                    details={"runner": runner.id})
+
+    def _answer(self, url: str, spec: ServerSpec, ask: dict[str, Any], offered: ClientRequests) -> None:
+        """Put one server question to the caller's handler (they block, as in-process) and post the answer back."""
+        handler = offered.sample if ask.get("kind") == "sample" else offered.elicit
+        reply: dict[str, Any] = {"id": ask.get("id")}
+        try:
+            if handler is None:
+                raise ClientRequestRefused(offered.no_sample if ask.get("kind") == "sample" else offered.no_elicit)
+            reply["answer"] = handler(dict(ask.get("params") or {}))
+        except ClientRequestRefused as exc:
+            reply["refused"] = exc.message
+        except Exception as exc:  # noqa: BLE001 - a handler's failure is the server's answer, as in-process
+            reply["refused"] = f"declined: Toolhub could not answer ({type(exc).__name__})"
+        try:
+            self.client.post(url + "/v1/answer", json=reply, timeout=spec.call_timeout_s)
+        except httpx2.HTTPError:
+            pass  # the runner's wait times out and the server is told nobody answered
 
     def session_request(self, spec: ServerSpec, op: Callable[[Any], Awaitable[T]], timeout_s: float | None = None) -> T:
         if not isinstance(spec.target, LocalSpec):

@@ -119,10 +119,12 @@ def test_the_first_call_after_a_remote_restart_succeeds_on_a_fresh_session(pool:
 
     port = free_port()
     kind = "sse" if transport == "sse" else "streamable-http"
-    with http_server(transport=kind, port=port) as url:
+    # A 2025-only server: its sessions are what a restart loses (a 2026 one keeps none; see test_modern.py).
+    legacy = ("--legacy-only",) if transport == "streamable_http" else ()
+    with http_server(transport=kind, port=port, extra_args=legacy) as url:
         spec = Specs.remote(url, transport)
         assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
-    with http_server(transport=kind, port=port):
+    with http_server(transport=kind, port=port, extra_args=legacy):
         after = pool.call(spec, "get_inventory", {"sku": "DEMO-001"})
     assert after.success and after.data["quantity"] == 12, after
     assert pool.stats()["sessions_opened"] == 2

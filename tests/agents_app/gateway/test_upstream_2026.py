@@ -1,0 +1,54 @@
+"""A 2026-07-28-only upstream behind the gateway: its input requests (`input_required`) reach the gateway client that
+declared elicitation, and the client's answer reaches the upstream; without the capability the call ends with the
+reason. The upstream is tests/fixtures/mcp_servers/modern_only.py over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from tenants_app.models import Role
+from tenants_app.services import token_for_user
+from tests.agents_app.gateway.clients import connect
+from tests.agents_app.support import make_agent
+from tests.fixtures.mcp_servers import MODERN_ONLY
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def modern_agent(transactional_db: Any, tenant: Any, member_client: Any) -> tuple[int, str]:
+    api = member_client(tenant, Role.ADMIN)
+    resp = api.post("/api/v1/tools/", {"name": "modern", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(MODERN_ONLY)], "call_timeout_s": 20}}, format="json")
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["protocol_version"] == "2026-07-28"
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="booker")
+    return agent_id, token_for_user(user=api.user)
+
+
+def test_a_2026_upstreams_question_reaches_the_gateway_client(served: Any, modern_agent: tuple[int, str]) -> None:
+    agent_id, token = modern_agent
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"people": 2})
+
+    async def scenario(**callbacks: Any) -> Any:
+        async with connect(served.endpoint("acme", agent_id), token, **callbacks) as (session, _):
+            return await session.call_tool("modern__book_table", {"restaurant": "Chez Ada"})
+
+    answered = asyncio.run(scenario(elicitation_callback=on_elicit))
+    assert [p.message for p in asked] == ["How many people for Chez Ada?"]
+    assert not answered.is_error, answered
+    assert json.loads(answered.content[0].text) == {"booked": True, "restaurant": "Chez Ada", "people": 2}
+
+    unasked = asyncio.run(scenario())
+    assert unasked.is_error and "How many people" not in unasked.content[0].text
+    assert len(asked) == 1

@@ -1,0 +1,115 @@
+"""Progress and a server's input requests cross the runner: a LOCAL server's questions (2025 elicitation requests and
+2026 input_required rounds) reach the web process's handlers and their answers reach the server, as in-process.
+
+The runner's app (`build_app`) is served for real on a loopback port over its own SessionPool; placement is not what
+is tested here (tests/tools_app/test_runners.py covers it), so the web side's registry names this one runner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, free_port, wait_listening
+from tests.tools_app.runtime.mcp.conftest import LOOPBACK, Specs
+from tools_app.runtime.mcp import SessionPool
+from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
+from tools_app.runtime.runner.app import build_app
+from tools_app.runtime.runner.client import RunnerPool
+from tools_app.runtime.runner.placement import RunnerInfo
+from tools_app.runtime.sandbox import SandboxUnavailable
+
+SECRET = "streamed-calls-secret"
+
+
+class OneRunner:
+    """The registry surface RunnerPool reads, naming one runner."""
+
+    def __init__(self, url: str) -> None:
+        self.info = RunnerInfo(id="r1", url=url)
+
+    def runners(self, *, max_age_s: float = 1.0) -> list[RunnerInfo]:
+        return [self.info]
+
+    def forget(self) -> None:
+        pass
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [self.info.__dict__]
+
+    rejected = 0
+
+
+@pytest.fixture
+def web(make_pool: Any) -> Iterator[RunnerPool]:
+    runner_pool = make_pool()
+    port = free_port()
+    # The specs here run unsandboxed (what is tested is the wire, not the sandbox), which a runner allows only when told.
+    app = build_app(runner_pool, SECRET, allow_unsandboxed=True)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_listening(port)
+    facade = RunnerPool(SessionPool(policy=LOOPBACK), OneRunner(f"http://127.0.0.1:{port}"), SECRET)  # type: ignore[arg-type]
+    yield facade
+    facade.shutdown()
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.mark.parametrize("script", [MODERN_ONLY, CLIENT_PROBE], ids=["2026", "2025"])
+def test_a_local_servers_question_reaches_the_caller_across_the_runner(web: RunnerPool, specs: Specs,
+                                                                       script: Any) -> None:
+    asked: list[dict[str, Any]] = []
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"people": 5}}
+
+    result = web.call(specs.local(script), "book_table", {"restaurant": "Chez Ada"},
+                      client_requests=ClientRequests(elicit=elicit))
+    assert result.success, result.error
+    assert asked and asked[0]["message"] == "How many people for Chez Ada?"
+    assert "5" in result.text
+
+
+def test_a_refusal_crosses_the_runner_with_its_reason(web: RunnerPool, specs: Specs) -> None:
+    def refuse(_params: dict[str, Any]) -> dict[str, Any]:
+        raise ClientRequestRefused("declined: the person is away")
+
+    result = web.call(specs.local(MODERN_ONLY), "book_table", {"restaurant": "x"},
+                      client_requests=ClientRequests(elicit=refuse))
+    assert not result.success and "the person is away" in (result.error or ""), result
+
+
+def test_progress_crosses_the_runner(web: RunnerPool, specs: Specs) -> None:
+    seen: list[float] = []
+    result = web.call(specs.local(MODERN_ONLY), "slow", {"steps": 3}, on_progress=lambda p, _t, _m: seen.append(p))
+    assert result.success, result.error
+    assert seen == [1, 2, 3]
+
+
+def test_a_call_nobody_listens_to_still_goes_the_plain_way(web: RunnerPool, specs: Specs) -> None:
+    result = web.call(specs.local(MODERN_ONLY), "echo", {"text": "plain"})
+    assert result.success and result.text == "plain", result
+
+
+def test_a_streamed_call_keeps_the_runners_sandbox_rule(make_pool: Any, specs: Specs) -> None:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(make_pool(), SECRET), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_listening(port)
+    facade = RunnerPool(SessionPool(policy=LOOPBACK), OneRunner(f"http://127.0.0.1:{port}"), SECRET)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(SandboxUnavailable):
+            facade.call(specs.local(MODERN_ONLY), "echo", {"text": "x"},
+                        client_requests=ClientRequests(elicit=lambda _p: {"action": "decline"}))
+    finally:
+        facade.shutdown()
+        server.should_exit = True
+        thread.join(10)
