@@ -221,9 +221,13 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                            if k == MCP_SESSION_ID_HEADER.encode()), None)
         if session_id and session_id not in self._server_instances:
             await self._adopt(session_id, scope)
+        serving = self._server_instances.get(session_id) if session_id else None
         await super()._handle_stateful_request(scope, receive, send)
-        if session_id and scope.get("method") == "DELETE" and session_id not in self._server_instances:
-            await anyio.to_thread.run_sync(forget, session_id)  # DELETE releases its place under the caps
+        # DELETE releases its place under the caps (the transport is terminated at once; the manager may forget
+        # it a moment later).
+        if session_id and scope.get("method") == "DELETE" and (
+                session_id not in self._server_instances or (serving is not None and serving.is_terminated)):
+            await anyio.to_thread.run_sync(forget, session_id)
 
     def live_sessions(self) -> set[str]:
         return set(list(self._server_instances))
