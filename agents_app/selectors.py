@@ -17,7 +17,7 @@ from core.ids import as_id
 from tenants_app.models import Tenant
 from tenants_app.policies import VIEWERS
 from tenants_app.selectors import is_tenant_admin
-from tools_app.models import Approval, ApprovalStatus, ToolFunction, function_safety
+from tools_app.models import Approval, ApprovalStatus, ToolFunction, function_safety, with_parameter_overrides
 
 
 def _int(value: Any) -> int:
@@ -102,12 +102,14 @@ def function_candidates(*, tenant: Tenant, tool_ids: list[int]) -> list[Function
     rows = ToolFunction.objects.filter(tool__tenant=tenant, tool_id__in=tool_ids).values_list(
         "tool_id", "tool__name", "tool__type", "tool__status", "tool__disabled_until", "name", "description",
         "input_schema", "state", "enabled", "tool__safety", "tool__requires_approval", "requires_approval",
-        "tool__tenant_id", "annotations", "safety_override", "unsupported_reason",
+        "tool__tenant_id", "annotations", "safety_override", "unsupported_reason", "description_override",
+        "parameter_overrides",
     )
     return [
         FunctionCandidate(
             tool_id=r[0], tool_name=r[1], tool_type=r[2], tool_status=r[3], tool_disabled_until=r[4], function=r[5],
-            description=r[6], input_schema=r[7] or {}, state=cast(FunctionState, r[8]), enabled=r[9],
+            # The tenant's override is what the model reads; the upstream's stays for drift and the screen.
+            description=r[17] or r[6], input_schema=with_parameter_overrides(r[7] or {}, r[18]), state=cast(FunctionState, r[8]), enabled=r[9],
             # The function's own safety: the admin's override, else its MCP annotations, else the tool's.
             safety=function_safety(tool_safety=r[10], override=r[15], annotations=r[14]),  # type: ignore[arg-type]
             tool_requires_approval=r[11], function_requires_approval=r[12], tenant_id=r[13],

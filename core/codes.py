@@ -63,6 +63,7 @@ class ApiCode(StrEnum):
     CREDENTIALS_REQUIRED = "credentials_required"
     OAUTH_FLOW_REFUSED = "oauth_flow_refused"
     OAUTH_FAILED = "oauth_failed"
+    OAUTH_RESOURCE_MISMATCH = "oauth_resource_mismatch"  # RFC 9728 §3.3: metadata naming another resource
     # Runtime (tools_app.runtime, core.outbound): the `code` of a RuntimeToolError
     RUNTIME_ERROR = "runtime_error"
     INVALID_PARAMS = "invalid_params"
@@ -89,6 +90,13 @@ class ApiCode(StrEnum):
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     SANDBOX_PATH_REFUSED = "sandbox_path_refused"
     RUNNER_UNAVAILABLE = "runner_unavailable"
+    # the package store (tools_app.runtime.packages): a LOCAL server run from an npm or PyPI package
+    PACKAGE_NOT_INSTALLABLE = "package_not_installable"
+    PACKAGE_NOT_FOUND = "package_not_found"
+    PACKAGE_REGISTRY_REFUSED = "package_registry_refused"
+    PACKAGE_MANAGER_MISSING = "package_manager_missing"
+    PACKAGE_INSTALL_FAILED = "package_install_failed"
+    PACKAGE_INSTALLING = "package_installing"
     # Agents, chat, intents
     AGENT_ERROR = "agent_error"
     AGENT_DISABLED = "agent_disabled"
@@ -160,6 +168,7 @@ class Reason(StrEnum):
     # the function
     FUNCTION_MISSING = "function_missing"
     FUNCTION_CHANGED = "function_changed"
+    FUNCTION_HELD = "function_held"
     FUNCTION_DISABLED = "function_disabled"
     FUNCTION_UNSUPPORTED = "function_unsupported"
     # the agent and its link
@@ -180,6 +189,7 @@ REASON_FAMILY: dict[Reason, ResultCode] = {
     Reason.TOOL_PAUSED: ResultCode.DISABLED,
     Reason.FUNCTION_MISSING: ResultCode.NOT_FOUND,
     Reason.FUNCTION_CHANGED: ResultCode.DISABLED,
+    Reason.FUNCTION_HELD: ResultCode.DISABLED,
     Reason.FUNCTION_DISABLED: ResultCode.DISABLED,
     Reason.FUNCTION_UNSUPPORTED: ResultCode.DISABLED,
     Reason.FUNCTION_NOT_ALLOWED: ResultCode.NOT_FOUND,

@@ -22,6 +22,10 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 TOOL_CALLS = Counter(
     "toolhub_tool_calls", "Tool calls by outcome", ["tenant", "tool", "function", "status"], registry=REGISTRY
 )
+TOOL_RESULTS_FLAGGED = Counter(
+    "toolhub_tool_results_flagged", "Tool results that carried text aimed at the model (the screen's markers)",
+    ["tenant", "tool", "marker"], registry=REGISTRY,
+)
 TOOL_CALL_SECONDS = Histogram(
     "toolhub_tool_call_seconds", "Tool call latency", ["tenant", "tool"], buckets=_LATENCY_BUCKETS, registry=REGISTRY
 )

@@ -6,6 +6,7 @@ Django-free (an import-linter contract checks it): the runtimes, services and th
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import functools
 import html.entities
@@ -13,7 +14,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from core.codes import ApiCode
@@ -262,6 +263,28 @@ def _transformed(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(forms, key=lambda f: len(f[0]), reverse=True))
 
 
+# HTTP authentication schemes whose credential is a secret of its own (RFC 9110 §11: `<scheme> <credentials>`).
+AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "bot", "dpop", "digest", "apikey", "api-key", "key",
+                          "negotiate", "ntlm", "ssws", "mac", "pat", "oauth", "sso-key"})
+_AUTH_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9._-]{0,19})[ \t]+(\S+)")
+# A credential after an unknown scheme word is taken apart only when it is long enough to be no ordinary word.
+MIN_UNKNOWN_SCHEME_CREDENTIAL = 16
+
+
+def secret_parts(value: str) -> list[str]:
+    """A secret and the parts an upstream may echo on their own: for an authorization value such as
+    `Bearer <token>` (a personal key as the README shows it, a static `Authorization` header), its credential.
+    An ordinary phrase is not taken apart."""
+    found = _AUTH_VALUE.fullmatch(value.strip())
+    if not found:
+        return [value]
+    scheme, credential = found.group(1), found.group(2)
+    known = scheme.lower() in AUTH_SCHEMES
+    if len(credential) < MIN_SECRET_CHARS or (not known and len(credential) < MIN_UNKNOWN_SCHEME_CREDENTIAL):
+        return [value]
+    return [value, credential]
+
+
 def _find_all(haystack: str, needle: str, found: list[tuple[int, int]], pad: str = "") -> None:
     at = haystack.find(needle)
     while at >= 0:
@@ -279,12 +302,15 @@ class Scrubber:
     (quote and quote_plus, either hex case); HTML character references (decimal, hex, named); base64 (std
     and urlsafe, padded or not) of the secret alone or inside a longer blob such as `user:secret` (the whole
     base64 run is masked); the secret in another case, hex-encoded or base32-encoded (see `_transformed`);
-    in JSON values, a secret split across two adjacent strings. Apply it to the full text, before any
-    truncation. The cases live in tests/fixtures/scrub_corpus/cases.jsonl.
+    in JSON values, a secret split across string values (in document order: neighbours in an array,
+    fields of nested objects, content items). The credential of an authorization value (`Bearer <token>`) is a
+    secret of its own (`secret_parts`). Apply it to the full text, before any truncation. The cases live in
+    tests/fixtures/scrub_corpus/cases.jsonl.
     """
 
     def __init__(self, secrets: Iterable[str], *, combine: bool = True) -> None:
-        values = sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        parts = {p for s in secrets if isinstance(s, str) for p in secret_parts(s)}
+        values = sorted({s for s in parts if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         self.values: tuple[str, ...] = tuple(values)
         # A few values (one call's, one chat's): one combined pass, compiled once per set. Many (the log filter's):
         # one cached pattern per value, so a new secret never recompiles the others.
@@ -297,8 +323,9 @@ class Scrubber:
     def __bool__(self) -> bool:
         return bool(self.values)
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Sorted, merged (start, end) ranges of `text` to mask."""
+    def spans(self, text: str, *, base64_runs: bool = True) -> list[tuple[int, int]]:
+        """Sorted, merged (start, end) ranges of `text` to mask (without `base64_runs`: no base64 core search,
+        whose match grows to the whole run of base64 characters around it)."""
         found: list[tuple[int, int]] = []
         if self._transformed:
             # str.find on the lower-cased text (C speed); lower() keeps offsets unless a character changes length.
@@ -312,7 +339,7 @@ class Scrubber:
                 found += [m.span() for m in pattern.finditer(text)]
         for forms, cores in self._matchers:
             found += [m.span() for m in forms.finditer(text)]
-            for core in cores:
+            for core in cores if base64_runs else ():
                 at = text.find(core)
                 while at >= 0:
                     start, end = at, at + len(core)
@@ -324,13 +351,7 @@ class Scrubber:
                         end += 1
                     found.append((start, end))
                     at = text.find(core, end)
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(found):
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((start, end))
-        return merged
+        return _merged(found)
 
     def prefix_start(self, text: str, start: int, end: int) -> int | None:
         """Where, in text[start:end], the earliest beginning of a secret's form runs to `end` (a cut secret)."""
@@ -351,31 +372,117 @@ class Scrubber:
         return "".join(out)
 
     def value(self, value: Any) -> Any:
-        """A copy of a JSON-like value with every string (keys too) scrubbed."""
+        """A copy of a JSON-like value with every string (keys too) scrubbed, and a secret split across its
+        string values masked in each of them."""
         if not self.values:
             return value
+        texts, cuts = self._split(value)
+        count = iter(range(len(texts)))
+        return self._rebuilt(value, lambda text: self._leaf(text, cuts.get(next(count), [])))
+
+    def _split(self, value: Any) -> tuple[list[str], dict[int, list[tuple[int, int]]]]:
+        """The string values of `value` in document order, and per string (by index) the ranges of a secret split
+        across them: halves in neighbouring values, or in the same field of sibling items (each content item's
+        `text`, whatever other fields lie between them)."""
+        leaves: list[tuple[Any, str]] = []
+        _strings_of(value, None, leaves)
+        texts = [text for _, text in leaves]
+        fields: dict[Any, list[int]] = {}
+        for i, (key, _) in enumerate(leaves):
+            fields.setdefault(key, []).append(i)
+        runs = [list(range(len(leaves)))] + [run for run in fields.values() if 1 < len(run) < len(leaves)]
+        cuts: dict[int, list[tuple[int, int]]] = {}
+        for run in runs:
+            self._across(texts, run, cuts)
+        return texts, cuts
+
+    def _leaf(self, text: str, extra: list[tuple[int, int]]) -> str:
+        """One string of a value, scrubbed. A string that is itself JSON (a tool's structured answer as text)
+        holding a secret split across its fields is written again from its scrubbed value."""
+        nested = _json_container(text)
+        if nested is not None and self._split(nested)[1]:
+            return self.text(json.dumps(self.value(nested), ensure_ascii=False))
+        return self._masked(text, extra)
+
+    def _rebuilt(self, value: Any, leaf: Callable[[str], str]) -> Any:
         if isinstance(value, str):
-            return self.text(value)
+            return leaf(value)
         if isinstance(value, Mapping):
-            keys = [self.text(str(k)) if isinstance(k, str) else k for k in value]
-            return dict(zip(keys, self._siblings(list(value.values())), strict=True))
+            out = {}
+            for k, v in value.items():
+                out[self.text(k) if isinstance(k, str) else k] = self._rebuilt(v, leaf)
+            return out
         if isinstance(value, list | tuple):
-            return self._siblings(list(value))
+            return [self._rebuilt(v, leaf) for v in value]
         return value
 
-    def _siblings(self, items: list[Any]) -> list[Any]:
-        """Scrubbed items of one JSON array or object, masking a secret split across two adjacent strings
-        (half in one value, half in the next)."""
-        out = [self.value(v) for v in items]
-        for i in range(len(items) - 1):
-            a, b = items[i], items[i + 1]
-            if not (isinstance(a, str) and isinstance(b, str) and a and b):
-                continue
-            for start, end in self.spans(a + b):
-                if start < len(a) < end:
-                    out[i] = self.text(a[:start]) + MASK if out[i] == self.text(a) else MASK
-                    out[i + 1] = MASK + self.text(b[end - len(a):])
-        return out
+    def _across(self, texts: list[str], run: list[int], cuts: dict[int, list[tuple[int, int]]]) -> None:
+        """Add to `cuts` (per string, by index) the ranges that belong to a secret crossing from one string of
+        `run` into the next: the strings are scrubbed as one text and a match over a boundary is cut back into the
+        pieces each string holds (the base64 search, which grows to the whole run, stays per string)."""
+        if len(run) < 2:
+            return
+        bounds, at = [], 0
+        for i in run:
+            bounds.append(at)
+            at += len(texts[i])
+        for start, end in self.spans("".join(texts[i] for i in run), base64_runs=False):
+            first = bisect.bisect_right(bounds, start) - 1
+            last = bisect.bisect_left(bounds, end) - 1
+            for n in range(first, last + 1) if last > first else ():
+                i = run[n]
+                lo, hi = max(start, bounds[n]) - bounds[n], min(end, bounds[n] + len(texts[i])) - bounds[n]
+                if hi > lo:
+                    cuts.setdefault(i, []).append((lo, hi))
+
+    def _masked(self, text: str, extra: list[tuple[int, int]]) -> str:
+        """`text` scrubbed, with the `extra` ranges masked too."""
+        if not extra:
+            return self.text(text)
+        out, pos = [], 0
+        for start, end in _merged(self.spans(text) + extra):
+            out += [text[pos:start], MASK]
+            pos = end
+        out.append(text[pos:])
+        return "".join(out)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+MAX_JSON_TEXT = 1024 * 1024  # a string this long or shorter that looks like JSON is read as JSON too
+
+
+def _json_container(text: str) -> Any:
+    """The object or array a string holds as JSON text, else None."""
+    if len(text) > MAX_JSON_TEXT or text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
+
+
+def _strings_of(value: Any, key: Any, into: list[tuple[Any, str]]) -> None:
+    """Every string value of a JSON-like value with the name of the field holding it (the nearest key; list
+    items take their list's), in document order. Keys are not among them: a name between two halves is no part
+    of either."""
+    if isinstance(value, str):
+        into.append((key, value))
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _strings_of(v, k, into)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _strings_of(v, key, into)
 
 
 _known_lock = threading.Lock()

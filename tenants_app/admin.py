@@ -34,7 +34,7 @@ NETWORK_EXPOSES = {
 }
 
 TENANT_FORM_FIELDS = ["slug", "name", "is_active", "admins_can_approve", "approval_second_person",
-                      "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "command_interpreters", "sql_allowed_tables", "local_network",
+                      "gateway_approvals_in_toolhub_only", "allow_imported_auto_approve", "tool_screen", "approve_after_flagged_result", "command_interpreters", "sql_allowed_tables", "local_network",
                       "local_memory_mb"]
 
 

@@ -56,6 +56,16 @@ class Tenant(models.Model):
         null=True, blank=True, help_text="Memory of all this tenant's sandboxed processes together (MiB); "
                                          "empty = TOOLHUB_SANDBOX_TENANT_MEMORY_MB",
     )
+    tool_screen = models.CharField(
+        max_length=8, choices=[("hold", "Hold"), ("flag", "Flag"), ("off", "Off")], default="hold",
+        help_text="The screen on what tool servers tell the model: hold a function with a high finding until an "
+                  "admin approves it, only flag it, or do not screen",
+    )
+    approve_after_flagged_result = models.BooleanField(
+        default=True,
+        help_text="After a tool result carrying injection markers, the next WRITE or DESTRUCTIVE call in the same "
+                  "conversation needs approval even where its link would not",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -30,8 +30,9 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # Fields only an owner may change; everything a tenant's admins cannot touch.
 POLICY_FIELDS = frozenset({
     "command_interpreters", "sql_allowed_tables", "admins_can_approve", "approval_second_person",
-    "allow_imported_auto_approve", "gateway_approvals_in_toolhub_only",
+    "allow_imported_auto_approve", "gateway_approvals_in_toolhub_only", "tool_screen", "approve_after_flagged_result",
 })
+TOOL_SCREEN_CHOICES = ("hold", "flag", "off")
 IDENTITY_FIELDS = frozenset({"name", "slug"})
 # The LOCAL server sandbox's network and memory are the platform's to grant, not the tenant's.
 OPERATOR_FIELDS = frozenset({"is_active", "local_network", "local_memory_mb"})
@@ -96,6 +97,9 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
     if changed.get("local_network", "none") not in ("none", "public", "host"):
         raise ValidationFailed(f"local_network {changed['local_network']!r} is invalid; accepted: none, public, host",
                                details={"field": "local_network", "accepted": ["none", "public", "host"]})
+    if changed.get("tool_screen", "hold") not in TOOL_SCREEN_CHOICES:
+        raise ValidationFailed(f"tool_screen must be one of {', '.join(TOOL_SCREEN_CHOICES)}",
+                               details={"field": "tool_screen", "accepted": list(TOOL_SCREEN_CHOICES)})
     if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
         _require(tenant=row, actor=actor, at_least=Role.OWNER)
     if "slug" in changed:

@@ -125,6 +125,12 @@ def server_spec(tool: Tool, user: Any = None, *, user_values_needed: bool = True
     spec = configs.server_spec(tool_id=tool.pk, config_version=tool.config_version, tenant_key=str(tool.tenant_id),
                                tool_type=tool.type, config=tool.config or {}, validated=True, default_roots=roots,
                                sandbox=sandbox)
+    if local:
+        from tools_app.packages.services import (
+            runnable_spec,  # a package runner's command runs from the store
+        )
+
+        spec = runnable_spec(tool, spec)
     try:
         personal = user_values(tool, user)
     except CredentialsNeeded:

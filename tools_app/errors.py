@@ -72,6 +72,21 @@ class AuthorizationRequired(ToolError):
     code = ApiCode.AUTHORIZATION_REQUIRED
 
 
+class OAuthConnectFailed(ToolError):
+    """Connecting an OAuth tool failed upstream (discovery, a blocked address, a refused registration, a resource
+    naming another server): a 400 whose `code` is the runtime failure's own (`oauth_failed`,
+    `oauth_resource_mismatch`, `outbound_blocked`, ...) and whose message names the step, never a secret."""
+
+    code = ApiCode.OAUTH_FAILED
+
+    @classmethod
+    def of(cls, exc: Exception, tool_name: str) -> OAuthConnectFailed:
+        message = getattr(exc, "message", None) or type(exc).__name__
+        error = cls(f"connecting {tool_name!r} failed: {message}", details=dict(getattr(exc, "details", {}) or {}))
+        error.code = ApiCode(getattr(exc, "code", ApiCode.OAUTH_FAILED))
+        return error
+
+
 class OAuthFlowRefused(PermissionDenied):
     """An OAuth link or callback that does not belong to this user, this browser, or this moment."""
 

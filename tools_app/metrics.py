@@ -11,7 +11,7 @@ from django.utils import timezone
 from prometheus_client.core import Metric
 
 from core import metrics
-from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool, ToolCall
+from tools_app.models import Approval, ApprovalStatus, CallStatus, FunctionState, Tool, ToolCall, ToolFunction
 
 _FINAL = {CallStatus.OK, CallStatus.ERROR, CallStatus.DENIED}
 
@@ -22,6 +22,8 @@ def _observe_call(sender: Any, instance: ToolCall, **kwargs: Any) -> None:
         return
     tenant = str(instance.tenant_id)
     metrics.TOOL_CALLS.labels(tenant, instance.tool_name, instance.function, instance.status).inc()
+    for marker in instance.result_flags or []:
+        metrics.TOOL_RESULTS_FLAGGED.labels(tenant, instance.tool_name, marker).inc()
     if instance.status == CallStatus.OK or instance.cost_ms:
         metrics.TOOL_CALL_SECONDS.labels(tenant, instance.tool_name).observe(instance.cost_ms / 1000)
 
@@ -40,6 +42,9 @@ def _gauges() -> Iterable[Metric]:
         "toolhub_breaker_open", "Tools paused by the failure breaker (1 = open)", ["tenant", "tool"],
         (([str(t), name], 1) for t, name in paused),
     )
+    yield metrics.gauge(
+        "toolhub_screen_findings", "The screen's findings in the functions servers offer now",
+        ["tenant", "tool", "severity", "status"], ((list(k), n) for k, n in _screen_counts().items()))
     from tools_app.adapters import pool_stats
 
     stats = pool_stats()
@@ -59,6 +64,17 @@ def _gauges() -> Iterable[Metric]:
             "Runner announcements and draining marks in Redis this process ignored (forged, unsigned or expired)",
             [], [([], stats["runner_announcements_rejected"])],
         )
+
+
+def _screen_counts() -> dict[tuple[str, str, str, str], int]:
+    counts: dict[tuple[str, str, str, str], int] = {}
+    rows = (ToolFunction.objects.exclude(screen_findings=[]).exclude(state=FunctionState.REMOVED)
+            .values_list("tool__tenant_id", "tool__name", "screen_status", "screen_findings"))
+    for tenant_id, tool, status, findings in rows:
+        for finding in findings or []:
+            key = (str(tenant_id), tool, str(finding.get("severity", "")), status)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def connect() -> None:

@@ -96,6 +96,15 @@ class FunctionState(models.TextChoices):
     ACTIVE = "ACTIVE", "Active"
     CHANGED = "CHANGED", "Changed (awaiting approval)"
     REMOVED = "REMOVED", "Removed"
+    # The screen found instructions aimed at the model (tools_app.services.screening); offered nowhere until approved.
+    HELD = "HELD", "Held by the screen (awaiting approval)"
+
+
+class ScreenStatus(models.TextChoices):
+    CLEAR = "clear", "Clear"
+    FLAGGED = "flagged", "Flagged"
+    HELD = "held", "Held"
+    APPROVED = "approved", "Approved"
 
 
 class ToolFunction(models.Model):
@@ -122,12 +131,40 @@ class ToolFunction(models.Model):
     title = models.CharField(max_length=300, blank=True, default="")
     meta = models.JSONField(null=True, blank=True, help_text="The server's `_meta` of this tool (e.g. an MCP Apps UI)")
     icons = models.JSONField(null=True, blank=True)
+    # The screen on the upstream's own text (tools_app.services.screening): findings [{rule, severity, field,
+    # excerpt}], the rules' version, and who approved which definition (schema_hash) with its findings.
+    screen_status = models.CharField(max_length=16, choices=ScreenStatus.choices, default=ScreenStatus.CLEAR)
+    screen_findings = models.JSONField(default=list, blank=True)
+    screen_version = models.PositiveIntegerField(default=0)
+    screen_approved_hash = models.CharField(max_length=64, blank=True, default="")
+    screen_approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                           related_name="+")
+    screen_approved_at = models.DateTimeField(null=True, blank=True)
+    # The tenant's own words for the function, given to models and gateway clients instead of the upstream's;
+    # drift and the screen keep watching the upstream's (`title`, `description`). Blank: the upstream's.
+    title_override = models.CharField(max_length=300, blank=True, default="")
+    description_override = models.TextField(blank=True, default="")
+    # {parameter: description} the tenant gives instead of the upstream's (top-level properties of input_schema).
+    parameter_overrides = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["tool", "name"], name="uniq_function_per_tool")]
+
+    @property
+    def offered_description(self) -> str:
+        """What models and gateway clients read: the tenant's override, else the upstream's description."""
+        return self.description_override or self.description
+
+    @property
+    def offered_title(self) -> str:
+        return self.title_override or self.title
+
+    @property
+    def offered_input_schema(self) -> dict[str, Any]:
+        return with_parameter_overrides(self.input_schema, self.parameter_overrides)
 
     def __str__(self) -> str:
         return f"{self.tool.name}.{self.name}"
@@ -147,6 +184,17 @@ class ToolFunction(models.Model):
         """Effective safety: a DESTRUCTIVE tool, else the admin's override, else the annotations, else the tool's."""
         return function_safety(tool_safety=self.tool.safety, override=self.safety_override,
                                annotations=self.annotations)
+
+
+def with_parameter_overrides(schema: Any, overrides: Any) -> dict[str, Any]:
+    """`schema` with the tenant's descriptions of its top-level parameters (a copy; the stored one is upstream's)."""
+    if not isinstance(schema, dict):
+        return {}
+    if not overrides or not isinstance(schema.get("properties"), dict):
+        return schema
+    properties = {name: ({**prop, "description": overrides[name]} if name in overrides and isinstance(prop, dict)
+                         else prop) for name, prop in schema["properties"].items()}
+    return {**schema, "properties": properties}
 
 
 def function_safety(*, tool_safety: str, override: str, annotations: dict[str, Any] | None) -> str:
@@ -204,6 +252,8 @@ class ToolCall(models.Model):
     # The MCP content list with long strings cut (image data, blobs), and the server's log messages.
     result_content = models.JSONField(null=True, blank=True)
     server_logs = models.JSONField(null=True, blank=True)
+    # The screen's injection markers the result carried (e.g. invisible_tags, ignore_previous); [] when clean.
+    result_flags = models.JSONField(null=True, blank=True, default=list)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     # The row's identity before it is stored: a row spooled during a database outage (services.audit_spool) is
     # inserted once however often it is replayed. Null only on rows written before it existed.
@@ -219,6 +269,15 @@ class ToolCall(models.Model):
     def via_label(self) -> str:
         """Where the call came from, in words ("Admin (Try)", "MCP gateway", ...)."""
         return str(dict(ApprovalVia.choices).get(self.via, self.via or "-"))
+
+
+class ScreenedFunction(ToolFunction):
+    """Functions the screen found something in (the admin's "Screen findings"): see tools_app.admin.screen."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "screen finding"
+        verbose_name_plural = "screen findings"
 
 
 class RefusedCall(ToolCall):

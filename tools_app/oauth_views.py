@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.views.decorators.cache import never_cache
 
-from core.errors import PermissionDenied
+from core.errors import DomainError, PermissionDenied
 from core.links import public_base
 from tenants_app.models import Role
 from tenants_app.permissions import ensure_role
@@ -40,7 +40,7 @@ def callback(request: HttpRequest) -> HttpResponse:
             user=request.user, session_key=_session(request), state=request.GET.get("state", ""),
             code=request.GET.get("code", ""), error=request.GET.get("error", ""),
         )
-    except (OAuthFlowRefused, RuntimeToolError) as exc:
+    except (DomainError, RuntimeToolError) as exc:  # a refused flow, or the provider's failure: typed, never a 500
         return _refused(request, exc.message)
     tool = connection.tool
     try:

@@ -37,6 +37,12 @@ def _tenant_created(sender: Any, instance: Tenant, created: bool, **kwargs: Any)
         # hot-path snapshots holding the old tenant row are dropped.
         hotcache.bump_tenant(instance.pk)
         recycle_local_servers(tenant=instance)
+        fields = kwargs.get("update_fields")
+        if fields is None or "tool_screen" in fields:
+            from tools_app.services.screening import rescreen_tenant
+
+            # A new screen policy holds, flags or releases the functions already known, not only later ones.
+            rescreen_tenant(tenant=instance)
 
 
 def _after_migrate(sender: Any, **kwargs: Any) -> None:

@@ -24,6 +24,7 @@ from tools_app.models import (
     Safety,
     Tool,
     ToolFunction,
+    with_parameter_overrides,
 )
 
 logger = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def _assemble(principal: Principal) -> Listing:
     sent: dict[tuple[int, str], dict[str, Any]] = {}
     if keys:
         rows = ToolFunction.objects.filter(tool__tenant=principal.tenant, tool_id__in={k[0] for k in keys}).values(
-            "tool_id", "name", "input_schema", "output_schema", "annotations", "title", "meta", "icons")
+            "tool_id", "name", "input_schema", "output_schema", "annotations", "title", "meta", "icons", "title_override", "parameter_overrides")
         sent = {(row["tool_id"], row["name"]): dict(row) for row in rows if (row["tool_id"], row["name"]) in keys}
     functions = tuple(_gateway_function(f, sent.get((f.tool_id, f.function)) or {}) for f in toolset)
     # A paused tool comes back when its pause runs out, with no write to signal it: the listing lives no longer.
@@ -98,8 +99,8 @@ def _assemble(principal: Principal) -> Listing:
 
 def _gateway_function(f: ToolsetFunction, row: dict[str, Any]) -> GatewayFunction:
     annotations = dict(row.get("annotations") or {}) if isinstance(row.get("annotations"), dict) else {}
-    title = row.get("title") or annotations.get("title") or f"{f.tool_name}: {f.function}"
-    annotations.setdefault("title", title)
+    title = row.get("title_override") or row.get("title") or annotations.get("title") or f"{f.tool_name}: {f.function}"
+    annotations["title"] = title if row.get("title_override") else annotations.get("title", title)
     # Toolhub states the safety its approval rule uses (an admin's override, a DESTRUCTIVE tool): where the
     # server's own hints say so too, a client sees exactly what the server sent.
     annotations["readOnlyHint"] = f.safety == Safety.READ_ONLY
@@ -108,7 +109,8 @@ def _gateway_function(f: ToolsetFunction, row: dict[str, Any]) -> GatewayFunctio
     return GatewayFunction(
         name=f.qualified_name,
         description=f.description,
-        input_schema=row.get("input_schema") or f.parameters,
+        input_schema=with_parameter_overrides(row["input_schema"], row.get("parameter_overrides"))
+        if row.get("input_schema") else f.parameters,
         title=str(title),
         read_only=f.safety == Safety.READ_ONLY,
         destructive=f.safety == Safety.DESTRUCTIVE,

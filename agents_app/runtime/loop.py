@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import httpx2
@@ -30,6 +30,8 @@ from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, REFUSED, ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
+from tools_app.runtime.screen import strip_invisible
+from tools_app.runtime.screen.results import NOTICE_PREFIX, markers_of, notice
 
 Event = tuple[str, dict[str, Any]]
 Execute = Callable[[ToolsetFunction, dict[str, Any], str], ToolResult]
@@ -99,7 +101,13 @@ class _Call:
             "content": self.content,
             "parts": display_parts(r.content) if r and self.status in ("ok", "error") else [],
             "cost_ms": r.cost_ms if r else 0,
+            # The screen: markers of text aimed at the model in this result (invisible characters were stripped).
+            "screen": {"flagged": bool(self.markers), "markers": self.markers},
         }
+
+    @property
+    def markers(self) -> list[str]:
+        return markers_of(self.result) if self.result is not None and self.status == "ok" else []
 
 
 # A call that answered one of these waits for its user (an account to connect, their own keys to set): it is left
@@ -200,7 +208,32 @@ def render_result(result: ToolResult, cap: int) -> str:
             content = "(no output)"
     else:
         content = f"Error ({result.error_code}): {result.error or 'tool call failed'}"
-    return content if result.success and result.shown else truncate(content, cap)
+    # Invisible characters (Unicode tags, zero-width, bidi controls) never reach a model, whatever path the
+    # result took; a result carrying text aimed at the model says so after it.
+    content = strip_invisible(content)[0]
+    markers = markers_of(result) if result.success else []
+    content = content if result.success and result.shown else truncate(content, cap)
+    return f"{content}\n{notice(markers)}" if markers else content
+
+
+def tainted(messages: list[dict[str, Any]]) -> bool:
+    """A flagged result (the screen's notice) was read since the user's last message."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return False
+        if message.get("role") == "tool" and NOTICE_PREFIX in str(message.get("content") or ""):
+            return True
+    return False
+
+
+def _guard_after_flagged(calls: list[_Call], messages: list[dict[str, Any]]) -> None:
+    """After a flagged result, a WRITE or DESTRUCTIVE call needs a person's approval even where its link would not:
+    what the result told the model may be what the model is now doing."""
+    if not tainted(messages):
+        return
+    for call in calls:
+        if call.fn is not None and call.result is None and call.fn.safety != "READ_ONLY" and not call.fn.needs_approval:
+            call.fn = replace(call.fn, needs_approval=True)
 
 
 def truncate(content: str, cap: int) -> str:
@@ -224,6 +257,7 @@ def run(
     http_client: httpx2.Client | None = None,
     screen: Screen | None = None,
     system: Callable[[], str] | None = None,
+    guard_after_flagged: bool = False,
 ) -> Iterator[Event]:
     """Run the agent until a final answer, a pause (an approval, or a call waiting for its user to connect an
     account or set their keys: WAIT_CODES), an error or the step limit.
@@ -252,6 +286,7 @@ def run(
                 decisions or {},
                 model.vision,
                 screen,
+                guard_after_flagged,
             )
             waiting = _waiting(messages, approvals)
             if approvals or waiting:
@@ -292,6 +327,7 @@ def run(
                 {},  # approvals never come from inside the run
                 model.vision,
                 screen,
+                guard_after_flagged,
             )
             waiting = _waiting(messages, approvals)
             if approvals or waiting:
@@ -336,6 +372,7 @@ def resume(
     http_client: httpx2.Client | None = None,
     screen: Screen | None = None,
     system: Callable[[], str] | None = None,
+    guard_after_flagged: bool = False,
 ) -> Iterator[Event]:
     """Continue a paused run: approved calls execute, denied ones are reported as refused."""
     return run(
@@ -446,6 +483,7 @@ def _process_calls(
     decisions: Mapping[str, str],
     vision: bool = False,
     screen: Screen | None = None,
+    guard_after_flagged: bool = False,
 ) -> Generator[Event, None, list[ApprovalRequest]]:
     """Answer one turn's calls: errors at once, approved/unguarded ones concurrently, the rest held.
 
@@ -453,6 +491,8 @@ def _process_calls(
     """
     for call in calls:
         _prepare(call, toolset)
+    if guard_after_flagged:
+        _guard_after_flagged(calls, messages)
     # A resumed batch was screened before it was held.
     cards = _screened(calls, screen) if screen is not None and not decisions else {}
     approvals = _held(turn_index, calls, decisions, cards)

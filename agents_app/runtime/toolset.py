@@ -13,7 +13,7 @@ from core.codes import Reason
 from tools_app.runtime import approval_policy, call_rules
 from tools_app.runtime.schemas import normalize_for_openai
 
-FunctionState = Literal["ACTIVE", "CHANGED", "REMOVED"]
+FunctionState = Literal["ACTIVE", "CHANGED", "REMOVED", "HELD"]
 Safety = Literal["READ_ONLY", "WRITE", "DESTRUCTIVE"]
 
 # OpenAI's constraint on function names; other OpenAI-compatible servers accept the same set.

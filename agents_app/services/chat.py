@@ -152,6 +152,7 @@ class ChatRun:
                 http_client=adapters.guarded_http_client() if run.guard_model_url else None,
                 screen=_screen(run),
                 system=_system(run),
+                guard_after_flagged=run.tenant.approve_after_flagged_result,
             )
             scrub = run.scrub
             # A model may echo its key (or a tool secret) split across deltas: hold back what may start one.

@@ -25,6 +25,10 @@ VAR_DIR = env_path("TOOLHUB_VAR_DIR", BASE_DIR / "var")
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "toolhub-dev-only-not-secret")
 DEBUG = env_bool("DEBUG", False)
+# The debug page and error reports render no value that may hold a secret (tool configs, decrypted headers,
+# OAuth client secrets in local variables; POST values; the query string), DEBUG or not: core/debug.py.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.debug.SecretSafeExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "core.debug.SecretSafeExceptionReporter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
@@ -45,6 +49,7 @@ INSTALLED_APPS = [
     "oauth2_provider",  # the MCP gateway's authorization server (agents_app.gateway.oauth)
     "tenants_app",
     "tools_app",
+    "tools_app.packages.apps.PackagesConfig",  # the package store LOCAL servers run from (own models, migrations)
     "agents_app",
     "market_app",
     "toolhub_demo",
@@ -356,6 +361,23 @@ TOOLHUB_LOCAL_COMMANDS = env_choice("TOOLHUB_LOCAL_COMMANDS", "any", ("any", "ap
 # the leading arguments a tool must start with, e.g. "npx -y @modelcontextprotocol/server-memory@2026.1.26".
 TOOLHUB_LOCAL_APPROVED_COMMANDS = [c.strip() for c in env_str("TOOLHUB_LOCAL_APPROVED_COMMANDS", "").split(";")
                                    if c.strip()]
+# Package runners (docs/packages.md): a LOCAL tool whose command is `npx`, `uvx`, `pipx run`, `npm exec` or `bunx` runs
+# the package Toolhub installed into the store, outside the sandbox; off runs such commands as written.
+TOOLHUB_PACKAGES = env_bool("TOOLHUB_PACKAGES", True)
+# Where installed packages live, one read-only folder per package@version, mounted read-only in the sandbox. Runners
+# on other hosts must see the same folder at the same path (a shared volume, docs/production.md).
+TOOLHUB_PACKAGE_STORE = str(env_path("TOOLHUB_PACKAGE_STORE", VAR_DIR / "packages"))
+# Registry hosts installs may contact (comma-separated); empty: registry.npmjs.org, pypi.org, files.pythonhosted.org
+# and the hosts of npm's configured registry and pip's configured indexes.
+TOOLHUB_PACKAGE_REGISTRY_HOSTS = env_list("TOOLHUB_PACKAGE_REGISTRY_HOSTS")
+# Install a tool's package as soon as it is saved (a Celery task); off: at its first Test or call.
+TOOLHUB_PACKAGE_INSTALL_ON_SAVE = env_bool("TOOLHUB_PACKAGE_INSTALL_ON_SAVE", True)
+# How long one install may take; Test and calls wait this long for an install in progress.
+TOOLHUB_PACKAGE_INSTALL_TIMEOUT_S = env_int("TOOLHUB_PACKAGE_INSTALL_TIMEOUT_S", 600)
+# How long asking a registry which version a package resolves to may take.
+TOOLHUB_PACKAGE_RESOLVE_TIMEOUT_S = env_int("TOOLHUB_PACKAGE_RESOLVE_TIMEOUT_S", 10)
+# A failed install is tried again by the next Test or call only after this long (a misspelling fails at once anyway).
+TOOLHUB_PACKAGE_RETRY_S = env_int("TOOLHUB_PACKAGE_RETRY_S", 60)
 # The runner tier: LOCAL servers live in runner processes (`manage.py toolhub_runner`), each server key on exactly one
 # runner in the whole deployment. `redis`: runners announce themselves in REDIS_URL and web processes and workers
 # call them over HTTP with TOOLHUB_RUNNER_SECRET; empty (default, `make run`, tests): servers run in each process.

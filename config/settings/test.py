@@ -70,3 +70,8 @@ TOOLHUB_MCP_WATCH_S = 0.2
 # servers (var/test-servers) are the runtimes the operator mounts; nothing else of the tree is visible.
 TOOLHUB_LOCAL_SANDBOX_RO_PATHS = [*TOOLHUB_LOCAL_SANDBOX_RO_PATHS, str(BASE_DIR / "tests" / "fixtures"),
                                   str(VAR_DIR / "test-servers"), str(BASE_DIR / "toolhub_demo" / "inventory_server.py")]
+
+# Package installs reach the real registries: only the tests of the package store ask for them (at first use, or
+# with this setting on). One store for every run, so a package@version installs once on this machine.
+TOOLHUB_PACKAGE_INSTALL_ON_SAVE = False
+TOOLHUB_PACKAGE_STORE = str(VAR_DIR / "test-packages")

@@ -12,6 +12,7 @@ from core.serializers import AnyJSONField, IdField, StrictInputSerializer
 from market_app.catalog import suggest_tool_name
 from market_app.models import CatalogFormat, MarketEntry, MarketSource
 from market_app.services import SourceInput
+from market_app.services.load import entry_screen
 
 
 class SourceIn(StrictInputSerializer):
@@ -76,12 +77,19 @@ class RefreshOut(serializers.Serializer[Any]):
 class EntryOut(serializers.ModelSerializer[MarketEntry]):
     source = serializers.SerializerMethodField()  # type: ignore[assignment]
     suggested_name = serializers.SerializerMethodField()
+    screen = serializers.SerializerMethodField()
 
     class Meta:
         model = MarketEntry
         fields = ["id", "source", "name", "title", "description", "version", "kind", "install", "required_env",
-                  "required_headers", "status", "is_shell_command", "content_hash", "suggested_name",
+                  "required_headers", "status", "is_shell_command", "content_hash", "suggested_name", "screen",
                   "created_at", "updated_at"]
+
+    @extend_schema_field(serializers.DictField())
+    def get_screen(self, entry: MarketEntry) -> dict[str, Any]:
+        """What the screen finds in the entry's own words before it is installed (held: loaded disabled)."""
+        request = self.context.get("request")
+        return entry_screen(entry, getattr(request, "tenant", None))
 
     @extend_schema_field(serializers.DictField())
     def get_source(self, entry: MarketEntry) -> dict[str, Any]:

@@ -70,10 +70,11 @@ class EntryViewSet(TenantViewSet):
     @extend_schema(parameters=ENTRY_FILTERS, responses=s.EntryOut(many=True))
     def list(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(s.EntryOut(page, many=True).data)
+        return self.get_paginated_response(s.EntryOut(page, many=True, context={"request": request}).data)
 
     def retrieve(self, request: Request, pk: Any = None) -> Response:
-        return Response(s.EntryOut(selectors.entry_get(tenant=self.tenant, entry_id=pk)).data)
+        entry = selectors.entry_get(tenant=self.tenant, entry_id=pk)
+        return Response(s.EntryOut(entry, context={"request": request}).data)
 
     @extend_schema(request=s.LoadIn, responses={201: LoadOut})
     @action(detail=True, methods=["post"], url_path="load")

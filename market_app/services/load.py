@@ -30,7 +30,7 @@ from tools_app.configs import mask_config, validate_config
 from tools_app.errors import InvalidConfig, NameTaken
 from tools_app.models import Tool, ToolStatus
 from tools_app.runtime.mcp.oauth import asks_for_oauth
-from tools_app.services import ToolInput, tool_create, tool_update
+from tools_app.services import ToolInput, screening, tool_create, tool_update
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 SHELL_MESSAGE = (
@@ -196,11 +196,13 @@ def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = 
                            details={"entry_id": entry.pk})
     config = _with_oauth_if_asked(entry, build_config(entry, env=env or {}, headers=headers or {}))
     tool_name = name or suggest_tool_name(entry.name)
+    screen = entry_screen(entry, tenant)
+    held = screen["status"] == "held"
     data = ToolInput(
         name=tool_name,
         description=(entry.description or entry.title)[:2000],
         type=entry.kind,
-        status=ToolStatus.DISABLED if entry.is_shell_command else ToolStatus.ENABLED,
+        status=ToolStatus.DISABLED if entry.is_shell_command or held else ToolStatus.ENABLED,
         config=config,
     )
     try:
@@ -208,7 +210,19 @@ def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = 
     except NameTaken as exc:
         raise NameTaken(f'{exc.message}; send "name" to load it under another name',
                         details={"name": tool_name}) from None
+    if held:  # the catalog's own words carry instructions aimed at a model: installed, but off until reviewed
+        rules = ", ".join(sorted({f["rule"] for f in screen["findings"] if f["severity"] == "high"}))
+        return Loaded(tool, f"loaded DISABLED: the screen found text aimed at the model in the catalog entry ({rules}); "
+                            "review it, then enable the tool")
     return Loaded(tool, SHELL_MESSAGE if entry.is_shell_command else "")
+
+
+def entry_screen(entry: MarketEntry, tenant: Tenant | None) -> dict[str, Any]:
+    """The screen's findings on what a catalog entry says, under the tenant's policy (hold when unknown)."""
+    policy = screening.policy_of(tenant) if tenant is not None else screening.HOLD
+    return screening.catalog_screen(title=entry.title, description=entry.description,
+                                    variables=[*(entry.required_env or []), *(entry.required_headers or [])],
+                                    policy=policy)
 
 
 @transaction.atomic

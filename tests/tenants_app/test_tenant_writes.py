@@ -126,8 +126,9 @@ def test_admin_cannot_add_to_a_foreign_tenant(acme: Tenant, globex: Tenant, admi
 
 def tenant_form(tenant: Tenant, **changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {"slug": tenant.slug, "name": tenant.name, "is_active": "on",
-                            "command_interpreters": "", "sql_allowed_tables": ""}
-    for flag in ("admins_can_approve", "approval_second_person", "allow_imported_auto_approve"):
+                            "command_interpreters": "", "sql_allowed_tables": "", "tool_screen": tenant.tool_screen}
+    for flag in ("admins_can_approve", "approval_second_person", "allow_imported_auto_approve",
+                 "approve_after_flagged_result"):
         if getattr(tenant, flag):
             data[flag] = "on"
     data.update(changes)

@@ -26,7 +26,13 @@ from tenants_app.selectors import tenants_for_admin
 from tools_app import adapters, selectors, services
 from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
-from tools_app.admin.pages import ToolPagesMixin, function_badge, history_of_refresh, history_of_test
+from tools_app.admin.pages import (
+    AWAITING,
+    ToolPagesMixin,
+    function_badge,
+    history_of_refresh,
+    history_of_test,
+)
 from tools_app.configs import mask_config
 from tools_app.models import (
     Approval,
@@ -91,12 +97,22 @@ class ToolFunctionInline(TenantRoleAdminMixin, _ToolFunctionInline):
 
     @admin.display(description="Description")
     def short_description(self, obj: ToolFunction) -> str:
+        # As the model reads it: invisible characters shown (⟨U+E0041⟩), the screen's findings marked in place.
+        from tools_app.admin.screen import findings_html, highlighted
+
         text = obj.description or ""
-        return text if len(text) <= 160 else text[:157] + "..."
+        shown = highlighted(text if len(text) <= 400 else text[:397] + "...", obj.screen_findings or [])
+        findings = [f for f in obj.screen_findings or [] if f.get("severity") != "low"]
+        override = format_html("<br><small>Offered as: {}</small>", obj.description_override) \
+            if obj.description_override else ""
+        if not findings:
+            return format_html("{}{}", shown, override)
+        return format_html("{}{}<br><small>Screen: {}</small>{}", shown, override, obj.screen_status,
+                           findings_html(findings))
 
     @admin.display(description="")
     def links(self, obj: ToolFunction) -> str:
-        if obj.state == FunctionState.CHANGED:
+        if obj.state in (FunctionState.CHANGED, FunctionState.HELD):
             return format_html('<a class="button" href="{}">Review change</a>',
                                reverse("admin:tools_app_tool_changes", args=[obj.tool_id]))
         if obj.state == FunctionState.REMOVED:
@@ -124,13 +140,13 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
     ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "market_origin"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "package", "market_origin"]
     inlines = [ToolFunctionInline]
     actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         qs: QuerySet[Tool] = super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
-            awaiting_count=Count("functions", filter=Q(functions__state=FunctionState.CHANGED)))
+            awaiting_count=Count("functions", filter=Q(functions__state__in=AWAITING)))
         return qs
 
     def get_ordering(self, request: HttpRequest) -> Any:
@@ -169,7 +185,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
                                            "classes": ["toolhub-advanced"]}))
         if obj is None or obj.type == ToolType.LOCAL:
             # Only platform operators may take a server out of the tenant sandbox; everyone sees where it runs.
-            fields = (["unsandboxed"] if request.user.is_superuser else []) + (["sandbox"] if obj is not None else [])
+            fields = (["unsandboxed"] if request.user.is_superuser else []) + (["sandbox", "package"] if obj is not None else [])
             if fields:
                 fieldsets.append(("Sandbox (LOCAL)", {"fields": fields,
                                                       "classes": ["toolhub-config", "toolhub-config-LOCAL"]}))
@@ -184,6 +200,20 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
                 "Run this server as Toolhub's own user, outside the tenant sandbox: it can then read Toolhub's "
                 "environment, files and every tenant's data. Only for servers you, the operator, trust.")
         return form
+
+    @admin.display(description="Package")
+    def package(self, obj: Tool) -> str:
+        from tools_app.packages.services import package_view
+
+        view = package_view(obj)
+        if view is None:
+            return "Not run from a package: the command runs as written."
+        error = view["error"]
+        return format_html(
+            "{} package {} {}: <strong class=\"toolhub-package-{}\">{}</strong>{}{}",
+            view["manager"], view["name"], view["version"] or view["requested"], view["status"], view["status"],
+            f" ({view['size'] / 1e6:.1f} MB in the store, read-only to the server)" if view["size"] else "",
+            f": {error['code']}: {error['message']}" if error else "")
 
     @admin.display(description="Where it runs")
     def sandbox(self, obj: Tool) -> str:
@@ -214,7 +244,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
     def render_change_form(self, request: HttpRequest, context: dict[str, Any], add: bool = False,
                            change: bool = False, form_url: str = "", obj: Any = None) -> Any:
         if obj is not None:
-            context["awaiting"] = obj.functions.filter(state=FunctionState.CHANGED).count()
+            context["awaiting"] = obj.functions.filter(state__in=AWAITING).count()
             context["function_count"] = obj.functions.count()
             context["discovers"] = obj.type in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP)
             # Functions are discovered in the background after a save: still on its way, or failed (and why).
@@ -340,7 +370,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
 
     @admin.action(description="Approve changed functions")
     def approve_changed_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        for fn in ToolFunction.objects.filter(tool__in=queryset, state=FunctionState.CHANGED).select_related("tool"):
+        for fn in ToolFunction.objects.filter(tool__in=queryset, state__in=AWAITING).select_related("tool"):
             discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
             self._history(request, fn.tool, f"Approved function {fn.name}.")
             self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
@@ -486,4 +516,5 @@ class ToolCallAdmin(ReadOnlyAdminMixin, _ToolCallAdmin):
         return format_html("{}<br><small>{}</small>", via, who)
 
 
-from tools_app.admin import refused  # noqa: E402,F401  registers "Refused calls" (its own module)
+from tools_app.admin import refused  # noqa: E402,F401,I001  registers "Refused calls" (its own module)
+from tools_app.admin import screen  # noqa: E402, F401  registers "Screen findings" (its own module)

@@ -21,9 +21,11 @@ from django.utils.safestring import SafeString
 
 from core.errors import DomainError
 from core.links import public_base
+from tools_app.admin import screen as screen_admin
 from tools_app.models import ApprovalVia, FunctionState, Tool, ToolFunction, ToolStatus
 from tools_app.runtime.errors import RuntimeToolError
-from tools_app.services import discovery, oauth, tool_set_status
+from tools_app.runtime.screen import reveal
+from tools_app.services import discovery, oauth, screening, tool_set_status
 from tools_app.services.invoke import tool_invoke
 
 MAX_RESULT_CHARS = 20_000
@@ -101,7 +103,8 @@ def arguments_from(inputs: list[dict[str, Any]], data: Any) -> tuple[dict[str, A
 def definition_text(definition: dict[str, Any] | None) -> list[str]:
     if definition is None:
         return []
-    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    # As the model reads it: invisible characters made visible (⟨U+E0041⟩), never silently in the diff.
+    return reveal(json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False)).splitlines()
 
 
 def diff_html(old: dict[str, Any] | None, new: dict[str, Any]) -> SafeString:
@@ -117,11 +120,30 @@ def diff_html(old: dict[str, Any] | None, new: dict[str, Any]) -> SafeString:
     return format_html('<pre class="toolhub-diff">{}</pre>', body or "(no difference in the stored definition)")
 
 
+# Functions waiting for an admin: drifted (CHANGED) or held by the screen (HELD).
+AWAITING = (FunctionState.CHANGED, FunctionState.HELD)
+
+
+def new_findings(fn: ToolFunction) -> set[tuple[str, str, str]]:
+    """The findings of the current definition that the approved one did not have (what the drift brought)."""
+    now = {(f.get("rule"), f.get("field"), f.get("excerpt")) for f in fn.screen_findings or []}
+    old_def = fn.approved_definition
+    if old_def is None:
+        return now
+    before = screening.findings_for(name=fn.name, title=fn.title, description=old_def.get("description") or "",
+                                    input_schema=old_def.get("input_schema"), output_schema=old_def.get("output_schema"),
+                                    annotations=old_def.get("annotations"))
+    return now - {(f["rule"], f["field"], f["excerpt"]) for f in before}
+
+
 def function_badge(fn: ToolFunction) -> SafeString:
     """Never a green tick for a function awaiting approval: it is left out of every toolset until approved."""
     if fn.state == FunctionState.CHANGED:
         return format_html('<span class="toolhub-badge toolhub-badge-wait" title="{}">awaiting approval</span>',
                            "new or changed since it was approved; left out of toolsets until approved")
+    if fn.state == FunctionState.HELD:
+        return format_html('<span class="toolhub-badge toolhub-badge-wait" title="{}">held by the screen</span>',
+                           "the screen found instructions aimed at the model; left out of toolsets until approved")
     if fn.state == FunctionState.REMOVED:
         return format_html('<span class="toolhub-badge toolhub-badge-off">{}</span>', "removed")
     if fn.unsupported_reason:
@@ -207,7 +229,7 @@ class ToolPagesMixin:
             messages.error(request, f"Refresh: {exc.message}")
             return self._back(tool)
         if body["ok"]:
-            held = tool.functions.filter(state=FunctionState.CHANGED).count()
+            held = tool.functions.filter(state__in=AWAITING).count()
             note = f" {held} new or changed function(s) wait for approval: review them." if held else ""
             level = messages.WARNING if held else messages.SUCCESS
             messages.add_message(request, level, f"Refreshed: {body['tool_count']} function(s); "
@@ -327,7 +349,7 @@ class ToolPagesMixin:
                 messages.success(request, f"Approved {tool.name}.{name}: its current definition is trusted and it "
                                           "is offered to agents again.")
                 self._history(request, tool, f"Approved function {name}.")
-            remaining = tool.functions.filter(state=FunctionState.CHANGED).exists()
+            remaining = tool.functions.filter(state__in=AWAITING).exists()
             if remaining:
                 return HttpResponseRedirect(reverse("admin:tools_app_tool_changes", args=[tool.pk]))
             return self._back(tool)
@@ -335,8 +357,10 @@ class ToolPagesMixin:
             {"fn": fn, "new": fn.approved_definition is None and not fn.approved_hash,
              "unknown_old": fn.approved_definition is None and bool(fn.approved_hash),
              "diff": diff_html(fn.approved_definition, fn.definition()),
-             "old_description": (fn.approved_definition or {}).get("description")}
-            for fn in tool.functions.filter(state=FunctionState.CHANGED).order_by("name")
+             "old_description": reveal((fn.approved_definition or {}).get("description") or ""),
+             "description": screen_admin.highlighted(fn.description, fn.screen_findings or []),
+             "findings": screen_admin.findings_html(fn.screen_findings or [], new_findings(fn)), "held": fn.state == FunctionState.HELD}
+            for fn in tool.functions.filter(state__in=AWAITING).order_by("name")
         ]
         context = {
             **self.admin_site.each_context(request),

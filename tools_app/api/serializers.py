@@ -14,13 +14,14 @@ from tools_app.models import (
     Approval,
     ExpiryReason,
     Safety,
+    ScreenStatus,
     Tool,
     ToolCall,
     ToolFunction,
     ToolStatus,
     ToolType,
 )
-from tools_app.services import ToolInput
+from tools_app.services import ToolInput, screening
 
 
 class ToolIn(StrictInputSerializer):
@@ -49,16 +50,35 @@ class IdsIn(StrictInputSerializer):
     format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
 
 
+class ScreenFindingOut(serializers.Serializer[dict[str, str]]):
+    rule = serializers.CharField()
+    severity = serializers.ChoiceField(choices=["high", "medium", "low"])
+    field = serializers.CharField()
+    excerpt = serializers.CharField()
+
+
+class ScreenOut(serializers.Serializer[dict[str, Any]]):
+    status = serializers.ChoiceField(choices=ScreenStatus.choices)
+    findings = ScreenFindingOut(many=True)
+
+
 class FunctionOut(serializers.ModelSerializer[ToolFunction]):
     safety = serializers.CharField(read_only=True)
     annotated_safety = serializers.CharField(read_only=True, allow_null=True)
     safety_override = serializers.CharField(read_only=True)
+    screen = serializers.SerializerMethodField()
 
     class Meta:
         model = ToolFunction
-        fields = ["name", "description", "input_schema", "output_schema", "annotations", "state", "enabled",
-                  "requires_approval", "safety", "annotated_safety", "safety_override", "unsupported_reason",
-                  "schema_hash"]
+        # `description` and `title` are the upstream's; the overrides are what models and gateway clients get.
+        fields = ["name", "title", "description", "title_override", "description_override", "parameter_overrides",
+                  "input_schema",
+                  "output_schema", "annotations", "state", "enabled", "requires_approval", "safety",
+                  "annotated_safety", "safety_override", "unsupported_reason", "schema_hash", "screen"]
+
+    @extend_schema_field(ScreenOut)
+    def get_screen(self, fn: ToolFunction) -> dict[str, Any]:
+        return screening.screen_out(fn)
 
 
 class ToolListOut(serializers.ModelSerializer[Tool]):
@@ -84,7 +104,17 @@ class ToolOut(ToolListOut):
 
     class Meta(ToolListOut.Meta):
         fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market",
-                                            "registered", "protocol_version"]
+                                            "registered", "protocol_version", "package"]
+
+    package = serializers.SerializerMethodField(
+        help_text="For a LOCAL tool run from an npm or PyPI package: {manager, name, version, requested, status: "
+                  "installing|installed|failed, size, installed_at, error, serving}; null otherwise")
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_package(self, tool: Tool) -> dict[str, Any] | None:
+        from tools_app.packages.services import package_view
+
+        return package_view(tool)
 
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_registered(self, tool: Tool) -> dict[str, Any] | None:
@@ -128,6 +158,9 @@ class ToolBriefOut(serializers.ModelSerializer[Tool]):
 
 
 class FunctionBriefOut(serializers.ModelSerializer[ToolFunction]):
+    description = serializers.CharField(source="offered_description", read_only=True)
+    input_schema = serializers.JSONField(source="offered_input_schema", read_only=True)
+
     class Meta:
         model = ToolFunction
         fields = ["name", "description", "input_schema"]
@@ -269,3 +302,10 @@ class FunctionPatchIn(StrictInputSerializer):
     # An admin's safety class for this function; null or "" follows the server's annotations again.
     # (A plain string, checked by the service: one Safety enum in the schema, not a blank-able twin.)
     safety = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=16)
+    # The tenant's own words for models and gateway clients; blank (or null) restores the upstream's.
+    title_override = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=300)
+    description_override = serializers.CharField(required=False, allow_null=True, allow_blank=True,
+                                                 max_length=20000)
+    # {parameter: description} for models and gateway clients; a blank value restores the upstream's.
+    parameter_overrides = serializers.DictField(child=serializers.CharField(allow_blank=True, allow_null=True,
+                                                                            max_length=5000), required=False)

@@ -254,6 +254,9 @@ class ToolViewSet(TenantViewSet):
             enabled=body.validated_data.get("enabled"),
             requires_approval=body.validated_data.get("requires_approval", ...),
             safety=body.validated_data.get("safety", ...),
+            title_override=body.validated_data.get("title_override", ...),
+            description_override=body.validated_data.get("description_override", ...),
+            parameter_overrides=body.validated_data.get("parameter_overrides", ...),
         )
         return Response(s.FunctionOut(fn).data)
 

@@ -17,6 +17,7 @@ ENABLED = "ENABLED"
 ACTIVE = "ACTIVE"
 CHANGED = "CHANGED"
 REMOVED = "REMOVED"
+HELD = "HELD"
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def tool_refusal(*, tool_name: str, status: str, disabled_until: datetime | None
 def function_refusal(*, tool_name: str, function: str, state: str | None, enabled: bool, unsupported_reason: str,
                      available: Callable[[], list[str]] = list) -> Refusal | None:
     """The function is missing or removed (`state` None: the tool has no such function), changed since it was
-    approved, disabled by an admin, or one Toolhub cannot call. `available` names the active functions for
+    approved, held by the screen, disabled by an admin, or one Toolhub cannot call. `available` names the active functions for
     the hint (asked only when the function is missing)."""
     if state is None or state == REMOVED:
         known = available()
@@ -65,6 +66,12 @@ def function_refusal(*, tool_name: str, function: str, state: str | None, enable
             Reason.FUNCTION_CHANGED,
             f"function {function!r} changed since it was approved (new or different schema); "
             "an admin must approve it before use",
+        )
+    if state == HELD:
+        return Refusal(
+            Reason.FUNCTION_HELD,
+            f"function {function!r} is held: the screen found instructions aimed at the model in its definition; "
+            "an admin must review and approve it before use",
         )
     if not enabled:
         return Refusal(Reason.FUNCTION_DISABLED, f"function {function!r} of tool {tool_name!r} is disabled")

@@ -7,6 +7,7 @@ from typing import Any
 
 from core.codes import REASON_FAMILY, Reason, ResultCode
 from core.secrets import Scrubber
+from tools_app.runtime.content import joined_text
 
 # Error codes of DESIGN §4 (the families of core.codes.ResultCode), shared by every runtime.
 INVALID_PARAMS = ResultCode.INVALID_PARAMS
@@ -66,10 +67,13 @@ class ToolResult:
     def scrubbed(self, scrubber: Scrubber) -> ToolResult:
         """This result with every secret masked in text, data, content, error and meta (in place; returns self)."""
         if scrubber:
-            self.text = scrubber.text(self.text)
+            joined = bool(self.content) and self.text == joined_text(self.content)
             self.error = scrubber.text(self.error) if self.error else self.error
-            self.data, self.meta = scrubber.value(self.data), scrubber.value(self.meta)
-            self.content = scrubber.value(self.content)
+            # Data and content as one value: a secret split between them, or across content items, is caught.
+            self.data, self.content = scrubber.value([self.data, self.content])
+            self.meta = scrubber.value(self.meta)
+            # The text joined from the content shows what the content now shows (a split secret's halves too).
+            self.text = joined_text(self.content) if joined else scrubber.text(self.text)
         return self
 
     def as_dict(self) -> dict[str, Any]:

@@ -74,6 +74,8 @@ class SandboxPolicy:
     tenant_memory_bytes: int = 0
     cgroup_root: str | None = None
     ro_paths: tuple[str, ...] = field(default=SYSTEM_PATHS + ETC_PATHS)
+    # Package store folders (tools_app.runtime.packages) the server runs from: bound read-only, nothing else added.
+    store_paths: tuple[str, ...] = ()
 
     def search_path(self) -> str:
         """PATH inside the sandbox: the system folders plus `bin/` of each extra read-only path."""
@@ -83,7 +85,7 @@ class SandboxPolicy:
     def mounted(self, path: str) -> bool:
         """Whether `path` (resolved) is visible inside the sandbox."""
         real = Path(os.path.realpath(path))
-        for root in (*self.ro_paths, *self.extra_ro_paths):
+        for root in (*self.ro_paths, *self.extra_ro_paths, *self.store_paths):
             base = Path(os.path.realpath(root))
             if real == base or real.is_relative_to(base):
                 return True
@@ -150,6 +152,8 @@ def bwrap_argv(
             real = os.path.realpath(path)
             if real != path:  # a linked folder: programs may name it by either path
                 out += ["--ro-bind", real, real]
+    for path in policy.store_paths:  # the package store: read-only to every tenant (one install serves them all)
+        out += ["--ro-bind", path, path]
     if resolv_conf is not None:
         out += ["--ro-bind", resolv_conf, "/etc/resolv.conf"]
     out += [

@@ -20,6 +20,7 @@ from tenants_app.models import Tenant
 from tools_app.models import CallStatus, Tool, ToolCall
 from tools_app.runtime.content import excerpt
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.screen.results import markers_of
 from tools_app.services import audit_spool
 
 logger = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ def audit(
         cost_ms=result.cost_ms,
         result_excerpt=full[:cap],
         result_size=len(full),
+        result_flags=markers_of(result) if result.success else [],
     )
     try:
         call.save(force_insert=True)  # the warm path's one query

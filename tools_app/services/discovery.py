@@ -20,7 +20,7 @@ from tools_app.models import FunctionState, Safety, Tool, ToolFunction, ToolType
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.registry import get_tool
 from tools_app.runtime.schemas import schema_hash
-from tools_app.services import health
+from tools_app.services import health, screening
 
 # A probe refused for what the caller lacks (an OAuth connection, their own keys) says nothing about the server.
 CALLER_CODES = {ApiCode.AUTHORIZATION_REQUIRED, ApiCode.CREDENTIALS_REQUIRED}
@@ -213,6 +213,9 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
     changes = diff(stored, offered)
     first = not stored
     by_name = {f.name: f for f in offered}
+    # The screen reads the upstream's own text on every discovery, the first included (tools_app.services.screening).
+    policy = screening.policy_of(tool.tenant) if screening.screens(tool) else screening.OFF
+    others = screening.others_of(tool) if policy != screening.OFF else None
     for name, fn in by_name.items():
         row = stored.get(name)
         fields = {"description": fn.description, "input_schema": fn.input_schema,
@@ -220,13 +223,16 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
                   "unsupported_reason": fn.unsupported_reason[:300], "title": fn.title[:300], "meta": fn.meta,
                   "icons": fn.icons}
         if row is None:
-            ToolFunction.objects.create(
+            row = ToolFunction(
                 tool=tool, name=name, **fields,
                 state=FunctionState.ACTIVE if first else FunctionState.CHANGED,
-                approved_hash=fn.schema_hash if first else "",
-                approved_definition=_definition(fn) if first else None,
                 requires_approval=_imported_approval(tool, name),
             )
+            screening.apply(row, policy=policy, others=others)
+            # A first definition is trusted unless the screen holds it: then it waits for an approval like drift.
+            if first and row.state == FunctionState.ACTIVE:
+                row.approved_hash, row.approved_definition = fn.schema_hash, _definition(fn)
+            row.save()
             continue
         trusted = fn.schema_hash == row.approved_hash
         if trusted and row.approved_definition is None:
@@ -234,6 +240,7 @@ def store_functions(*, tool: Tool, offered: list[Offered]) -> dict[str, list[str
         for attr, value in fields.items():
             setattr(row, attr, value)
         row.state = FunctionState.ACTIVE if trusted else FunctionState.CHANGED
+        screening.apply(row, policy=policy, others=others)
         row.save()
     for name, row in stored.items():
         if name not in by_name and row.state != FunctionState.REMOVED:
@@ -252,17 +259,21 @@ def function_approve(*, tenant: Tenant, actor: Any, tool_id: Any, name: str) -> 
         raise ToolError(f"function {name!r} is no longer offered by the server; nothing to approve",
                         details={"function": name, "state": fn.state})
     fn.approved_hash, fn.state, fn.approved_definition = fn.schema_hash, FunctionState.ACTIVE, fn.definition()
-    fn.save(update_fields=["approved_hash", "state", "approved_definition", "updated_at"])
+    screening.approve(fn, actor=actor)
+    fn.save(update_fields=["approved_hash", "state", "approved_definition", "updated_at", "screen_approved_hash",
+                           "screen_approved_by", "screen_approved_at", "screen_status"])
     return fn
 
 
 @transaction.atomic
 def function_update(
     *, tenant: Tenant, actor: Any, tool_id: Any, name: str, enabled: bool | None, requires_approval: Any,
-    safety: Any = ...,
+    safety: Any = ..., title_override: Any = ..., description_override: Any = ..., parameter_overrides: Any = ...,
 ) -> ToolFunction:
-    """Per-function switches: enabled, requires_approval (true/false, or null to inherit) and a safety override
-    (READ_ONLY/WRITE/DESTRUCTIVE, or null/"" to follow the server's annotations)."""
+    """Per-function switches: enabled, requires_approval (true/false, or null to inherit), a safety override
+    (READ_ONLY/WRITE/DESTRUCTIVE, or null/"" to follow the server's annotations) and the tenant's own title and
+    description for models and gateway clients (blank restores the upstream's; drift and the screen still read
+    the upstream's)."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
     fn = _function(tenant=tenant, tool_id=tool_id, name=name, for_update=True)
     if enabled is not None:
@@ -274,8 +285,34 @@ def function_update(
             raise ToolError(f"safety must be one of {', '.join(Safety.values)} or null",
                             details={"accepted": list(Safety.values)})
         fn.safety_override = safety or ""
-    fn.save(update_fields=["enabled", "requires_approval", "safety_override", "updated_at"])
+    if title_override is not ...:
+        fn.title_override = (title_override or "").strip()
+    if description_override is not ...:
+        fn.description_override = (description_override or "").strip()
+    if parameter_overrides is not ...:
+        fn.parameter_overrides = _parameter_overrides(fn, parameter_overrides or {})
+    fn.save(update_fields=["enabled", "requires_approval", "safety_override", "title_override",
+                           "description_override", "parameter_overrides", "updated_at"])
     return fn
+
+
+def _parameter_overrides(fn: ToolFunction, changes: dict[str, Any]) -> dict[str, str]:
+    """The function's parameter descriptions after `changes` ({parameter: text}; blank or null restores upstream's)."""
+    accepted = sorted((fn.input_schema or {}).get("properties") or {})
+    unknown = sorted(set(changes) - set(accepted))
+    if unknown:
+        raise ToolError(f"function {fn.name!r} has no parameter(s) {', '.join(unknown)}; accepted: {accepted}",
+                        details={"unknown": unknown, "accepted": accepted})
+    merged = dict(fn.parameter_overrides or {})
+    for name, text in changes.items():
+        if not isinstance(text, str) and text is not None:
+            raise ToolError(f"parameter_overrides.{name} must be a string (blank restores the upstream's)",
+                            details={"parameter": name})
+        if (text or "").strip():
+            merged[name] = (text or "").strip()
+        else:
+            merged.pop(name, None)
+    return merged
 
 
 def _function(*, tenant: Tenant, tool_id: Any, name: str, for_update: bool = False) -> ToolFunction:

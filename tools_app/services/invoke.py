@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache, tracing
+from core.codes import Reason
 from core.db import release_pooled_connection
 from core.secrets import scrubber
 from tenants_app.models import Tenant
@@ -37,7 +38,8 @@ from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
-from tools_app.services import health, plugins
+from tools_app.runtime.screen.results import screened
+from tools_app.services import health, oauth, plugins
 from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
 from tools_app.services.audit import audit
 
@@ -89,6 +91,12 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
     refusal = CALLS.why_not(tenant=tenant, user=actor, tool=tool, function=function, functions=functions,
                             agent=agent, warm=snapshot is not None)
     if refusal is not None:
+        if refusal.reason == Reason.FUNCTION_MISSING and not functions:
+            # An OAuth tool never connected was never listed: connecting it comes first (with the link), as for
+            # a connected one whose grant expired.
+            unconnected = oauth.not_connected(tenant=tenant, tool=tool, user=actor)
+            if unconnected:
+                raise CallRefused(codes.AUTHORIZATION_REQUIRED, unconnected)
         raise CallRefused(refusal.code, refusal.message, reason=refusal.reason)
     fn = functions[function]
     if not isinstance(arguments, dict):
@@ -276,7 +284,7 @@ def _invoke(
         # own keys change whenever they set them.
         ctx.secrets += tokens
         scrub = scrubber(ctx.secrets)
-    result.scrubbed(scrub)
+    result = screened(result.scrubbed(scrub))  # invisible characters out, injection markers named (the screen)
     _record_health(tool, result)
     return Invocation(result, ctx.audit_outcome(result))
 

@@ -23,7 +23,7 @@ from tenants_app.permissions import ensure_role
 from tools_app import adapters, selectors
 from tools_app.configs import load_config
 from tools_app.configs.remote import RemoteConfig
-from tools_app.errors import OAuthFlowRefused, ToolError
+from tools_app.errors import OAuthConnectFailed, OAuthFlowRefused, ToolError
 from tools_app.models import OAuthConnection, OAuthFlow, OAuthRegistration, OAuthStatus, Tool, ToolType
 from tools_app.runtime.errors import AuthorizationNeeded, RuntimeToolError
 from tools_app.runtime.mcp import oauth
@@ -112,8 +112,11 @@ def oauth_connect(*, tenant: Tenant, actor: Any, tool_id: Any, base_url: str) ->
     spec = _oauth_config(tool)
     ensure_role(tenant=tenant, user=actor, at_least=Role.MEMBER if spec.auth.per_user else Role.ADMIN)
     redirect_uri = base_url.rstrip("/") + CALLBACK_PATH
-    found = oauth.discover(spec.url, adapters.outbound_policy())
-    registration = _registration(tenant=tenant, spec=spec, found=found, redirect_uri=redirect_uri)
+    try:
+        found = oauth.discover(spec.url, adapters.outbound_policy())
+        registration = _registration(tenant=tenant, spec=spec, found=found, redirect_uri=redirect_uri)
+    except RuntimeToolError as exc:  # upstream's failure, typed: a 400 naming the step, never a 500
+        raise OAuthConnectFailed.of(exc, tool.name) from None
     verifier, challenge = oauth.new_pkce()
     state = secrets.token_urlsafe(32)
     scopes = list(spec.auth.scopes) or found.scopes_supported
@@ -228,14 +231,26 @@ def _access_token(stale: str | None, *, tenant_id: int, tool_id: int, user_id: i
     finally:
         close_old_connections()  # runs in the pool's worker threads: give their connection back
     if revoked or token is None:
-        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
-        raise AuthorizationNeeded(
-            f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
-            if revoked else
-            f"{'you have not connected your own account to this tool' if per_user else 'this tool is not connected'}"
-            f": connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)",
-            details={"tool_id": tool_id, "per_user": per_user})
+        raise AuthorizationNeeded(_needs_authorization(tool_id, per_user=per_user, revoked=revoked),
+                                  details={"tool_id": tool_id, "per_user": per_user})
     return token
+
+
+def _needs_authorization(tool_id: Any, *, per_user: bool, revoked: bool) -> str:
+    if revoked:
+        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
+        return f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
+    who = "you have not connected your own account to this tool" if per_user else "this tool is not connected"
+    return f"{who}: connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)"
+
+
+def not_connected(*, tenant: Tenant, tool: Tool, user: Any) -> str | None:
+    """Why a call of an OAuth tool needs authorization first: the caller has no connected connection to it (the
+    shared one, or their own with `per_user`). None for other tools and for a connected caller."""
+    state = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+    if state is None or state["connected"]:
+        return None
+    return _needs_authorization(tool.pk, per_user=state["per_user"], revoked=state["status"] != "not_connected")
 
 
 @transaction.atomic

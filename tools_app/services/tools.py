@@ -83,6 +83,10 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
 
 def _functions_follow_config(tool: Tool) -> None:
     """HTTP tools define their function locally (stored now); MCP tools are rediscovered after commit."""
+    if tool.type == ToolType.LOCAL:
+        from tools_app.packages.services import package_follow_config
+
+        package_follow_config(tool)  # before discovery's own on_commit: the install it would wait for comes first
     if tool.type == ToolType.HTTP:
         from tools_app.services.discovery import probe_tool, store_functions
 

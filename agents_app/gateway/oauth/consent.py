@@ -1,5 +1,6 @@
 """The consent page after sign-in: it names the client, the tenant and the agent and what the client may do;
-allowing issues a code bound to that one agent, denying sends the client `access_denied` and stores nothing,
+allowing issues a code bound to that one agent, denying sends the client `access_denied` and stores nothing
+(either answer only to a redirect_uri the client registered),
 and a member without access to the agent is refused there (django-oauth-toolkit's authorization view)."""
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from urllib.parse import urlsplit
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, MismatchingRedirectURIError
 
 from agents_app.gateway.oauth.resource import SCOPE_DESCRIPTION, parse_agent_resource
 from agents_app.gateway.principal import Principal, resolve
@@ -76,6 +77,12 @@ class ConsentView(AuthorizationView):
         application = get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).first()
         if application is None:
             return self._refused(self.request, None)
+        redirect_uri = form.cleaned_data.get("redirect_uri") or ""
+        if not application.redirect_uri_allowed(redirect_uri):
+            # Deny (and a refused resource) redirect too: the edited redirect_uri is refused exactly as Allow's
+            # code exchange refuses it (oauthlib's mismatching_redirect_uri page), never followed.
+            mismatch = MismatchingRedirectURIError(state=form.cleaned_data.get("state"))
+            return cast(HttpResponse, self.error_response(FatalClientError(error=mismatch), application))
         target = _target(self.request, (form.cleaned_data.get("resource") or "").split())
         if target is None:
             return self._invalid_target(application, form.cleaned_data["redirect_uri"], form.cleaned_data.get("state"))

@@ -2,17 +2,22 @@
 
 Django-free. The protocol pieces (discovery URL order, metadata and token models, PKCE, registration
 requests) are the mcp SDK's (`mcp.client.auth`); this module only strings them into the steps a server-side
-client with a browser redirect needs, over the outbound guard. Nothing raised here carries a token, a code
-or a client secret: errors name the endpoint and the OAuth error code only.
+client with a browser redirect needs. Every request (discovery, registration, token, refresh, revocation) goes
+through the one outbound policy (`core.outbound.fetch`: checked addresses, redirects re-checked, the size cap), and
+each step as a whole runs under the policy's total deadline. Nothing raised here carries a token, a code or a client
+secret: errors name the endpoint and the OAuth error code only.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx2
 from mcp.client.auth.oauth2 import PKCEParameters, check_registration_usable
@@ -29,11 +34,11 @@ from mcp.shared.auth import (
     OAuthToken,
     ProtectedResourceMetadata,
 )
-from mcp.shared.auth_utils import resource_url_from_server_url
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import BaseModel, ValidationError
 
 from core.codes import ApiCode, ResultCode
-from core.outbound import GuardedTransport, OutboundPolicy, check_url, safe_url
+from core.outbound import FetchedResponse, OutboundPolicy, deadline, fetch, safe_url
 from tools_app.runtime.errors import RuntimeToolError
 
 M = TypeVar("M", bound=BaseModel)
@@ -46,6 +51,13 @@ class OAuthFailed(RuntimeToolError):
     """Discovery, registration or a token request failed; the message names the step, never a secret."""
 
     code = ApiCode.OAUTH_FAILED
+
+
+class ResourceMismatch(OAuthFailed):
+    """The protected resource metadata names another resource than the one it was fetched for (RFC 9728 §3.3):
+    a token for it could be spent at another server (a confused deputy). Details: `resource`, `expected`."""
+
+    code = ApiCode.OAUTH_RESOURCE_MISMATCH
 
 
 class GrantInvalid(OAuthFailed):
@@ -86,27 +98,49 @@ class Tokens:
     scope: str
 
 
-def _http(policy: OutboundPolicy) -> httpx2.Client:
-    return httpx2.Client(transport=GuardedTransport(policy), timeout=policy.timeout_s, follow_redirects=False,
-                         trust_env=False)
+@contextmanager
+def _step(what: str, url: str, policy: OutboundPolicy) -> Iterator[None]:
+    """One OAuth step as a whole within the policy's total deadline; a guard refusal (address, size, time) is an
+    OAuthFailed naming the step, its cause (`details.cause`: the guard's code) and the guard's own words."""
+    try:
+        with deadline(policy.timeout_s):
+            yield
+    except OAuthFailed:
+        raise
+    except RuntimeToolError as exc:
+        raise OAuthFailed(f"{what} at {safe_url(url)} failed: {exc.message}",
+                          details={**exc.details, "cause": str(exc.code)}) from None
+
+
+def _get(url: str, policy: OutboundPolicy) -> FetchedResponse:
+    return fetch("GET", url, policy=policy, headers={"Accept": "application/json"})
+
+
+def _probe(server_url: str, policy: OutboundPolicy) -> FetchedResponse:
+    return fetch("POST", server_url, policy=policy, json=INITIALIZE_PROBE,
+                 headers={"Accept": "application/json, text/event-stream"})
+
+
+def _www_auth_hint(answer: FetchedResponse) -> str | None:
+    """The RFC 9728 resource metadata URL a 401 names (the SDK's parser, given the answer's headers)."""
+    if answer.status != 401:
+        return None
+    return extract_resource_metadata_from_www_auth(httpx2.Response(401, headers=answer.headers))
 
 
 def discover(server_url: str, policy: OutboundPolicy) -> Discovery:
     """RFC 9728 from the server's 401 (or the well-known fallbacks), then RFC 8414 / OIDC metadata."""
-    try:
+    with _step("OAuth discovery", server_url, policy):
         return _discover(server_url, policy)
-    except httpx2.HTTPError as exc:
-        raise OAuthFailed(f"OAuth discovery at {safe_url(server_url)} failed: {type(exc).__name__}") from None
 
 
-def _first_document(http: httpx2.Client, policy: OutboundPolicy, urls: Iterable[str], model: type[M]) -> M | None:
-    """The first of `urls` (each checked by the outbound guard) that answers 200 with a valid `model` document."""
+def _first_document(policy: OutboundPolicy, urls: Iterable[str], model: type[M]) -> tuple[M, str] | None:
+    """The first of `urls` that answers 200 with a valid `model` document, and the URL it came from."""
     for url in urls:
-        check_url(url, policy)
-        answer = http.get(url)
-        if answer.status_code == 200:
+        answer = _get(url, policy)
+        if answer.status == 200:
             try:
-                return model.model_validate_json(answer.content)
+                return model.model_validate_json(answer.content), url
             except ValidationError:
                 continue
     return None
@@ -117,32 +151,62 @@ def asks_for_oauth(server_url: str, policy: OutboundPolicy) -> bool:
     protected resource metadata (RFC 9728): it wants OAuth sign-in, not a static header. False when it cannot be
     reached or answers anything else."""
     try:
-        check_url(server_url, policy)
-        with _http(policy) as http:
-            probe = http.post(server_url, json=INITIALIZE_PROBE,
-                              headers={"Accept": "application/json, text/event-stream"})
-    except (httpx2.HTTPError, RuntimeToolError):
+        with deadline(policy.timeout_s):
+            return _www_auth_hint(_probe(server_url, policy)) is not None
+    except RuntimeToolError:
         return False
-    return probe.status_code == 401 and extract_resource_metadata_from_www_auth(probe) is not None
+
+
+WELL_KNOWN_PRM = "/.well-known/oauth-protected-resource"
+
+
+def _same_resource(a: str, b: str) -> bool:
+    """One resource identifier (RFC 8707: scheme and host compared without case, no fragment, a trailing slash
+    of the path not significant)."""
+    return resource_url_from_server_url(a).rstrip("/") == resource_url_from_server_url(b).rstrip("/")
+
+
+def expected_resource(server_url: str, metadata_url: str) -> str:
+    """The resource identifier a protected resource metadata document fetched from `metadata_url` must name
+    (RFC 9728 §3.3): the one the well-known suffix was inserted into, or, for a document named by the server's
+    own 401, the server's URL."""
+    parts = urlsplit(metadata_url)
+    if parts.path == WELL_KNOWN_PRM or parts.path.startswith(WELL_KNOWN_PRM + "/"):
+        return f"{parts.scheme}://{parts.netloc}{parts.path.removeprefix(WELL_KNOWN_PRM)}"
+    return server_url
+
+
+def check_resource(server_url: str, claimed: str, metadata_url: str) -> None:
+    """Refuse a `resource` that is not the tool's own (RFC 9728 §3.3): it must be the identifier the metadata was
+    fetched for, and that identifier the tool's URL or (the origin-wide fallback document) a parent of it."""
+    expected = expected_resource(server_url, metadata_url)
+    if _same_resource(claimed, expected) and (
+            _same_resource(expected, server_url)
+            or check_resource_allowed(requested_resource=server_url, configured_resource=expected)):
+        return
+    raise ResourceMismatch(
+        f"the protected resource metadata of {safe_url(server_url)} names the resource {safe_url(claimed)}, not "
+        f"{safe_url(expected)}: a token for it could be used at another server, so Toolhub does not ask for one",
+        details={"resource": claimed, "expected": expected})
 
 
 def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
-    check_url(server_url, policy)
-    with _http(policy) as http:
-        probe = http.post(server_url, json=INITIALIZE_PROBE,
-                          headers={"Accept": "application/json, text/event-stream"})
-        hinted = extract_resource_metadata_from_www_auth(probe) if probe.status_code == 401 else None
-        prm = _first_document(http, policy, build_protected_resource_metadata_discovery_urls(hinted, server_url),
-                              ProtectedResourceMetadata)
-        if prm is None and probe.status_code != 401:
-            raise OAuthFailed(f"{safe_url(server_url)} does not ask for OAuth (HTTP {probe.status_code}, "
-                              "no protected resource metadata)")
-        as_url = str(prm.authorization_servers[0]) if prm and prm.authorization_servers else None
-        metadata = _first_document(http, policy,
-                                   build_oauth_authorization_server_metadata_discovery_urls(as_url, server_url),
-                                   OAuthMetadata)
-    if metadata is None:
+    probe = _probe(server_url, policy)
+    hinted = _www_auth_hint(probe)
+    found = _first_document(policy, build_protected_resource_metadata_discovery_urls(hinted, server_url),
+                            ProtectedResourceMetadata)
+    prm = found[0] if found else None
+    if found is None and probe.status != 401:
+        raise OAuthFailed(f"{safe_url(server_url)} does not ask for OAuth (HTTP {probe.status}, "
+                          "no protected resource metadata)")
+    if found is not None:
+        check_resource(server_url, str(found[0].resource), found[1])
+    as_url = str(prm.authorization_servers[0]) if prm and prm.authorization_servers else None
+    documents = _first_document(policy, build_oauth_authorization_server_metadata_discovery_urls(as_url, server_url),
+                                OAuthMetadata)
+    if documents is None:
         raise OAuthFailed(f"no authorization server metadata found for {safe_url(server_url)}")
+    metadata = documents[0]
     if as_url:
         try:
             validate_metadata_issuer(metadata, as_url.rstrip("/") if not str(metadata.issuer).endswith("/") else as_url)
@@ -166,13 +230,10 @@ def register(discovery: Discovery, *, redirect_uri: str, client_name: str, polic
         client_name=client_name, grant_types=["authorization_code", "refresh_token"], response_types=["code"],
         token_endpoint_auth_method=_preferred_method(discovery.server),
     )
-    check_url(str(endpoint), policy)
-    try:
-        with _http(policy) as http:
-            answer = http.post(str(endpoint), json=request.model_dump(by_alias=True, mode="json", exclude_none=True))
-    except httpx2.HTTPError as exc:
-        raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} failed: {type(exc).__name__}") from None
-    if answer.status_code not in (200, 201):
+    with _step("client registration", str(endpoint), policy):
+        answer = fetch("POST", str(endpoint), policy=policy, headers={"Accept": "application/json"},
+                       json=request.model_dump(by_alias=True, mode="json", exclude_none=True))
+    if answer.status not in (200, 201):
         raise OAuthFailed(f"client registration at {safe_url(str(endpoint))} failed: {_oauth_error(answer)}")
     try:
         info = OAuthClientInformationFull.model_validate_json(answer.content)
@@ -234,23 +295,26 @@ def authorize_url(discovery: Discovery, client: Client, *, redirect_uri: str, st
     return f"{discovery.server.authorization_endpoint}?{urlencode(params)}"
 
 
+def _client_auth(client: Client, data: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(form, headers) with the client's credentials by its method (RFC 6749 §2.3.1: Basic, or in the form)."""
+    data = {**data, "client_id": client.client_id}
+    headers = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+    if client.client_secret and client.auth_method == "client_secret_basic":
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    elif client.client_secret:
+        data["client_secret"] = client.client_secret
+    return data, headers
+
+
 def _token_request(discovery: Discovery, client: Client, data: dict[str, str], policy: OutboundPolicy,
                    what: str) -> Tokens:
     endpoint = str(discovery.server.token_endpoint)
-    data = {**data, "client_id": client.client_id}
-    auth: Any = None
-    if client.client_secret and client.auth_method == "client_secret_basic":
-        auth = httpx2.BasicAuth(client.client_id, client.client_secret)
-    elif client.client_secret:
-        data["client_secret"] = client.client_secret
-    check_url(endpoint, policy)
+    form, headers = _client_auth(client, data)
     started = time.time()
-    try:
-        with _http(policy) as http:
-            answer = http.post(endpoint, data=data, auth=auth, headers={"Accept": "application/json"})
-    except httpx2.HTTPError as exc:
-        raise OAuthFailed(f"{what} at {safe_url(endpoint)} failed: {type(exc).__name__}") from None
-    if answer.status_code != 200:
+    with _step(what, endpoint, policy):
+        answer = fetch("POST", endpoint, policy=policy, headers=headers, content=urlencode(form))
+    if answer.status != 200:
         error = _oauth_error(answer)
         if error in ("invalid_grant", "invalid_client", "unauthorized_client"):
             raise GrantInvalid(f"{what} refused by {safe_url(endpoint)}: {error}; authorize again")
@@ -284,26 +348,20 @@ def revoke(discovery: Discovery, client: Client, *, token: str, hint: str, polic
     endpoint = discovery.server.revocation_endpoint
     if endpoint is None:
         return False
-    data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
-    auth: Any = None
-    if client.client_secret and client.auth_method == "client_secret_basic":
-        auth = httpx2.BasicAuth(client.client_id, client.client_secret)
-    elif client.client_secret:
-        data["client_secret"] = client.client_secret
+    form, headers = _client_auth(client, {"token": token, "token_type_hint": hint})
     try:
-        check_url(str(endpoint), policy)
-        with _http(policy) as http:
-            return http.post(str(endpoint), data=data, auth=auth).status_code == 200
-    except (httpx2.HTTPError, RuntimeToolError):
+        with deadline(policy.timeout_s):
+            return fetch("POST", str(endpoint), policy=policy, headers=headers, content=urlencode(form)).status == 200
+    except RuntimeToolError:
         return False
 
 
-def _oauth_error(answer: httpx2.Response) -> str:
+def _oauth_error(answer: FetchedResponse) -> str:
     """The RFC 6749 `error` code of a refusal (a fixed vocabulary), else the status: never the body."""
     try:
-        error = answer.json().get("error")
+        error = json.loads(answer.content).get("error")
     except (ValueError, AttributeError):
         error = None
     if isinstance(error, str) and error.replace("_", "").isalpha() and len(error) <= 40:
         return error
-    return f"HTTP {answer.status_code}"
+    return f"HTTP {answer.status}"

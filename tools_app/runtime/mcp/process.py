@@ -48,6 +48,12 @@ T = TypeVar("T")
 # pid of a running server -> the tag its whole process tree carries (see procenv.PROCESS_TAG_ENV).
 _tags: dict[int, str] = {}
 VERSION_CHECK_TIMEOUT_S = 5.0
+# What to install when a runner a LOCAL command names is missing (with package runners on, Toolhub runs the package
+# from its store instead, so these matter only where TOOLHUB_PACKAGES is off or the command is the runtime itself).
+_NODE = "install Node.js 18 or newer with npm (Debian/Ubuntu: `apt-get install nodejs npm`)"
+_UV = "`make install` provides uv in Toolhub's virtualenv; elsewhere `pip install uv`"
+RUNNER_HINTS = {"npx": _NODE, "npm": _NODE, "node": _NODE, "uvx": _UV, "uv": _UV, "pipx": "`pip install pipx`",
+                "bunx": "install Bun (https://bun.sh), or run the package with npx"}
 
 
 def resolve_command(spec: LocalSpec) -> str:
@@ -82,8 +88,9 @@ def _resolve(spec: LocalSpec) -> str:
     env = child_environment(spec)
     found = shutil.which(command, path=env.get("PATH"))
     if found is None:
+        hint = RUNNER_HINTS.get(os.path.basename(command))
         raise CommandNotFound(
-            f"command {command!r} not found on PATH", details={"command": command}
+            f"command {command!r} not found on PATH" + (f": {hint}" if hint else ""), details={"command": command}
         )
     return found
 

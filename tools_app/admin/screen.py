@@ -1,0 +1,98 @@
+"""Admin "Screen findings": every function the screen found something in, per tenant and tool, with the text as
+the model reads it (invisible characters made visible) and each finding highlighted in place."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from tenants_app.admin_scoping import ReadOnlyAdminMixin
+from tenants_app.selectors import tenants_for_admin
+from tools_app.models import FunctionState, ScreenedFunction, ToolFunction
+from tools_app.runtime.screen import reveal
+
+_ScreenedAdmin = admin.ModelAdmin[ScreenedFunction]
+SEVERITY_CSS = {"high": "#ba2121", "medium": "#b36b00", "low": "#666"}
+
+
+def revealed(text: str) -> str:
+    """The text as a model reads it, invisible characters shown as ⟨U+XXXX⟩."""
+    return reveal(text or "")
+
+
+def highlighted(text: str, findings: list[dict[str, Any]], field: str = "description") -> SafeString:
+    """`text` made visible and escaped, each finding's excerpt on `field` marked where it occurs."""
+    shown = html.escape(revealed(text))
+    for finding in findings:
+        if finding.get("field") != field:
+            continue
+        excerpt = str(finding.get("excerpt") or "").removeprefix("hidden: ").rstrip("…")
+        needle = html.escape(excerpt)
+        if needle and needle in shown:
+            color = SEVERITY_CSS.get(str(finding.get("severity")), "#666")
+            shown = shown.replace(needle, f'<mark title="{html.escape(str(finding.get("rule")))}" '
+                                          f'style="outline:2px solid {color}">{needle}</mark>', 1)
+    return mark_safe(shown)
+
+
+def findings_html(findings: list[dict[str, Any]], new: set[tuple[str, str, str]] | None = None) -> SafeString:
+    """The findings as a list: severity, rule, field, excerpt; those not in the approved definition marked new."""
+    if not findings:
+        return format_html("<span>{}</span>", "no findings")
+    rows = ((SEVERITY_CSS.get(f.get("severity", ""), "#666"), f.get("severity", ""), f.get("rule", ""),
+             f.get("field", ""), f.get("excerpt", ""),
+             " NEW" if new is not None and (f.get("rule"), f.get("field"), f.get("excerpt")) in new else "")
+            for f in findings)
+    return format_html('<ul class="toolhub-findings">{}</ul>', format_html_join(
+        "", '<li><b style="color:{}">{}</b> {} <small>({})</small>: <code>{}</code><b>{}</b></li>', rows))
+
+
+@admin.register(ScreenedFunction)
+class ScreenedFunctionAdmin(ReadOnlyAdminMixin, _ScreenedAdmin):
+    """Functions with findings, held first; the admin reviews them on the tool's page."""
+
+    list_display = ["tool_link", "name", "screen_status", "worst", "count", "first_findings"]
+    list_filter = ["screen_status", "tool"]
+    search_fields = ["name", "tool__name"]
+    fields = readonly_fields = ("tool", "name", "screen_status", "screen_version", "description_visible",
+                                "findings", "screen_approved_by", "screen_approved_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ScreenedFunction]:
+        return (super().get_queryset(request).select_related("tool", "tool__tenant")
+                .filter(tool__tenant__in=tenants_for_admin(user=request.user))
+                .exclude(screen_findings=[]).exclude(state=FunctionState.REMOVED).order_by("screen_status", "tool__name"))
+
+    @admin.display(description="Tool", ordering="tool__name")
+    def tool_link(self, obj: ToolFunction) -> str:
+        return format_html('<a href="{}">{}</a> <small>{}</small>', reverse("admin:tools_app_tool_change",
+                                                                              args=[obj.tool_id]),
+                           obj.tool.name, obj.tool.tenant.slug)
+
+    @admin.display(description="Worst")
+    def worst(self, obj: ToolFunction) -> str:
+        levels = {f.get("severity") for f in obj.screen_findings or []}
+        return next((s for s in ("high", "medium", "low") if s in levels), "-")
+
+    @admin.display(description="Findings")
+    def count(self, obj: ToolFunction) -> int:
+        return len(obj.screen_findings or [])
+
+    @admin.display(description="Rules")
+    def first_findings(self, obj: ToolFunction) -> str:
+        return ", ".join(sorted({str(f.get("rule")) for f in obj.screen_findings or []}))
+
+    @admin.display(description="Description (as the model reads it; findings marked)")
+    def description_visible(self, obj: ToolFunction) -> str:
+        return format_html('<div style="white-space:pre-wrap">{}</div>',
+                           highlighted(obj.description, obj.screen_findings or []))
+
+    @admin.display(description="Findings")
+    def findings(self, obj: ToolFunction) -> str:
+        return findings_html(obj.screen_findings or [])
