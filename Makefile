@@ -58,6 +58,7 @@ bench-load: install
 # The npm MCP clients the gateway tests drive (TypeScript SDK, Inspector CLI), from the pinned lock into var/.
 gateway-clients: install
 	$(BIN)/python -m tests.agents_app.gateway.node_clients
+	$(BIN)/python -m tests.identity_app.oidc_node
 
 # The suite runs in TEST_WORKERS parallel processes (pytest-xdist; 0 = one process), a test module per worker at a
 # time (`loadfile`): tests that share one outside resource live in one module (docs/architecture.md, Testing).

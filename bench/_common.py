@@ -100,7 +100,7 @@ def scratch_toolhub(name: str) -> tuple[dict[str, str], str]:
 
 
 @contextmanager
-def prod_topology(*, db: str, redis_db: int, env: dict[str, str] | None = None) -> Iterator[tuple[list[str], str]]:
+def prod_topology(*, db: str, redis_db: int, env: dict[str, str] | None = None, runners: int = 1) -> Iterator[tuple[list[str], str]]:
     """deploy/prod_local.py --fresh (two gunicorn web processes, worker, beat on PostgreSQL + Redis);
     yields (the two base URLs, the operator's API token for tenant `prod`)."""
     import signal
@@ -108,7 +108,8 @@ def prod_topology(*, db: str, redis_db: int, env: dict[str, str] | None = None) 
 
     a, b = free_port(), free_port()
     full = {**os.environ, **(env or {}), "TOOLHUB_PROD_LOCAL_DB": db, "TOOLHUB_PROD_LOCAL_REDIS_DB": str(redis_db)}
-    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "deploy/prod_local.py", "--fresh", "--ports", f"{a},{b}",
+                             "--runners", str(runners)], cwd=ROOT,
                             env=full, stdout=subprocess.PIPE, text=True, start_new_session=True)
     token = ""
     assert proc.stdout is not None

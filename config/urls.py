@@ -17,6 +17,7 @@ api_root = ApiRootView.as_view(
         "tools": "tool-list", "tool_calls": "tool-call-list", "approvals": "approval-list",
         "models": "chat-model-list", "agents": "agent-list", "conversations": "conversation-list",
         "intents": "intent-list", "market_sources": "market-source-list", "market_entries": "market-entry-list",
+        "identity_providers": "identity-provider-list", "scim_tokens": "scim-token-list",
     },
     docs={"schema": "schema", "swagger_ui": "docs", "redoc": "redoc"},
 )
@@ -27,6 +28,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include(market_api_urls.tool_urlpatterns)),
     path("", include("agents_app.api.urls")),
     path("market/", include("market_app.api.urls")),
+    path("", include("identity_app.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="schema", template_name="drf_spectacular/redoc_local.html"), name="redoc"),
@@ -38,6 +40,7 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
     path("accounts/connections/", include("tools_app.connections_views")),
+    path("accounts/sso/", include("identity_app.views")),
     path("accounts/", include("tenants_app.accounts")),
     path("oauth/", include("tools_app.oauth_views")),
     # Toolhub as the gateway's OAuth authorization server (agents_app.gateway.oauth), and its discovery documents.
@@ -46,6 +49,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
+    path("scim/v2/", include("identity_app.scim.views")),
     path("playground/", include("agents_app.urls")),
 ]
 if settings.TOOLHUB_DEMO_ENABLED:

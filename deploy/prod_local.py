@@ -134,7 +134,7 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
     subprocess.run([str(VENV / "python"), "manage.py", "create_tenant", "prod", "--name", "Production"], cwd=REPO,
                    env=env, capture_output=True)  # exists after the first run: that is fine
     subprocess.run([str(VENV / "python"), "manage.py", "add_member", "prod", "operator", "--role", "owner",
-                    "--password", password], cwd=REPO, env=env, capture_output=True)
+                    f"--password={password}"], cwd=REPO, env=env, capture_output=True)  # one argument: it may start with "-"
     return "operator", manage(env, "create_token", "operator")
 
 
@@ -178,6 +178,19 @@ def start(env: dict[str, str], ports: tuple[int, int], runners: int = 1) -> list
         procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True))
     return procs
+
+
+def argv(proc: subprocess.Popen[bytes]) -> list[str]:
+    return [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
+            for a in (proc.args if isinstance(proc.args, list) else [proc.args])]
+
+
+def respawn(proc: subprocess.Popen[bytes], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The same command as `proc` (which exited) again, logging where it did."""
+    args = argv(proc)
+    name = args[args.index("--id") + 1].removeprefix("prod-local-") if "--id" in args else "respawned"
+    log = open(STATE / "logs" / f"{name}.log", "ab")
+    return subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_runners(env: dict[str, str], count: int, deadline_s: float = 60) -> None:
@@ -252,10 +265,17 @@ def main() -> int:
         if args.check:
             return 0
         while not stopping:
-            for proc in procs:
-                if proc.poll() is not None:
-                    print(f"process {proc.pid} exited with {proc.returncode}; stopping", file=sys.stderr)
-                    return 1
+            for index, proc in enumerate(procs):
+                if proc.poll() is None:
+                    continue
+                if "toolhub_runner" in argv(proc):
+                    # A runner that died is started again, as its service manager would (Restart=always): its
+                    # keys moved to the other runners meanwhile and come back on their next call.
+                    print(f"runner {proc.pid} exited with {proc.returncode}; starting it again", file=sys.stderr)
+                    procs[index] = respawn(proc, env)
+                    continue
+                print(f"process {proc.pid} exited with {proc.returncode}; stopping", file=sys.stderr)
+                return 1
             time.sleep(0.5)
         return 0
     finally:

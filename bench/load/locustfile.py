@@ -1,7 +1,7 @@
 """The mixed Toolhub workload: list tools, invoke a warm MCP tool, chat with the fake model, gateway tools/call.
 
 Driven by bench/load/run.py, which passes the topology through the environment (LOAD_HOSTS, LOAD_TOKEN,
-LOAD_TENANT, LOAD_TOOL_ID, LOAD_AGENT_ID). Users spread over the web processes in LOAD_HOSTS, as a load
+LOAD_TOKENS: one API token per member of the company, LOAD_TENANT, LOAD_TOOL_ID, LOAD_AGENT_ID). Users spread over the web processes in LOAD_HOSTS, as a load
 balancer would. Every successful invoke's call_id is appended to LOAD_CALL_LOG so run.py can check that no
 completed call lost its audit row; with LOAD_EVENT_LOG every request is written there (time, name, outcome,
 class of failure, latency) so run.py can tell what happened around each fault.
@@ -24,16 +24,19 @@ from locust import FastHttpUser, between, events
 TARGET = os.environ.get("LOAD_TARGET", "toolhub")
 CHAT = os.environ.get("LOAD_CHAT", "1") != "0"
 HOSTS = os.environ["LOAD_HOSTS"].split(",")
-HEADERS = {"Authorization": f"Token {os.environ['LOAD_TOKEN']}", "X-Tenant": os.environ["LOAD_TENANT"]}
+# The company's members: each virtual user acts as one of them (round robin), with that member's own API token for
+# the REST calls and the gateway (LOAD_TOKENS, comma-separated; LOAD_TOKEN alone when there is one member).
+TOKENS = [t for t in os.environ.get("LOAD_TOKENS", os.environ.get("LOAD_TOKEN", "")).split(",") if t]
 TENANT = os.environ["LOAD_TENANT"]
 TOOL_ID = os.environ["LOAD_TOOL_ID"]
 AGENT_ID = os.environ["LOAD_AGENT_ID"]
 TOOL_NAME = os.environ.get("LOAD_TOOL_NAME", "")
 CALL_LOG = open(os.environ["LOAD_CALL_LOG"], "a", buffering=1)
 EVENT_LOG = open(os.environ["LOAD_EVENT_LOG"], "a", buffering=1 << 16) if os.environ.get("LOAD_EVENT_LOG") else None
-MCP_HEADERS = {"Authorization": f"Bearer {os.environ['LOAD_TOKEN']}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2025-06-18"}
 _next_host = itertools.cycle(HOSTS)
+_next_token = itertools.cycle(TOKENS or [""])
 
 
 def classify(status: int, body: str, headers: Any) -> str:
@@ -71,6 +74,8 @@ class _Client(FastHttpUser):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.base = next(_next_host)
+        self.token = next(_next_token)  # this user's member
+        self.headers = {"Authorization": f"Token {self.token}", "X-Tenant": TENANT}
         self.mcp_session: str | None = None
         self.rpc_id = 0
         if TARGET == "contextforge":
@@ -78,7 +83,7 @@ class _Client(FastHttpUser):
             self.mcp_headers = {**MCP_HEADERS, "Authorization": f"Bearer {os.environ['LOAD_CF_TOKEN']}"}
         else:
             self.mcp_url = f"{self.base}/mcp/{TENANT}/agents/{AGENT_ID}/"
-            self.mcp_headers = MCP_HEADERS
+            self.mcp_headers = {**MCP_HEADERS, "Authorization": f"Bearer {self.token}"}
 
     def _fail(self, resp: Any, what: str = "") -> None:
         status = resp.status_code or 0
@@ -137,13 +142,13 @@ class ToolhubUser(_Client):
     abstract = TARGET == "contextforge"  # Locust runs every concrete user class of the file: one per target
 
     def list_tools(self) -> None:
-        with self.client.get(f"{self.base}/api/v1/tools/", headers=HEADERS, name="GET /tools/",
+        with self.client.get(f"{self.base}/api/v1/tools/", headers=self.headers, name="GET /tools/",
                              catch_response=True) as resp:
             if resp.status_code != 200:
                 self._fail(resp)
 
     def invoke(self) -> None:
-        with self.client.post(f"{self.base}/api/v1/tools/{TOOL_ID}/invoke/", headers=HEADERS, name="POST invoke",
+        with self.client.post(f"{self.base}/api/v1/tools/{TOOL_ID}/invoke/", headers=self.headers, name="POST invoke",
                               json={"function": "get_inventory", "arguments": {"sku": "DEMO-001"}},
                               catch_response=True) as resp:
             body = resp.json() if resp.status_code == 200 else {}
@@ -158,7 +163,7 @@ class ToolhubUser(_Client):
                 self._fail(resp)
 
     def chat(self) -> None:
-        with self.client.post(f"{self.base}/api/v1/agents/{AGENT_ID}/chat/", headers=HEADERS, name="POST chat",
+        with self.client.post(f"{self.base}/api/v1/agents/{AGENT_ID}/chat/", headers=self.headers, name="POST chat",
                               json={"message": "How many DEMO-001 are in stock?"}, catch_response=True) as resp:
             if resp.status_code != 200:
                 self._fail(resp)

@@ -3,18 +3,24 @@
     make bench-load            # or: .venv/bin/python bench/load/run.py [--duration 30] [--users 32,128]
                                #     [--soak-calls 10000] [--skip-faults] [--fault-gap 20] [--contextforge no]
 
-Needs PostgreSQL and Redis on 127.0.0.1; the fault phase restarts both (they are left running), so run it on a
-machine of your own. In one run (about 10 minutes on 2 CPUs) it prints:
+It runs on a PostgreSQL cluster and a Redis of its own (bench/load/services.py: initdb into var/bench-load/pg on a
+free port, a passworded redis-server on another), which are the only ones its faults restart: the machine's
+PostgreSQL (5432) and Redis (6379) are never touched, so it can run beside other people's tests. The topology has
+two LOCAL server runners; its virtual users are --members members of one company, each with an API token of their
+own. In one run (about 10 minutes on 2 CPUs) it prints:
 - for 32 and 128 users of a mixed workload (list tools, invoke a warm MCP tool, gateway tools/call, chat with
   the fake model): throughput, p50/p95/p99, error rate;
-- a soak of --soak-calls invokes: RSS and open fds of the web processes before and after, MCP server processes
-  back to baseline;
+- a soak of --soak-calls invokes: RSS and open fds of the web processes before and after, sandboxed MCP servers
+  and runners before and after (found by process tree: bench/load/proctree.py);
 - faults under load, one every --fault-gap seconds: SIGKILL of a web worker, a Redis restart, a PostgreSQL
-  restart, SIGKILL of the MCP servers; per fault the failures by class (503 service_unavailable, typed codes,
+  restart, SIGKILL of the sandboxed LOCAL server inside its runner, SIGKILL of that whole runner (the next call
+  must start a new server, on another runner for the runner kill); per fault the failures by class (503 service_unavailable, typed codes,
   connections cut by the dying process, untyped 500s and hangs: goal 0), answers slower than 10 s, recovery
   time, failures after the service was back, audit rows lost (goal 0); then a clean run that must be error-free;
 - the same mix without chat against IBM ContextForge (bench/_contextforge.py) over one streamable-HTTP
   upstream, side by side, with throughput and p50 ratios.
+With --profile SECONDS it also records a web worker and a runner with py-spy during a 32-user mixed run and writes
+the collapsed stacks and a summary of the hottest functions into bench/load/profile/ (see bench/load/PROFILE.md).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,15 +42,30 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from _common import free_port, prod_topology  # noqa: E402
+from proctree import Sandbox, Topology, own_supervisor  # noqa: E402
+from services import OwnPostgres, OwnRedis  # noqa: E402
 
 BENCH_VENV = ROOT / "var" / "bench-venv"
 OUT = ROOT / "var" / "bench-load"
-PG_VERSION = next(iter(sorted(os.listdir("/etc/postgresql"))), "15") if os.path.isdir("/etc/postgresql") else "15"
+PROFILE_DIR = Path(__file__).resolve().parent / "profile"
 DB = "toolhub_load"
+RUNNERS = 2  # the runner kill needs another runner for the server to move to
 SLOW_MS = 10_000  # an answer slower than this during a fault is reported as slow (a near-hang), ok or not
 
 
+class Stack:
+    """What the run started: its own PostgreSQL and Redis, and (once up) the topology's process tree."""
+
+    pg: OwnPostgres
+    redis: OwnRedis
+    tree: Topology
+    hosts: list[str]
+
+
+STACK = Stack()
 
 
 def ensure_locust() -> Path:
@@ -60,10 +82,56 @@ def ensure_locust() -> Path:
 
 @contextmanager
 def topology() -> Iterator[tuple[list[str], str]]:
-    env = {"TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
-           "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING"}
-    with prod_topology(db=DB, redis_db=12, env=env) as (hosts, token):
-        yield hosts, token
+    """Own PostgreSQL and Redis, then prod_local on them with RUNNERS runners; yields (hosts, owner's token)."""
+    STACK.pg = OwnPostgres(OUT / "pg")
+    STACK.redis = OwnRedis(OUT / "redis")
+    STACK.pg.start()
+    try:
+        STACK.redis.start()
+        print(f"own PostgreSQL on 127.0.0.1:{STACK.pg.port} ({STACK.pg.bin}), own Redis on 127.0.0.1:"
+              f"{STACK.redis.port} (password); the machine's 5432/6379 are not used", flush=True)
+        env = {"TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
+               "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING",
+               "TOOLHUB_PROD_LOCAL_PG": STACK.pg.url, "TOOLHUB_PROD_LOCAL_REDIS_URL": STACK.redis.url,
+               # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it.
+               "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(dict.fromkeys(
+                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix)))}
+        with prod_topology(db=DB, redis_db=1, env=env, runners=RUNNERS) as (hosts, token):
+            STACK.tree = Topology(own_supervisor())
+            STACK.hosts = hosts
+            yield hosts, token
+    finally:
+        STACK.redis.stop()
+        STACK.pg.stop()
+
+
+def pg_url() -> str:
+    return f"{STACK.pg.url}/{DB}"
+
+
+def create_members(hosts: list[str], count: int) -> list[str]:
+    """`count` members (role member) of tenant `prod`, each with an API token of their own: the company whose
+    people the virtual users are. Runs one manage.py shell in the topology's environment."""
+    sys.path.insert(0, str(ROOT / "deploy"))
+    import prod_local
+
+    prod_local.DB_NAME, prod_local.PG = DB, STACK.pg.url
+    ports = tuple(int(h.rsplit(":", 1)[1]) for h in hosts[:2])
+    env = prod_local.environment((ports[0], ports[1]), STACK.redis.url)
+    code = (
+        "from tenants_app.models import Tenant\n"
+        "from tenants_app.services import membership_add, token_for_user\n"
+        "tenant = Tenant.objects.get(slug='prod')\n"
+        f"for i in range({count}):\n"
+        "    m = membership_add(tenant=tenant, actor=None, create_user=True, username=f'load-member-{i + 1}', "
+        "role='member', password=None, email='')\n"
+        "    print('member-token', token_for_user(user=m.user))\n")
+    stdout = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
+                            capture_output=True, text=True).stdout
+    out = [line.split()[1] for line in stdout.splitlines() if line.startswith("member-token ")]
+    if len(out) != count or len(set(out)) != count:
+        raise SystemExit(f"expected {count} distinct member tokens, got {len(set(out))}")
+    return out
 
 
 def demo_model_script() -> Path:
@@ -81,7 +149,9 @@ def setup(base: str, token: str, model_url: str) -> tuple[int, int, str]:
     tool = c.post("/api/v1/tools/", json={"name": f"load-inventory-{suffix}", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(ROOT / "toolhub_demo" / "inventory_server.py")],
         "startup_timeout_s": 60}}).json()
-    assert c.post(f"/api/v1/tools/{tool['id']}/refresh/").status_code == 200
+    refreshed = c.post(f"/api/v1/tools/{tool['id']}/refresh/")
+    if refreshed.status_code != 200 or not refreshed.json().get("ok"):
+        raise SystemExit(f"the sandboxed inventory server did not start: {refreshed.text[:500]}")
     model = c.post("/api/v1/models/", json={"name": f"load-model-{suffix}", "base_url": model_url,
                                             "model": "demo", "api_key": "load-key"}).json()
     agent = c.post("/api/v1/agents/", json={"name": f"load-agent-{suffix}", "model": model["id"], "max_steps": 4,
@@ -93,48 +163,17 @@ def setup(base: str, token: str, model_url: str) -> tuple[int, int, str]:
 
 
 def web_pids() -> list[int]:
-    """gunicorn processes (masters and workers) of this topology: not another prod_local's on the machine
-    (a bench or a test run of someone else), which would count in the soak's RSS and fds."""
-    marker = f"TOOLHUB_PROD_LOCAL_DB={DB}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-                if b"gunicorn" not in cmd or b"deploy/gunicorn.conf.py" not in cmd:
-                    continue
-                if marker not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                    continue
-            except OSError:
-                continue
-            pids.append(int(entry))
-    return pids
+    """gunicorn masters and workers of this run's topology (children of its own prod_local, not another's)."""
+    return STACK.tree.web_pids()
 
 
 def worker_pids() -> list[int]:
-    masters = set()
-    pids = web_pids()
-    for pid in pids:
-        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        if ppid in pids:
-            masters.add(pid)
-    return sorted(masters)
+    return STACK.tree.web_workers()
 
 
-def mcp_servers() -> list[int]:
-    """Inventory servers started by this topology's web workers."""
-    web = set(web_pids())
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if b"inventory_server.py" in cmd and ppid in web:
-                found.append(int(entry))
-    return found
+def runner_sandboxes() -> list[Sandbox]:
+    """Sandboxed LOCAL servers inside the runners (bwrap descendants of the runner processes)."""
+    return [sb for boxes in STACK.tree.sandboxes_by_runner().values() for sb in boxes]
 
 
 def footprint() -> tuple[int, int]:
@@ -178,23 +217,12 @@ def audit_rows_missing(log: Path) -> int:
     return audit_rows_missing_ids(log.read_text().split()) if log.exists() else 0
 
 
-def restart_redis() -> None:
-    subprocess.run(["redis-cli", "-h", "127.0.0.1", "shutdown", "nosave"], capture_output=True)
-    time.sleep(1)
-    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save",
-                    "", "--appendonly", "no", "--dir", "/var/lib/redis"], check=True, capture_output=True)
-
-
-def restart_postgres() -> None:
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", PG_VERSION, "main", "restart"], check=True,
-                   capture_output=True)
-
 
 
 def gateway_rows_ok(since: float, until: float) -> int:
     import psycopg
 
-    with psycopg.connect(f"postgres://postgres@127.0.0.1:5432/{DB}") as conn:
+    with psycopg.connect(pg_url()) as conn:
         row = conn.execute("SELECT count(*) FROM tools_app_toolcall WHERE via = 'gateway' AND status = 'ok' "
                            "AND created_at >= to_timestamp(%s) AND created_at <= to_timestamp(%s)",
                            (since - 1, until + 5)).fetchone()
@@ -231,32 +259,68 @@ def kill_web_worker() -> str:
         f"its master started a new one in {back:.1f}s" if back is not None else "no new worker within 60s")
 
 
-def kill_mcp_servers() -> str:
-    victims = mcp_servers()
-    for pid in victims:
-        os.kill(pid, signal.SIGKILL)
-    back = wait_until(lambda: bool(set(mcp_servers()) - set(victims)), 30)
-    return f"{len(victims)} MCP server process(es) SIGKILLed; " + (
-        f"a new one was spawned {back:.1f}s later" if back is not None else "none respawned within 30s (on demand)")
+def kill_runner_server() -> str:
+    """SIGKILL the sandboxed LOCAL server inside a runner (the innermost process of its sandbox); the next call
+    must start a new one."""
+    before = runner_sandboxes()
+    if not before:
+        return "no sandboxed LOCAL server found under the runners (nothing to kill: NOT tested)"
+    victim = before[0]
+    os.kill(victim.server, signal.SIGKILL)
+    old = {sb.bwrap for sb in before}
+    back = wait_until(lambda: any(sb.bwrap not in old for sb in runner_sandboxes()), 30)
+    return (f"sandboxed server {victim.server} (bwrap {victim.bwrap}, runner {victim.holder}) SIGKILLed; "
+            + (f"a new sandbox was started {back:.1f}s later" if back is not None else "NO new sandbox within 30s"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def kill_runner() -> str:
+    """SIGKILL the runner that holds the server (its sandbox must die with it); the next call must start the
+    server on another runner. prod_local starts the killed runner again, as a service manager would."""
+    by_runner = STACK.tree.sandboxes_by_runner()
+    holding = [r for r, boxes in by_runner.items() if boxes]
+    if not holding:
+        return f"no runner holds a sandboxed server ({len(by_runner)} runners): NOT tested"
+    victim = holding[0]
+    others = [r for r in by_runner if r != victim]
+    orphans = {sb.bwrap for sb in by_runner[victim]}
+    os.kill(victim, signal.SIGKILL)
+    moved = wait_until(lambda: any(STACK.tree.sandboxes([r]) for r in others), 30)
+    back = wait_until(lambda: len(STACK.tree.runners()) >= len(by_runner) and victim not in STACK.tree.runners(), 60)
+    wait_until(lambda: not any(_alive(pid) for pid in orphans), 5)
+    left = [pid for pid in orphans if _alive(pid)]
+    return (f"runner {victim} SIGKILLed ({len(by_runner[victim])} sandbox(es)); "
+            + (f"the server was started on another runner {moved:.1f}s later" if moved is not None
+               else "NO server on another runner within 30s")
+            + (f"; the runner was started again in {back:.1f}s" if back is not None else "; runner NOT restarted")
+            + (f"; {len(left)} sandbox(es) of the dead runner still alive (LEAK)" if left else
+               "; its sandboxes died with it"))
 
 
 def restart_redis_timed() -> str:
     t = time.monotonic()
-    restart_redis()
-    return f"redis-server down and up again in {time.monotonic() - t:.1f}s"
+    STACK.redis.restart()
+    return f"the bench's own redis-server (port {STACK.redis.port}) down and up again in {time.monotonic() - t:.1f}s"
 
 
 def restart_postgres_timed() -> str:
     t = time.monotonic()
-    restart_postgres()
-    return f"PostgreSQL restarted in {time.monotonic() - t:.1f}s"
+    STACK.pg.restart()
+    return f"the bench's own PostgreSQL (port {STACK.pg.port}) restarted in {time.monotonic() - t:.1f}s"
 
 
 FAULTS: dict[str, tuple[str, Callable[[], str]]] = {
     "web": ("kill a web worker", kill_web_worker),
     "redis": ("restart Redis", restart_redis_timed),
     "pg": ("restart PostgreSQL", restart_postgres_timed),
-    "mcp": ("kill the MCP server", kill_mcp_servers),
+    "mcp": ("kill the sandboxed MCP server in its runner", kill_runner_server),
+    "runner": ("kill the runner", kill_runner),
 }
 
 
@@ -279,8 +343,8 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
             marks.append((name, at, lines, what, time.time()))
             time.sleep(max(0.0, phase_start + warm + gap * (i + 1) - time.time()))
     finally:
-        if subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], capture_output=True).returncode != 0:
-            restart_redis()  # never leave the shared Redis down
+        if not STACK.redis.ping():
+            STACK.redis.restart()  # the bench's own Redis: the topology needs it for what follows
         proc.wait()
     phase_end = time.time()
     events = read_events("faults")
@@ -305,16 +369,20 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
         classes = ", ".join(f"{c} {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])) or "none"
         recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
         after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
+        # A request sent after the kill (answer time minus latency) was not in flight when the process died.
+        sent_after = sum(1 for e in failures if e[0] - e[3] / 1000 > at + 0.05)
         slow = sum(1 for e in window if e[3] > SLOW_MS)
         print(f"  {name}: {what}")
         print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
               f"recovered {recovery_text}; slowest answer "
               f"{slowest / 1000:.1f}s; audit rows lost: {lost} of {last_line - first_line} completed invokes")
-        print(f"    failures later than 0.5s after the fault was over: {after_back}; answers slower than "
+        print(f"    failures later than 0.5s after the fault was over: {after_back}; failures of requests sent after "
+              f"the fault began (not in flight; for a kill the goal is 0): {sent_after}; answers slower than "
               f"{SLOW_MS / 1000:.0f}s: {slow}")
         report[name] = {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
                         "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
-                        "failed_after_back": after_back, "slower_than_10s": slow}
+                        "failed_after_back": after_back, "failed_sent_after_fault": sent_after,
+                        "slower_than_10s": slow}
     gw_ok = sum(1 for e in events if e[1] == "MCP tools/call" and e[2] == "ok")
     gw_rows = gateway_rows_ok(phase_start, phase_end)
     print(f"  gateway tools/call answered ok: {gw_ok}; gateway audit rows (ok) in the phase: {gw_rows} "
@@ -340,7 +408,7 @@ def audit_rows_missing_ids(ids: list[str]) -> int:
               f"({len(list(spool.glob('*.json')))} still spooled)")
     if not numbers and not uids:
         return 0
-    with psycopg.connect(f"postgres://postgres@127.0.0.1:5432/{DB}") as conn:
+    with psycopg.connect(pg_url()) as conn:
         found = conn.execute("SELECT count(*) FROM tools_app_toolcall WHERE id = ANY(%s)", (numbers,)).fetchone()
         by_uid = conn.execute("SELECT count(*) FROM tools_app_toolcall WHERE call_uid::text = ANY(%s)",
                               (uids,)).fetchone()
@@ -438,7 +506,7 @@ def print_stats(label: str, r: dict[str, float]) -> None:
 def soak(locust_bin: Path, env: dict[str, str], call_log: Path, calls: int, users: int) -> dict[str, float]:
     """Footprint after warm-up vs after `calls` more invokes; MCP server processes back to baseline."""
     rss0, fds0 = footprint()
-    servers0 = len(mcp_servers())
+    servers0, runners0 = len(STACK.tree.sandboxes()), len(STACK.tree.runners())
     start_calls = count_calls(call_log)
     proc = locust(locust_bin, env, users, 3600, "soak")
     deadline = time.monotonic() + 900
@@ -448,14 +516,110 @@ def soak(locust_bin: Path, env: dict[str, str], call_log: Path, calls: int, user
     proc.wait(60)
     rss1, fds1 = footprint()
     done = count_calls(call_log) - start_calls
-    servers1 = len(mcp_servers())
+    servers1, runners1 = len(STACK.tree.sandboxes()), len(STACK.tree.runners())
     print(f"soak over {done} invokes ({users} users): web RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB "
           f"({(rss1 - rss0) / max(rss0, 1):+.1%}), open fds {fds0} -> {fds1} ({(fds1 - fds0) / max(fds0, 1):+.1%}); "
           f"goal: within 10%")
-    print(f"MCP server processes: {servers0} before the soak, {servers1} after (goal: back to baseline, at most one "
-          f"warm session per web worker = {len(worker_pids())})")
+    print(f"sandboxed MCP servers (bwrap trees under web workers and runners): {servers0} before the soak, "
+          f"{servers1} after (goal: back to baseline: one per tool on its owning runner); runners: {runners0} before, "
+          f"{runners1} after (goal: {RUNNERS})")
     return {"invokes": done, "rss_change": (rss1 - rss0) / max(rss0, 1), "fds_change": (fds1 - fds0) / max(fds0, 1),
-            "servers_before": servers0, "servers_after": servers1}
+            "servers_before": servers0, "servers_after": servers1, "runners_before": runners0,
+            "runners_after": runners1}
+
+
+def _frame(raw: str) -> str:
+    """`func (path:line)` -> `func (short path)`: the line number dropped, the path relative to the checkout or
+    to site-packages."""
+    match = re.match(r"^(.*) \((.*?)(?::\d+)?\)$", raw.strip())
+    if not match:
+        return raw.strip()
+    func, path = match.groups()
+    for prefix in (str(ROOT) + "/", "site-packages/"):
+        if prefix in path:
+            path = path.split(prefix, 1)[1]
+    return f"{func} ({path})"
+
+
+def _own_packages() -> set[str]:
+    """Toolhub's top-level packages (py-spy names files relative to their sys.path entry: `core/asgi.py`)."""
+    return {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} | {"manage.py"}
+
+
+def summarize_profile(collapsed: Path, top: int = 25) -> str:
+    """The hottest functions of a py-spy raw (collapsed) profile: by own samples (the frame on top), by samples
+    under each of Toolhub's own functions (inclusive, a frame counted once per stack), and by the deepest Toolhub
+    frame of each stack (where Toolhub's code spends or hands off its time: the hot spots to look at)."""
+    own_packages = _own_packages()
+
+    def ours(frame: str) -> bool:
+        path = frame.rsplit(" (", 1)[-1].rstrip(")")
+        return path.split("/", 1)[0] in own_packages
+
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    deepest: dict[str, int] = {}
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [_frame(f) for f in stack.split(";") if "(" in f]
+        if frames:
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+        mine = [f for f in frames if ours(f)]
+        for frame in set(mine):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+        if mine:
+            deepest[mine[-1]] = deepest.get(mine[-1], 0) + count
+
+    def block(title: str, counts: dict[str, int]) -> list[str]:
+        return [title] + [f"  {n / max(total, 1):6.1%}  {name}"
+                          for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]]
+
+    lines = [f"{collapsed.name}: {total} samples (py-spy, 100 Hz, idle threads left out)"]
+    lines += block("own time (the function on top of the stack):", own)
+    lines += block("deepest Toolhub frame of each stack (time in or under it, below any other Toolhub frame):",
+                   deepest)
+    lines += block("inclusive time, Toolhub's own functions:", inclusive)
+    return "\n".join(lines) + "\n"
+
+
+def profile(locust_bin: Path, env: dict[str, str], users: int, seconds: int) -> dict[str, object]:
+    """py-spy record of one web worker and of the runner holding the server for `seconds` of a `users`-user
+    mixed run; the collapsed stacks and their summaries go to bench/load/profile/."""
+    py_spy = BENCH_VENV / "bin" / "py-spy"
+    PROFILE_DIR.mkdir(exist_ok=True)
+    proc = locust(locust_bin, env, users, seconds + 15, f"profile-u{users}")
+    time.sleep(8)  # every user started, the server warm
+    holding = [r for r, boxes in STACK.tree.sandboxes_by_runner().items() if boxes] or STACK.tree.runners()
+    targets = {"web-worker": worker_pids()[0], "runner": holding[0]}
+    spies = {}
+    for name, pid in targets.items():
+        out = PROFILE_DIR / f"{name}-u{users}.collapsed.txt"
+        spies[name] = (out, subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--duration", str(seconds),
+                                              "--rate", "100", "--format", "raw", "--output", str(out),
+                                              "--nonblocking"], stdout=subprocess.DEVNULL,
+                                             stderr=open(OUT / f"py-spy-{name}.log", "wb")))
+    report: dict[str, object] = {}
+    for name, (out, spy) in spies.items():
+        spy.wait()
+        if spy.returncode != 0 or not out.exists():
+            print(f"py-spy of the {name} failed (see {OUT / f'py-spy-{name}.log'})")
+            continue
+        text = summarize_profile(out)
+        (PROFILE_DIR / f"{name}-u{users}.summary.txt").write_text(text)
+        print(f"profile of a {name} at {users} users over {seconds}s:")
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("deepest"))
+        print("\n".join("  " + line for line in lines[start:start + 13]))
+        report[name] = str(out.relative_to(ROOT))
+    proc.wait()
+    report["stats"] = r = read_stats(f"profile-u{users}")
+    print_stats(f"  the profiled run ({users} users, py-spy attached)", r)
+    return report
 
 
 def main() -> None:
@@ -466,7 +630,12 @@ def main() -> None:
     parser.add_argument("--fault-users", type=int, default=32)
     parser.add_argument("--fault-gap", type=int, default=20, help="seconds between faults")
     parser.add_argument("--skip-faults", action="store_true")
-    parser.add_argument("--faults", default="web,redis,pg,mcp", help="which faults, in order (web,redis,pg,mcp)")
+    parser.add_argument("--faults", default="web,redis,pg,mcp,runner",
+                        help="which faults, in order (web,redis,pg,mcp,runner)")
+    parser.add_argument("--members", type=int, default=8,
+                        help="members of the company the virtual users act as, each with an API token of their own")
+    parser.add_argument("--profile", type=int, default=0, metavar="SECONDS",
+                        help="py-spy record a web worker and a runner for SECONDS of a 32-user run (0: no profile)")
     parser.add_argument("--cf-users", type=int, default=32, help="users of the ContextForge comparison")
     parser.add_argument("--contextforge", choices=("auto", "no"), default="auto",
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
@@ -482,10 +651,13 @@ def main() -> None:
     try:
         with topology() as (hosts, token):
             tool_id, agent_id, tool_name = setup(hosts[0], token, f"http://127.0.0.1:{model_port}/v1")
+            tokens = create_members(hosts, args.members) if args.members > 0 else [token]
+            print(f"virtual users act as {len(tokens)} members of tenant prod, each with an API token of their own "
+                  f"(REST and gateway); {RUNNERS} LOCAL server runners", flush=True)
             call_log = OUT / "calls.txt"
             OUT.mkdir(parents=True, exist_ok=True)
             call_log.write_text("")
-            env = {**os.environ, "LOAD_HOSTS": ",".join(hosts), "LOAD_TOKEN": token, "LOAD_TENANT": "prod",
+            env = {**os.environ, "LOAD_HOSTS": ",".join(hosts), "LOAD_TOKENS": ",".join(tokens), "LOAD_TENANT": "prod",
                    "LOAD_TOOL_ID": str(tool_id), "LOAD_AGENT_ID": str(agent_id), "LOAD_TOOL_NAME": tool_name,
                    "LOAD_CALL_LOG": str(call_log)}
             for users in user_counts:
@@ -493,6 +665,8 @@ def main() -> None:
                 report[f"u{users}"] = r = read_stats(f"u{users}")
                 print_stats(f"{users:>4} users (Toolhub, 2 web processes x {os.environ.get('WEB_CONCURRENCY', '2')} "
                             f"workers)", r)
+            if args.profile:
+                report["profile"] = profile(locust_bin, env, 32, args.profile)
             if args.soak_calls:
                 report["soak"] = soak(locust_bin, env, call_log, args.soak_calls, 32)
             if not args.skip_faults:

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "tools_app.packages.apps.PackagesConfig",  # the package store LOCAL servers run from (own models, migrations)
     "agents_app",
     "market_app",
+    "identity_app",  # company sign-in (OpenID Connect) and SCIM: above tenants, tools and agents
     "toolhub_demo",
 ]
 
@@ -115,7 +116,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend that refuses passwords of members whose tenant enforces company sign-in (identity_app).
+    "identity_app.backends.PasswordBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row

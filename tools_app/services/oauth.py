@@ -308,6 +308,23 @@ def oauth_disconnect(*, tenant: Tenant, actor: Any, tool_id: Any) -> bool:
     return True
 
 
+def oauth_forget_user(*, tenant: Tenant, user: Any) -> int:
+    """End every personal connection `user` holds in `tenant` (a leaver): gone now, revoked upstream (RFC 7009)
+    after commit where the server offers it. Returns how many were ended."""
+    gone = [_forget(tenant=tenant, tool=c.tool, user=user)
+            for c in OAuthConnection.objects.filter(tenant=tenant, user=user).select_related("tool")]
+    policy = adapters.outbound_policy()
+
+    def revoke() -> None:
+        for tokens, found, client in filter(None, gone):
+            for hint in ("refresh_token", "access_token"):
+                if tokens.get(hint):
+                    oauth.revoke(found, client, token=tokens[hint], hint=hint, policy=policy)
+
+    transaction.on_commit(revoke)
+    return len(gone)
+
+
 @transaction.atomic
 def _forget(*, tenant: Tenant, tool: Tool, user: Any) -> tuple[dict[str, str], oauth.Discovery, oauth.Client] | None:
     connection = OAuthConnection.objects.select_for_update().filter(tenant=tenant, tool=tool, user=user).first()

@@ -1,0 +1,52 @@
+"""Helpers of the identity tests: a SCIM client on Toolhub's WSGI app, providers made through the API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from scim2_client.engines.wsgi import WSGISCIMClient
+from scim2_models import Group, ScimProvider, User
+
+BASE = "http://testserver/scim/v2"
+
+
+def scim_token(api: Any) -> str:
+    resp = api.post("/api/v1/scim-tokens/", {}, format="json")
+    assert resp.status_code == 201, resp.content
+    return str(resp.json()["token"])
+
+
+@contextmanager
+def in_test_transaction() -> Iterator[None]:
+    """Requests through the WSGI app keep the test's database connection (as Django's test Client does): the
+    handler would close it at the end of each request otherwise."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+def test_wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
+    """Django's WSGI handler, each request inside `in_test_transaction` (Django's test Client reconnects the
+    closing signal after each of its own requests, so it is taken off per request here)."""
+    with in_test_transaction():
+        response = get_wsgi_application()(environ, start_response)
+        try:
+            return [b"".join(response)]
+        finally:
+            response.close()
+
+
+def scim_client(token: str, *, discovered: bool = False) -> Any:
+    """scim2-client speaking to /scim/v2/ through Django's whole WSGI stack (middleware, urls, views)."""
+    provider = None if discovered else ScimProvider(models=[User, Group])
+    return WSGISCIMClient(test_wsgi_app, base_url=BASE, headers={"Authorization": f"Bearer {token}"},
+                          provider=provider)
