@@ -125,6 +125,7 @@ class ApiCode(StrEnum):
     FORBIDDEN_ORIGIN = "forbidden_origin"
     TOO_MANY_SESSIONS = "too_many_sessions"
     UPSTREAM_ERROR = "upstream_error"
+    INVALID_REQUEST_STATE = "invalid_request_state"  # a 2026-07-28 client's requestState failed verification
     # Market (a catalog refresh's failure names its cause)
     MARKET_ERROR = "market_error"
     INVALID_SOURCE = "invalid_source"

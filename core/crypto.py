@@ -26,10 +26,14 @@ def _dev_key() -> str:
     return path.read_text().strip()
 
 
+def key_ring() -> list[str]:
+    """TOOLHUB_SECRET_KEYS (newest first), or the generated dev key: the root of every key Toolhub derives."""
+    return list(settings.TOOLHUB_SECRET_KEYS) or [_dev_key()]
+
+
 @functools.cache
 def fernet() -> MultiFernet:
-    keys = list(settings.TOOLHUB_SECRET_KEYS) or [_dev_key()]
-    return MultiFernet([Fernet(k.encode()) for k in keys])
+    return MultiFernet([Fernet(k.encode()) for k in key_ring()])
 
 
 def reset_keys() -> None:

@@ -11,6 +11,7 @@ signals. Generations start at a random number, so a cleared cache never brings b
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -109,10 +110,35 @@ def _bump_now(scopes: tuple[str, ...]) -> None:
             cache.set(key, _fresh(), timeout=None)
 
 
+# Called (in the writing thread) once a bump's transaction committed: who else must hear of the change (the
+# gateway's subscriptions/listen streams). A hook must not raise into the write.
+_on_change: list[Callable[[tuple[str, ...]], None]] = []
+
+
+def on_change(hook: Callable[[tuple[str, ...]], None]) -> Callable[[], None]:
+    """Register `hook(scopes)` for every committed bump; returns the call that unregisters it."""
+    _on_change.append(hook)
+
+    def unregister() -> None:
+        if hook in _on_change:
+            _on_change.remove(hook)
+
+    return unregister
+
+
+def _committed(scopes: tuple[str, ...]) -> None:
+    _bump_now(scopes)
+    for hook in list(_on_change):
+        try:
+            hook(scopes)
+        except Exception:  # a listener's failure must not fail the write that changed things
+            logging.getLogger(__name__).exception("hotcache change hook failed")
+
+
 def bump(*scopes: str) -> None:
     """Drop every snapshot read under these scopes, in every process: now, and again after commit."""
     _bump_now(scopes)
-    transaction.on_commit(lambda: _bump_now(scopes))
+    transaction.on_commit(lambda: _committed(scopes))
 
 
 def bump_tenant(tenant_id: Any) -> None:

@@ -25,9 +25,11 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.sse import SseServerTransport
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import service, sessions
+from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.oauth import resource as oauth_resource
 from agents_app.gateway.server import (
     COUNTED_KEY,
@@ -145,6 +147,13 @@ def challenge(scope: Scope, slug: str, agent_id: str, error: str | None = None) 
     return f'{header}, error="{error}"' if error else header
 
 
+def is_modern_request(scope: Scope) -> bool:
+    """A 2026-07-28 request (the SDK routes a version header outside the handshake era to its modern entry): a
+    self-contained POST that opens no session and so counts against no session cap."""
+    version = _header(scope, b"mcp-protocol-version")
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
 def _bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
@@ -162,7 +171,8 @@ class GatewayApp:
         self.stateless = bool(settings.TOOLHUB_MCP_STATELESS if stateless is None else stateless)
         self.watcher = ListChangedWatcher(
             float(settings.TOOLHUB_MCP_WATCH_S if watch_interval_s is None else watch_interval_s))
-        self.server = build_server(self.watcher)
+        self.hub = ChangeHub()  # subscriptions/listen streams hear committed changes (agents_app.gateway.listen)
+        self.server = build_server(self.watcher, self.hub)
         self.manager = SharedSessionManager(
             app=self.server, stateless=self.stateless, json_response=False,
             session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
@@ -195,6 +205,7 @@ class GatewayApp:
             if self._runner is not None:
                 return
             self._started, self._stop = asyncio.Event(), asyncio.Event()
+            self.hub.start(asyncio.get_running_loop())
             self._runner = asyncio.get_running_loop().create_task(self._run())
         await self._started.wait()
 
@@ -210,6 +221,7 @@ class GatewayApp:
         if self._runner is None or self._stop is None:
             return
         self._stop.set()
+        self.hub.stop()
         try:
             await asyncio.wait_for(self._runner, timeout=10)
         except (TimeoutError, asyncio.CancelledError):
@@ -320,6 +332,10 @@ class GatewayApp:
             await self._admitted(scope, receive, send, counted,
                                  lambda s, r, w: self.manager.handle_request(s, r, w))
         elif rest == "":
+            session_id = _header(scope, b"mcp-session-id")
+            if session_id and scope.get("method") != "DELETE" and not await anyio.to_thread.run_sync(
+                    sessions.touch, session_id, counted):
+                await self.manager.end(session_id)  # closed by another process to make room under a cap
             await self.manager.handle_request(scope, receive, send)
         elif rest == "/sse":
             await self._admitted(scope, receive, send, counted, lambda s, r, w: self._sse(s, r, w, match))
@@ -331,35 +347,45 @@ class GatewayApp:
     def _opens_session(self, scope: Scope) -> bool:
         """A streamable-HTTP POST without a session id: the handshake of a new session (anything else the SDK
         refuses, after this count)."""
-        return not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
+        return (not self.stateless and scope.get("method") == "POST" and _header(scope, b"mcp-session-id") is None
+                and not is_modern_request(scope))
 
-    async def _over_cap(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
-        """(per, limit, open) of the first cap a new session would pass, else None."""
-        live = self.manager.live_sessions()
-        for session_id in [s for s in self._opened if not s.startswith(SSE_PREFIX) and s not in live]:
-            del self._opened[session_id]
-        shared = await anyio.to_thread.run_sync(sessions.open_counts, counted)
+    async def _make_room(self, counted: dict[str, str]) -> tuple[str, int, int] | None:
+        """Close the least recently used sessions of a cap the new session would pass (on every process: the
+        one serving each ends it at its next request). (per, limit, open) when room cannot be made: only when
+        what fills the cap is SSE streams held open right now, or sessions still opening."""
         for per, limit in sessions.cap_limits().items():
             cap = counted[per]
-            here = sum(1 for caps in self._opened.values() if cap in caps)
-            opened = max(here, shared.get(per, 0)) + self._opening[cap]
-            if opened >= limit:
-                return per, limit, opened
+            listed = await anyio.to_thread.run_sync(sessions.open_sessions, cap)
+            streams = sum(1 for s, caps in self._opened.items() if s.startswith(SSE_PREFIX) and cap in caps)
+            opened = len(listed) + streams + self._opening[cap]
+            excess = opened - limit + 1
+            if excess <= 0:
+                continue
+            closing = [session_id for session_id, _used in listed[:excess]]
+            for session_id in closing:
+                await anyio.to_thread.run_sync(sessions.close, session_id)
+                await self.manager.end(session_id)
+            logger.info("gateway: %d least recently used session(s) closed to make room under the %s cap (%d)",
+                        len(closing), per, limit)
+            if len(closing) < excess:
+                return per, limit, opened - len(closing)
         return None
 
     async def _admitted(self, scope: Scope, receive: Receive, send: Send, counted: dict[str, str],
                         handle: Any) -> None:
-        """Open a session (streamable HTTP or SSE) unless its token or member already holds as many as allowed."""
-        over = await self._over_cap(counted)
+        """Open a session (streamable HTTP or SSE), closing the least recently used ones of its token or member
+        at the cap (clients that reconnect without ending the old session are never locked out)."""
+        over = await self._make_room(counted)
         if over is not None:
             per, limit, opened = over
             await _drain(receive, scope)
             whose = "API token" if per == "token" else "member of this tenant"
-            idle_min = int(float(settings.TOOLHUB_MCP_SESSION_IDLE_S) // 60)
             await _json(send, 429, error_body(ApiCode.TOO_MANY_SESSIONS, (
-                f"this {whose} already has {opened} open MCP sessions, the limit; end one (DELETE with its "
-                f"Mcp-Session-Id, or close the SSE stream) or let an idle one expire ({idle_min} min)"),
-                {"limit": limit, "per": per, "open": opened}))
+                f"this {whose} holds {opened} open MCP sessions (the limit is {limit}, "
+                f"TOOLHUB_MCP_MAX_SESSIONS_PER_{per.upper()}) and none can be closed to make room: they are SSE "
+                "streams open right now or sessions still opening; close an SSE stream or retry shortly"),
+                {"limit": limit, "per": per, "open": opened}), [(b"retry-after", b"2")])
             return
         caps = tuple(counted.values())
         for cap in caps:
@@ -367,13 +393,11 @@ class GatewayApp:
         sse_id = f"{SSE_PREFIX}{id(scope)}"
 
         async def noting(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                opened = next((v.decode("latin-1") for k, v in message.get("headers", [])
-                               if k.lower() == b"mcp-session-id"), None)
-                if opened is not None:
-                    self._opened[opened] = caps
-                elif scope["path"].rstrip("/").endswith("/sse") and message.get("status") == 200:
-                    self._opened[sse_id] = caps
+            # A streamable-HTTP session is counted in the shared index (sessions.remember); an SSE stream only
+            # lives as long as this request, here.
+            if (message["type"] == "http.response.start" and scope["path"].rstrip("/").endswith("/sse")
+                    and message.get("status") == 200):
+                self._opened[sse_id] = caps
             await send(message)
 
         try:

@@ -158,6 +158,21 @@ def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) 
                        call_id=approval.tool_call_id, approval_id=approval.pk, function=fn, arguments=arguments)
 
 
+def held_outcome(principal: Principal, name: str, arguments: dict[str, Any], approval_id: int) -> CallOutcome | None:
+    """The pending request a 2026-07-28 client's retried call names in its requestState, while it is still this
+    caller's undecided request for this very call; None otherwise (decided elsewhere, expired, another call)."""
+    fn = listing(principal).by_name.get(name)
+    if fn is None:
+        return None
+    shown = redacted_arguments(principal, fn, arguments)
+    approval = (_same_call(principal, fn, ApprovalStatus.PENDING).filter(pk=approval_id, expires_at__gt=timezone.now())
+                .first())
+    if approval is None or approval.tool_call.arguments != shown:
+        return None
+    return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error),
+                       call_id=approval.tool_call_id, approval_id=approval.pk, function=fn, arguments=arguments)
+
+
 def _same_call(principal: Principal, fn: GatewayFunction, status: str) -> Any:
     return (
         Approval.objects.filter(tenant=principal.tenant, requested_by=principal.user, via=ApprovalVia.GATEWAY,

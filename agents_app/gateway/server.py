@@ -26,8 +26,10 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError, NoBackChannelError, UrlElicitationRequiredError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agents_app.gateway import search, service, sessions
+from agents_app.gateway import modern, relay, search, service, sessions
+from agents_app.gateway.listen import ChangeHub, ListenHandler
 from agents_app.gateway.service import CallOutcome, GatewayFunction, Principal
 from core import hotcache, tracing
 from core.codes import ApiCode, ResultCode
@@ -106,6 +108,11 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
     if not isinstance(principal, Principal):
         raise MCPError(code=types.INVALID_REQUEST, message="this endpoint serves authenticated HTTP requests only")
     return principal
+
+
+def _principal_or_none(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
+    principal = getattr(ctx.request, "scope", {}).get(PRINCIPAL_KEY) if ctx.request is not None else None
+    return principal if isinstance(principal, Principal) else None
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -275,7 +282,7 @@ NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not dec
                 "the server's {request}")
 
 
-def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
+def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay | None = None) -> ClientRequests:
     """The upstream server's own requests during this call (sampling, elicitation), forwarded to this gateway
     client when it declared the capability, on this call's stream; declined with the reason otherwise. They run
     on the call's worker thread and wait here for the client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most)."""
@@ -298,6 +305,10 @@ def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
         except MCPError as exc:
             raise ClientRequestRefused(f"the gateway's client refused: {exc.error.message}") from None
         except NoBackChannelError:
+            if modern.is_modern(ctx):
+                raise ClientRequestRefused(
+                    "declined: this gateway client speaks MCP 2026-07-28, where a server's sampling request mid-call "
+                    "is not relayed (its questions are, as input requests)") from None
             raise ClientRequestRefused("declined: this gateway session has no way back to its client "
                                        "(stateless mode)") from None
         except TimeoutError:
@@ -316,6 +327,8 @@ def _client_requests(ctx: ServerRequestContext[Any, Any]) -> ClientRequests:
 
     may_sample = declared(types.ClientCapabilities(sampling=types.SamplingCapability()))
     may_elicit = declared(types.ClientCapabilities(elicitation=types.ElicitationCapability()))
+    if relayed is not None:  # 2026-07-28: the question rides an input_required result (agents_app.gateway.relay)
+        elicit = relayed.ask
     return ClientRequests(
         sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
         no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
@@ -411,19 +424,37 @@ def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredErr
         message=f"{ResultCode.CREDENTIALS_REQUIRED}: set your own keys for {name} first ({page})")
 
 
-def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
+def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         principal = principal_of(ctx)
         functions, fingerprint = await db(_listing, principal)
-        watcher.watch(_connection(ctx), principal, fingerprint)
         meta, functions = await db(search.visible, principal, functions)  # tool search: meta-tools, fewer functions
-        return types.ListToolsResult(tools=[types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions])
+        tools = [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
+        if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
+            return types.ListToolsResult(tools=modern.sorted_by(tools, "name"), **modern.list_hints())
+        watcher.watch(_connection(ctx), principal, fingerprint)
+        return types.ListToolsResult(tools=tools)
+
+    async def listing_fingerprint(principal: Principal) -> str:
+        try:
+            return await db(service.fingerprint, principal)
+        except NotFound:
+            return ""
+
+    async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None
+                       ) -> types.DiscoverResult:
+        """What this agent's gateway serves a 2026-07-28 client (the handshake era answers `initialize`)."""
+        principal = principal_of(ctx)
+        return types.DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            instructions=principal.agent.description or None, **modern.list_hints())
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-                        ) -> types.CallToolResult:
+                        ) -> types.CallToolResult | types.InputRequiredResult:
         if not tracing.enabled():
             return await _call_tool(ctx, params)
         # The handler runs in the session's task: its span hangs under this message's HTTP request span.
@@ -433,17 +464,28 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
             return await _call_tool(ctx, params)
 
     async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-                         ) -> types.CallToolResult:
+                         ) -> types.CallToolResult | types.InputRequiredResult:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
         if params.name in search.META_NAMES:  # search_functions answers here; `call` runs the function it names
             answered, name, arguments = await db(search.intercept, principal, params.name, arguments)
             if answered is not None:
                 return types.CallToolResult.model_validate(answered)
-            params = types.CallToolRequestParams(name=name, arguments=arguments)
+            # The named function in place of `call`, keeping the rest (a 2026 retry's answers and requestState).
+            params = params.model_copy(update={"name": name, "arguments": arguments})
+        if modern.is_modern(ctx) and (approval_id := modern.approval_of(params)) is not None:
+            resumed = await _resume(ctx, principal, params, arguments, approval_id)
+            if resumed is not None:
+                return resumed
         try:
-            outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
-                                         _client_requests(ctx), _base_url(ctx))
+            if modern.is_modern(ctx):
+                ran = await _relayed(ctx, principal, params, arguments)
+                if isinstance(ran, types.InputRequiredResult):
+                    return ran  # the upstream server asked: the question rides this result
+                outcome, rendered = ran
+            else:
+                outcome, rendered = await db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
+                                             _client_requests(ctx), _base_url(ctx))
         except service.Refusal as refusal:
             raise Refused(refusal) from None
         if rendered is not None:
@@ -457,6 +499,11 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
+        if modern.is_modern(ctx):
+            # No server-to-client request on this wire: the question rides the result, the answer the retry.
+            assert outcome.approval_id is not None
+            return modern.ask_approval(outcome.approval_id, _elicitation_message(principal, outcome, shown),
+                                       APPROVE_SCHEMA)
         answer = None
         try:
             # The answer must come back to this process; if it never does (a balancer that is not sticky
@@ -469,9 +516,31 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
                 )
         except NoBackChannelError:  # stateless mode: no way back to the client
             answer = None
-        if answer is None:
-            return _pending(ctx, outcome)
-        if answer.action == "cancel":
+        return await _answered(ctx, principal, outcome, answer)
+
+    async def _relayed(ctx: ServerRequestContext[Any, Any], principal: Principal,
+                       params: types.CallToolRequestParams, arguments: dict[str, Any]
+                       ) -> tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult:
+        """A 2026-07-28 call: its result, or an upstream server's question as an input request; a retry carrying
+        the answer resumes the call this process holds (agents_app.gateway.relay)."""
+        owner = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
+        if relay.relay_of(params) is not None:
+            try:
+                held = relay.resume(params, owner)
+            except relay.RelayRefused as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"code": exc.code}) from None
+        else:
+            held = relay.Relay(asyncio.get_running_loop())
+            held.owner = owner
+            held.start(db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
+                          _client_requests(ctx, held), _base_url(ctx)))
+        ran: tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult = await held.next()
+        return ran
+
+    async def _answered(ctx: ServerRequestContext[Any, Any], principal: Principal, outcome: CallOutcome,
+                        answer: types.ElicitResult | None) -> types.CallToolResult:
+        """The person's answer to the approval question (either era): accepting runs the call once."""
+        if answer is None or answer.action == "cancel":
             return _pending(ctx, outcome)
         approve = answer.action == "accept" and bool((answer.content or {}).get("approve"))
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
@@ -479,9 +548,29 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
             return _pending(ctx, outcome)
         return await db(_content, principal, decided)
 
+    async def _resume(ctx: ServerRequestContext[Any, Any], principal: Principal,
+                      params: types.CallToolRequestParams, arguments: dict[str, Any], approval_id: int
+                      ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """A 2026-07-28 client's retry of a call held for approval, its requestState naming the approval: the
+        answer decides it. None when that request is no longer pending (decided in Toolhub meanwhile, expired):
+        the call then goes its ordinary way (an approved run is handed over, a new request is held)."""
+        outcome = await db(service.held_outcome, principal, params.name, arguments, approval_id)
+        if outcome is None:
+            return None
+        if not await db(service.self_approval_allowed, principal, approval_id):
+            return _pending(ctx, outcome)
+        answer = modern.approval_answer(params)
+        if answer is None:  # retried without answering: the question stands
+            shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
+            return modern.ask_approval(approval_id, _elicitation_message(principal, outcome, shown), APPROVE_SCHEMA)
+        return await _answered(ctx, principal, outcome, answer)
+
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                            ) -> types.ListPromptsResult:
         prompts = await db(service.list_prompts, principal_of(ctx))
+        if modern.is_modern(ctx):
+            return types.ListPromptsResult.model_validate(
+                {"prompts": modern.sorted_by(prompts, "name"), **modern.wire_hints()})
         return types.ListPromptsResult.model_validate({"prompts": prompts})
 
     async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -497,6 +586,9 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                              ) -> types.ListResourcesResult:
         resources = await db(service.list_resources, principal_of(ctx))
+        if modern.is_modern(ctx):
+            return types.ListResourcesResult.model_validate(
+                {"resources": modern.sorted_by(resources, "uri"), **modern.wire_hints()})
         return types.ListResourcesResult.model_validate({"resources": resources})
 
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -511,8 +603,14 @@ def build_server(watcher: ListChangedWatcher) -> Server[Any]:  # noqa: C901 - on
 
     server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
                                  on_list_prompts=list_prompts, on_get_prompt=get_prompt,
-                                 on_list_resources=list_resources, on_read_resource=read_resource)
+                                 on_list_resources=list_resources, on_read_resource=read_resource,
+                                 on_subscriptions_listen=(None if hub is None else
+                                                          ListenHandler(hub, principal_of, listing_fingerprint)))
+    server.add_request_handler("server/discover", types.RequestParams, discover)
     server.middleware.append(_IdentityMiddleware(watcher))
+    # 2026-07-28: requestState sealed on the way out, verified and opened on the way in (a refusal typed).
+    server.middleware.append(modern.TypedStateRefusal())
+    server.middleware.append(modern.state_boundary(_principal_or_none))
     return server
 
 
@@ -524,6 +622,13 @@ class _IdentityMiddleware:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
+        if modern.is_modern(ctx) and isinstance(result, dict):
+            # The 2026-07-28 stamp of every result names this agent's gateway, as `initialize` does.
+            principal = _principal_or_none(ctx)
+            if principal is not None:
+                stamp = {"name": f"toolhub/{principal.agent.name}", "version": SERVER_VERSION}
+                result["_meta"] = {**(result.get("_meta") or {}), modern.SERVER_INFO_META_KEY: stamp}
+            return result
         if ctx.method != "initialize" or not isinstance(result, dict):
             return result
         principal = principal_of(ctx)

@@ -19,6 +19,7 @@ from agents_app.gateway.calls import (
     call_function,
     decide_and_run,
     decided_in_toolhub_only,
+    held_outcome,
     self_approval_allowed,
     throttle,
 )
@@ -56,7 +57,7 @@ from core.errors import NotFound
 __all__ = [
     "AUTHORIZE_URL", "CONNECTIONS_URL", "HANDED_OVER", "PROMPT_GET", "RESOURCE_READ", "RESOURCE_SCHEME", "VIA", "CallOutcome", "GatewayFunction",
     "Listing", "NotFound", "Principal", "Refusal", "authenticate", "authenticate_remembering", "call_function",
-    "decide_and_run", "decided_in_toolhub_only", "fingerprint", "fingerprint_of", "get_prompt", "list_functions",
+    "decide_and_run", "decided_in_toolhub_only", "held_outcome", "fingerprint", "fingerprint_of", "get_prompt", "list_functions",
     "list_prompts", "list_resources", "listing", "read_resource", "redacted_arguments", "refresh",
     "remembered_principal", "resolve", "secrets_of", "self_approval_allowed", "shared_cache_is_local", "throttle",
     "user_for_token",

@@ -13,6 +13,7 @@ elicitation may time out, and the call then answers with its pending approval id
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 from uuid import uuid4
 
@@ -54,26 +55,43 @@ def _ttl() -> int:
 _served: dict[str, dict[str, Any]] = {}
 
 
+def now() -> float:
+    return time.time()
+
+
 def remember(*, session_id: str, owner: dict[str, Any], protocol_version: str, client_params: Any,
              counted: tuple[str, ...] = ()) -> None:
     """Record a session at its handshake (called from the initialize middleware); `counted` names the caps
     (per token, per member) it counts under."""
-    record = {"owner": dict(owner), "protocol_version": protocol_version, "client_params": client_params}
+    record = {"owner": dict(owner), "protocol_version": protocol_version, "client_params": client_params,
+              "caps": list(counted)}
     _served[session_id] = record
     cache.set(_key(session_id), record, timeout=_ttl())
+    at = now()
+    _touched[session_id] = at
     for cap in counted:
-        index = _index(cap)
-        listed = [sid for sid in cache.get(index) or [] if sid != session_id]
-        cache.set(index, [*listed, session_id], timeout=_ttl())
+        _note_use(cap, session_id, at)
 
 
 # --- caps on open sessions ---------------------------------------------------------------------------------
+#
+# Each cap (a token's, a member's) keeps one index in the cache: session id -> when it was last used. A session
+# counts while its record stands and it was used within TOOLHUB_MCP_SESSION_IDLE_S; at the cap the least
+# recently used one is closed to make room (agents_app.gateway.asgi), so clients that reconnect without
+# ending their old sessions, or whose worker died, are never locked out: what they abandoned is closed first.
+# A process notes a session's use at most once per TOOLHUB_MCP_SESSION_TOUCH_S (the index is one cache value).
 
 INDEX = "toolhub:mcp-sessions:{}"
+CLOSED = "toolhub:mcp-session-closed:{}"
+_touched: dict[str, float] = {}  # session id -> when this process last noted its use
 
 
 def _index(cap: str) -> str:
     return INDEX.format(cap)
+
+
+def _idle_s() -> float:
+    return float(settings.TOOLHUB_MCP_SESSION_IDLE_S)
 
 
 def caps(*, token_digest: str, tenant_id: int, user_id: int) -> dict[str, str]:
@@ -86,22 +104,59 @@ def cap_limits() -> dict[str, int]:
             "member": int(settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER)}
 
 
-def open_counts(counted: dict[str, str]) -> dict[str, int]:
-    """How many sessions each cap's index lists that are still open on any process (their record stands; an
-    ended session's record is deleted, an idle one's expires). The index drops the others as it goes.
+def _note_use(cap: str, session_id: str, at: float) -> None:
+    index = _index(cap)
+    listed = dict(cache.get(index) or {})
+    listed[session_id] = at
+    cache.set(index, listed, timeout=_ttl())
+
+
+def open_sessions(cap: str) -> list[tuple[str, float]]:
+    """The sessions counting under `cap`, least recently used first: their record stands (an ended session's is
+    deleted) and they were used within the idle expiry. The index drops the others as it goes.
 
     Two processes admitting at the same instant may each miss the other's newest session (the index is one
     cache value, not a transaction): a cap can be passed by the number of processes, never more."""
-    out: dict[str, int] = {}
-    for per, cap in counted.items():
-        index = _index(cap)
-        listed = list(cache.get(index) or [])
-        alive = set(cache.get_many([_key(sid) for sid in listed])) if listed else set()
-        kept = [sid for sid in listed if _key(sid) in alive]
-        if len(kept) != len(listed):
-            cache.set(index, kept, timeout=_ttl())
-        out[per] = len(kept)
-    return out
+    index = _index(cap)
+    listed: dict[str, float] = dict(cache.get(index) or {})
+    if not listed:
+        return []
+    alive = set(cache.get_many([_key(sid) for sid in listed]))
+    fresh_after = now() - _idle_s()
+    kept = {sid: at for sid, at in listed.items() if _key(sid) in alive and at > fresh_after}
+    if len(kept) != len(listed):
+        cache.set(index, kept, timeout=_ttl())
+    return sorted(kept.items(), key=lambda item: item[1])
+
+
+def open_count(cap: str) -> int:
+    return len(open_sessions(cap))
+
+
+def touch(session_id: str, counted: dict[str, str]) -> bool:
+    """Note that a session was used (at most once per TOOLHUB_MCP_SESSION_TOUCH_S per process). False when it
+    was closed by another process since (to make room under a cap): the caller ends it here too."""
+    at = now()
+    last = _touched.get(session_id)
+    if last is not None and at - last < float(settings.TOOLHUB_MCP_SESSION_TOUCH_S):
+        return True
+    _touched[session_id] = at
+    if cache.get(CLOSED.format(session_id[:64])):
+        return False
+    if not cache.touch(_key(session_id), timeout=_ttl()):
+        record = _served.get(session_id)
+        if record is not None:  # the cache lost it (a Redis restart): write it again
+            cache.add(_key(session_id), record, timeout=_ttl())
+    for cap in counted.values():
+        _note_use(cap, session_id, at)
+    return True
+
+
+def close(session_id: str) -> None:
+    """Close a session everywhere: it leaves the caps' indexes, its record goes (no process adopts it), and a
+    mark tells the process serving it to end it at its next request."""
+    cache.set(CLOSED.format(session_id[:64]), True, timeout=_ttl())
+    forget(session_id)
 
 
 def record_again(live: set[str]) -> int:
@@ -123,8 +178,19 @@ def recall(session_id: str) -> dict[str, Any] | None:
     return None
 
 
-def forget(session_id: str) -> None:
+def forget(session_id: str, counted: tuple[str, ...] | None = None) -> None:
+    """The session ended (DELETE, closed to make room): its record goes and it counts under no cap any more."""
+    if counted is None:
+        record = cache.get(_key(session_id))
+        counted = tuple(record.get("caps") or ()) if isinstance(record, dict) else ()
     cache.delete(_key(session_id))
+    _served.pop(session_id, None)
+    _touched.pop(session_id, None)
+    for cap in counted:
+        index = _index(cap)
+        listed = dict(cache.get(index) or {})
+        if listed.pop(session_id, None) is not None:
+            cache.set(index, listed, timeout=_ttl())
 
 
 class SharedSessionManager(StreamableHTTPSessionManager):
@@ -155,15 +221,27 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                            if k == MCP_SESSION_ID_HEADER.encode()), None)
         if session_id and session_id not in self._server_instances:
             await self._adopt(session_id, scope)
+        serving = self._server_instances.get(session_id) if session_id else None
         await super()._handle_stateful_request(scope, receive, send)
-        if session_id and scope.get("method") == "DELETE" and session_id not in self._server_instances:
+        # DELETE releases its place under the caps (the transport is terminated at once; the manager may forget
+        # it a moment later).
+        if session_id and scope.get("method") == "DELETE" and (
+                session_id not in self._server_instances or (serving is not None and serving.is_terminated)):
             await anyio.to_thread.run_sync(forget, session_id)
 
     def live_sessions(self) -> set[str]:
         return set(list(self._server_instances))
 
+    async def end(self, session_id: str) -> None:
+        """End a session this process serves (closed elsewhere, or to make room under a cap); a later request
+        naming it is answered "session not found", on which a client opens a new one."""
+        transport = self._server_instances.get(session_id)
+        if transport is not None:
+            await self._discard_session(session_id, transport)
+
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         _served.pop(session_id, None)
+        _touched.pop(session_id, None)
         await super()._discard_session(session_id, transport)
 
     async def _adopt(self, session_id: str, scope: Scope) -> None:

@@ -460,11 +460,23 @@ LOGGING = {
 # stream, so no pushed list_changed; approvals always answer with the pending approval id).
 TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
 TOOLHUB_MCP_WATCH_S = env_float("TOOLHUB_MCP_WATCH_S", 2)
-TOOLHUB_MCP_SESSION_IDLE_S = env_float("TOOLHUB_MCP_SESSION_IDLE_S", 1800)
+# A session nobody used for TOOLHUB_MCP_SESSION_IDLE_S ends and stops counting under the caps below.
+TOOLHUB_MCP_SESSION_IDLE_S = env_float("TOOLHUB_MCP_SESSION_IDLE_S", 900)
 TOOLHUB_MCP_ELICIT_TIMEOUT_S = env_float("TOOLHUB_MCP_ELICIT_TIMEOUT_S", 300)
-# Open sessions (streamable HTTP and SSE) one API token, and one member of a tenant, may hold at once.
+# Open sessions (streamable HTTP and SSE) one API token, and one member of a tenant, may hold at once. At a
+# cap the least recently used session is closed to make room (never a lock-out: clients that reconnect or
+# crash leave sessions behind); a use is noted at most once per TOOLHUB_MCP_SESSION_TOUCH_S per process.
 TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN", 64)
-TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER", 32)
+TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER", 128)
+TOOLHUB_MCP_SESSION_TOUCH_S = env_float("TOOLHUB_MCP_SESSION_TOUCH_S", 30)
+# MCP 2026-07-28 clients hold no session: what a call needs between its rounds (an approval asked as an input
+# request) rides in requestState, sealed with keys derived from these (default: TOOLHUB_SECRET_KEYS; newest
+# first, every one opens) so every web process verifies it; it expires after the TTL.
+TOOLHUB_MCP_REQUEST_STATE_KEYS = env_list("TOOLHUB_MCP_REQUEST_STATE_KEYS")
+TOOLHUB_MCP_REQUEST_STATE_TTL_S = env_float("TOOLHUB_MCP_REQUEST_STATE_TTL_S", 900)
+# The ttlMs of tools/list, prompts/list and resources/list for 2026-07-28 clients (cacheScope private); a
+# listening client (subscriptions/listen) hears a change sooner.
+TOOLHUB_MCP_LIST_TTL_MS = env_int("TOOLHUB_MCP_LIST_TTL_MS", 30000)
 
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.

@@ -8,6 +8,7 @@ effective safety (what its approval rule uses); a title where the server gave no
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -201,3 +202,98 @@ def test_a_gateway_client_that_declared_neither_is_declined_with_the_reason(serv
                                      "streamable_http", answering=False))
     assert via["ask"].is_error and "did not declare elicitation" in via["ask"].content[0].text
     assert via["think"].is_error and "did not declare sampling" in via["think"].content[0].text
+
+
+def test_progress_reaches_a_2026_client(served: Any, weather: Any) -> None:
+    from tests.agents_app.gateway.modern import client
+
+    api, _tool_id, agent_id = weather
+    token = token_for_user(user=api.user)
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async def scenario() -> tuple[str, Any]:
+        async with client(served.endpoint("acme", agent_id), token) as connected:
+            return connected.protocol_version, await connected.call_tool("weather__countdown", {},
+                                                                         progress_callback=note)
+
+    version, result = asyncio.run(scenario())
+    assert version == "2026-07-28" and not result.is_error and result.content[0].text == "lift-off"
+    assert seen == [(1.0, 3.0, "three"), (2.0, 3.0, "two"), (3.0, 3.0, "one")]
+
+
+def test_a_servers_question_reaches_a_2026_client_as_an_input_request(served: Any, weather: Any) -> None:
+    from tests.agents_app.gateway.modern import client
+
+    api, _tool_id, agent_id = weather
+    token = token_for_user(user=api.user)
+    direct = asyncio.run(_asked_direct())["ask"]
+    asked: list[Any] = []
+
+    async def scenario() -> Any:
+        async def on_elicit(context: Any, params: Any) -> Any:
+            asked.append(params)
+            return await _answer_elicit(context, params)
+
+        async with client(served.endpoint("acme", agent_id), token,
+                          elicitation_callback=on_elicit) as connected:
+            return await connected.call_tool("weather__ask", {})
+
+    via = asyncio.run(scenario())
+    assert len(asked) == 1 and asked[0].message == "Which city?"
+    wire = _wire(via)
+    assert wire["_meta"].pop("io.modelcontextprotocol/serverInfo")["name"] == "toolhub/forecaster"  # 2026's stamp
+    if not wire["_meta"]:
+        del wire["_meta"]
+    assert wire == _wire(direct)  # the client's own answer went back to the server
+    assert "Lyon (Which city?)" in via.content[0].text
+
+
+def test_a_2026_client_without_elicitation_has_the_servers_question_declined(served: Any, weather: Any) -> None:
+    from tests.agents_app.gateway.modern import client
+
+    api, _tool_id, agent_id = weather
+    token = token_for_user(user=api.user)
+
+    async def scenario() -> Any:
+        async with client(served.endpoint("acme", agent_id), token) as connected:
+            return await connected.call_tool("weather__ask", {})
+
+    result = asyncio.run(scenario())
+    assert "did not declare elicitation" in json.dumps(result.model_dump(mode="json"))
+
+
+def test_a_relayed_question_answered_at_another_process_is_refused_typed(served_pair: Any, weather: Any,
+                                                                         settings: Any) -> None:
+    from mcp import types
+    from mcp.shared.exceptions import MCPError
+
+    from tests.agents_app.gateway.modern import client
+
+    settings.TOOLHUB_MCP_ELICIT_TIMEOUT_S = 3  # the call left waiting in the first process is declined soon
+    api, _tool_id, agent_id = weather
+    token = token_for_user(user=api.user)
+    first, second = served_pair
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        raise AssertionError("driven by hand")
+
+    async def scenario() -> Any:
+        async with client(first.endpoint("acme", agent_id), token, elicitation_callback=on_elicit) as connected:
+            asked = await connected.session.call_tool("weather__ask", {}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult)
+        answer: types.InputResponses = {"upstream-elicitation": types.ElicitResult(action="accept", content={"city": "Lyon"})}
+        async with client(second.endpoint("acme", agent_id), token, elicitation_callback=on_elicit) as connected:
+            try:
+                await connected.session.call_tool("weather__ask", {}, input_responses=answer,
+                                                  request_state=asked.request_state, allow_input_required=True)
+            except MCPError as refused:
+                return refused
+        return None
+
+    refused = asyncio.run(scenario())
+    assert isinstance(refused, MCPError)
+    assert refused.error.data["code"] == "invalid_request_state"
+    assert "another Toolhub process" in refused.error.message

@@ -52,3 +52,26 @@ def test_a_2026_upstreams_question_reaches_the_gateway_client(served: Any, moder
     unasked = asyncio.run(scenario())
     assert unasked.is_error and "How many people" not in unasked.content[0].text
     assert len(asked) == 1
+
+
+def test_a_2026_upstreams_question_reaches_a_2026_gateway_client(served: Any, modern_agent: tuple[int, str]) -> None:
+    """Both ends 2026-07-28: the upstream's input request rides the gateway's own input_required result
+    (agents_app.gateway.relay) and the client's answer goes back upstream."""
+    from tests.agents_app.gateway.modern import client
+
+    agent_id, token = modern_agent
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"people": 3})
+
+    async def scenario() -> Any:
+        async with client(served.endpoint("acme", agent_id), token, elicitation_callback=on_elicit) as connected:
+            assert connected.protocol_version == "2026-07-28"
+            return await connected.call_tool("modern__book_table", {"restaurant": "Chez Ada"})
+
+    answered = asyncio.run(scenario())
+    assert [p.message for p in asked] == ["How many people for Chez Ada?"]
+    assert not answered.is_error, answered
+    assert json.loads(answered.content[0].text) == {"booked": True, "restaurant": "Chez Ada", "people": 3}
