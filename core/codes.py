@@ -41,6 +41,8 @@ class ApiCode(StrEnum):
     INVALID_PAGE_SIZE = "invalid_page_size"
     TENANT_REQUIRED = "tenant_required"
     TENANT_NOT_AVAILABLE = "tenant_not_available"
+    # Company sign-in
+    SIGNIN_REFUSED = "signin_refused"
     # Tools
     TOOL_ERROR = "tool_error"
     INVALID_CONFIG = "invalid_config"

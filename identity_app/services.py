@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from core.codes import ApiCode
 from core.errors import Conflict, DomainError, NotFound, PermissionDenied, ValidationFailed
 from core.roles import ROLE_RANK, Role
 from core.secrets import KEEP
@@ -38,7 +39,7 @@ ROLES = ", ".join(r.value for r in Role)
 class SignInRefused(DomainError):
     """A company sign-in that cannot complete; the message is safe to show the person."""
 
-    code = "signin_refused"  # type: ignore[assignment]
+    code = ApiCode.SIGNIN_REFUSED
     status = 403
 
 

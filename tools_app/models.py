@@ -493,6 +493,9 @@ class AuditEvent(models.Model):
     tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self) -> str:
+        return f"audit event {self.pk} (call {self.tool_call_id})"
+
 
 class AuditCursor(models.Model):
     """How far one audit sink has been sent: the last AuditEvent id it acknowledged."""
@@ -502,3 +505,6 @@ class AuditCursor(models.Model):
     shipped = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
     last_error = models.TextField(blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"audit sink {self.sink} at event {self.last_id}"

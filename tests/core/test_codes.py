@@ -16,7 +16,7 @@ from tools_app.runtime import call_rules
 from tools_app.runtime.result import ERROR_CODES, ToolResult
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("core", "tenants_app", "tools_app", "agents_app", "market_app")
+PRODUCT = ("core", "tenants_app", "tools_app", "agents_app", "market_app", "identity_app")
 
 
 def _import_everything() -> None:

@@ -150,7 +150,7 @@ def test_every_model_names_itself() -> None:
     from django.apps import apps
     from django.db import models
 
-    ours = ("tenants_app", "tools_app", "agents_app", "market_app", "toolhub_demo")
+    ours = ("tenants_app", "tools_app", "agents_app", "market_app", "identity_app", "toolhub_demo")
     unnamed = [m.__name__ for m in apps.get_models()
                if m.__module__.split(".")[0] in ours and m.__str__ is models.Model.__str__]
     assert unnamed == []

@@ -59,6 +59,9 @@ class ScreenedFunctionAdmin(ReadOnlyAdminMixin, _ScreenedAdmin):
     """Functions with findings, held first; the admin reviews them on the tool's page."""
 
     list_display = ["tool_link", "name", "screen_status", "worst", "count", "first_findings"]
+    # The row opens from the function's name: the first column is already a link (to the tool), and a link inside
+    # Django's row link is split by the browser into an empty one nobody can click.
+    list_display_links = ["name"]
     list_filter = ["screen_status", "tool"]
     search_fields = ["name", "tool__name"]
     fields = readonly_fields = ("tool", "name", "screen_status", "screen_version", "description_visible",

@@ -103,8 +103,11 @@ def remove(path: str | Path) -> None:
         return
     for dirpath, dirnames, _ in os.walk(root):
         for name in dirnames:
+            child = os.path.join(dirpath, name)
+            if os.path.islink(child):  # a link to a folder (node_modules/.bin and friends): nothing to open up
+                continue
             try:
-                os.chmod(os.path.join(dirpath, name), 0o755, follow_symlinks=False)
+                os.chmod(child, 0o755)
             except OSError:
                 pass
     try:
