@@ -129,13 +129,23 @@ def test_the_store_is_read_only_to_the_server(api: Any, registries_reachable: No
     assert not (Path(store_dir) / "new-file").exists() and victim.read_text().startswith("{")
 
 
-def test_version_change_installs_beside_and_last_tool_frees_it(api: Any, settings: Any, monkeypatch: pytest.MonkeyPatch,
-                                                                registries_reachable: None) -> None:
-    # The install task runs inline on save, also where CI runs a real worker (which would race these assertions).
+@pytest.fixture
+def tasks_inline() -> Any:
+    """Celery tasks run inline here even where CI runs a real worker (which would race these assertions); the
+    setting is restored after (monkeypatch cannot: Celery's settings refuse the delattr of its undo)."""
     from celery import current_app
 
-    monkeypatch.setattr(current_app.conf, "task_always_eager", True)
-    settings.TOOLHUB_PACKAGE_INSTALL_ON_SAVE = True
+    before = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        current_app.conf.task_always_eager = before
+
+
+def test_version_change_installs_beside_and_last_tool_frees_it(api: Any, settings: Any, tasks_inline: None,
+                                                                registries_reachable: None) -> None:
+    settings.TOOLHUB_PACKAGE_INSTALL_ON_SAVE = True  # the install task runs (inline) on save
     old, new = "2026.1.26", "2026.8.31"
     tool_id = create(api, "memory", "npx", ["-y", f"@modelcontextprotocol/server-memory@{old}"])
     link = ToolPackage.objects.select_related("current").get(tool_id=tool_id)
