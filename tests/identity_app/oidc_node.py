@@ -6,10 +6,8 @@ gateway's node clients)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,32 +16,15 @@ from typing import Any
 
 from django.conf import settings
 
+from tests.fixtures.npm_lock import install_locked, node_available  # noqa: F401  (node_available: the tests import it here)
+
 HERE = Path(__file__).resolve().parent / "node"
 FILES = ("package.json", "package-lock.json", "provider.mjs")
 
 
-def node_available() -> bool:
-    return bool(shutil.which("node") and shutil.which("npm"))
-
-
 def ensure_installed() -> Path:
     """`npm ci` into var/identity-oidc-provider when the lock changed since the last install; the folder."""
-    target = Path(settings.VAR_DIR) / "identity-oidc-provider"
-    target.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        source, dest = HERE / name, target / name
-        if not dest.exists() or dest.read_bytes() != source.read_bytes():
-            tmp = dest.with_name(f".{name}.{os.getpid()}")
-            shutil.copyfile(source, tmp)
-            tmp.replace(dest)
-    digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = target / ".installed"
-    if not (stamp.exists() and stamp.read_text() == digest and (target / "node_modules").is_dir()):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=target, check=True,
-                       timeout=900, capture_output=True)
-        stamp.write_text(digest)
-    return target
-
+    return install_locked(HERE, FILES, Path(settings.VAR_DIR) / "identity-oidc-provider", capture_output=True)
 
 class NodeProvider:
     """A running oidc-provider: `issuer`, and `set_accounts({...})` for who exists with which groups."""

@@ -5,11 +5,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import queue
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -17,12 +15,10 @@ from typing import Any
 
 from django.conf import settings
 
+from tests.fixtures.npm_lock import install_locked, node_available  # noqa: F401  (node_available: the tests import it here)
+
 HERE = Path(__file__).resolve().parent / "node"
 FILES = ("package.json", "package-lock.json", "client.mjs", "fidelity.mjs", "oauth_client.mjs")
-
-
-def node_available() -> bool:
-    return bool(shutil.which("node") and shutil.which("npm"))
 
 
 def install_dir() -> Path:
@@ -31,24 +27,7 @@ def install_dir() -> Path:
 
 def ensure_installed() -> Path:
     """`npm ci` into var/gateway-clients when the lock changed since the last install; returns the folder."""
-    target = install_dir()
-    target.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        # Every xdist worker shares this folder: a file is replaced whole (never seen half written), and only
-        # when it changed.
-        source, dest = HERE / name, target / name
-        if not dest.exists() or dest.read_bytes() != source.read_bytes():
-            tmp = dest.with_name(f".{name}.{os.getpid()}")
-            shutil.copyfile(source, tmp)
-            tmp.replace(dest)
-    digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = target / ".installed"
-    if not (stamp.exists() and stamp.read_text() == digest and (target / "node_modules").is_dir()):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=target, check=True,
-                       timeout=900)
-        stamp.write_text(digest)
-    return target
-
+    return install_locked(HERE, FILES, install_dir())
 
 class TsClient:
     """The TypeScript SDK client script as a subprocess: send a command, read the next JSON event."""
