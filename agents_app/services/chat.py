@@ -31,8 +31,9 @@ from agents_app.models import Agent, AgentStatus, Conversation, ConversationStat
 from agents_app.runtime import loop
 from agents_app.runtime.loop import Event, pending_calls, render_result
 from agents_app.runtime.model_client import ModelConfig
-from agents_app.runtime.toolset import AgentLink, Toolset, assemble
+from agents_app.runtime.toolset import Toolset
 from agents_app.services.chat_client_requests import client_requests_for
+from agents_app.toolsets import turn_toolset
 from core.codes import ApiCode, ResultCode
 from core.db import release_connection
 from core.errors import NotFound
@@ -45,7 +46,6 @@ from tools_app.configs import secret_values
 from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.result import ToolResult
-from tools_app.selectors import usable_tools
 from tools_app.services import oauth, plugins
 from tools_app.services.approvals import (
     approval_expire_unbound,
@@ -263,59 +263,15 @@ def _usable_agent(*, tenant: Tenant, actor: Any, agent_id: Any) -> Agent:
     return agent
 
 
-def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset, dict[int, list[str]]]:
-    """The agent's linked functions this user may use, with approval flags from the tools' own policy."""
-    links = list(agent.agent_tools.all())
-    tool_ids = [link.tool_id for link in links]
-    tools = {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)}
-    usable = set(usable_tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
-    candidates = selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
-    # Each function's needs_approval comes from tools_app's one approval rule, applied inside assembly.
-    toolset = assemble(
-        tenant_id=tenant.pk,
-        candidates=candidates,
-        links=[AgentLink(link.tool_id, None if link.allowed_functions is None else frozenset(link.allowed_functions),
-                         link.requires_approval) for link in links],
-        usable_tool_ids=usable,
-        now=timezone.now(),
-    )
-    secrets = {t.pk: secret_values(t.type, t.config) for t in tools.values()}
-    return toolset, secrets
+def _linked_secrets(*, tenant: Tenant, agent: Agent) -> dict[int, list[str]]:
+    """Every linked tool's secret values (whether or not this turn offers it), for the run's one scrubber."""
+    tool_ids = [link.tool_id for link in agent.agent_tools.all()]
+    return {t.pk: secret_values(t.type, t.config) for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)}
 
 
-def _routed(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, messages: list[dict[str, Any]],
-            model: ModelConfig) -> tuple[Toolset, list[Event]]:
-    """With intent routing, the turn's toolset narrowed to the matched intents (agents_app.intents.routing)."""
-    from agents_app.intents.routing import route_turn
-
-    question = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-    narrowed, event = route_turn(tenant=tenant, actor=actor, agent=agent, toolset=toolset, question=question,
-                                 limit=_model_limit(model))
-    return narrowed, [("intent.routed", event)] if event is not None else []
-
-
-
-def _model_limit(model: ModelConfig) -> int:
-    """The functions one request may offer: the model's `max_tools` when it sets a whole number, else the
-    deployment's TOOLHUB_MODEL_TOOL_LIMIT (128 unless set). The one place the limit is decided; intent routing
-    caps its fallback with it too."""
-    default = int(settings.TOOLHUB_MODEL_TOOL_LIMIT)
-    try:
-        limit = int(model.params.get("max_tools", default))
-    except (TypeError, ValueError):
-        return default
-    return limit if limit > 0 else default
-
-
-def _capped(toolset: Toolset, model: ModelConfig, preamble: list[Event]) -> tuple[Toolset, list[Event]]:
-    """The toolset within the model's limit (`_model_limit`), after any routing chose; what was
-    left out, and why (over the limit, or a function Toolhub cannot call), is said in `toolset.limited`."""
-    limit = _model_limit(model)
-    toolset = toolset.capped(limit)
-    if toolset.left_out:
-        preamble = [*preamble, ("toolset.limited", {"offered": len(toolset), "limit": limit,
-                                                    "left_out": list(toolset.left_out)})]
-    return toolset, preamble
+def _question(messages: list[dict[str, Any]]) -> str:
+    """The turn's question: the last user message's text (what intent routing matches)."""
+    return next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
 
 
 def _system_message(agent: Agent, context: str = "") -> dict[str, Any]:
@@ -358,10 +314,9 @@ def _prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, co
         messages.insert(0, _system_message(agent))
     persisted = len(messages)
     messages.append({"role": "user", "content": message})
-    toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
-    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
-                                model=model)
-    toolset, preamble = _capped(toolset, model, preamble)
+    secrets = _linked_secrets(tenant=tenant, agent=agent)
+    turn = turn_toolset(tenant=tenant, actor=actor, agent=agent, model=model, question=_question(messages))
+    toolset, preamble = turn.toolset, list(turn.events)
     tools = _toolset_tools(tenant, toolset)  # their provide_context joins the prompt before each model call
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
@@ -420,10 +375,9 @@ def _prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> _Run
                 if call_id in open_by_id:
                     messages.append({"role": "tool", "tool_call_id": call_id,
                                      "content": "Error: not executed: the approval expired" + (f" ({why})" if why else "")})
-    toolset, secrets = build_toolset(tenant=tenant, actor=actor, agent=agent)
-    toolset, preamble = _routed(tenant=tenant, actor=actor, agent=agent, toolset=toolset, messages=messages,
-                                model=model)
-    toolset, preamble = _capped(toolset, model, preamble)
+    secrets = _linked_secrets(tenant=tenant, agent=agent)
+    turn = turn_toolset(tenant=tenant, actor=actor, agent=agent, model=model, question=_question(messages))
+    toolset, preamble = turn.toolset, list(turn.events)
     tools = _toolset_tools(tenant, toolset)
     conversation.status = ConversationStatus.RUNNING
     conversation.save(update_fields=["status", "updated_at"])
