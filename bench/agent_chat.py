@@ -33,10 +33,10 @@ from django.utils import timezone  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
 from agents_app import selectors  # noqa: E402
+from agents_app.chat import chat_start  # noqa: E402
 from agents_app.models import Agent, AgentTool  # noqa: E402
 from agents_app.runtime.toolset import AgentLink, assemble  # noqa: E402
 from agents_app.services import AgentInput, ChatModelInput, ToolLink, agent_create, chat_model_create  # noqa: E402
-from agents_app.services.chat import chat_start  # noqa: E402
 from agents_app.toolsets import build_toolset  # noqa: E402
 from tenants_app.models import Membership, Role, Tenant  # noqa: E402
 from tenants_app.services import token_for_user  # noqa: E402
