@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from agents_app.intents import selectors
+from agents_app.intents import selectors, tasks
 from agents_app.models import Agent, AgentRouting
 from agents_app.runtime.intents import IntentIndex, IntentSpec, Match, RouterConfig, default_embedder
 from agents_app.runtime.intents.embedder import from_bytes
@@ -115,8 +115,6 @@ def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
         # Vectors of another model (an upgrade of the embedder) or never stored: have the worker store them. Its
         # write touches the nodes, so the next route after it rebuilds with every vector; until then those
         # examples were embedded just now (a few) or count on the lexical channel alone.
-        from agents_app import tasks
-
         transaction.on_commit(lambda: tasks.embed_intent_examples.delay(tenant.pk))
     return TreeIndex(signature=signature, index=index,
                      functions={s.code: tuple(fns.get(ids[s.code], [])) for s in specs},
