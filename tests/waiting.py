@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 
 BOUND_S = 30.0
+# A Python process the test starts that sets Django up (seconds of imports, a minute and more on a machine under load):
+# a hang guard, below pytest's own 120 s timeout so the process's output is what the failure shows.
+PROCESS_BOUND_S = 100.0
 
 
 def wait_until(check: Callable[[], object], bound_s: float = BOUND_S, every_s: float = 0.02) -> bool:

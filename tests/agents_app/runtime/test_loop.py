@@ -13,6 +13,7 @@ from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import Toolset, ToolsetFunction
 from tests.agents_app.runtime.support import API_KEY, config_for
 from tests.fixtures.fake_llm import FakeLLM, call, calls, http_error, slow, text
+from tests.waiting import BOUND_S
 from tools_app.runtime.result import TIMEOUT, ToolResult
 
 FakeFactory = Callable[..., FakeLLM]
@@ -97,7 +98,7 @@ def test_parallel_calls_run_concurrently(fake_llm: FakeFactory, toolset: Toolset
     )
     # Both calls must be inside the tool at the same time to pass the barrier; run one after the
     # other, the first would wait alone and the barrier would break.
-    barrier = threading.Barrier(2, timeout=2)
+    barrier = threading.Barrier(2, timeout=BOUND_S)  # a hang guard: run one after the other, the first waits alone
 
     def meeting_tool(fn: ToolsetFunction, args: dict[str, Any]) -> ToolResult:
         try:
