@@ -181,7 +181,7 @@ STATIC_ROOT = VAR_DIR / "static"
 
 # Request bodies are capped (DESIGN §7), and so is their nesting (core.parsers).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("TOOLHUB_MAX_BODY_BYTES", 2 * 1024 * 1024)
-TOOLHUB_MAX_JSON_DEPTH = env_int("TOOLHUB_MAX_JSON_DEPTH", 1000)
+TOOLHUB_MAX_JSON_DEPTH = env_int("TOOLHUB_MAX_JSON_DEPTH", 512)
 
 # Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
 TOOLHUB_AUTH_CACHE_S = env_int("TOOLHUB_AUTH_CACHE_S", 30)
