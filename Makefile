@@ -112,10 +112,14 @@ lint: install
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
 
-# Rewrite the lock from the pins in pyproject.toml (run after changing a dependency).
+# Rewrite the lock from the pins in pyproject.toml (run after changing a dependency). The pins are read from
+# pyproject.toml and installed as requirements: the project itself is never built (it is not a package setuptools
+# could discover: `pip install -e .` refuses its many top-level folders).
 lock:
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e ".[dev]" && $(BIN)/python -m pip uninstall -q -y toolhub
+	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+		print("\n".join([*p["dependencies"], *p["optional-dependencies"]["dev"]]))' > $(VENV)/.lock-pins
+	$(BIN)/python -m pip install -q -r $(VENV)/.lock-pins
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
 
 ci:

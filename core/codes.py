@@ -4,7 +4,7 @@ Three enums, each a `StrEnum` (a member *is* its string, so `"not_found" == ApiC
 
 - `ApiCode`: the `code` of an API error body `{"error": {"code", "message", "details"}}` (snake_case), also
   the `data.code` of a gateway JSON-RPC error and the `code` of a runtime error.
-- `ResultCode`: the `error_code` of a call result (UPPER_CASE; DESIGN §4's invoke contract). These are
+- `ResultCode`: the `error_code` of a call result (UPPER_CASE; the invoke contract). These are
   families: clients branch on them and they stay stable.
 - `Reason`: the distinct cause of a refusal, sent beside the family as `error_reason` (a call result) or
   `reason` (a gateway refusal). `REASON_FAMILY` maps each cause to its family in this one place, so
@@ -148,7 +148,7 @@ class ApiCode(StrEnum):
 
 
 class ResultCode(StrEnum):
-    """The `error_code` of a call result: DESIGN §4's families, stable for clients."""
+    """The `error_code` of a call result: the invoke contract's families, stable for clients."""
 
     INVALID_PARAMS = "INVALID_PARAMS"
     NOT_FOUND = "NOT_FOUND"
@@ -211,5 +211,5 @@ REASON_FAMILY: dict[Reason, ResultCode] = {
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The API's error envelope (DESIGN §4); `code` is an ApiCode."""
+    """The API's error envelope (`{"error": {code, message, details}}`); `code` is an ApiCode."""
     return {"error": {"code": str(code), "message": message, "details": details or {}}}

@@ -9,7 +9,7 @@ from core.codes import REASON_FAMILY, Reason, ResultCode
 from core.secrets import Scrubber
 from tools_app.runtime.content import joined_text
 
-# Error codes of DESIGN §4 (the families of core.codes.ResultCode), shared by every runtime.
+# The invoke contract's error codes (the families of core.codes.ResultCode), shared by every runtime.
 INVALID_PARAMS = ResultCode.INVALID_PARAMS
 NOT_FOUND = ResultCode.NOT_FOUND
 DISABLED = ResultCode.DISABLED
