@@ -8,7 +8,7 @@ PORT ?= 8000
 
 .PHONY: install run gateway-clients test test-fast test-servers test-plugins lint complexity lock ci clean prod-local
 .PHONY: bench-load
-.PHONY: sandbox-deps docs docs-config screenshots
+.PHONY: sandbox-deps docs docs-config docs-errors screenshots
 
 install: $(STAMP) sandbox-deps
 
@@ -107,6 +107,10 @@ screenshots: install
 # docs/configuration.md's table from the settings (core.env): run after adding or changing a variable.
 docs-config: install
 	$(BIN)/python manage.py toolhub_settings --write docs/configuration.md
+
+# docs/errors.md's tables from the error vocabulary (core/codes.py): run after adding or changing a code.
+docs-errors: install
+	$(BIN)/python manage.py toolhub_codes --write docs/errors.md
 
 lint: install complexity
 	$(BIN)/ruff check .
