@@ -492,8 +492,8 @@ def _networks(name: str, items: list[str]) -> list[ipaddress.IPv4Network | ipadd
 # GET /metrics: a Bearer token, or a client address in the allowlist (default: this machine only).
 TOOLHUB_METRICS_TOKEN = env_str("TOOLHUB_METRICS_TOKEN", "")
 # Client addresses (comma-separated CIDRs) that may read GET /metrics without the token.
-TOOLHUB_METRICS_ALLOW = _networks("TOOLHUB_METRICS_ALLOW",
-                                  env_list("TOOLHUB_METRICS_ALLOW", "127.0.0.1/32,::1/128"))
+_METRICS_ALLOW = env_list("TOOLHUB_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+TOOLHUB_METRICS_ALLOW = _networks("TOOLHUB_METRICS_ALLOW", _METRICS_ALLOW)
 
 # Logs: one JSON object per line with request_id and call_id (TOOLHUB_LOG_FORMAT=text for a terminal).
 TOOLHUB_LOG_FORMAT = env_choice("TOOLHUB_LOG_FORMAT", "json", ("json", "text"))
