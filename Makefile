@@ -123,7 +123,7 @@ lint: install complexity
 COMPLEXITY_IGNORE = .venv .venv-* var workspace node_modules migrations
 # TEMPORARY (issue 35): files being moved and split on another branch; the lead removes this list once they land.
 COMPLEXITY_TEMPORARY_EXCLUDE = tools_app/services/* tools_app/adapters.py tools_app/policies.py \
-	tools_app/selectors.py tools_app/signals.py agents_app/services/chat*.py agents_app/intents/routing.py
+	tools_app/selectors.py tools_app/signals.py agents_app/chat/* agents_app/intents/routing.py
 comma := ,
 commas = $(subst $(eval) ,$(comma),$(strip $(1)))
 complexity: install
