@@ -16,6 +16,7 @@ from agents_app.gateway.oauth import usage as oauth_usage
 from agents_app.gateway.principal import Principal
 from agents_app.runtime.toolset import qualify
 from core.codes import ApiCode, Reason
+from core.errors import DomainError
 from core.secrets import scrub_text
 from core.throttle import take as take_throttle
 from tenants_app.models import Tenant
@@ -286,12 +287,14 @@ def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
     return allowed
 
 
-class Refusal(Exception):
-    """A typed refusal of a gateway request (the server answers it as a JSON-RPC error whose data carries `code`)."""
+class Refusal(DomainError):
+    """A typed refusal of a gateway request: the house's DomainError, its code chosen per refusal (throttled,
+    permission_denied, approval_required, upstream_error). The server answers it as a JSON-RPC error whose data
+    carries `code` and the details, as the API's error body does."""
 
-    def __init__(self, code: str, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.code, self.message, self.details = code, message, details
+    def __init__(self, code: ApiCode, message: str, **details: Any) -> None:
+        super().__init__(message, details=details)
+        self.code = code
 
 
 def throttle(principal: Principal) -> None:
