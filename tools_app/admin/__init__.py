@@ -39,6 +39,7 @@ from tools_app.models import (
     ApprovalVia,
     FunctionState,
     Safety,
+    ScreenStatus,
     Tool,
     ToolCall,
     ToolFunction,
@@ -370,7 +371,15 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
 
     @admin.action(description="Approve changed functions")
     def approve_changed_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        for fn in ToolFunction.objects.filter(tool__in=queryset, state__in=AWAITING).select_related("tool"):
+        """Drift only: a function the screen holds (a high finding, whether new or drifted) is skipped and named;
+        it needs its own approval on the tool's Review page, which records who approved which definition."""
+        awaiting = ToolFunction.objects.filter(tool__in=queryset, state__in=AWAITING).select_related("tool")
+        for fn in awaiting.order_by("tool__name", "name"):
+            if fn.screen_status == ScreenStatus.HELD:
+                self.message_user(request, f"not approved {fn.tool.name}.{fn.name}: held by the screen; review its "
+                                           "findings and approve it on the tool's Review changes page",
+                                  messages.WARNING)
+                continue
             discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
             self._history(request, fn.tool, f"Approved function {fn.name}.")
             self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
