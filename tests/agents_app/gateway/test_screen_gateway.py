@@ -113,3 +113,53 @@ def test_a_write_after_a_flagged_result_needs_approval_through_the_gateway(serve
 def refusal_free(result: Any) -> bool:
     """Not a refusal (no approval asked): a result, or the handed-over run's own answer."""
     return "toolhub/refusal" not in (result.meta or {}) or not refusal(result).get("approval_id")
+
+
+def test_held_prompts_and_resources_are_not_offered_and_server_instructions_reach_no_client(
+        served: Any, setup: Any) -> None:
+    """The server's poisoned instructions, prompt and resource are screened at discovery; the gateway lists neither
+    held item (nor gets it by name), and its initialize answers the agent's description, never the server's
+    instructions. An admin's approval of the server's texts offers them."""
+    from tools_app.models import Tool
+    from tools_app.services.screening import approve_server
+
+    api = setup.api
+    docs = server_tool(api, "docs", "server_texts")
+    detail = api.get(f"/api/v1/tools/{docs}/").json()
+    assert detail["server_screen"]["status"] == "held"
+    fields = {f["field"] for f in detail["server_screen"]["findings"] if f["severity"] == "high"}
+    assert {"server.instructions", "prompts.review_code.description", "resources.config.description"} <= fields
+    assert detail["functions"][0]["screen"]["status"] == "clear"  # its function is clean and offered
+    assert api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [{"tool": docs}]},
+                     format="json").status_code == 200
+    url = served.endpoint("acme", setup.agent_id)
+
+    async def scenario() -> tuple[Any, Any, Any, Any]:
+        async with connect(url, setup.token) as (session, init):
+            prompts = await session.list_prompts()
+            resources = await session.list_resources()
+            try:
+                await session.get_prompt("docs__review_code", {})
+                got: Any = "served"
+            except Exception as exc:  # noqa: BLE001 - the typed refusal is what is asserted
+                got = exc
+            return init, prompts, resources, got
+
+    init, prompts, resources, got = asyncio.run(scenario())
+    assert init.instructions == "Answers stock questions for the warehouse team."  # the agent's, not the server's
+    assert {p.name for p in prompts.prompts} == {"docs__summarize"}
+    assert {r.name for r in resources.resources} == {"docs__readme"}
+    assert got != "served"
+    assert not ToolCall.objects.filter(function="prompts/get", status="ok").exists()
+
+    approve_server(Tool.objects.get(pk=docs), actor=api.user)
+    detail = api.get(f"/api/v1/tools/{docs}/").json()["server_screen"]
+    assert detail["status"] == "approved" and detail["approved_by"] == api.user.username
+
+    async def again() -> tuple[Any, Any]:
+        async with connect(url, setup.token) as (session, _init):
+            return await session.list_prompts(), await session.list_resources()
+
+    prompts, resources = asyncio.run(again())
+    assert {p.name for p in prompts.prompts} == {"docs__summarize", "docs__review_code"}
+    assert {r.name for r in resources.resources} == {"docs__readme", "docs__config"}
