@@ -290,10 +290,12 @@ def _result_of(run: ToolCall) -> ToolResult:
         except ValueError:
             data = None
     # The run's screen markers (its audit row keeps them) travel with it as with a result answered at once.
-    flag = {META_KEY: {"flagged": True, "markers": list(run.result_flags)}} if run.result_flags else {}
+    meta: dict[str, Any] = {HANDED_OVER: True}
+    if run.result_flags:
+        flag = {META_KEY: {"flagged": True, "markers": list(run.result_flags)}}
+        meta.update(flag, **{RESULT_META: flag})
     return ToolResult.ok(data=data if isinstance(data, dict) else None, text=run.result_excerpt,
-                         content=content or None, **{HANDED_OVER: True}, **flag,
-                         **({RESULT_META: flag} if flag else {}))
+                         content=content or None, **meta)
 
 
 def decided_in_toolhub_only(principal: Principal) -> bool:

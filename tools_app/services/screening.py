@@ -181,13 +181,14 @@ def screen_server(tool: Tool, *, instructions: str, prompts: list[dict[str, Any]
     key = _digest(texts)
     items = [item_key("prompts", p) for p in prompts] + [item_key("resources", r) for r in resources]
     kept = {k: before[k] for k in ("approved_key", "approved_items", "approved_by", "approved_at") if k in before}
-    tool.server_screen = {
+    screened: dict[str, Any] = {
         **kept, "status": verdict(findings=found, policy=policy, approved=before.get("approved_key") == key),
         "findings": found, "version": rules.ruleset().version, "key": key, "instructions": instructions,
         "prompts": prompts, "resources": resources, "items": items,
     }
-    Tool.objects.in_tenant(tool.tenant_id).filter(pk=tool.pk).update(server_screen=tool.server_screen)
-    return tool.server_screen
+    tool.server_screen = screened
+    Tool.objects.in_tenant(tool.tenant_id).filter(pk=tool.pk).update(server_screen=screened)
+    return screened
 
 
 def server_screen_out(tool: Tool) -> dict[str, Any]:
