@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.fixtures.mcp_servers.poisoned import CORPUS, EXPECTED, POISONED_PAGE, SERVER_EXPECTED  # noqa: E402
-from tools_app.runtime.mcp.discovery import instructions_of, list_server_texts  # noqa: E402
-from tools_app.runtime.screen import (  # noqa: E402
+from tests.fixtures.mcp_servers.poisoned import CORPUS, EXPECTED, POISONED_PAGE, SERVER_EXPECTED
+from tools_app.runtime.mcp.discovery import instructions_of, list_server_texts
+from tools_app.runtime.screen import (
     Finding,
     clean_result,
     function_texts,
