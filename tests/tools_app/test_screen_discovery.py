@@ -50,8 +50,8 @@ def discover(api: Any, tool_id: int) -> dict[str, dict[str, Any]]:
     return {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
 
 
-def assert_screened(api: Any, technique: str, tool_id: int) -> None:
-    functions = discover(api, tool_id)
+def assert_server_screened(api: Any, technique: str, tool_id: int) -> None:
+    """The server's own texts (instructions, prompts, resources): held, flagged or clear as the corpus says."""
     server = api.get(f"/api/v1/tools/{tool_id}/").json()["server_screen"]
     status, held_prompts, held_resources = SERVER_EXPECTED.get(technique, ("clear", set(), set()))
     assert server["status"] == status, (technique, server)
@@ -60,26 +60,37 @@ def assert_screened(api: Any, technique: str, tool_id: int) -> None:
     assert high_items == held_prompts | held_resources, (technique, server["findings"])
     if status == "clear":
         assert [f for f in server["findings"] if f["severity"] != "low"] == [], (technique, server)
+
+
+def assert_function_screened(api: Any, technique: str, tool_id: int, function: dict[str, Any], expected: str,
+                             offered: set[str]) -> None:
+    """One function: its findings' shape, its status, and whether it is offered and callable accordingly."""
+    name, screen = function["name"], function["screen"]
+    assert screen["status"] == expected, (technique, name, screen)
+    assert all(set(f) == {"rule", "severity", "field", "excerpt"} for f in screen["findings"])
+    raising = [f for f in screen["findings"] if f["severity"] in ("high", "medium")]
+    if expected == "clear":
+        assert raising == [], (technique, name, raising)
+        assert name in offered
+    elif expected == "held":
+        assert any(f["severity"] == "high" for f in raising)
+        assert function["state"] == "HELD" and name not in offered
+        refused = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": name, "arguments": {}},
+                           format="json").json()
+        assert refused["success"] is False and refused["error_reason"] == "function_held", refused
+    else:
+        assert raising and all(f["severity"] == "medium" for f in raising)
+        assert function["state"] == "ACTIVE" and name in offered
+
+
+def assert_screened(api: Any, technique: str, tool_id: int) -> None:
+    functions = discover(api, tool_id)
+    assert_server_screened(api, technique, tool_id)
     assert set(functions) == set(EXPECTED[technique])
     offered = {f["name"] for t in api.get("/api/v1/tools/options/").json() if t["id"] == tool_id
                for f in t["functions"]}
     for name, expected in EXPECTED[technique].items():
-        screen = functions[name]["screen"]
-        assert screen["status"] == expected, (technique, name, screen)
-        assert all(set(f) == {"rule", "severity", "field", "excerpt"} for f in screen["findings"])
-        raising = [f for f in screen["findings"] if f["severity"] in ("high", "medium")]
-        if expected == "clear":
-            assert raising == [], (technique, name, raising)
-            assert name in offered
-        elif expected == "held":
-            assert any(f["severity"] == "high" for f in raising)
-            assert functions[name]["state"] == "HELD" and name not in offered
-            refused = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": name, "arguments": {}},
-                               format="json").json()
-            assert refused["success"] is False and refused["error_reason"] == "function_held", refused
-        else:
-            assert raising and all(f["severity"] == "medium" for f in raising)
-            assert functions[name]["state"] == "ACTIVE" and name in offered
+        assert_function_screened(api, technique, tool_id, functions[name], expected, offered)
 
 
 @pytest.mark.parametrize("technique", sorted(set(CORPUS) - MULTI_LISTING))
