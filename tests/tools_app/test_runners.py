@@ -3,6 +3,7 @@ the whole deployment, whichever web process calls; a dead or draining runner's s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import COUNTER, HERE, free_port
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
+from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.runner.client import RunnerPool
 from tools_app.runtime.runner.placement import Registry
 from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerSandbox
@@ -299,3 +301,38 @@ def test_no_live_runner_is_the_deployments_outage_not_the_tools(runners: Runners
     assert not result.success and result.error_code == "EXECUTION_ERROR"
     assert result.meta.get("outage") == "runner_unavailable"
     assert "outage" not in result.as_dict()  # internal: what a caller gets is the typed failure
+
+
+def test_a_runner_runs_a_server_from_the_package_store_it_shares_and_names_one_it_does_not_see(
+        runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+    """LOCAL servers of packages run from the store the web process resolved: a runner that sees the store (the same
+    path) starts the server from it, read-only; one that does not says so, naming the setting, before anything runs."""
+    from tools_app.runtime.packages.errors import PackageStoreUnavailable
+    from tools_app.runtime.packages.store import MARKER, _read_only, remove
+
+    runners.start("r1")
+    installed = tmp_path / "store" / "pypi" / "counter" / "1.0"  # an installed package's folder, as the store has it
+    installed.mkdir(parents=True)
+    (installed / "counter.py").write_text(COUNTER.read_text())
+    (installed / MARKER).write_text(json.dumps({"manager": "pypi", "name": "counter", "version": "1.0"}))
+    _read_only(installed)
+    try:
+        marker = uuid.uuid4().hex
+        base = counter_spec(tmp_path, marker)
+        assert isinstance(base.target, LocalSpec) and base.target.sandbox is not None
+        box = base.target.sandbox
+        from_store = dataclasses.replace(base.target, args=(str(installed / "counter.py"),), sandbox=dataclasses.replace(
+            box, policy=dataclasses.replace(box.policy, store_paths=(str(installed),))))
+        assert count(web[0], dataclasses.replace(base, target=from_store))["count"] == 1
+
+        missing = str(tmp_path / "elsewhere" / "pypi" / "counter" / "1.0")
+        unseen = dataclasses.replace(from_store, sandbox=dataclasses.replace(
+            box, policy=dataclasses.replace(box.policy, store_paths=(missing,))))
+        other = uuid.uuid4().hex
+        with pytest.raises(PackageStoreUnavailable) as refused:
+            web[1].probe(dataclasses.replace(counter_spec(tmp_path, other, version=2), target=dataclasses.replace(
+                unseen, env=(("TOOLHUB_TEST_MARKER", other),))))
+        assert missing in refused.value.message and "TOOLHUB_PACKAGE_STORE" in refused.value.message
+        assert refused.value.code == "package_store_unavailable" and marked(other) == []
+    finally:
+        remove(installed)
