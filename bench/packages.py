@@ -105,8 +105,8 @@ def main() -> None:
             package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
             print(f"{ref.key:<12} {first:>9.1f} s {again:>7.1f} s {call:>9.1f} s  "
                   f"{package['size'] / 1e6:.1f} MB {package['name']}@{package['version']}")
-        for argv in MISSPELLED:
-            tool_id = create("typo", argv)
+        for index, argv in enumerate(MISSPELLED):
+            tool_id = create(f"typo-{index}", argv)
             took, body = timed(test, tool_id)
             error = body.get("error") if isinstance(body, dict) else None
             code = error.get("code") if isinstance(error, dict) else error

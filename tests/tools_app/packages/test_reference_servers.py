@@ -165,3 +165,20 @@ def test_fetch_extracts_with_its_node_helper_from_the_read_only_store(api: Any, 
                     format="json").json()
     assert body["success"] and "read-only to every tenant" in body["text"], body
     assert "SIDEBARJUNK" not in body["text"] and "FOOTERJUNK" not in body["text"], body["text"]
+
+
+@pytest.mark.parametrize(("argv", "key"), [
+    (["pipx", "run", "mcp-server-time"], "time"),
+    (["npm", "exec", "--yes", "--", "@modelcontextprotocol/server-everything"], "everything"),
+    (["bunx", "@modelcontextprotocol/server-everything"], "everything"),
+])
+def test_other_package_runners_install_the_same_way(api: Any, tenant: Any, argv: list[str], key: str) -> None:
+    """`pipx run`, `npm exec` and `bunx` name their package like `uvx` and `npx`: the runner itself never runs (none
+    of them need be installed here), the package is installed into the store and run from there."""
+    ref = BY_KEY[key]
+    reachable(ref)
+    tool_id = create(api, f"{key}-{argv[0]}", argv)
+    package = tested_and_called(api, tool_id, ref, adapters.workspace_for(tenant))
+    assert package["status"] == "installed"
+    target = adapters.server_spec(Tool.objects.get(pk=tool_id)).target
+    assert isinstance(target, LocalSpec) and Path(target.command).name not in ("pipx", "npm", "bunx")
