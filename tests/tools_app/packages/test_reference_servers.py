@@ -48,7 +48,7 @@ def create(api: Any, name: str, argv: list[str]) -> int:
     return int(resp.json()["id"])
 
 
-def tested_and_called(api: Any, tool_id: int, ref: Reference, workspace: Path) -> dict[str, Any]:
+def passes_test_and_answers(api: Any, tool_id: int, ref: Reference, workspace: Path) -> dict[str, Any]:
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"] and tested["tool_count"] > 0, tested
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
@@ -82,7 +82,7 @@ def test_added_as_its_readme_says_it_installs_passes_test_and_answers(api: Any, 
     reachable(ref)
     workspace = adapters.workspace_for(tenant)
     tool_id = create(api, key, [fill(a, workspace) for a in ref.readme])
-    tested_and_called(api, tool_id, ref, workspace)
+    passes_test_and_answers(api, tool_id, ref, workspace)
 
 
 @pytest.mark.parametrize("key", [r.key for r in REFERENCE])
@@ -103,7 +103,7 @@ def test_loaded_in_one_click_from_the_official_registry_it_passes_test_and_answe
     loaded = api.post(f"/api/v1/market/entries/{entry.pk}/load/", body, format="json")
     assert loaded.status_code in (200, 201), loaded.content
     tool_id = loaded.json()["tool"]["id"]
-    package = tested_and_called(api, tool_id, ref, workspace)
+    package = passes_test_and_answers(api, tool_id, ref, workspace)
     assert package["version"] == ref.version and package["requested"] in (ref.version, f"=={ref.version}"), package
 
 
@@ -178,7 +178,7 @@ def test_other_package_runners_install_the_same_way(api: Any, tenant: Any, argv:
     ref = BY_KEY[key]
     reachable(ref)
     tool_id = create(api, f"{key}-{argv[0]}", argv)
-    package = tested_and_called(api, tool_id, ref, adapters.workspace_for(tenant))
+    package = passes_test_and_answers(api, tool_id, ref, adapters.workspace_for(tenant))
     assert package["status"] == "installed"
     target = adapters.server_spec(Tool.objects.get(pk=tool_id)).target
     assert isinstance(target, LocalSpec) and Path(target.command).name not in ("pipx", "npm", "bunx")
