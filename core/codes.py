@@ -107,6 +107,7 @@ class ApiCode(StrEnum):
     PACKAGE_MANAGER_MISSING = "package_manager_missing"
     PACKAGE_INSTALL_FAILED = "package_install_failed"
     PACKAGE_INSTALLING = "package_installing"
+    PACKAGE_STORE_UNAVAILABLE = "package_store_unavailable"
     # Agents, chat, intents
     AGENT_ERROR = "agent_error"
     AGENT_DISABLED = "agent_disabled"
