@@ -13,7 +13,7 @@ from tenants_app.models import Tenant
 from tools_app.models import Tool, ToolFunction
 
 # A tool's running sessions must go: its config_version changed, it was disabled or deleted, or its tenant's
-# sandbox policy changed. Sent after commit with `tool_id`; the MCP pool (tools_app.adapters) and the pool
+# sandbox policy changed. Sent after commit with `tool_id`; the MCP pool (tools_app.wiring.pool) and the pool
 # broadcast to other processes (tools_app.pool_broadcast) receive it and close the tool's sessions and processes.
 tool_released = Signal()
 

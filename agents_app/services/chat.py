@@ -39,7 +39,6 @@ from core.errors import NotFound
 from core.links import public_base
 from core.secrets import Scrubber, StreamScrubber, redact, scrubber
 from tenants_app.models import Tenant
-from tools_app import adapters
 from tools_app import selectors as tool_selectors
 from tools_app.configs import secret_values
 from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
@@ -55,6 +54,7 @@ from tools_app.services.approvals import (
     approvals_expire,
 )
 from tools_app.services.invoke import REFUSED_CODES, call_refused, tool_invoke
+from tools_app.wiring.http import guarded_http_client, outbound_policy
 
 DEMO_MODEL_NAME = "toolhub-demo"
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant on Toolhub. Use the offered tools when they help."
@@ -149,7 +149,7 @@ class ChatRun:
                 result_char_cap=settings.TOOLHUB_TOOL_RESULT_CHARS,
                 decisions=run.decisions,
                 # A tenant's endpoint goes through the outbound guard on every request; the demo model doesn't.
-                http_client=adapters.guarded_http_client() if run.guard_model_url else None,
+                http_client=guarded_http_client() if run.guard_model_url else None,
                 screen=_screen(run),
                 system=_system(run),
                 guard_after_flagged=run.tenant.approve_after_flagged_result,
@@ -455,7 +455,7 @@ def _model_blocked(run: _Run) -> str | None:
     try:
         from core.outbound import check_url
 
-        check_url(run.model.base_url, adapters.outbound_policy())
+        check_url(run.model.base_url, outbound_policy())
     except OutboundBlocked as exc:
         return f"the model endpoint is not reachable from Toolhub: {exc.message}"
     except OSError:

@@ -12,10 +12,11 @@ from django.db import connections
 
 from agents_app.runtime.model_client import ModelError
 from agents_app.runtime.model_client import sample as sample_with_model
-from tools_app import adapters
 from tools_app.models import ApprovalStatus, Tool
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.services.approvals import client_request_hold, client_request_wait
+from tools_app.wiring.http import guarded_http_client
+from tools_app.wiring.specs import server_spec
 
 if TYPE_CHECKING:
     from agents_app.services.chat import _Run
@@ -41,7 +42,7 @@ def client_requests_for(run: _Run, fn: Any, notify: Any) -> ClientRequests:
     def hold(kind: str, question: dict[str, Any], shown: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         try:
             tool = Tool.objects.get(tenant=run.tenant, pk=fn.tool_id)
-            wait_s = float(adapters.server_spec(tool, run.actor).call_timeout_s)
+            wait_s = float(server_spec(tool, run.actor).call_timeout_s)
             approval = client_request_hold(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function,
                                            kind=kind, question=question, agent=run.agent,
                                            conversation=run.conversation, wait_s=wait_s)
@@ -59,7 +60,7 @@ def client_requests_for(run: _Run, fn: Any, notify: Any) -> ClientRequests:
             raise ClientRequestRefused(f"declined: the chat's user did not approve the sampling request ({status})")
         try:
             return sample_with_model(run.model, params,
-                                     http_client=adapters.guarded_http_client() if run.guard_model_url else None)
+                                     http_client=guarded_http_client() if run.guard_model_url else None)
         except ModelError as exc:
             raise ClientRequestRefused(f"the agent's model failed: {exc.message}") from None
 

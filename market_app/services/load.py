@@ -24,13 +24,13 @@ from market_app.errors import (
 from market_app.models import EntryKind, EntryStatus, MarketEntry
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
-from tools_app import adapters
 from tools_app import selectors as tool_selectors
 from tools_app.configs import mask_config, validate_config
 from tools_app.errors import InvalidConfig, NameTaken
 from tools_app.models import Tool, ToolStatus
 from tools_app.runtime.mcp.oauth import asks_for_oauth
 from tools_app.services import ToolInput, screening, tool_create, tool_update
+from tools_app.wiring.http import outbound_policy
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 SHELL_MESSAGE = (
@@ -181,7 +181,7 @@ def _with_oauth_if_asked(entry: MarketEntry, config: dict[str, Any]) -> dict[str
     tool (190 of the registry's 450 remotes are such servers): one probe of its URL, through the outbound guard."""
     if entry.kind != EntryKind.REMOTE or entry.required_headers or config.get("headers") or config.get("auth"):
         return config
-    if asks_for_oauth(str(config.get("url") or ""), adapters.outbound_policy()):
+    if asks_for_oauth(str(config.get("url") or ""), outbound_policy()):
         return {**config, "auth": {"type": "oauth2"}}
     return config
 

@@ -13,9 +13,9 @@ from tenants_app.services import tenant_update
 from tests.factories import ToolFactory
 from tests.fixtures.mcp_servers import HERE, http_server
 from tests.fixtures.mcp_servers.poisoned import CORPUS, EXPECTED
-from tools_app import adapters
 from tools_app.models import FunctionState, ScreenStatus, ToolFunction
 from tools_app.services.discovery import Offered, store_functions
+from tools_app.wiring.pool import pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +26,7 @@ SCHEMA = {"type": "object", "properties": {"note": {"type": "string", "descripti
 @pytest.fixture(autouse=True)
 def _close_pool() -> Iterator[None]:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture

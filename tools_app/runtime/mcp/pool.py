@@ -440,7 +440,7 @@ def _same_user_older(other: Key, key: Key) -> bool:
 
 
 def _default_policy() -> OutboundPolicy:
-    """The guard with no operator allowlist: the host (tools_app.adapters) configures the pool from its settings;
+    """The guard with no operator allowlist: the host (tools_app.wiring.pool) configures the pool from its settings;
     the runtime reads no environment of its own."""
     return OutboundPolicy.build("")
 
