@@ -24,7 +24,7 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
-from tools_app.services.approvals import needs_approval
+from tools_app.services.approval_gate import needs_approval
 from tools_app.services.audit import audit, through_client
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec

@@ -14,7 +14,7 @@ from agents_app.runtime.model_client import ModelError
 from agents_app.runtime.model_client import sample as sample_with_model
 from tools_app.models import ApprovalStatus, Tool
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
-from tools_app.services.approvals import client_request_hold, client_request_wait
+from tools_app.services.client_request_holds import client_request_hold, client_request_wait
 from tools_app.wiring.http import guarded_http_client
 from tools_app.wiring.specs import server_spec
 

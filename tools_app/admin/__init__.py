@@ -46,7 +46,7 @@ from tools_app.models import (
     ToolType,
 )
 from tools_app.services import discovery
-from tools_app.services.approvals import needs_approval
+from tools_app.services.approval_gate import needs_approval
 from tools_app.wiring.pool import runner_of
 from tools_app.wiring.workspaces import workspace_for
 

@@ -40,7 +40,12 @@ from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.runtime.screen.results import screened
 from tools_app.services import breaker, oauth_tokens, plugins, quotas
-from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
+from tools_app.services.approval_gate import (
+    approval_message,
+    approval_request,
+    approval_screen,
+    needs_approval,
+)
 from tools_app.services.audit import audit
 from tools_app.wiring import pool as wiring_pool
 from tools_app.wiring import specs as wiring_specs
