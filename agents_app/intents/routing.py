@@ -24,7 +24,7 @@ from agents_app.runtime.intents.embedder import from_bytes
 from agents_app.runtime.intents.policy import OFFERS_FUNCTIONS, OFFERS_KNOWLEDGE, Routing, decide
 from agents_app.runtime.toolset import Toolset, assemble
 from tenants_app.models import Tenant
-from tools_app.selectors import usable_tools
+from tools_app.policies import USE_TOOL
 
 FnKey = tuple[int, str]  # (tool id, function name)
 
@@ -155,7 +155,7 @@ def _qualified(toolset: Toolset) -> dict[FnKey, str]:
 
 def caller_toolset(*, tenant: Tenant, user: Any) -> Toolset:
     """Every function the caller may use (enabled tools they may use, active and enabled functions)."""
-    tool_ids = list(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True))
+    tool_ids = list(USE_TOOL.tools(tenant=tenant, user=user).values_list("pk", flat=True))
     candidates = agent_selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
     return assemble(tenant_id=tenant.pk, candidates=candidates, usable_tool_ids=set(tool_ids), now=timezone.now())
 

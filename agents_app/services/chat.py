@@ -42,9 +42,9 @@ from tenants_app.models import Tenant
 from tools_app import selectors as tool_selectors
 from tools_app.configs import secret_values
 from tools_app.models import ApprovalStatus, ApprovalVia, ExpiryReason, Tool
+from tools_app.policies import USE_TOOL
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.result import ToolResult
-from tools_app.selectors import usable_tools
 from tools_app.services import oauth, plugins
 from tools_app.services.approvals import (
     approval_expire_unbound,
@@ -268,7 +268,7 @@ def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> tuple[Toolset,
     links = list(agent.agent_tools.all())
     tool_ids = [link.tool_id for link in links]
     tools = {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)}
-    usable = set(usable_tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
+    usable = set(USE_TOOL.tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
     candidates = selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
     # Each function's needs_approval comes from tools_app's one approval rule, applied inside assembly.
     toolset = assemble(
