@@ -47,8 +47,8 @@ class ToolsAppConfig(AppConfig):
         warn_if_command_sandbox_off()
         warn_if_local_sandbox_off()
         from tools_app import signals  # noqa: F401
+        from tools_app.events import tool_released
         from tools_app.pool_broadcast import publish_release
-        from tools_app.signals import tool_released
         from tools_app.wiring.pool import release_tool
 
         tool_released.connect(lambda sender, tool_id, **kw: release_tool(tool_id), weak=False,

@@ -17,6 +17,7 @@ from django.conf import settings
 from core.errors import PermissionDenied
 from tenants_app.models import Tenant
 from tools_app.errors import InvalidConfig
+from tools_app.events import release_after_commit
 from tools_app.models import Tool, ToolType
 from tools_app.runtime.sandbox import SandboxPathRefused, SandboxPolicy, ServerSandbox
 from tools_app.wiring.workspaces import workspace_for
@@ -95,7 +96,5 @@ def _check_inside_workspace(tenant: Tenant, config: dict[str, Any]) -> None:
 def recycle_local_servers(*, tenant: Tenant) -> None:
     """Close the running LOCAL servers of `tenant` in every process once this commits; the next call starts them
     under the tenant's current sandbox policy."""
-    from tools_app.signals import release_after_commit
-
     for tool_id in Tool.objects.filter(tenant=tenant, type=ToolType.LOCAL).values_list("pk", flat=True):
         release_after_commit(tool_id)
