@@ -60,6 +60,7 @@ class ToolsAppConfig(AppConfig):
         from tools_app.runtime import registry
 
         registry.configure(settings.TOOLHUB_TOOL_PLUGINS)
+        import tools_app.runtime.builtins  # noqa: F401  (importing it registers every built-in once)
         from tools_app.records.tools import register_record_tools
 
         # Before any sync of BUILTIN rows (post_migrate, a new tenant): the record tools are on the one registry.
