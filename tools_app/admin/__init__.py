@@ -47,7 +47,7 @@ from tools_app.models import (
 )
 from tools_app.services import discovery
 from tools_app.services.approval_gate import needs_approval
-from tools_app.wiring.pool import runner_of
+from tools_app.wiring.specs import runner_of
 from tools_app.wiring.workspaces import workspace_for
 
 # Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's

@@ -9,15 +9,12 @@ from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 
-from core.errors import RuntimeToolError
-from tools_app.models import Tool
 from tools_app.runtime.mcp.pool import Discovery, SessionPool, configure_pool
 from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.runner.client import RunnerPool
-from tools_app.runtime.runner.placement import Registry, RunnerInfo
+from tools_app.runtime.runner.placement import Registry
 from tools_app.wiring.http import outbound_policy
-from tools_app.wiring.specs import server_spec
 
 T = TypeVar("T")
 
@@ -98,17 +95,6 @@ def local_pool() -> SessionPool:
 
 def runner_registry() -> Registry:
     return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S, secret=settings.TOOLHUB_RUNNER_SECRET)
-
-
-def runner_of(tool: Tool) -> RunnerInfo | None:
-    """The runner a LOCAL tool's server runs on (None without runners, or when none is live)."""
-    current = pool()
-    if not isinstance(current, RunnerPool) or tool.type != "LOCAL":
-        return None
-    try:
-        return current.owner_of(server_spec(tool))
-    except RuntimeToolError:
-        return None
 
 
 def release_tool(tool_id: int) -> None:

@@ -1,5 +1,6 @@
 """A tool row and the settings as the runtime's inputs: the MCP server's and the HTTP tool's spec, the sandbox
-policies (one builder for LOCAL servers and for execute_command), a built-in's context."""
+policies (one builder for LOCAL servers and for execute_command), a built-in's context, the runner a LOCAL tool
+runs on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.errors import RuntimeToolError
 from tenants_app.models import Tenant
 from tools_app import configs, selectors
 from tools_app.models import Tool
@@ -15,7 +17,10 @@ from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
 from tools_app.runtime.errors import CredentialsNeeded
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
+from tools_app.runtime.runner.client import RunnerPool
+from tools_app.runtime.runner.placement import RunnerInfo
 from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
+from tools_app.wiring.pool import pool
 from tools_app.wiring.sql import sql_tables, sql_url
 from tools_app.wiring.workspaces import workspace_for, workspace_of
 
@@ -156,3 +161,14 @@ def builtin_context(tenant: Tenant, user: Any = None, *, dry_run: bool = False) 
         sql=SqlTarget(url=sql_url(), allowed_tables=sql_tables(tenant)),
         sandbox=sandbox_policy(tenant),
     )
+
+
+def runner_of(tool: Tool) -> RunnerInfo | None:
+    """The runner a LOCAL tool's server runs on (None without runners, or when none is live)."""
+    current = pool()
+    if not isinstance(current, RunnerPool) or tool.type != "LOCAL":
+        return None
+    try:
+        return current.owner_of(server_spec(tool))
+    except RuntimeToolError:
+        return None
