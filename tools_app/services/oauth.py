@@ -51,7 +51,7 @@ def client_metadata(base_url: str) -> dict[str, Any] | None:
 
 
 def _flow_ttl() -> int:
-    return int(getattr(settings, "TOOLHUB_OAUTH_FLOW_TTL_S", 600))
+    return int(settings.TOOLHUB_OAUTH_FLOW_TTL_S)
 
 
 def _session_hash(session_key: str | None) -> str:
