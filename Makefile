@@ -1,6 +1,7 @@
 # Toolhub: `make run` starts everything on embedded defaults; `make test` runs the suite.
 # The oldest supported Python found on PATH (3.11, 3.12 or 3.13; the lock installs on each), or PY=/path/to/python.
-PY ?= $(firstword $(foreach v,3.11 3.12 3.13,$(shell command -v python$(v) 2>/dev/null)) python3)
+# A candidate counts only if it runs (a pyenv shim for a version not selected is on PATH but fails).
+PY ?= $(or $(shell for v in 3.11 3.12 3.13; do p=$$(command -v python$$v) && $$p -V >/dev/null 2>&1 && { echo $$p; break; }; done),python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
@@ -74,9 +75,10 @@ PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 test: install test-servers test-plugins
 	$(PYTEST) $(XDIST)
 
-# The inner loop: everything but the slow lanes (real third-party servers, browsers, schema fuzzing, the
-# production topology). `make test` still runs them all.
-FAST_MARKERS = not real_servers and not browser and not schema_fuzz and not prod_topology
+# The inner loop: everything but the slow lanes (third-party servers and clients, browsers, schema fuzzing, the
+# production topology): what they test is other people's software meeting ours, a browser or the whole API space,
+# none of which a change inside one app usually moves. `make test` still runs them all (docs/contributing.md).
+FAST_MARKERS = not real_servers and not real_clients and not browser and not schema_fuzz and not prod_topology
 test-fast: install
 	$(PYTEST) $(XDIST) -m "$(FAST_MARKERS)"
 
