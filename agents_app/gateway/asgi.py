@@ -333,8 +333,8 @@ class GatewayApp:
                                  lambda s, r, w: self.manager.handle_request(s, r, w))
         elif rest == "":
             session_id = _header(scope, b"mcp-session-id")
-            if session_id and scope.get("method") != "DELETE" and not await anyio.to_thread.run_sync(
-                    sessions.touch, session_id, counted):
+            if (session_id and scope.get("method") != "DELETE" and not sessions.touched_lately(session_id)
+                    and not await anyio.to_thread.run_sync(sessions.touch, session_id, counted)):
                 await self.manager.end(session_id)  # closed by another process to make room under a cap
             await self.manager.handle_request(scope, receive, send)
         elif rest == "/sse":

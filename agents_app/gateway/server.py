@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,6 +200,15 @@ def _mcp_tool(fn: GatewayFunction) -> types.Tool:
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
     made = service.listing(principal)
     return list(made.functions), made.fingerprint
+
+
+def _visible_listing(principal: Principal) -> tuple[list[dict[str, Any]], list[GatewayFunction], str]:
+    """tools/list's database work in one thread hop: the toolset, and what tool search shows of it (its
+    meta-tools, fewer functions). A 2026 tools/call with arguments runs it too (the SDK resolves the tool's
+    schema for its Mcp-Param-* headers through tools/list), so each hop saved counts twice."""
+    functions, fingerprint = _listing(principal)
+    meta, shown = search.visible(principal, functions)
+    return meta, shown, fingerprint
 
 
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
@@ -427,14 +437,21 @@ def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredErr
 def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
+    schema_listings = modern.SchemaListings(time.monotonic)  # a 2026 call's Mcp-Param-* check (gateway.modern)
+
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         principal = principal_of(ctx)
-        functions, fingerprint = await db(_listing, principal)
-        meta, functions = await db(search.visible, principal, functions)  # tool search: meta-tools, fewer functions
+        caller = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
+        resolving = modern.is_modern(ctx) and modern.resolves_call_schema(getattr(ctx.request, "headers", None))
+        if resolving and (kept := schema_listings.get(caller)) is not None:
+            return types.ListToolsResult(tools=kept, **modern.list_hints())
+        meta, functions, fingerprint = await db(_visible_listing, principal)
         tools = [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
         if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
-            return types.ListToolsResult(tools=modern.sorted_by(tools, "name"), **modern.list_hints())
+            tools = modern.sorted_by(tools, "name")
+            schema_listings.put(caller, tools)
+            return types.ListToolsResult(tools=tools, **modern.list_hints())
         watcher.watch(_connection(ctx), principal, fingerprint)
         return types.ListToolsResult(tools=tools)
 
