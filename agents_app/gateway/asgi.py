@@ -28,7 +28,7 @@ from mcp.server.sse import SseServerTransport
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
-from agents_app.gateway import service, sessions
+from agents_app.gateway import routing, service, sessions
 from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.oauth import resource as oauth_resource
 from agents_app.gateway.server import (
@@ -319,6 +319,13 @@ class GatewayApp:
             await _json(send, 401, error_body(ApiCode.NOT_AUTHENTICATED, message),
                         [(b"www-authenticate", header.encode())])
             return
+        if scope.get("method") == "POST" and is_modern_request(scope):
+            # Mcp-Method/Mcp-Name answer a viewer's call or a spent throttle before the body is parsed.
+            early = routing.early_refusal(principal, _header(scope, b"mcp-method"), _header(scope, b"mcp-name"))
+            if early is not None:
+                await _drain(receive, scope)  # discarded unparsed, so the connection stays reusable
+                await _json(send, early.status, early.body(), early.headers)
+                return
         user = principal.user
         await self.start()
         # The session is bound to this credential and this agent: another token or another agent's URL
