@@ -61,6 +61,7 @@ def local_pool() -> SessionPool:
         max_per_tenant=settings.TOOLHUB_POOL_MAX_PER_TENANT,
         max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
         input_rounds=settings.TOOLHUB_MCP_INPUT_ROUNDS,
+        stdio_discover_s=settings.TOOLHUB_MCP_STDIO_DISCOVER_S,
     )
 
 
