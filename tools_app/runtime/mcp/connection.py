@@ -596,9 +596,16 @@ class Connection:
                 self.functions = {f.name: f for f in functions}
                 return await send(responses, state)
 
-        first = await resend_after_relisting(None, None)
+        return await self.with_input(resend_after_relisting, asker, repr(function))  # type: ignore[no-any-return]
+
+    async def with_input(self, send: Callable[[types.InputResponses | None, str | None], Awaitable[Any]],
+                         asker: ClientRequests, what: str) -> Any:
+        """One request (tools/call, prompts/get, resources/read) whose 2026-07-28 `input_required` answers are
+        answered by the request's own handlers and the request sent again with the answers and the server's
+        `requestState` as it came, for at most `max_input_rounds` rounds. `send(responses, state)` sends it."""
+        first = await send(None, None)
         if not isinstance(first, types.InputRequiredResult):
-            return first  # type: ignore[no-any-return]
+            return first
 
         declined: list[str] = []
 
@@ -609,20 +616,36 @@ class Connection:
             return answer
 
         try:
-            result = await run_input_required_driver(first, dispatch=dispatch, retry=resend_after_relisting,
+            result = await run_input_required_driver(first, dispatch=dispatch, retry=send,
                                                      max_rounds=self.max_input_rounds)
         except MCPError as exc:
             if declined and exc.error.message == declined[0]:
                 # The 2026 wire has no way to hand a refusal back to the server: the call ends here, with the reason.
-                raise InputDeclined(self.redact(f"{self._where()} asked for input during {function!r}: "
+                raise InputDeclined(self.redact(f"{self._where()} asked for input during {what}: "
                                                 f"{declined[0]}")) from None
             raise
         except InputRequiredRoundsExceededError:
             raise InputRoundsExceeded(
-                f"{self._where()} asked for input more than {self.max_input_rounds} times during {function!r}",
+                f"{self._where()} asked for input more than {self.max_input_rounds} times during {what}",
                 details={"max_rounds": self.max_input_rounds},
             ) from None
-        return result  # type: ignore[no-any-return]
+        return result
+
+    async def asking(self, send: Callable[[ClientSession, types.InputResponses | None, str | None], Awaitable[Any]],
+                     asker: ClientRequests, what: str) -> Any:
+        """A request other than tools/call (prompts/get, resources/read) whose server may ask for input: a 2025
+        server's requests during it and a 2026 server's `input_required` rounds both go to `asker`."""
+        session = self.session
+        if session is None:
+            raise ConnectionFailed("the MCP session is not open")
+        self._askers.append(asker)
+        self.inflight += 1
+        try:
+            return await self._watched(self.with_input(lambda r, s: send(session, r, s), asker, what))
+        finally:
+            self._askers.remove(asker)
+            self.inflight -= 1
+            self.last_used = time.monotonic()
 
     async def _answer_input(self, asker: ClientRequests,
                             request: types.InputRequest) -> types.InputResponse | types.ErrorData:

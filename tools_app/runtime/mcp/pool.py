@@ -165,6 +165,22 @@ class SessionPool:
 
         return self._run(run(), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
 
+    def asking_request(self, spec: ServerSpec, send: Callable[[Any, Any, str | None], Awaitable[T]],
+                       client_requests: ClientRequests, what: str, timeout_s: float | None = None) -> T:
+        """prompts/get or resources/read on the warm pooled session, the server's questions answered by
+        `client_requests` (either era: a 2025 server's requests, a 2026 server's input_required rounds, which
+        `send(session, input_responses, request_state)` sends again with the answers)."""
+        timeout = timeout_s or spec.call_timeout_s
+
+        async def run() -> T:
+            conn = await self._acquire(spec)
+            conn.last_used = time.monotonic()
+            with anyio.fail_after(timeout):
+                answer: T = await conn.asking(send, client_requests, what)
+                return answer
+
+        return self._run(run(), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+
     def close(self, tool_id: int) -> None:
         if self._loop is not None:
             self._run(self._close_tool(tool_id), 30)
