@@ -119,7 +119,7 @@ def _sampler() -> None:
                 continue
             if frame.f_code.co_name in IDLE or "selectors" in frame.f_code.co_filename:
                 continue
-            stack = []
+            stack: list[str] = []
             walk: Any = frame
             while walk is not None and len(stack) < 8:
                 code = walk.f_code
@@ -185,7 +185,11 @@ async def application(scope: Any, receive: Any, send: Any) -> None:
             if not message.get("more_body"):
                 break
         label = json.loads(body or b"{}").get("label")
-        written = _start(str(label)) if label else _stop()
+        if label:
+            _start(str(label))
+            written = ""
+        else:
+            written = _stop()
         payload = json.dumps({"written": written}).encode()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json")]})
