@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 PORT ?= 8000
 
 .PHONY: install run gateway-clients test test-fast test-servers test-plugins lint complexity lock ci clean prod-local
-.PHONY: bench-load
+.PHONY: bench-load bench-gateway-eras
 .PHONY: sandbox-deps docs docs-config docs-errors screenshots
 
 install: $(STAMP) sandbox-deps
@@ -56,6 +56,11 @@ prod-local: install
 # Load and fault suite on the production topology (PostgreSQL + Redis; restarts both). Prints figures.
 bench-load: install
 	$(BIN)/python bench/load/run.py
+
+# A warm tools/call through the gateway for a 2025 and a 2026-07-28 client beside the direct call; a profile of each
+# era into bench/profiles/ (bench/PROFILE-gateway.md reads them).
+bench-gateway-eras: install
+	$(BIN)/python bench/gateway_eras.py --profile bench/profiles/gateway-latest
 
 # The npm MCP clients the gateway tests drive (TypeScript SDK, Inspector CLI), from the pinned lock into var/.
 gateway-clients: install
