@@ -33,12 +33,14 @@ from agents_app.gateway import service, sessions
 from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.server import (
     COUNTED_KEY,
+    GENERATIONS_KEY,
     PRINCIPAL_KEY,
     TRACE_KEY,
     ListChangedWatcher,
     ServiceUnavailable,
     build_server,
     db,
+    message_generations,
 )
 from agents_app.gateway.sessions import SharedSessionManager
 from core import tracing
@@ -298,6 +300,7 @@ class GatewayApp:
             await _json(send, 404, not_found_body())
             return
         token = _bearer(scope)
+        generations: dict[str, int] = {}  # this message's hot-cache reads, shared with its handler (GENERATIONS_KEY)
         try:
             principal = None
             if token and self.local_cache:
@@ -305,8 +308,9 @@ class GatewayApp:
                 principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
                                                          agent_id=match["agent"])
             if principal is None and token:
-                principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
-                                     agent_id=match["agent"])
+                with message_generations(generations):
+                    principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
+                                         agent_id=match["agent"])
         except NotFound:
             await _drain(receive, scope)
             await _json(send, 404, not_found_body())
@@ -326,7 +330,8 @@ class GatewayApp:
         digest = principal.session_key or (hashlib.sha256(token.encode()).hexdigest() if token else "")
         owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
         counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
-        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted}
+        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted,
+                 GENERATIONS_KEY: generations}
         rest = (match["rest"] or "/").rstrip("/")
         if rest == "" and self._opens_session(scope):
             await self._admitted(scope, receive, send, counted,
