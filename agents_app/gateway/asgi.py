@@ -43,7 +43,7 @@ from agents_app.gateway.server import (
     message_generations,
 )
 from agents_app.gateway.sessions import SharedSessionManager
-from core import tracing
+from core import hotcache, tracing
 from core.codes import ApiCode, error_body
 from core.errors import NotFound
 from core.exceptions import unavailable_service
@@ -305,8 +305,9 @@ class GatewayApp:
             principal = None
             if token and self.local_cache:
                 # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
-                principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
-                                                         agent_id=match["agent"])
+                with hotcache.request_scope(generations):
+                    principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
+                                                             agent_id=match["agent"])
             if principal is None and token:
                 with message_generations(generations):
                     principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
