@@ -67,7 +67,8 @@ def _install() -> None:
     import redis.client
     from django.db.backends import utils
 
-    original_execute = utils.CursorWrapper._execute_with_wrappers
+    wrapper: Any = utils.CursorWrapper
+    original_execute = wrapper._execute_with_wrappers
 
     def execute(self: Any, sql: Any, params: Any, many: bool, executor: Any) -> Any:
         if COUNTS.on:
@@ -75,7 +76,7 @@ def _install() -> None:
                 COUNTS.sql.append(str(sql))
         return original_execute(self, sql, params, many, executor)
 
-    utils.CursorWrapper._execute_with_wrappers = execute  # type: ignore[method-assign]
+    wrapper._execute_with_wrappers = execute
 
     original_command = redis.client.Redis.execute_command
 

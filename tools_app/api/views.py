@@ -84,6 +84,7 @@ class ToolViewSet(TenantViewSet):
             # The list shows no functions: tool_list's prefetch is for the detail.
             rows = paginator.paginate_queryset(self.get_queryset().prefetch_related(None), request, view=self)
             page = paginator.page
+            assert page is not None and rows is not None
             return page.paginator.count, page.paginator.per_page, page.number, list(s.ToolListOut(rows, many=True).data)
 
         key = (self.tenant.pk, tuple(sorted((k, tuple(v)) for k, v in request.query_params.lists())))

@@ -148,10 +148,10 @@ def test_a_message_reads_the_generations_once(setup: Any, served: Any, monkeypat
     its own; the next message reads again, so a change holds on it."""
     import httpx2
 
-    from core import hotcache
+    from django.core.cache import cache
 
-    counting = _CountingCache(hotcache.cache)
-    monkeypatch.setattr(hotcache, "cache", counting)
+    counting = _CountingCache(cache)
+    monkeypatch.setattr("core.hotcache.cache", counting)
     url = served.endpoint(setup.tenant.slug, setup.agent_id)
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "Authorization": f"Bearer {setup.token}", "MCP-Protocol-Version": version}
