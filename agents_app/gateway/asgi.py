@@ -302,16 +302,7 @@ class GatewayApp:
         token = _bearer(scope)
         generations: dict[str, int] = {}  # this message's hot-cache reads, shared with its handler (GENERATIONS_KEY)
         try:
-            principal = None
-            if token and self.local_cache:
-                # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
-                with hotcache.request_scope(generations):
-                    principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
-                                                             agent_id=match["agent"])
-            if principal is None and token:
-                with message_generations(generations):
-                    principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
-                                         agent_id=match["agent"])
+            principal = await self._principal(token, match, generations)
         except NotFound:
             await _drain(receive, scope)
             await _json(send, 404, not_found_body())
@@ -333,6 +324,29 @@ class GatewayApp:
         counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
         scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted,
                  GENERATIONS_KEY: generations}
+        await self._route(scope, receive, send, match, counted)
+
+    async def _principal(self, token: str | None, match: re.Match[str],
+                         generations: dict[str, int]) -> service.Principal | None:
+        """Who the bearer token acts as for this agent (None: no or no valid token); NotFound for no such agent.
+        Its hot-cache reads go into `generations`, the message's, which its handler reads on (GENERATIONS_KEY)."""
+        if not token:
+            return None
+        principal = None
+        if self.local_cache:
+            # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
+            with hotcache.request_scope(generations):
+                principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
+                                                         agent_id=match["agent"])
+        if principal is None:
+            with message_generations(generations):
+                principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
+                                     agent_id=match["agent"])
+        return principal
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str],
+                     counted: dict[str, str]) -> None:
+        """An authenticated request to its transport: streamable HTTP at the agent's URL, legacy SSE under it."""
         rest = (match["rest"] or "/").rstrip("/")
         if rest == "" and self._opens_session(scope):
             await self._admitted(scope, receive, send, counted,

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents_app.gateway import service
-from tools_app import adapters
+from tools_app.wiring.pool import pool
 
 NAME = "inventory__get_inventory"
 ARGS = {"sku": "DEMO-001"}
@@ -19,7 +19,7 @@ ARGS = {"sku": "DEMO-001"}
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def principal(setup: Any) -> service.Principal:
@@ -147,7 +147,6 @@ def test_a_message_reads_the_generations_once(setup: Any, served: Any, monkeypat
     """Its authentication hop and its handler's hops share one read (tools/list), and a tool call adds none of
     its own; the next message reads again, so a change holds on it."""
     import httpx2
-
     from django.core.cache import cache
 
     counting = _CountingCache(cache)

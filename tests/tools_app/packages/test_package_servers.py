@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,12 @@ import pytest
 from django.db import connection
 
 from tests.fixtures import real_servers as rs
-from tools_app import adapters
 from tools_app.models import Tool
 from tools_app.packages.models import PackageInstall, ToolPackage
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.sandbox import bwrap_argv, check_available
+from tools_app.wiring.pool import pool
+from tools_app.wiring.specs import server_sandbox, server_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 EVERYTHING = ["-y", "@modelcontextprotocol/server-everything"]
@@ -27,7 +27,7 @@ EVERYTHING = ["-y", "@modelcontextprotocol/server-everything"]
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture
@@ -48,24 +48,21 @@ def create(api: Any, name: str, command: str, args: list[str]) -> int:
 def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, registries_reachable: None) -> None:
     tool_id = create(api, "everything", "npx", EVERYTHING)
     tool = Tool.objects.get(pk=tool_id)
-    assert adapters.server_sandbox(tool.tenant) is not None and not tool.tenant.local_network == "host"
-    started = time.monotonic()
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    assert server_sandbox(tool.tenant) is not None and not tool.tenant.local_network == "host"
+    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # the first Test includes the install
     assert tested["ok"], tested
-    assert time.monotonic() - started < 120  # the first Test includes the install
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert package["manager"] == "npm" and package["name"] == "@modelcontextprotocol/server-everything"
     assert package["status"] == "installed" and package["version"] and package["size"] > 0, package
     assert package["installed_at"] and package["error"] is None
 
-    spec = adapters.server_spec(tool)
+    spec = server_spec(tool)
     assert isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None
     assert spec.target.command != "npx" and spec.target.sandbox.policy.store_paths
     assert not spec.target.sandbox.share_net
 
-    started = time.monotonic()
-    again = api.post(f"/api/v1/tools/{tool_id}/test/").json()
-    assert again["ok"] and time.monotonic() - started < 5, again
+    again = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # from the store (bench/packages.py times both)
+    assert again["ok"], again
     api.post(f"/api/v1/tools/{tool_id}/refresh/")
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "echo", "arguments": {"message": "hi there"}},
                     format="json").json()
@@ -93,9 +90,7 @@ def test_uvx_server_installs_and_answers_a_call(api: Any, staff: Any, registries
 
 def test_misspelled_package_fails_test_at_once_naming_it(api: Any, staff: Any, registries_reachable: None) -> None:
     tool_id = create(api, "typo", "npx", ["-y", "@modelcontextprotocol/server-everythingg"])
-    started = time.monotonic()
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
-    assert time.monotonic() - started < 5
+    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # at once: bench/packages.py times it
     assert not tested["ok"] and tested["error"]["code"] == "package_not_found", tested
     assert "@modelcontextprotocol/server-everythingg" in tested["error"]["message"]
     assert "registry.npmjs.org" in tested["error"]["message"]
@@ -113,7 +108,7 @@ def test_misspelled_package_fails_test_at_once_naming_it(api: Any, staff: Any, r
 def test_the_store_is_read_only_to_the_server(api: Any, registries_reachable: None) -> None:
     tool_id = create(api, "everything", "npx", EVERYTHING)
     assert api.post(f"/api/v1/tools/{tool_id}/test/").json()["ok"]
-    spec = adapters.server_spec(Tool.objects.get(pk=tool_id))
+    spec = server_spec(Tool.objects.get(pk=tool_id))
     assert isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None
     box = spec.target.sandbox
     store_dir = box.policy.store_paths[0]

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import hmac
 import json
+import os
 import threading
 import time
 import uuid
@@ -35,6 +36,8 @@ from core.errors import RuntimeToolError
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.mcp.pool import SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
+from tools_app.runtime.packages.errors import PackageStoreUnavailable
+from tools_app.runtime.packages.store import MARKER
 from tools_app.runtime.runner.placement import Registry, RunnerInfo
 from tools_app.runtime.runner.wire import discovery_to_json, error_to_json, result_to_json, spec_from_json
 from tools_app.runtime.sandbox import SandboxUnavailable
@@ -59,6 +62,15 @@ def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
             "runner itself with TOOLHUB_RUNNER_ALLOW_UNSANDBOXED=on",
             details={"tool_id": spec.tool_id, "setting": "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED"},
         )
+    if isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None:
+        for path in spec.target.sandbox.policy.store_paths:
+            if not os.path.isfile(os.path.join(path, MARKER)):
+                raise PackageStoreUnavailable(
+                    f"this runner does not see the installed package at {path}: every runner must see the package "
+                    "store (TOOLHUB_PACKAGE_STORE) at the same path as the web processes and workers that install "
+                    "into it (a shared volume; read-only is enough on a runner's host)",
+                    details={"tool_id": spec.tool_id, "path": path, "setting": "TOOLHUB_PACKAGE_STORE"},
+                )
     return spec
 
 
@@ -208,10 +220,13 @@ class StreamedCalls:
 
 
 class Heartbeat:
-    """Announce this runner in the registry every `ttl/3` seconds until stopped; withdraw it on stop."""
+    """Announce this runner in the registry every `interval_s` seconds (default: a third of the registry's TTL)
+    until stopped; withdraw it on stop."""
 
-    def __init__(self, registry: Registry, pool: SessionPool, *, runner_id: str, url: str) -> None:
+    def __init__(self, registry: Registry, pool: SessionPool, *, runner_id: str, url: str,
+                 interval_s: float | None = None) -> None:
         self.registry, self.pool, self.runner_id, self.url = registry, pool, runner_id, url
+        self.interval_s = interval_s or registry.ttl_s / 3
         self.since = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"runner-heartbeat-{runner_id}", daemon=True)
@@ -226,7 +241,7 @@ class Heartbeat:
                                           draining=self.registry.draining(self.runner_id, self.since)))
 
     def _run(self) -> None:
-        while not self._stop.wait(self.registry.ttl_s / 3):
+        while not self._stop.wait(self.interval_s):
             try:
                 self.beat()
             except Exception:  # noqa: BLE001 - Redis away for a moment: the next beat tries again
