@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import ToolFactory
 from tools_app.models import Tool
-from tools_app.services import health
+from tools_app.services import breaker
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def test_changes_show_on_the_next_list(api: Any, tools: list[Tool]) -> None:
     assert listing(api, "?name=zz0")["results"][0]["description"] == "second"
     assert api.put(f"/api/v1/tools/{tools[1].pk}/status/", {"status": "DISABLED"}, format="json").status_code == 200
     assert listing(api, "?name=zz0")["results"][1]["status"] == "DISABLED"
-    health.record_outcome(tool_id=tools[2].pk, ok=False, error="connection refused")  # bulk update, no signal
+    breaker.record_outcome(tool_id=tools[2].pk, ok=False, error="connection refused")  # bulk update, no signal
     failed = listing(api, "?name=zz0")["results"][2]
     assert failed["consecutive_failures"] == 1 and failed["last_error"] == "connection refused"
     Tool.objects.filter(pk=tools[3].pk).update(name="renamed")  # a queryset update, no signal
