@@ -69,12 +69,16 @@ class TurnToolset:
     events: tuple[Event, ...] = ()  # intent.routed, toolset.limited: sent before the loop's own events
 
 
-def turn_toolset(*, tenant: Tenant, actor: Any, agent: Agent, model: ModelConfig, question: str) -> TurnToolset:
+def turn_toolset(*, tenant: Tenant, actor: Any, agent: Agent, model: ModelConfig, question: str,
+                 built: Toolset | None = None) -> TurnToolset:
     """build → route → cap: the agent's toolset for this user, narrowed to the question's intents when the agent
-    routes by intent, then within the model's limit (what was left out, and why, said in `toolset.limited`)."""
+    routes by intent, then within the model's limit (what was left out, and why, said in `toolset.limited`).
+    `built` is the build step's result when the caller already has it (chat's kept snapshot of the agent)."""
     limit = model_tool_limit(model)
+    if built is None:
+        built = build_toolset(tenant=tenant, actor=actor, agent=agent)
     toolset, routed = route_turn(tenant=tenant, actor=actor, agent=agent, question=question, limit=limit,
-                                 toolset=build_toolset(tenant=tenant, actor=actor, agent=agent))
+                                 toolset=built)
     events: list[Event] = [("intent.routed", routed)] if routed is not None else []
     toolset = toolset.capped(limit)
     if toolset.left_out:

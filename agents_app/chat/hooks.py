@@ -13,6 +13,7 @@ from agents_app.chat.client_requests import client_requests_for
 from agents_app.chat.prompt import system_message
 from agents_app.chat.state import RunState
 from agents_app.runtime import loop
+from core import hotcache
 from core.db import release_connection
 from core.outbound import check_url
 from tools_app.models import ApprovalVia
@@ -43,20 +44,23 @@ def executor(run: RunState) -> loop.Execute:
 
     def execute(fn: Any, arguments: dict[str, Any], call_id: str) -> ToolResult:
         try:
-            done = tool_invoke(
-                tenant=run.tenant,
-                actor=run.actor,
-                tool_id=fn.tool_id,
-                function=fn.function,
-                arguments=arguments,
-                # Only calls the loop held for a person and a person approved; never from model or tool text.
-                approved=call_id in run.approved_call_ids,
-                agent=run.agent,
-                conversation=run.conversation,
-                on_progress=loop.progress_reporter(),
-                via=ApprovalVia.CHAT,
-                client_requests=client_requests_for(run, fn, loop.event_reporter()),
-            )
+            # Each call reads the hot cache's generations once (one round trip) and afresh: a change made while
+            # the turn runs holds on its next call.
+            with hotcache.request_scope():
+                done = tool_invoke(
+                    tenant=run.tenant,
+                    actor=run.actor,
+                    tool_id=fn.tool_id,
+                    function=fn.function,
+                    arguments=arguments,
+                    # Only calls the loop held for a person and a person approved; never from model or tool text.
+                    approved=call_id in run.approved_call_ids,
+                    agent=run.agent,
+                    conversation=run.conversation,
+                    on_progress=loop.progress_reporter(),
+                    via=ApprovalVia.CHAT,
+                    client_requests=client_requests_for(run, fn, loop.event_reporter()),
+                )
             result = done.result  # scrubbed of the tool's secrets by tool_invoke, the model's key too
             run.results[call_id] = result.scrubbed(run.scrub)
             if call_id in run.approved_call_ids and result.error_code not in loop.WAIT_CODES:

@@ -4,7 +4,10 @@ user's message or the approvals' decisions applied, and the turn's toolset read 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +19,7 @@ from agents_app.chat.prompt import system_message
 from agents_app.chat.state import INTERRUPTED, RunState
 from agents_app.errors import (
     AgentDisabled,
+    AgentNotFound,
     AgentNotUsable,
     ApprovalsPending,
     ConversationBusy,
@@ -26,7 +30,8 @@ from agents_app.models import Agent, AgentStatus, Conversation, ConversationStat
 from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import Toolset
 from agents_app.runtime.transcript import close_pending, last_question, pending_calls
-from agents_app.toolsets import turn_toolset
+from agents_app.toolsets import build_toolset, turn_toolset
+from core import hotcache
 from core.errors import NotFound
 from tenants_app.models import Tenant
 from tools_app.configs import secret_values
@@ -51,36 +56,75 @@ def model_config(agent: Agent) -> tuple[ModelConfig, bool]:
     raise ModelNotConfigured()
 
 
-def _usable_agent(*, tenant: Tenant, actor: Any, agent_id: Any) -> Agent:
-    agent = selectors.agent_get(tenant=tenant, agent_id=agent_id)
+@dataclass(frozen=True)
+class _AgentTurn:
+    """What every turn with one agent reads for one user, before its conversation: the agent (or why it is
+    refused), the toolset built for the user, and the linked tools (their secrets for the run's scrubber, the
+    offered ones for their plugin hooks). Kept in this process's memory (core.hotcache) under the generations
+    of `auth` and the agent's tenant: an edit of the agent, its links, a tool, a function, a role or a grant
+    bumps one of them, so the next turn loads again; a linked tool's breaker pause running out ends it too."""
+
+    agent: Agent | None
+    refusal: str = ""  # "disabled", "not_usable" ("" with no agent: not found)
+    toolset: Toolset | None = None
+    tools: Mapping[int, Tool] = field(default_factory=dict)
+    secrets: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    valid_until: float | None = None
+
+
+def _load_agent_turn(*, tenant: Tenant, actor: Any, agent_id: Any) -> _AgentTurn:
+    try:
+        agent = selectors.agent_get(tenant=tenant, agent_id=agent_id)
+    except AgentNotFound:
+        return _AgentTurn(agent=None)
     if agent.status != AgentStatus.ENABLED:
-        raise AgentDisabled(f"agent {agent.name!r} is disabled")
+        return _AgentTurn(agent=agent, refusal="disabled")
     if not selectors.agent_may_use(tenant=tenant, user=actor, agent=agent):
-        raise AgentNotUsable(f"you may not chat with agent {agent.name!r} (no use_agent permission)")
-    return agent
-
-
-def _linked_secrets(*, tenant: Tenant, agent: Agent) -> dict[int, list[str]]:
-    """Every linked tool's secret values (whether or not this turn offers it), for the run's one scrubber."""
+        return _AgentTurn(agent=agent, refusal="not_usable")
     tool_ids = [link.tool_id for link in agent.agent_tools.all()]
-    return {t.pk: secret_values(t.type, t.config) for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)}
+    tools = {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in=tool_ids)} if tool_ids else {}
+    now = timezone.now()
+    paused = [t.disabled_until for t in tools.values() if t.disabled_until is not None and t.disabled_until > now]
+    return _AgentTurn(agent=agent, toolset=build_toolset(tenant=tenant, actor=actor, agent=agent),
+                      tools=MappingProxyType(tools),
+                      secrets=MappingProxyType({pk: tuple(secret_values(t.type, t.config)) for pk, t in tools.items()}),
+                      valid_until=min(paused).timestamp() if paused else None)
 
 
-def _toolset_tools(tenant: Tenant, toolset: Toolset) -> dict[int, Tool]:
-    return {t.pk: t for t in Tool.objects.filter(tenant=tenant, pk__in={f.tool_id for f in toolset})}
+def _agent_turn(*, tenant: Tenant, actor: Any, agent_id: Any) -> _AgentTurn:
+    """The agent this user may chat with and its toolset, from memory while nothing they rest on changed."""
+    def load() -> _AgentTurn:
+        return _load_agent_turn(tenant=tenant, actor=actor, agent_id=agent_id)
+
+    found = hotcache.remembered("chat-agent", (tenant.pk, actor.pk, str(agent_id)),
+                                (hotcache.AUTH, hotcache.tenant_scope(tenant.pk)), load,
+                                valid_until=lambda made: made.valid_until)
+    if found.agent is None:
+        raise AgentNotFound()
+    if found.refusal == "disabled":
+        raise AgentDisabled(f"agent {found.agent.name!r} is disabled")
+    if found.refusal:
+        raise AgentNotUsable(f"you may not chat with agent {found.agent.name!r} (no use_agent permission)")
+    return found
 
 
-def _loaded(*, tenant: Tenant, actor: Any, agent: Agent, conversation: Conversation, model: ModelConfig,
+def _loaded(*, tenant: Tenant, actor: Any, turn: _AgentTurn, conversation: Conversation, model: ModelConfig,
             guard: bool, messages: list[dict[str, Any]], persisted: int,
             approvals: dict[str, dict[str, Any]] | None = None, approved_call_ids: frozenset[str] = frozenset(),
             decisions: dict[str, str] | None = None) -> RunState:
     """The run over this turn's toolset (build → route → cap), with the tools whose hooks the run calls: their
     provide_context joins the prompt before each model call."""
-    turn = turn_toolset(tenant=tenant, actor=actor, agent=agent, model=model, question=last_question(messages))
+    agent = turn.agent
+    assert agent is not None and turn.toolset is not None
+    offered = turn_toolset(tenant=tenant, actor=actor, agent=agent, model=model, question=last_question(messages),
+                           built=turn.toolset)
+    # Every linked tool's secret values (whether or not this turn offers it), for the run's one scrubber.
+    secrets = {pk: list(values) for pk, values in turn.secrets.items()}
+    tools = {f.tool_id: turn.tools[f.tool_id] for f in offered.toolset if f.tool_id in turn.tools}
     return RunState(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model,
-                    guard_model_url=guard, toolset=turn.toolset, secrets=_linked_secrets(tenant=tenant, agent=agent),
-                    messages=messages, persisted=persisted, preamble=list(turn.events),
-                    tools=_toolset_tools(tenant, turn.toolset), approvals=approvals or {},
+                    guard_model_url=guard, toolset=offered.toolset, secrets=secrets,
+                    messages=messages, persisted=persisted, preamble=list(offered.events),
+                    tools=tools, approvals=approvals or {},
                     approved_call_ids=approved_call_ids, decisions=decisions or {})
 
 
@@ -94,7 +138,9 @@ def _claim(conversation: Conversation) -> None:
 @transaction.atomic
 def prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, conversation_id: Any) -> RunState:
     """A new turn: the user's message added to a new or existing conversation, which is claimed for the run."""
-    agent = _usable_agent(tenant=tenant, actor=actor, agent_id=agent_id)
+    turn = _agent_turn(tenant=tenant, actor=actor, agent_id=agent_id)
+    agent = turn.agent
+    assert agent is not None
     model, guard = model_config(agent)
     if conversation_id is not None:
         conversation = selectors.conversation_get(tenant=tenant, user=actor, conversation_id=conversation_id,
@@ -115,7 +161,7 @@ def prepare_chat(*, tenant: Tenant, actor: Any, agent_id: Any, message: str, con
         messages.insert(0, system_message(agent))
     persisted = len(messages)
     messages.append({"role": "user", "content": message})
-    run = _loaded(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard=guard,
+    run = _loaded(tenant=tenant, actor=actor, turn=turn, conversation=conversation, model=model, guard=guard,
                   messages=messages, persisted=persisted)
     conversation.run_state = {"messages": messages, "approvals": {}}
     conversation.status = ConversationStatus.RUNNING
@@ -140,8 +186,9 @@ def prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> RunSt
     _claim(conversation)
     if conversation.status not in (ConversationStatus.AWAITING_APPROVAL, ConversationStatus.AWAITING_AUTHORIZATION):
         raise NothingToResume("this conversation has no paused run to resume")
-    agent = _usable_agent(tenant=tenant, actor=actor, agent_id=conversation.agent_id)
-    model, guard = model_config(agent)
+    turn = _agent_turn(tenant=tenant, actor=actor, agent_id=conversation.agent_id)
+    assert turn.agent is not None
+    model, guard = model_config(turn.agent)
     state = conversation.run_state or {}
     batches: dict[str, dict[str, Any]] = dict(state.get("approvals") or {})
     rows = {a.pk: a for a in selectors.conversation_approvals(conversation=conversation)}
@@ -154,7 +201,7 @@ def prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> RunSt
     messages: list[dict[str, Any]] = list(state.get("messages") or [])
     persisted = len(messages)
     decisions, approved = _decisions(tenant=tenant, batches=batches, rows=rows, messages=messages)
-    run = _loaded(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard=guard,
+    run = _loaded(tenant=tenant, actor=actor, turn=turn, conversation=conversation, model=model, guard=guard,
                   messages=messages, persisted=persisted, approvals=batches, approved_call_ids=frozenset(approved),
                   decisions=decisions)
     conversation.status = ConversationStatus.RUNNING

@@ -33,15 +33,17 @@ from agents_app.gateway import routing, service, sessions
 from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.server import (
     COUNTED_KEY,
+    GENERATIONS_KEY,
     PRINCIPAL_KEY,
     TRACE_KEY,
     ListChangedWatcher,
     ServiceUnavailable,
     build_server,
     db,
+    message_generations,
 )
 from agents_app.gateway.sessions import SharedSessionManager
-from core import tracing
+from core import hotcache, tracing
 from core.codes import ApiCode, error_body
 from core.errors import NotFound
 from core.exceptions import unavailable_service
@@ -298,8 +300,9 @@ class GatewayApp:
             await _json(send, 404, not_found_body())
             return
         token = _bearer(scope)
+        generations: dict[str, int] = {}  # this message's hot-cache reads, shared with its handler (GENERATIONS_KEY)
         try:
-            principal = await self._principal(token, match)
+            principal = await self._principal(token, match, generations)
         except NotFound:
             await _drain(receive, scope)
             await _json(send, 404, not_found_body())
@@ -326,20 +329,26 @@ class GatewayApp:
         digest = principal.session_key or (hashlib.sha256(token.encode()).hexdigest() if token else "")
         owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
         counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
-        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted}
+        scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted,
+                 GENERATIONS_KEY: generations}
         await self._route(scope, receive, send, match, counted)
 
-    async def _principal(self, token: str | None, match: re.Match[str]) -> service.Principal | None:
-        """Who the bearer token acts as for this agent (None: no or no valid token); NotFound for no such agent."""
+    async def _principal(self, token: str | None, match: re.Match[str],
+                         generations: dict[str, int]) -> service.Principal | None:
+        """Who the bearer token acts as for this agent (None: no or no valid token); NotFound for no such agent.
+        Its hot-cache reads go into `generations`, the message's, which its handler reads on (GENERATIONS_KEY)."""
         if not token:
             return None
         principal = None
         if self.local_cache:
             # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
-            principal = service.remembered_principal(token=token, tenant_slug=match["slug"], agent_id=match["agent"])
+            with hotcache.request_scope(generations):
+                principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
+                                                         agent_id=match["agent"])
         if principal is None:
-            principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
-                                 agent_id=match["agent"])
+            with message_generations(generations):
+                principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
+                                     agent_id=match["agent"])
         return principal
 
     async def _route(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str],

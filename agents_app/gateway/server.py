@@ -13,7 +13,8 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,6 +48,23 @@ logger = logging.getLogger(__name__)
 PRINCIPAL_KEY = "toolhub.principal"
 TRACE_KEY = "toolhub.trace_context"  # the HTTP request span's context, for handlers (core.tracing)
 COUNTED_KEY = "toolhub.session_caps"  # the caps a session opened by the request counts under (gateway.asgi)
+# One HTTP message's hot-cache generation reads (core.hotcache.request_scope), shared by the hops serving it: its
+# authentication in gateway.asgi and its handler's db() jobs read the generations once, not once a hop. Carried
+# in the request's scope, not in a context variable the handler inherits: a session's handlers run in a task
+# spawned under its first request's context, which must not pin that request's reads.
+GENERATIONS_KEY = "toolhub.generations"
+_message_generations: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "toolhub_gateway_generations", default=None)
+
+
+@contextmanager
+def message_generations(memo: dict[str, int] | None) -> Iterator[None]:
+    """db() jobs started inside share `memo` (one message's generation reads); None: each job reads its own."""
+    token = _message_generations.set(memo)
+    try:
+        yield
+    finally:
+        _message_generations.reset(token)
 SERVER_VERSION = "1"
 # The `_meta` key of Toolhub's own typed refusals in a tools/call result (error_code, approval_id, approve_url).
 REFUSAL_META = "toolhub/refusal"
@@ -86,9 +104,8 @@ async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     def job() -> T:
         close_old_connections()
         try:
-            # One hop reads each snapshot generation once. Not wider: a session's handlers run in a task
-            # spawned under its first request's context, which must not pin that request's reads.
-            with hotcache.request_scope():
+            # One message reads each snapshot generation once (GENERATIONS_KEY), else one hop does.
+            with hotcache.request_scope(_message_generations.get()):
                 return fn(*args, **kwargs)
         except Exception as exc:
             if (service := unavailable_service(exc)) is None:
@@ -648,11 +665,22 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
                                  on_subscriptions_listen=(None if hub is None else
                                                           ListenHandler(hub, principal_of, listing_fingerprint)))
     server.add_request_handler("server/discover", types.RequestParams, discover)
+    server.middleware.append(_MessageScope())
     server.middleware.append(_IdentityMiddleware(watcher))
     # 2026-07-28: requestState sealed on the way out, verified and opened on the way in (a refusal typed).
     server.middleware.append(modern.TypedStateRefusal())
     server.middleware.append(modern.state_boundary(_principal_or_none))
     return server
+
+
+class _MessageScope:
+    """Every handler's db() jobs share its HTTP message's generation reads (GENERATIONS_KEY); a message without
+    one (an SSE post) reads per hop."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        memo = getattr(ctx.request, "scope", {}).get(GENERATIONS_KEY) if ctx.request is not None else None
+        with message_generations(memo if isinstance(memo, dict) else None):
+            return await call_next(ctx)
 
 
 class _IdentityMiddleware:

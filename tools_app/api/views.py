@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -17,6 +18,7 @@ from rest_framework.response import Response
 from core import hotcache
 from core.api import TenantViewSet
 from core.links import public_base
+from core.pagination import Pagination
 from core.parsers import JSONParser, TextYAMLParser, YAMLParser
 from core.renderers import TextYAMLRenderer, YAMLRenderer
 from core.throttle import ScopedWindowThrottle
@@ -72,8 +74,25 @@ class ToolViewSet(TenantViewSet):
 
     @extend_schema(parameters=LIST_FILTERS, responses=s.ToolListOut(many=True))
     def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(s.ToolListOut(page, many=True).data)
+        """Warm, from this process's memory: the page (its count and rendered rows) is kept per tenant and query
+        while nothing in the tenant's tools changed (core.hotcache, as GET /tools/{id}/; health and discovery
+        writes bump it too). The links are built for each request."""
+        paginator = self.paginator
+        assert isinstance(paginator, Pagination)
+
+        def render() -> tuple[int, int, int, list[Any]]:
+            # The list shows no functions: tool_list's prefetch is for the detail.
+            rows = paginator.paginate_queryset(self.get_queryset().prefetch_related(None), request, view=self)
+            page = paginator.page
+            assert page is not None and rows is not None
+            return page.paginator.count, page.paginator.per_page, page.number, list(s.ToolListOut(rows, many=True).data)
+
+        key = (self.tenant.pk, tuple(sorted((k, tuple(v)) for k, v in request.query_params.lists())))
+        count, per_page, number, results = hotcache.remembered(
+            "tool-list", key, (hotcache.tenant_scope(self.tenant.pk),), render)
+        paginator.request = request
+        paginator.page = Page(results, number, Paginator(range(count), per_page))
+        return paginator.get_paginated_response([dict(row) for row in results])
 
     # The id is an integer here: the route's pattern is loose only for DELETE's comma-separated ids, and a
     # string id in the schema would name `GET /tools/all/` (another operation) as this one.

@@ -126,3 +126,64 @@ def test_a_remembered_principal_is_dropped_when_its_agent_is_disabled(setup: Any
     assert _remembered(setup) is None
     with pytest.raises(service.NotFound):
         _remembering(setup)
+
+
+class _CountingCache:
+    """The shared cache, counting the hot cache's generation reads (one get_many each: one Redis round trip)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.reads = inner, 0
+
+    def get_many(self, keys: Any) -> Any:
+        self.reads += 1
+        return self.inner.get_many(keys)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2026-07-28"])
+def test_a_message_reads_the_generations_once(setup: Any, served: Any, monkeypatch: Any, version: str) -> None:
+    """Its authentication hop and its handler's hops share one read (tools/list), and a tool call adds none of
+    its own; the next message reads again, so a change holds on it."""
+    import httpx2
+    from django.core.cache import cache
+
+    counting = _CountingCache(cache)
+    monkeypatch.setattr("core.hotcache.cache", counting)
+    url = served.endpoint(setup.tenant.slug, setup.agent_id)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {setup.token}", "MCP-Protocol-Version": version}
+    meta: dict[str, Any] = {}
+    with httpx2.Client(timeout=60) as http:
+        if version == "2025-06-18":
+            init = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+            assert init.status_code == 200, init.text
+            headers["Mcp-Session-Id"] = init.headers["mcp-session-id"]
+            http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        else:
+            meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": version,
+                              "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                              "io.modelcontextprotocol/clientCapabilities": {}}}
+
+        def send(method: str, params: dict[str, Any]) -> str:
+            extra = {"Mcp-Method": method, **({"Mcp-Name": params["name"]} if "name" in params else {})}
+            resp = http.post(url, headers={**headers, **(extra if version != "2025-06-18" else {})},
+                             json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, **meta}})
+            assert resp.status_code == 200, resp.text
+            return resp.text
+
+        for _ in range(2):  # warm: the principal, the listing, the pool
+            send("tools/list", {})
+            send("tools/call", {"name": NAME, "arguments": ARGS})
+        counting.reads = 0
+        assert NAME in send("tools/list", {})
+        assert counting.reads == 1
+        counting.reads = 0
+        assert '"isError":false' in send("tools/call", {"name": NAME, "arguments": ARGS}).replace(" ", "")
+        assert counting.reads == 1
+        resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"enabled": False},
+                               format="json")
+        assert resp.status_code == 200, resp.content
+        assert NAME not in send("tools/list", {})
