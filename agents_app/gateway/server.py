@@ -196,6 +196,18 @@ def _mcp_tool(fn: GatewayFunction) -> types.Tool:
     })
 
 
+async def _list_found(ctx: ServerRequestContext[Any, Any], names: list[str]) -> None:
+    """Functions a 2025 session's search found join its tools/list; the client hears `tools/list_changed` on the
+    search's own response stream (a client that ignores it calls them by name or through `call`)."""
+    session_id = getattr(_connection(ctx), "session_id", None)
+    if not names or not session_id or not await db(search.remember_found, session_id, names):
+        return
+    try:
+        await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
+    except Exception:  # the answer matters more than the hint; the next tools/list shows them
+        logger.warning("could not send tools/list_changed after a search", exc_info=True)
+
+
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
     made = service.listing(principal)
     return list(made.functions), made.fingerprint
@@ -431,7 +443,11 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
                          ) -> types.ListToolsResult:
         principal = principal_of(ctx)
         functions, fingerprint = await db(_listing, principal)
-        meta, functions = await db(search.visible, principal, functions)  # tool search: meta-tools, fewer functions
+        found: list[str] = []
+        if not modern.is_modern(ctx):  # a 2025 session lists what search found in it
+            found = await db(search.found_in_session, getattr(_connection(ctx), "session_id", None))
+        # Tool search: meta-tools, fewer functions.
+        meta, functions = await db(search.visible, principal, functions, found)
         tools = [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
         if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
             return types.ListToolsResult(tools=modern.sorted_by(tools, "name"), **modern.list_hints())
@@ -470,6 +486,8 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         if params.name in search.META_NAMES:  # search_functions answers here; `call` runs the function it names
             answered, name, arguments = await db(search.intercept, principal, params.name, arguments)
             if answered is not None:
+                if params.name == search.SEARCH and not modern.is_modern(ctx):
+                    await _list_found(ctx, search.found_names(answered))
                 return types.CallToolResult.model_validate(answered)
             # The named function in place of `call`, keeping the rest (a 2026 retry's answers and requestState).
             params = params.model_copy(update={"name": name, "arguments": arguments})
