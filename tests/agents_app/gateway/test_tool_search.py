@@ -12,6 +12,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from django.test import Client
 
 from agents_app.gateway import search as gateway_search
 from tenants_app.models import Role
@@ -225,3 +226,21 @@ def test_tool_search_off_lists_every_function_and_has_no_meta_tools(served: Any,
     names = [t.name for t in tools.tools]
     assert len(names) == 299 and "search_functions" not in names
     assert search.is_error and refusal(search)["error_code"] == "NOT_FOUND"
+
+
+def test_the_playground_shows_what_search_finds_for_the_member(big: dict[str, Any]) -> None:
+    browser = Client()
+    browser.force_login(big["api"].user)
+    page = browser.get("/playground/", {"tenant": "acme", "agent": big["agent_id"], "find": "clean the heater"})
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="tool-search"' in html
+    assert "big: 299 functions for you; gateway clients list search_functions" in html
+    found = html.split('<ol class="found">', 1)[1].split("</ol>", 1)[0]
+    assert "<code>office__repair_heater</code>" in found
+    assert "office__clean_heater" not in found  # outside the agent's link: never found, as on the gateway
+    assert 'value="clean the heater"' in html
+    empty = browser.get("/playground/", {"tenant": "acme", "agent": big["agent_id"]}).content.decode()
+    assert 'id="tool-search"' in empty and '<ol class="found">' not in empty  # a box, nothing searched yet
+    big["api"].patch(f"/api/v1/agents/{big['agent_id']}/", {"tool_search": "off"}, format="json")
+    off = browser.get("/playground/", {"tenant": "acme", "agent": big["agent_id"], "find": "clean the heater"})
+    assert "tool search is off for this agent" in off.content.decode()
