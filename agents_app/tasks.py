@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from tenants_app.models import Tenant
+# Celery's autodiscovery imports this module only: the intent tree's task is registered through it.
+from agents_app.intents.tasks import embed_intent_examples
 
-
-@shared_task(name="agents.embed_intent_examples")
-def embed_intent_examples(tenant_id: int, node_id: int | None = None) -> int:
-    """Store sentence embeddings of a node's (or the whole tree's) examples that lack one."""
-    from agents_app.services.intents import intent_examples_embed
-
-    tenant = Tenant.objects.filter(pk=tenant_id).first()
-    if tenant is None:
-        return 0
-    return intent_examples_embed(tenant=tenant, node_id=node_id)
+__all__ = ["embed_intent_examples", "prune_oauth_clients"]
 
 
 @shared_task(name="agents.prune_oauth_clients")

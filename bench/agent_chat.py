@@ -33,10 +33,11 @@ from django.utils import timezone  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
 from agents_app import selectors  # noqa: E402
+from agents_app.chat import chat_start  # noqa: E402
 from agents_app.models import Agent, AgentTool  # noqa: E402
 from agents_app.runtime.toolset import AgentLink, assemble  # noqa: E402
 from agents_app.services import AgentInput, ChatModelInput, ToolLink, agent_create, chat_model_create  # noqa: E402
-from agents_app.services.chat import build_toolset, chat_start  # noqa: E402
+from agents_app.toolsets import build_toolset  # noqa: E402
 from tenants_app.models import Membership, Role, Tenant  # noqa: E402
 from tenants_app.services import token_for_user  # noqa: E402
 from tests.fixtures.fake_llm import FakeLLM, Turn, call, text  # noqa: E402
@@ -114,7 +115,7 @@ def bench_assembly(tenant: Tenant, user: Any, big: Agent, n: int) -> None:
     for _ in range(n):
         agent = selectors.agent_get(tenant=tenant, agent_id=big.pk)
         started = time.perf_counter()
-        toolset, _secrets = build_toolset(tenant=tenant, actor=user, agent=agent)
+        toolset = build_toolset(tenant=tenant, actor=user, agent=agent)
         samples.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         assemble(tenant_id=tenant.pk, candidates=candidates, links=links, now=timezone.now())

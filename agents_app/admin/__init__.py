@@ -15,15 +15,17 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agents_app import services
+
+# Registers the intent tree's admin; keeps only django-oauth-toolkit's clients in the admin.
+from agents_app.admin import intents, oauth  # noqa: F401
+from agents_app.admin.base import PickedNames, ServiceAdmin
 from agents_app.gateway.configs import client_configs
 from agents_app.gateway.oauth.authorizations import authorization_revoke, authorizations_for_agent
 from agents_app.models import Agent, AgentRouting, AgentTool, ChatModel, Conversation, Message
 from core.errors import NotFound
 from core.links import public_url
 from tenants_app.admin_scoping import (
-    AdminAbort,
     ReadOnlyAdminMixin,
-    ServiceAdminMixin,
     TenantRoleAdminMixin,
     person,
     scope_to_current,
@@ -35,43 +37,12 @@ from tools_app.models import Tool
 
 # Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
 # classes subscriptable at run time too).
-_AnyModelAdmin = admin.ModelAdmin[Any]
 _ChatModelForm = forms.ModelForm[ChatModel]
 _AgentToolForm = forms.ModelForm[AgentTool]
 _AgentToolInline = admin.StackedInline[AgentTool, Agent]
 _AgentForm = forms.ModelForm[Agent]
 _MessageInline = admin.TabularInline[Message, Conversation]
 _ConversationAdmin = admin.ModelAdmin[Conversation]
-
-
-class _ServiceAdmin(ServiceAdminMixin, _AnyModelAdmin):
-    """Scoped to the tenants the user administers; a service error becomes a message, not a 500."""
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant":
-            kwargs["queryset"] = tenants_for_admin(user=request.user)
-        elif db_field.name == "model":
-            kwargs["queryset"] = ChatModel.objects.filter(tenant__in=tenants_for_admin(user=request.user))
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return [*self.readonly_fields, "tenant"] if obj is not None else list(self.readonly_fields)
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        self._delete(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        for obj in queryset:
-            try:
-                self._delete(request, obj)
-            except AdminAbort:
-                continue
-
-    def _delete(self, request: HttpRequest, obj: Any) -> None:
-        raise NotImplementedError
 
 
 class ChatModelAdminForm(_ChatModelForm):
@@ -93,7 +64,7 @@ class ChatModelAdminForm(_ChatModelForm):
 
 
 @admin.register(ChatModel)
-class ChatModelAdmin(_ServiceAdmin):
+class ChatModelAdmin(ServiceAdmin):
     form = ChatModelAdminForm
     list_display = ["name", "tenant", "base_url", "model", "key_set"]
     list_filter = [tenant_filter()]
@@ -121,14 +92,6 @@ class ChatModelAdmin(_ServiceAdmin):
 
     def _delete(self, request: HttpRequest, obj: Any) -> None:
         self.call_service(request, services.chat_model_delete, tenant=obj.tenant, model_id=obj.pk)
-
-
-class PickedNames(forms.MultipleChoiceField):
-    """Checkboxes of known names that leave the judgement to the service: an unknown name is refused there,
-    for the admin and the API alike, and the refusal comes back at this field."""
-
-    def valid_value(self, value: str) -> bool:
-        return True
 
 
 APPROVAL_CHOICES = [
@@ -253,7 +216,7 @@ ROUTING_FIELDS: list[Any] = ["routing", "routing_threshold", "knowledge_function
 
 
 @admin.register(Agent)
-class AgentAdmin(_ServiceAdmin):
+class AgentAdmin(ServiceAdmin):
     form = AgentAdminForm
     list_display = ["name", "tenant", "model_shown", "status", "max_steps", "updated_at"]
     list_filter = [tenant_filter(), "status"]
@@ -403,7 +366,3 @@ class ConversationAdmin(ReadOnlyAdminMixin, _ConversationAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         return super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user))
-
-
-# Registers the intent tree's admin; keeps only django-oauth-toolkit's clients in the admin.
-from agents_app.admin import intents, oauth  # noqa: E402,F401

@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents_app.admin import PickedNames, _ServiceAdmin
+from agents_app.admin.base import PickedNames, ServiceAdmin
 from agents_app.models import IntentExample, IntentNode
 from agents_app.services import intents as services
 from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant, tenant_filter
@@ -76,7 +76,7 @@ class IntentNodeForm(_IntentNodeForm):
 
 
 @admin.register(IntentNode)
-class IntentNodeAdmin(_ServiceAdmin):
+class IntentNodeAdmin(ServiceAdmin):
     form = IntentNodeForm
     change_form_template = "admin/agents_app/intentnode/change_form.html"
     service_error_fields = {"functions": "function_refs"}

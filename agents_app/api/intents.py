@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents_app import selectors as agent_selectors
+from agents_app import toolsets
 from agents_app.errors import AgentNotFound
 from agents_app.intents import routing, selectors
 from agents_app.models import IntentKind, IntentLevel, IntentNode, IntentStatus
@@ -142,8 +143,10 @@ class IntentViewSet(ServiceCrudViewSet):
             agent = agent_selectors.agent_get(tenant=tenant, agent_id=body.validated_data["agent"])
             if not agent_selectors.agent_may_use(tenant=tenant, user=user, agent=agent):
                 raise AgentNotFound()  # an agent you may not use is missing to you
-        matches, cost_ms = routing.route_question(tenant=tenant, user=user, question=body.validated_data["question"],
-                                                  agent=agent, top_k=body.validated_data["top_k"])
+        toolset = (toolsets.build_toolset(tenant=tenant, actor=user, agent=agent) if agent is not None
+                   else toolsets.caller_toolset(tenant=tenant, actor=user))
+        matches, cost_ms = routing.route_question(tenant=tenant, question=body.validated_data["question"],
+                                                  toolset=toolset, agent=agent, top_k=body.validated_data["top_k"])
         return Response({"matches": matches, "cost_ms": cost_ms})
 
     @extend_schema(request=ExportIn, responses={200: dict})

@@ -1,4 +1,4 @@
-"""Agents API: thin views over agents_app.services and agents_app.selectors."""
+"""Agents API: thin views over agents_app.services, agents_app.chat and agents_app.selectors."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRen
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents_app import selectors, services
+from agents_app import chat, selectors, services
 from agents_app.api import serializers as s
-from agents_app.services import ChatRun
+from agents_app.chat import ChatRun
 from core.api import ServiceCrudViewSet, TenantViewSet
 from core.links import public_base
 from core.throttle import ScopedWindowThrottle
@@ -136,7 +136,7 @@ class AgentViewSet(ServiceCrudViewSet):
     def chat(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
         body = s.ChatIn(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.chat_start(
+        run = chat.chat_start(
             tenant=self.tenant,
             actor=request.user,
             agent_id=pk,
@@ -182,7 +182,7 @@ class ConversationViewSet(TenantViewSet):
     def resume(self, request: Request, pk: Any = None) -> StreamingHttpResponse | Response:
         body = s.ResumeIn(data=request.data or {})
         body.is_valid(raise_exception=True)
-        run = services.conversation_resume(tenant=self.tenant, actor=request.user, conversation_id=pk,
+        run = chat.conversation_resume(tenant=self.tenant, actor=request.user, conversation_id=pk,
                                            base_url=public_base(request))
         return _respond(request, run, _wants_stream(request, body.validated_data))
 

@@ -28,9 +28,9 @@ from mcp.server.sse import SseServerTransport
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
+from agents_app.gateway import resource as oauth_resource
 from agents_app.gateway import service, sessions
 from agents_app.gateway.listen import ChangeHub
-from agents_app.gateway.oauth import resource as oauth_resource
 from agents_app.gateway.server import (
     COUNTED_KEY,
     PRINCIPAL_KEY,

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agents_app.gateway.principal import Principal, refresh
 from agents_app.runtime.toolset import ToolsetFunction
-from agents_app.services.chat import build_toolset
+from agents_app.toolsets import build_toolset
 from core import hotcache
 from core.errors import NotFound
 from core.secrets import redact
@@ -79,7 +79,7 @@ def listing(principal: Principal) -> Listing:
 
 
 def _assemble(principal: Principal) -> Listing:
-    toolset, _secrets = build_toolset(tenant=principal.tenant, actor=principal.user, agent=principal.agent)
+    toolset = build_toolset(tenant=principal.tenant, actor=principal.user, agent=principal.agent)
     linked = [link.tool_id for link in principal.agent.agent_tools.all()]
     keys = {(f.tool_id, f.function) for f in toolset}
     # The definitions as the servers sent them (chat's toolset carries the model-facing input schema).

@@ -17,7 +17,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from rest_framework.authtoken.models import Token
 
 from agents_app import selectors
-from agents_app.gateway.oauth.tokens import grantee_for
+from agents_app.gateway.tokens import grantee_for
 from agents_app.models import Agent
 from core import hotcache
 from core.errors import NotFound

@@ -2,9 +2,9 @@
 offers them (`listing`), calls through invoke (`calls`), and the agent's servers' prompts and resources
 (`upstream`).
 
-Everything here is synchronous ORM work; the ASGI layer runs it in worker threads. The toolset is the one
-chat assembles (`build_toolset`) and every call goes through `tool_invoke`, so the rules that hold for chat
-(tenant scoping, CHANGED/disabled functions, breaker, argument validation, audit, scrubbing) hold here too.
+Everything here is synchronous ORM work; the ASGI layer runs it in worker threads. The toolset is the one chat
+builds (agents_app.toolsets.build_toolset) and every call goes through `tool_invoke`, so the rules that hold for
+chat (tenant scoping, CHANGED/disabled functions, breaker, argument validation, audit, scrubbing) hold here too.
 """
 
 from __future__ import annotations

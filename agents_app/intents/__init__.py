@@ -1,1 +1,2 @@
-"""Intent tree reads, the per-process router cache, and import/export (writes live in agents_app.services.intents)."""
+"""Intent tree reads, the per-process router cache and the examples' stored embeddings (the tree's writes live in
+agents_app.services.intents)."""

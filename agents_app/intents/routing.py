@@ -14,17 +14,14 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
-from django.utils import timezone
 
-from agents_app import selectors as agent_selectors
-from agents_app.intents import selectors
+from agents_app.intents import selectors, tasks
 from agents_app.models import Agent, AgentRouting
 from agents_app.runtime.intents import IntentIndex, IntentSpec, Match, RouterConfig, default_embedder
 from agents_app.runtime.intents.embedder import from_bytes
 from agents_app.runtime.intents.policy import OFFERS_FUNCTIONS, OFFERS_KNOWLEDGE, Routing, decide
-from agents_app.runtime.toolset import Toolset, assemble
+from agents_app.runtime.toolset import Toolset
 from tenants_app.models import Tenant
-from tools_app.selectors import usable_tools
 
 FnKey = tuple[int, str]  # (tool id, function name)
 
@@ -118,8 +115,6 @@ def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
         # Vectors of another model (an upgrade of the embedder) or never stored: have the worker store them. Its
         # write touches the nodes, so the next route after it rebuilds with every vector; until then those
         # examples were embedded just now (a few) or count on the lexical channel alone.
-        from agents_app import tasks
-
         transaction.on_commit(lambda: tasks.embed_intent_examples.delay(tenant.pk))
     return TreeIndex(signature=signature, index=index,
                      functions={s.code: tuple(fns.get(ids[s.code], [])) for s in specs},
@@ -151,13 +146,6 @@ def tree_index(*, tenant: Tenant) -> TreeIndex:
 
 def _qualified(toolset: Toolset) -> dict[FnKey, str]:
     return {(f.tool_id, f.function): f.qualified_name for f in toolset}
-
-
-def caller_toolset(*, tenant: Tenant, user: Any) -> Toolset:
-    """Every function the caller may use (enabled tools they may use, active and enabled functions)."""
-    tool_ids = list(usable_tools(tenant=tenant, user=user).values_list("pk", flat=True))
-    candidates = agent_selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
-    return assemble(tenant_id=tenant.pk, candidates=candidates, usable_tool_ids=set(tool_ids), now=timezone.now())
 
 
 def _reachable(kind: str, functions: tuple[str, ...], knowledge: str | None, for_agent: bool) -> bool:
@@ -208,20 +196,14 @@ def _knowledge_name(agent: Agent, toolset: Toolset) -> str | None:
     return None
 
 
-def route_question(*, tenant: Tenant, user: Any, question: str, agent: Agent | None = None,
+def route_question(*, tenant: Tenant, question: str, toolset: Toolset, agent: Agent | None = None,
                    top_k: int = 3) -> tuple[list[dict[str, Any]], int]:
-    """The API's answer: the best nodes for the question that this caller (and agent) may reach, and the cost."""
+    """The route API's answer: the best nodes for the question that `toolset` (the agent's for this caller, or
+    without an agent every function the caller may use: agents_app.toolsets) lets them reach, and the cost."""
     start = time.perf_counter()
     tree = tree_index(tenant=tenant)
-    if agent is not None:
-        from agents_app.services.chat import build_toolset
-
-        toolset, _ = build_toolset(tenant=tenant, actor=user, agent=agent)
-        knowledge = _knowledge_name(agent, toolset)
-        matches = _match(tree, question, toolset=toolset, knowledge=knowledge, top_k=top_k, for_agent=True)
-    else:
-        matches = _match(tree, question, toolset=caller_toolset(tenant=tenant, user=user), knowledge=None,
-                         top_k=top_k, for_agent=False)
+    knowledge = _knowledge_name(agent, toolset) if agent is not None else None
+    matches = _match(tree, question, toolset=toolset, knowledge=knowledge, top_k=top_k, for_agent=agent is not None)
     body = [{"intent": m.code, "score": round(min(1.0, max(0.0, m.score)), 4), "path": list(m.path), "kind": m.kind,
              "functions": list(m.functions)} for m in matches]
     return body, int(round((time.perf_counter() - start) * 1000))
@@ -233,18 +215,13 @@ def threshold_of(agent: Agent) -> float:
     return float(getattr(settings, "TOOLHUB_INTENT_THRESHOLD", 0.35))
 
 
-def _limit(model_limit: int | None) -> int:
-    """The chat's limit for this model (agents_app.services.chat._model_limit), or the deployment's without one."""
-    return int(settings.TOOLHUB_MODEL_TOOL_LIMIT) if model_limit is None or model_limit <= 0 else model_limit
-
-
 def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, question: str,
-               limit: int | None = None) -> tuple[Toolset, dict[str, Any] | None]:
+               limit: int) -> tuple[Toolset, dict[str, Any] | None]:
     """For an agent with routing "intent": the narrowed toolset of this turn and the `intent.routed` event data.
 
-    `limit` is the model's tool limit (its `max_tools`); a fallback offers at most that many functions
-    (and never more than TOOLHUB_MODEL_TOOL_LIMIT), the best matches' first. The narrowed toolset keeps
-    routing's order, so a later cap at the model's limit cuts from the least relevant end.
+    `limit` is the model's tool limit (agents_app.toolsets.model_tool_limit); a fallback offers at most that
+    many functions, the best matches' first. The narrowed toolset keeps routing's order, so a later cap at the
+    model's limit cuts from the least relevant end.
     """
     if agent.routing != AgentRouting.INTENT:
         return toolset, None
@@ -255,7 +232,7 @@ def route_turn(*, tenant: Tenant, actor: Any, agent: Agent, toolset: Toolset, qu
     names = {f"{f.tool_name}__{f.function}": f.qualified_name for f in toolset}
     always_on = [names.get(r, r) for r in (agent.always_on or []) if isinstance(r, str)]
     routing: Routing = decide(matches, available=toolset.names(), threshold=threshold_of(agent),
-                              limit=_limit(limit),
+                              limit=limit,
                               margin=float(getattr(settings, "TOOLHUB_INTENT_MARGIN", 0.1)),
                               knowledge=knowledge, always_on=always_on)
     narrowed = Toolset(tuple(f for f in (toolset.get(n) for n in routing.offered) if f is not None),

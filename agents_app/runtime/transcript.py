@@ -40,6 +40,20 @@ def open_calls(messages: list[dict[str, Any]]) -> tuple[int, list[PendingCall]]:
     return -1, []
 
 
+def content_text(content: Any) -> str:
+    """A message's text: its string content, or its text parts joined (image parts have none)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def last_question(messages: list[dict[str, Any]]) -> str:
+    """The text of the last user message (what intent routing matches a turn by)."""
+    return next((content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+
+
 def steps_taken(messages: list[dict[str, Any]]) -> int:
     """Model turns since the last user message: a resume continues the same step budget."""
     count = 0

@@ -1,4 +1,4 @@
-"""Agents writes. Each module holds one family of services; import them from here."""
+"""Agents writes. Each module holds one family of services; import them from here (chat runs: agents_app.chat)."""
 
 from agents_app.services.catalog import (
     AgentInput,
@@ -11,14 +11,12 @@ from agents_app.services.catalog import (
     chat_model_delete,
     chat_model_update,
 )
-from agents_app.services.chat import ChatRun, chat_start, conversation_resume
 from core.secrets import KEEP
 
 __all__ = [
     "KEEP",
     "AgentInput",
     "ChatModelInput",
-    "ChatRun",
     "ToolLink",
     "agent_create",
     "agent_delete",
@@ -26,6 +24,4 @@ __all__ = [
     "chat_model_create",
     "chat_model_delete",
     "chat_model_update",
-    "chat_start",
-    "conversation_resume",
 ]

@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from agents_app.errors import IntentError, IntentHasChildren, IntentVersionConflict
-from agents_app.intents import selectors
+from agents_app.intents import selectors, tasks
 from agents_app.models import IntentExample, IntentKind, IntentLevel, IntentNode, IntentStatus
 from core.errors import NotFound
 from tenants_app.models import Role, Tenant
@@ -147,8 +146,6 @@ def _set_examples(node: IntentNode, texts: list[str]) -> bool:
 
 
 def _enqueue_embedding(node: IntentNode) -> None:
-    from agents_app import tasks  # the task module imports services
-
     tenant_id, node_id = node.tenant_id, node.pk
     transaction.on_commit(lambda: tasks.embed_intent_examples.delay(tenant_id, node_id))
 
@@ -279,32 +276,3 @@ def intent_import(*, tenant: Tenant, actor: Any, items: Any) -> dict[str, int]:
         except IntentError as exc:
             raise IntentError(f"intent {code!r}: {exc.message}", details={"code": code, **exc.details}) from None
     return counts
-
-
-def intent_examples_embed(*, tenant: Tenant, actor: Any = None, node_id: int | None = None) -> int:
-    """Compute and store the vectors of examples that lack one (idempotent); returns how many were stored.
-
-    The model runs outside any transaction; a vector is stored only if its example still has that text.
-    """
-    from agents_app.runtime.intents.embedder import default_embedder, to_bytes
-
-    embedder = default_embedder()
-    todo = selectors.examples_to_embed(tenant=tenant, node_id=node_id, model=embedder.model)
-    if not todo:
-        return 0
-    vectors = embedder.embed_examples([text for _, text in todo])
-    stored = 0
-    with transaction.atomic():
-        touched: set[int] = set()
-        for (example_id, text), vector in zip(todo, vectors, strict=True):
-            row = IntentExample.objects.select_for_update().filter(pk=example_id, node__tenant=tenant, text=text).first()
-            if row is None:
-                continue
-            row.embedding = to_bytes(vector)
-            row.embedding_model = embedder.model
-            row.save(update_fields=["embedding", "embedding_model"])
-            touched.add(row.node_id)
-            stored += 1
-        # Routers cache per tree signature; a newer updated_at makes every process rebuild.
-        IntentNode.objects.filter(tenant=tenant, pk__in=touched).update(updated_at=timezone.now())
-    return stored

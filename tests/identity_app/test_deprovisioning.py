@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from scim2_models import Group, PatchOp, User
 
-from agents_app.gateway.oauth.tokens import grantee_for
+from agents_app.gateway.tokens import grantee_for
 from identity_app.models import IdentityEvent, IdentityEventKind
 from tenants_app.models import Membership, Role
 from tests.agents_app.support import make_agent

@@ -13,7 +13,7 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from agents_app.models import Agent, AgentStatus, AgentTool
-from agents_app.services.chat import build_toolset
+from agents_app.toolsets import build_toolset
 from tenants_app.models import Role
 from tenants_app.policies import MEMBERS
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
@@ -113,7 +113,7 @@ def test_toolset_assembly_offers_what_the_call_policy_allows(world: Any) -> None
         if not MEMBERS.allows(tenant=tenant, user=user):
             continue
         agent = Agent.objects.prefetch_related("agent_tools").get(pk=world["agents"][agent_name].pk)
-        toolset, _ = build_toolset(tenant=tenant, actor=user, agent=agent)
+        toolset = build_toolset(tenant=tenant, actor=user, agent=agent)
         offered = {(f.tool_id, f.function) for f in toolset}
         allowed = {(f.tool_id, f.name) for f in CALLS.functions(tenant=tenant, user=user, agent=agent)}
         assert offered == allowed, (who, agent_name)

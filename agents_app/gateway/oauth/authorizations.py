@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 
-from agents_app.gateway.oauth.resource import bound_agent
+from agents_app.gateway.resource import bound_agent
 from core.errors import NotFound, PermissionDenied
 from tenants_app.models import Membership, Role, Tenant
 from tenants_app.permissions import ensure_role

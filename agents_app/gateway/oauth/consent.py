@@ -16,8 +16,8 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, MismatchingRedirectURIError
 
-from agents_app.gateway.oauth.resource import SCOPE_DESCRIPTION, parse_agent_resource
 from agents_app.gateway.principal import Principal, resolve
+from agents_app.gateway.resource import SCOPE_DESCRIPTION, parse_agent_resource
 from core.errors import NotFound
 from core.links import public_base
 

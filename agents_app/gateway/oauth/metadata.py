@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from agents_app.gateway.oauth.resource import SCOPE, agent_resource
+from agents_app.gateway.resource import SCOPE, agent_resource
 from core.links import public_base, public_url
 
 

@@ -11,7 +11,7 @@ from oauth2_provider.models import get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-from agents_app.gateway.oauth.resource import SCOPE, bound_agent
+from agents_app.gateway.resource import SCOPE, bound_agent
 
 # The refresh-token family of a code's tokens is named after the client and the code, so a second use of the code
 # (the grant row is gone once spent) finds the family to revoke without storing the code anywhere.

@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 from django.utils import timezone
 
-from agents_app.services.chat import build_toolset
+from agents_app.toolsets import build_toolset
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
@@ -35,7 +35,7 @@ def test_lists_and_calls_the_agents_functions(served: Any, setup: Any, transport
     init, tools, result = asyncio.run(scenario())
     assert init.server_info.name == "toolhub/helper"
     assert init.instructions == "Answers stock questions for the warehouse team."
-    toolset, _ = build_toolset(tenant=setup.tenant, actor=setup.api.user, agent=setup.agent)
+    toolset = build_toolset(tenant=setup.tenant, actor=setup.api.user, agent=setup.agent)
     assert [t.name for t in tools.tools] == toolset.names()
     listed = {t.name: t for t in tools.tools}
     fn = toolset.get("inventory__get_inventory")

@@ -6,10 +6,11 @@ tools_app.runtime.mcp.client_requests carries them from the server to here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections
 
+from agents_app.chat.state import RunState
 from agents_app.runtime.model_client import ModelError
 from agents_app.runtime.model_client import sample as sample_with_model
 from tools_app import adapters
@@ -17,15 +18,11 @@ from tools_app.models import ApprovalStatus, Tool
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.services.approvals import client_request_hold, client_request_wait
 
-if TYPE_CHECKING:
-    from agents_app.services.chat import _Run
-
-
 NOT_STREAMED = ("declined: this chat is not streamed, so nobody sees the server's {what} while the call waits; "
                 "chat with \"stream\": true to answer such requests")
 
 
-def client_requests_for(run: _Run, fn: Any, notify: Any) -> ClientRequests:
+def client_requests_for(run: RunState, fn: Any, notify: Any) -> ClientRequests:
     """How the server's own requests during this call are answered (see tools_app.runtime.mcp.client_requests).
 
     In a streamed chat each is held as an approval for the chat's user (the one approval rule and API): a

@@ -10,7 +10,7 @@ from typing import Any
 
 from oauth2_provider.models import get_access_token_model
 
-from agents_app.gateway.oauth.resource import SCOPE, bound_agent
+from agents_app.gateway.resource import SCOPE, bound_agent
 
 
 @dataclass(frozen=True)
