@@ -74,9 +74,10 @@ PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 test: install test-servers test-plugins
 	$(PYTEST) $(XDIST)
 
-# The inner loop: everything but the slow lanes (real third-party servers, browsers, schema fuzzing, the
-# production topology). `make test` still runs them all.
-FAST_MARKERS = not real_servers and not browser and not schema_fuzz and not prod_topology
+# The inner loop: everything but the slow lanes (third-party servers and clients, browsers, schema fuzzing, the
+# production topology): what they test is other people's software meeting ours, a browser or the whole API space,
+# none of which a change inside one app usually moves. `make test` still runs them all (docs/contributing.md).
+FAST_MARKERS = not real_servers and not real_clients and not browser and not schema_fuzz and not prod_topology
 test-fast: install
 	$(PYTEST) $(XDIST) -m "$(FAST_MARKERS)"
 

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,37 @@ def django_db_setup(
             return setup_databases(verbosity=verbosity, interactive=False, aliases=aliases,  # type: ignore[arg-type]  # stubs say Mapping; Django takes any collection (pytest-django passes this set)
                                    serialized_aliases=serialized_aliases, keepdb=keep)
 
+    with _outside_the_tests_timeout(request):
+        db_cfg = _setup_once(setup, keepdb, shared, default, settings, run_id)
+    yield
+    if not keepdb:
+        with django_db_blocker.unblock():
+            try:
+                teardown_databases(db_cfg, verbosity=verbosity)
+            except Exception as exc:  # noqa: BLE001 - as pytest-django: a failed teardown is a warning
+                request.node.warn(pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}"))
+
+
+@contextmanager
+def _outside_the_tests_timeout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test database is the session's, made during the first test's setup: its time (every migration, or the
+    wait for the worker applying them; 100 s on this 2-core machine under load) does not count against that test's
+    pytest-timeout, which is then set again, whole, for the test itself."""
+    item = getattr(request, "_pyfuncitem", None)
+    timer_set = item is not None and getattr(item, "cancel_timeout", None) is not None
+    if timer_set:
+        request.config.hook.pytest_timeout_cancel_timer(item=item)
+    try:
+        yield
+    finally:
+        if timer_set:
+            import pytest_timeout
+
+            request.config.hook.pytest_timeout_set_timer(item=item, settings=pytest_timeout._get_item_settings(item))
+
+
+def _setup_once(setup: Callable[[bool], Any], keepdb: bool, shared: bool, default: Any, settings: Any,
+                run_id: str) -> Any:
     if not shared:
         db_cfg = setup(keepdb)
     else:
@@ -144,13 +176,7 @@ def django_db_setup(
                         stale.unlink(missing_ok=True)
                 db_cfg = setup(False)
                 _sqlite_copy(own, template)
-    yield
-    if not keepdb:
-        with django_db_blocker.unblock():
-            try:
-                teardown_databases(db_cfg, verbosity=verbosity)
-            except Exception as exc:  # noqa: BLE001 - as pytest-django: a failed teardown is a warning
-                request.node.warn(pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}"))
+    return db_cfg
 
 
 @pytest.fixture(autouse=True)

@@ -390,6 +390,9 @@ TOOLHUB_PACKAGE_RETRY_S = env_int("TOOLHUB_PACKAGE_RETRY_S", 60)
 TOOLHUB_RUNNERS = env_choice("TOOLHUB_RUNNERS", "", ("", "redis"))
 TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
 TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
+# How often a runner renews its announcement, in seconds; 0: a third of TOOLHUB_RUNNER_TTL_S. Below the TTL: a runner
+# starved for longer than TTL minus this counts as gone (a dead runner is noticed sooner, by its refused connection).
+TOOLHUB_RUNNER_HEARTBEAT_S = env_float("TOOLHUB_RUNNER_HEARTBEAT_S", 0)
 # A runner runs a LOCAL server without a sandbox (an operator's `unsandboxed` tool) only when its own settings say so.
 TOOLHUB_RUNNER_ALLOW_UNSANDBOXED = env_bool("TOOLHUB_RUNNER_ALLOW_UNSANDBOXED", False)
 # Quota counters (tools_app.services.quotas) live in REDIS_URL under this prefix; without REDIS_URL, in the process.

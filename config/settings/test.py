@@ -8,6 +8,13 @@ from pathlib import Path
 from .base import *  # noqa: F403
 from .base import BASE_DIR, TOOLHUB_LOCAL_SANDBOX_RO_PATHS, VAR_DIR
 
+# One BLAS thread per test process (numpy is imported later, by django.setup(), and reads these once). The suite runs
+# several processes on a machine with few cores: each BLAS call's threads spin waiting on cores the other processes
+# hold, so a router build's eigendecomposition took 3.6 s instead of 0.2 s on this 2-core machine under load.
+# Child processes the tests start (runners, servers, toolhub_run) inherit it.
+for _blas_threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas_threads, "1")
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests start their own servers on loopback; nothing else is reachable.
 TOOLHUB_OUTBOUND_ALLOW = "127.0.0.0/8,::1"

@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings
 
 from config.celery import ping
+from tests.waiting import PROCESS_BOUND_S
 
 
 def test_openapi_schema_builds(api: Any) -> None:
@@ -68,7 +69,7 @@ def _load_settings(env: dict[str, str], code: str = "") -> subprocess.CompletedP
              if not k.startswith(("DJANGO_", "TOOLHUB_", "ALLOWED_HOSTS", "DATABASE_URL", "REDIS_URL", "CELERY_"))}
     script = "import django; django.setup(); from django.conf import settings; " + (code or "pass")
     return subprocess.run(
-        [sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True, timeout=PROCESS_BOUND_S,
         cwd=str(Path(__file__).resolve().parents[2]),
     )
 

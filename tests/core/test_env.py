@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from core import env
+from tests.waiting import PROCESS_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,7 +65,7 @@ def test_importing_the_settings_makes_no_folder(tmp_path: Path) -> None:
     code = "import config.settings.base as s; print(s.STATIC_ROOT)"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**clean, "TOOLHUB_VAR_DIR": str(var)},
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=PROCESS_BOUND_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(var / "static") and not var.exists()
 

@@ -11,6 +11,7 @@ from django.test import Client
 
 from core.logging import JsonFormatter, RequestIdMiddleware, call_id, request_id
 from tenants_app.models import Role
+from tests.waiting import PROCESS_BOUND_S
 from tools_app.models import Approval, CallStatus, Tool, ToolCall, ToolType
 
 pytestmark = pytest.mark.django_db
@@ -108,7 +109,7 @@ def test_a_bad_metrics_allowlist_fails_at_startup_with_its_name(monkeypatch: Any
 
     env = {"TOOLHUB_METRICS_ALLOW": "not-a-network", "DJANGO_SETTINGS_MODULE": "config.settings.test", "PATH": "/usr/bin"}
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=PROCESS_BOUND_S)
     assert out.returncode != 0 and "TOOLHUB_METRICS_ALLOW" in out.stderr
 
 

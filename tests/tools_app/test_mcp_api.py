@@ -244,11 +244,9 @@ def test_private_address_refused_when_loopback_not_allowed(api: Any, settings: A
 
 def test_functions_are_discovered_after_create(api: Any, settings: Any) -> None:
     """On save, a task rediscovers (inline without a broker, in the worker in CI)."""
-    import time
+    from tests.waiting import wait_until
 
     settings.TOOLHUB_DISCOVER_ON_SAVE = True
     tool_id = local_inventory(api)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not Tool.objects.get(pk=tool_id).functions.exists():
-        time.sleep(0.2)
+    wait_until(lambda: Tool.objects.get(pk=tool_id).functions.exists(), every_s=0.2)
     assert "get_inventory" in set(Tool.objects.get(pk=tool_id).functions.values_list("name", flat=True))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from tenants_app.models import Role
-from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
+from tests.fixtures.mcp_servers import OAUTH_SERVER, expire_access_tokens, http_server
 from tests.tools_app.runtime.mcp.test_oauth_client import browse
 from tools_app.models import OAuthConnection, OAuthRegistration, ToolCall
 
@@ -127,24 +129,25 @@ def discovered_then_disconnected(api: Any, url: str) -> tuple[int, str]:
     return tool_id, str(refreshed["functions"][0]["name"])
 
 
-@pytest.fixture(scope="module")
-def short_lived_url() -> Iterator[str]:
-    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "2")) as url:
-        yield url
-
-
 def invoke(client: Any, tool_id: int, function: str) -> dict[str, Any]:
     resp = client.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": function, "arguments": {}}, format="json")
     assert resp.status_code == 200, resp.content
     return dict(resp.json())
 
 
-def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, member_client: Any, tenant: Any,
-                                                                 short_lived_url: str) -> None:
-    import threading
-    import time
+def expired_everywhere(url: str, tool_id: int) -> None:
+    """The tool's access token has expired: in the provider's view (it refuses the token) and in ours (its stated
+    expiry is past). Time is set, not waited for."""
+    assert expire_access_tokens(url) >= 1
+    assert OAuthConnection.objects.filter(tool_id=tool_id).update(
+        expires_at=timezone.now() - dt.timedelta(seconds=1)) == 1
 
-    tool_id = make_tool(api, short_lived_url, name="racer")
+
+def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, member_client: Any, tenant: Any,
+                                                                 server_url: str) -> None:
+    import threading
+
+    tool_id = make_tool(api, server_url, name="racer")
     before = api.post(f"/api/v1/tools/{tool_id}/test/")
     assert before.json()["error"]["code"] == "authorization_required", before.content
     assert before.json()["authorize_url"].startswith("http://testserver/oauth/start/")  # the admin's own link
@@ -154,7 +157,7 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
     first = invoke(member, tool_id, "whoami")  # a member's call acts as the shared account
     assert first["success"] and "alice" in first["text"], first
     issued = [OAuthConnection.objects.get(tool_id=tool_id).tokens]
-    time.sleep(2.5)  # the access token has expired
+    expired_everywhere(server_url, tool_id)
     results: list[dict[str, Any]] = []
     barrier = threading.Barrier(8)
 
@@ -169,6 +172,7 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
         t.join(60)
     assert len(results) == 8 and all(r["success"] for r in results), results
     issued.append(OAuthConnection.objects.get(tool_id=tool_id).tokens)
+    assert issued[1]["access_token"] != issued[0]["access_token"]  # refreshed (once: no reuse below)
     leaked = invoke(api, tool_id, "leak_token")
     assert leaked["success"] and "you sent me ********" in leaked["text"], leaked
     stats = invoke(api, tool_id, "stats")
@@ -181,22 +185,20 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
 
 
 def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, member_client: Any, tenant: Any,
-                                                                    short_lived_url: str) -> None:
-    import time
-
+                                                                    server_url: str) -> None:
     from tools_app import adapters
     from tools_app.models import Tool
     from tools_app.runtime.mcp import oauth
     from tools_app.services.oauth import _client, _discovery
 
-    tool_id = make_tool(api, short_lived_url, name="revoked")
+    tool_id = make_tool(api, server_url, name="revoked")
     connect_shared(api, tool_id)
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
     connection = OAuthConnection.objects.get(tool_id=tool_id)
     assert oauth.revoke(_discovery(connection.discovery), _client(connection.registration),
                         token=connection.tokens["refresh_token"], hint="refresh_token",
                         policy=adapters.outbound_policy())
-    time.sleep(2.5)
+    expired_everywhere(server_url, tool_id)
     for _ in range(4):
         answer = invoke(api, tool_id, "whoami")
         assert answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
@@ -244,11 +246,17 @@ def test_detail_shows_the_callers_view_and_disconnect_revokes(api: Any, member_c
     assert api.get(f"/api/v1/tools/{plain}/").json()["oauth"] is None
 
 
-def test_tokens_never_follow_the_tool_to_another_url(api: Any, server_url: str, short_lived_url: str) -> None:
+@pytest.fixture(scope="module")
+def another_url() -> Iterator[str]:
+    with http_server(OAUTH_SERVER, extra_args=("--access-ttl", "60")) as url:
+        yield url
+
+
+def test_tokens_never_follow_the_tool_to_another_url(api: Any, server_url: str, another_url: str) -> None:
     tool_id = make_tool(api, server_url, name="moved")
     connect_shared(api, tool_id)
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
-    moved = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"url": short_lived_url, "auth": {"type": "oauth2"}}},
+    moved = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"url": another_url, "auth": {"type": "oauth2"}}},
                       format="json")
     assert moved.status_code == 200, moved.content
     answer = invoke(api, tool_id, "whoami")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from tests.waiting import PROCESS_BOUND_S
+
 ROOT = Path(settings.BASE_DIR)
 
 
@@ -35,7 +37,8 @@ def test_other_settings_leave_the_folder_off_the_path() -> None:
     code = ("import sys, django; django.setup(); "
             "print(any(p.endswith('test-plugins') for p in sys.path))")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.dev"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=PROCESS_BOUND_S)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
 
@@ -52,7 +55,8 @@ def test_what_make_run_serves_offers_no_sample_tools_after_the_tests() -> None:
             "print(sorted(n for n in registry.discover(refresh=True) if n.startswith('sample_')))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TOOLHUB_TOOL_PLUGINS")}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings.dev"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=PROCESS_BOUND_S)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-2:] == ["absent", "[]"]
     # ... while the tests themselves do see it (from var/test-plugins/, not the venv).

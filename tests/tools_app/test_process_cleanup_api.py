@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.mcp_servers import SETSID_GRANDCHILD
+from tests.waiting import wait_until
 from tools_app import adapters
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,15 +32,6 @@ def alive(pid: int) -> bool:
         return False
     return state not in ("Z", "X")
 
-
-def wait_until(check: Any, bound_s: float = 30.0) -> bool:
-    """Poll `check` until true or the (generous) bound passes; the bound is a hang guard, not a timing claim."""
-    deadline = time.monotonic() + bound_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def host_pid(marker: str, sandbox_pid: int) -> int | None:

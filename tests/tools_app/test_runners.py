@@ -24,6 +24,7 @@ import redis
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
+from tests.waiting import wait_until
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.runner.client import RunnerPool
@@ -33,9 +34,12 @@ from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerS
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "runner-test-secret"
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/13"
-# Heartbeats every TTL/3: 6 s tolerates a runner starved for a few seconds under a loaded CI (2 s did not: a
-# lapsed heartbeat sent one web process to the other runner, and two servers counted from 1).
-RUNNER_TTL_S = 6
+# Time set, not widened: a runner's announcement lives 30 s, so a runner starved for many seconds on a loaded machine
+# still counts as live (a lapsed one sent a web process to the other runner, and two servers counted from 1), and it
+# renews it every 0.5 s, so a test waiting for its next heartbeat waits half a second. A killed runner is noticed by
+# its refused connection, not by its announcement expiring: no test waits for the TTL.
+RUNNER_TTL_S = 30
+RUNNER_HEARTBEAT_S = 0.5
 
 
 def _redis_up() -> bool:
@@ -53,15 +57,6 @@ pytestmark = [
 ]
 
 
-def wait_until(check: Any, bound_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + bound_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 class Runners:
     """Real runner processes announcing themselves in a Redis namespace of their own (a key prefix per test)."""
 
@@ -74,6 +69,7 @@ class Runners:
         port = free_port()
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
                "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S),
+               "TOOLHUB_RUNNER_HEARTBEAT_S": str(RUNNER_HEARTBEAT_S),
                **settings}
         self.procs[runner_id] = subprocess.Popen(
             [sys.executable, "manage.py", "toolhub_runner", "--port", str(port), "--id", runner_id], cwd=REPO,
@@ -186,7 +182,7 @@ def test_close_ends_the_server_on_its_runner_and_drain_moves_it(runners: Runners
     owner = web[0].owner_of(spec).id
     assert web[0].registry.set_draining(owner)
     web[0].registry.forget()
-    assert wait_until(lambda: web[0].owner_of(spec).id != owner, 5)
+    assert wait_until(lambda: web[0].owner_of(spec).id != owner)
     assert count(web[0], spec)["count"] == 1
 
 
@@ -300,6 +296,15 @@ def test_no_live_runner_is_the_deployments_outage_not_the_tools(runners: Runners
     assert not result.success and result.error_code == "EXECUTION_ERROR"
     assert result.meta.get("outage") == "runner_unavailable"
     assert "outage" not in result.as_dict()  # internal: what a caller gets is the typed failure
+
+
+def test_a_runner_refuses_a_heartbeat_that_would_let_its_announcement_lapse(settings: Any) -> None:
+    from django.core.management import CommandError, call_command
+
+    settings.TOOLHUB_RUNNERS, settings.REDIS_URL, settings.TOOLHUB_RUNNER_SECRET = "redis", REDIS_URL, SECRET
+    settings.TOOLHUB_RUNNER_TTL_S, settings.TOOLHUB_RUNNER_HEARTBEAT_S = 6, 6
+    with pytest.raises(CommandError, match="must be below TOOLHUB_RUNNER_TTL_S"):
+        call_command("toolhub_runner", "--port", str(free_port()), "--id", "lapsing")
 
 
 def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> ServerSpec:

@@ -21,6 +21,7 @@ from tests.agents_app.gateway.test_fidelity import FIDELITY, TOOLHUB_HINTS, weat
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clients,
     pytest.mark.skipif(not node_available(), reason="node and npm are not installed on this machine"),
 ]
 

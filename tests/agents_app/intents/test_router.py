@@ -287,10 +287,10 @@ def test_a_forked_child_embeds_after_its_parent_did() -> None:
     the executor object but not its thread, and must not wait on it forever."""
     import os
     import signal
-    import time
 
     from agents_app.runtime.intents import IntentEmbedder
     from agents_app.runtime.intents.embedder import QUESTION_DIM
+    from tests.waiting import wait_until
 
     emb = IntentEmbedder(cache_size=0)
     parent = emb.embed(["will it rain tomorrow"])
@@ -302,16 +302,19 @@ def test_a_forked_child_embeds_after_its_parent_did() -> None:
             code = 0 if child.shape == (1, QUESTION_DIM) and np.allclose(child, parent, atol=1e-5) else 1
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    exited: list[int] = []
+
+    def reaped() -> bool:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    raise AssertionError("the forked child's embed() hung")
+            exited.append(os.waitstatus_to_exitcode(status))
+        return bool(done)
+
+    if not wait_until(reaped, 60):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child's embed() hung")
+    assert exited == [0]
 
 
 def test_tool_search_routes_on_the_second_model_alone_and_credits_the_matched_functions() -> None:

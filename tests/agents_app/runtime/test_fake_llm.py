@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import ToolsetFunction, assemble
 from tests.agents_app.runtime.support import NOW, candidate
 from tests.fixtures.fake_llm import DEMO_NOTICE, FakeLLM, call, text
+from tests.waiting import wait_until
 from tools_app.runtime.result import ToolResult
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -91,17 +91,19 @@ def test_command_line_serves_the_demo_model() -> None:
         assert proc.stdout is not None
         assert "rule-based, not an AI" in proc.stdout.readline()
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
-        deadline = time.monotonic() + 5
-        while True:
+        replies: list[Any] = []
+
+        def answered() -> bool:
             try:
-                reply = client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "hi"}])
-                break
+                replies.append(client.chat.completions.create(model="demo",
+                                                              messages=[{"role": "user", "content": "hi"}]))
             except openai.APIConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                return False  # not listening yet
+            return True
+
+        assert wait_until(answered), "the demo model never answered"
         client.close()
-        assert DEMO_NOTICE in (reply.choices[0].message.content or "")
+        assert DEMO_NOTICE in (replies[0].choices[0].message.content or "")
     finally:
         proc.terminate()
         proc.wait(timeout=5)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import Toolset, ToolsetFunction
 from tests.agents_app.runtime.support import API_KEY, config_for
 from tests.fixtures.fake_llm import FakeLLM, call, calls, http_error, slow, text
+from tests.waiting import BOUND_S
 from tools_app.runtime.result import TIMEOUT, ToolResult
 
 FakeFactory = Callable[..., FakeLLM]
@@ -98,7 +98,7 @@ def test_parallel_calls_run_concurrently(fake_llm: FakeFactory, toolset: Toolset
     )
     # Both calls must be inside the tool at the same time to pass the barrier; run one after the
     # other, the first would wait alone and the barrier would break.
-    barrier = threading.Barrier(2, timeout=2)
+    barrier = threading.Barrier(2, timeout=BOUND_S)  # a hang guard: run one after the other, the first waits alone
 
     def meeting_tool(fn: ToolsetFunction, args: dict[str, Any]) -> ToolResult:
         try:
@@ -196,10 +196,8 @@ def test_server_error_and_timeout(fake_llm: FakeFactory, toolset: Toolset) -> No
     assert events[-1][1]["code"] == "model_error" and "HTTP 500" in events[-1][1]["message"]
 
     llm = fake_llm([slow(3.0)])
-    started = time.monotonic()
     events, _ = drive(llm, toolset, Recorder(), config=config_for(llm, timeout_s=0.4))
-    assert events[-1][1]["code"] == "model_timeout"
-    assert time.monotonic() - started < 2.0
+    assert events[-1][1]["code"] == "model_timeout"  # not the slow answer: the run did not wait for it
 
 
 def test_tool_timeout_is_a_result_fed_back(fake_llm: FakeFactory, toolset: Toolset) -> None:

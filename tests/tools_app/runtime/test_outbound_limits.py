@@ -97,13 +97,10 @@ def _assert_cut_short(state: Trickle) -> None:
 
 def test_http_tool_timeout_is_a_total_deadline_not_per_read(trickle: tuple[str, Trickle]) -> None:
     url, state = trickle
-    started = time.monotonic()
     result = run_http_tool({"method": "GET", "url": f"{url}/slow", "timeout_s": 2}, {}, policy=LOOPBACK)
-    elapsed = time.monotonic() - started
     assert not result.success
     assert result.error_code == "TIMEOUT"
-    _assert_cut_short(state)
-    assert elapsed < 6  # sanity only: every read returned in 0.25 s, so per-read timeouts never fired
+    _assert_cut_short(state)  # every read returned in 0.25 s: only a total deadline stops the trickle early
 
 
 def test_trickled_headers_hit_the_deadline_too(trickle: tuple[str, Trickle]) -> None:

@@ -5,18 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
+from tests.waiting import wait_until
 from tools_app.runtime.procenv import end_processes, group_running, identities_of, kill_process_group
 
 
 def test_a_group_of_a_zombie_is_not_running_though_the_kernel_still_knows_it() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        while not _zombie(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _zombie(child.pid)  # exited, and we have not waited for it
+        assert wait_until(lambda: _zombie(child.pid))  # exited, and we have not waited for it
         os.killpg(child.pid, 0)  # the kernel still has the group: this is what made every stop wait its timeout
         assert not group_running(child.pid)
         kill_process_group(child.pid, term_wait_s=0.5)

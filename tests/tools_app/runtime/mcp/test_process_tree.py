@@ -13,7 +13,7 @@ def test_probe_ends_a_setsid_daemon(pool: SessionPool, specs: Specs, tmp_path: P
     spec = specs.local(SETSID_GRANDCHILD, env={"TOOLHUB_FIXTURE_PIDFILE": str(tmp_path / "pid")})
     assert pool.probe(spec).server_name == "inventory-mini"
     assert (tmp_path / "pid").exists()  # the daemon started before the server answered
-    assert wait_no_marked(specs.marker, timeout_s=15) == []
+    assert wait_no_marked(specs.marker) == []
 
 
 def test_close_all_ends_a_setsid_daemon(pool: SessionPool, specs: Specs, tmp_path: Path) -> None:
@@ -21,4 +21,4 @@ def test_close_all_ends_a_setsid_daemon(pool: SessionPool, specs: Specs, tmp_pat
     assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
     assert len(marked_pids(specs.marker)) == 2  # the server and the daemon (its parent already exited)
     pool.close_all()
-    assert wait_no_marked(specs.marker, timeout_s=15) == []
+    assert wait_no_marked(specs.marker) == []
