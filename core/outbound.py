@@ -1,4 +1,5 @@
-"""The one outbound HTTP guard: scheme, resolved-address, redirect, size and time checks (DESIGN §5)."""
+"""The one outbound HTTP guard: scheme, resolved-address, redirect, size and time checks; every outbound request
+goes through it."""
 
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ from rest_framework.parsers import FormParser as DRFFormParser
 from rest_framework.parsers import JSONParser as DRFJSONParser
 
 # Past this a body is refused whatever it is; documents with their own rules (tool configs) cap lower.
-# Python's own recursion limit sits near 1000, so nothing deeper could be walked safely anyway.
-DEFAULT_MAX_DEPTH = 1000
+# Well below Python's recursion limit (near 1000): on 3.11 the JSON decoder itself gives up a little under it, on
+# 3.13 it does not, so a bound near 1000 would refuse the same body differently by version.
+DEFAULT_MAX_DEPTH = 512
 
 
 def max_depth() -> int:

@@ -94,14 +94,32 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
             f"only a platform operator (superuser) may change {', '.join(sorted(set(changed) & OPERATOR_FIELDS))}",
             details={"fields": sorted(set(changed) & OPERATOR_FIELDS)},
         )
+    _check_choices(changed)
+    if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
+        _require(tenant=row, actor=actor, at_least=Role.OWNER)
+    _check_values(row, changed)
+    for key, value in changed.items():
+        setattr(row, key, value)
+    row.save(update_fields=list(changed))
+    return row
+
+
+def _check_choices(changed: dict[str, Any]) -> None:
+    """The policy fields that take one of a few values."""
     if changed.get("local_network", "none") not in ("none", "public", "host"):
         raise ValidationFailed(f"local_network {changed['local_network']!r} is invalid; accepted: none, public, host",
                                details={"field": "local_network", "accepted": ["none", "public", "host"]})
     if changed.get("tool_screen", "hold") not in TOOL_SCREEN_CHOICES:
         raise ValidationFailed(f"tool_screen must be one of {', '.join(TOOL_SCREEN_CHOICES)}",
                                details={"field": "tool_screen", "accepted": list(TOOL_SCREEN_CHOICES)})
-    if set(changed) & (POLICY_FIELDS | IDENTITY_FIELDS):
-        _require(tenant=row, actor=actor, at_least=Role.OWNER)
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_values(row: Tenant, changed: dict[str, Any]) -> None:
+    """A free slug, a name, and lists of names where the policy takes lists."""
     if "slug" in changed:
         _valid_slug(changed["slug"])
         if Tenant.objects.filter(slug=changed["slug"]).exclude(pk=row.pk).exists():
@@ -109,19 +127,12 @@ def tenant_update(*, tenant: Tenant, actor: Any, changes: dict[str, Any]) -> Ten
                            details={"field": "slug", "slug": changed["slug"]})
     if "name" in changed and not str(changed["name"] or "").strip():
         raise ValidationFailed("a tenant needs a name", details={"field": "name"})
-    for field in ("command_interpreters",):
-        if field in changed and not (isinstance(changed[field], list)
-                                     and all(isinstance(v, str) for v in changed[field])):
-            raise ValidationFailed(f"{field} must be a list of program names", details={"field": field})
-    if "sql_allowed_tables" in changed and changed["sql_allowed_tables"] is not None and not (
-        isinstance(changed["sql_allowed_tables"], list) and all(isinstance(v, str) for v in changed["sql_allowed_tables"])
-    ):
+    if "command_interpreters" in changed and not _is_names(changed["command_interpreters"]):
+        raise ValidationFailed("command_interpreters must be a list of program names",
+                               details={"field": "command_interpreters"})
+    if changed.get("sql_allowed_tables") is not None and not _is_names(changed["sql_allowed_tables"]):
         raise ValidationFailed("sql_allowed_tables must be a list of table names (or empty for the default)",
                                details={"field": "sql_allowed_tables"})
-    for key, value in changed.items():
-        setattr(row, key, value)
-    row.save(update_fields=list(changed))
-    return row
 
 
 def _owners(tenant: Tenant) -> int:

@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -185,6 +186,22 @@ def _fresh_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _quota_windows(monkeypatch: Any, settings: Any) -> Iterator[None]:
+    """Quota counters start empty for each test (ids are reused after a rollback), and the quota clock is shifted to
+    the first second of the current UTC minute, so the calls of one test (a minute at most) never straddle a
+    window's end and see a per-minute limit reset halfway."""
+    from tools_app.services import quotas
+
+    settings.TOOLHUB_QUOTA_PREFIX = f"{settings.TOOLHUB_QUOTA_PREFIX}{uuid.uuid4().hex[:8]}:"
+    quotas._store.reset()
+    started = time.time()
+    shift = started % 60 - 1
+    monkeypatch.setattr(quotas, "clock", lambda: time.time() - shift)
+    yield
+    quotas._store.reset()
 
 
 @pytest.fixture(autouse=True)

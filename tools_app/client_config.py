@@ -208,32 +208,8 @@ def timeout_seconds(value: Any) -> tuple[float | None, str]:
 def _server(name: str, spec: Any, inputs: dict[str, dict[str, Any]]) -> ClientServer:
     if not isinstance(spec, dict):
         raise ValueError("server definition is not a JSON object")
-    type_raw = _text(spec.get("type") or spec.get("transport"))
-    url = _text(spec.get("url")) or _text(spec.get("serverUrl")) or _text(spec.get("httpUrl"))
-    command = _text(spec.get("command"))
     notes: list[str] = []
-    if command and url and type_raw.lower() != "stdio":
-        # Both: a program that serves HTTP itself. Taking only the URL would aim at a port nothing opened.
-        raise HttpListenerPackage(transport_for(type_raw, url) or type_raw or "http", url, command)
-    if type_raw.lower() == "stdio" or (command and not url):
-        if not command:
-            raise ValueError('type "stdio" without a command')
-        cmd, args = split_command(command, _str_list(spec.get("args"), "args"))
-        config: dict[str, Any] = {"command": cmd, "args": args, "env": _str_dict(spec.get("env"), "env")}
-        if _text(spec.get("cwd")):
-            config["cwd"] = _text(spec.get("cwd"))
-        if spec.get("envFile"):
-            notes.append("envFile is not read; set its variables in env")
-        kind: Kind = "LOCAL"
-        timeout_key = "call_timeout_s"
-    elif url:
-        transport = transport_for(type_raw, url)
-        if transport is None:
-            raise ValueError(f"unsupported type {type_raw.lower()!r}; accepted: stdio, http, streamable-http, sse")
-        config = {"url": url, "transport": transport, "headers": _str_dict(spec.get("headers"), "headers")}
-        kind, timeout_key = "REMOTE", "timeout_s"
-    else:
-        raise ValueError("neither a command nor a url/serverUrl")
+    kind, config, timeout_key = _install(spec, notes)
     seconds, note = timeout_seconds(spec.get("timeout"))
     if seconds is not None:
         config[timeout_key] = seconds
@@ -247,6 +223,37 @@ def _server(name: str, spec: Any, inputs: dict[str, dict[str, Any]]) -> ClientSe
         description=_text(spec.get("description")), disabled=disabled,
         auto_approve=list(dict.fromkeys(auto_approve)), variables=_references(config, inputs), notes=notes,
     )
+
+
+def _install(spec: dict[str, Any], notes: list[str]) -> tuple[Kind, dict[str, Any], str]:
+    """A server definition's kind, its Toolhub config, and the config key its timeout goes to."""
+    type_raw = _text(spec.get("type") or spec.get("transport"))
+    url = _text(spec.get("url")) or _text(spec.get("serverUrl")) or _text(spec.get("httpUrl"))
+    command = _text(spec.get("command"))
+    if command and url and type_raw.lower() != "stdio":
+        # Both: a program that serves HTTP itself. Taking only the URL would aim at a port nothing opened.
+        raise HttpListenerPackage(transport_for(type_raw, url) or type_raw or "http", url, command)
+    if type_raw.lower() == "stdio" or (command and not url):
+        if not command:
+            raise ValueError('type "stdio" without a command')
+        return "LOCAL", _local_config(spec, command, notes), "call_timeout_s"
+    if not url:
+        raise ValueError("neither a command nor a url/serverUrl")
+    transport = transport_for(type_raw, url)
+    if transport is None:
+        raise ValueError(f"unsupported type {type_raw.lower()!r}; accepted: stdio, http, streamable-http, sse")
+    return "REMOTE", {"url": url, "transport": transport,
+                      "headers": _str_dict(spec.get("headers"), "headers")}, "timeout_s"
+
+
+def _local_config(spec: dict[str, Any], command: str, notes: list[str]) -> dict[str, Any]:
+    cmd, args = split_command(command, _str_list(spec.get("args"), "args"))
+    config: dict[str, Any] = {"command": cmd, "args": args, "env": _str_dict(spec.get("env"), "env")}
+    if _text(spec.get("cwd")):
+        config["cwd"] = _text(spec.get("cwd"))
+    if spec.get("envFile"):
+        notes.append("envFile is not read; set its variables in env")
+    return config
 
 
 def _places(config: dict[str, Any]) -> list[tuple[str, str]]:

@@ -72,6 +72,10 @@ class Tool(models.Model):
         max_length=32, blank=True, default="",
         help_text="The MCP revision the server last spoke with Toolhub (its last successful Test, refresh or health "
                   "check): 2026-07-28, or a 2025 revision by the initialize handshake; empty before the first one.")
+    # The screen on what the server tells a model besides its tools (tools_app.services.screening.screen_server):
+    # {status, findings, version, key, instructions, prompts, resources, items, approved_key, approved_items,
+    # approved_by, approved_at}. The server's instructions are kept here for review and passed to no model.
+    server_screen = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

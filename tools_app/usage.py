@@ -60,7 +60,7 @@ def _percentile(ordered: list[int], share: float) -> int | None:
 
 
 def tool_usage(*, tenant: Tenant, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """One row per tool called in the window, most called first (DESIGN §4's `GET /usage/`)."""
+    """One row per tool called in the window, most called first (what `GET /usage/` answers)."""
     names: dict[Any, str] = {}
     calls: Counter[Any] = Counter()
     errors: dict[Any, Counter[str]] = defaultdict(Counter)

@@ -299,14 +299,7 @@ class GatewayApp:
             return
         token = _bearer(scope)
         try:
-            principal = None
-            if token and self.local_cache:
-                # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
-                principal = service.remembered_principal(token=token, tenant_slug=match["slug"],
-                                                         agent_id=match["agent"])
-            if principal is None and token:
-                principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
-                                     agent_id=match["agent"])
+            principal = await self._principal(token, match)
         except NotFound:
             await _drain(receive, scope)
             await _json(send, 404, not_found_body())
@@ -327,6 +320,24 @@ class GatewayApp:
         owner = AccessToken(token=digest, client_id=f"user:{user.pk}/agent:{principal.agent.pk}", scopes=[])
         counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
         scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted}
+        await self._route(scope, receive, send, match, counted)
+
+    async def _principal(self, token: str | None, match: re.Match[str]) -> service.Principal | None:
+        """Who the bearer token acts as for this agent (None: no or no valid token); NotFound for no such agent."""
+        if not token:
+            return None
+        principal = None
+        if self.local_cache:
+            # Nothing to wait for: the loop checks the remembered principal itself (no thread hop).
+            principal = service.remembered_principal(token=token, tenant_slug=match["slug"], agent_id=match["agent"])
+        if principal is None:
+            principal = await db(service.authenticate_remembering, token=token, tenant_slug=match["slug"],
+                                 agent_id=match["agent"])
+        return principal
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str],
+                     counted: dict[str, str]) -> None:
+        """An authenticated request to its transport: streamable HTTP at the agent's URL, legacy SSE under it."""
         rest = (match["rest"] or "/").rstrip("/")
         if rest == "" and self._opens_session(scope):
             await self._admitted(scope, receive, send, counted,

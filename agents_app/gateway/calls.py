@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -16,6 +17,7 @@ from agents_app.gateway.oauth import usage as oauth_usage
 from agents_app.gateway.principal import Principal
 from agents_app.runtime.toolset import qualify
 from core.codes import ApiCode, Reason
+from core.errors import DomainError
 from core.secrets import scrub_text
 from core.throttle import take as take_throttle
 from tenants_app.models import Tenant
@@ -29,7 +31,9 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.mcp.client_requests import ClientRequests
+from tools_app.runtime.mcp.discovery import RESULT_META
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.screen.results import META_KEY
 from tools_app.services import oauth
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
 from tools_app.services.audit import through_client
@@ -70,8 +74,51 @@ def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                   *, base_url: str = "") -> CallOutcome:
     with through_client(principal.client):
         outcome = _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
+    _after(principal, outcome)
     oauth_usage.note_use(principal.token_id, principal.expires_at)
     return outcome
+
+
+# --- after a flagged result -----------------------------------------------------------------------
+# A gateway client's transcript is not Toolhub's to read (chat's guard reads its own: agents_app.runtime.loop), so
+# a flagged result marks the caller (tenant, user, agent) in the shared cache: while the mark stands, the tenant's
+# `approve_after_flagged_result` holds the next consequential (not READ_ONLY) call for a person even where its
+# link would not. A consequential call run after a person approved it lifts the mark; so does FLAGGED_TTL_S.
+FLAGGED_TTL_S = 3600
+AFTER_FLAGGED = ("held because an earlier result of this session carried text aimed at the model (the screen "
+                 "flagged it); a person confirms this call was asked for")
+
+
+def _flag_key(principal: Principal) -> str:
+    return f"toolhub:gw-flagged:{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
+
+
+def _guard_on(principal: Principal) -> bool:
+    """The tenant's setting, read from the row (the principal's tenant may be a remembered copy)."""
+    return bool(Tenant.objects.filter(pk=principal.tenant.pk).values_list("approve_after_flagged_result",
+                                                                          flat=True).first())
+
+
+def after_flagged(principal: Principal) -> bool:
+    """A flagged result was answered to this caller and no consequential call has been approved since."""
+    return bool(cache.get(_flag_key(principal))) and _guard_on(principal)
+
+
+def _flagged(result: ToolResult) -> bool:
+    return bool((result.meta.get(META_KEY) or {}).get("flagged"))
+
+
+def _after(principal: Principal, outcome: CallOutcome) -> None:
+    """Mark the caller after a flagged result; lift the mark once a consequential call ran with an approval."""
+    if outcome.held or outcome.result.error_code == codes.APPROVAL_REQUIRED:
+        return
+    ran_approved = outcome.approval_id is not None and outcome.function is not None and \
+        not outcome.function.read_only
+    if _flagged(outcome.result):
+        if _guard_on(principal):
+            cache.set(_flag_key(principal), 1, FLAGGED_TTL_S)
+    elif ran_approved:
+        cache.delete(_flag_key(principal))
 
 
 def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
@@ -95,14 +142,15 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
             Reason.VIEWER_MAY_NOT_CALL,
             f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
     target = fn.function
-    if target.needs_approval:
+    guarded = not target.needs_approval and not fn.read_only and after_flagged(principal)
+    if target.needs_approval or guarded:
         delivered = _collect_approved(principal, fn, arguments)
         if delivered is not None:
             return delivered
         pending = _pending_same(principal, fn, arguments)
         if pending is not None:
             return pending
-        held = _hold(principal, fn, arguments)
+        held = _hold(principal, fn, arguments, summary=AFTER_FLAGGED if guarded else "")
         if held is not None:
             return held
     done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
@@ -139,7 +187,8 @@ def _unlisted(principal: Principal, name: str) -> ToolResult | None:
     return None
 
 
-def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) -> CallOutcome | None:
+def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any], *, summary: str = ""
+          ) -> CallOutcome | None:
     """Hold a valid call for a person; None when invoke would refuse it anyway (it then reports why).
 
     The toolset's rule (which includes the agent link's flag) decides here, so a call is held even when
@@ -153,7 +202,7 @@ def _hold(principal: Principal, fn: GatewayFunction, arguments: dict[str, Any]) 
         return None
     approval = approval_request(tenant=principal.tenant, actor=principal.user, tool=tool,
                                 function=fn.function.function, arguments=arguments, agent=principal.agent,
-                                via=ApprovalVia.GATEWAY)
+                                via=ApprovalVia.GATEWAY, summary=summary)
     return CallOutcome(ToolResult.fail(codes.APPROVAL_REQUIRED, approval.tool_call.error),
                        call_id=approval.tool_call_id, approval_id=approval.pk, function=fn, arguments=arguments)
 
@@ -241,8 +290,13 @@ def _result_of(run: ToolCall) -> ToolResult:
             data = json.loads(run.result_excerpt)
         except ValueError:
             data = None
+    # The run's screen markers (its audit row keeps them) travel with it as with a result answered at once.
+    meta: dict[str, Any] = {HANDED_OVER: True}
+    if run.result_flags:
+        flag = {META_KEY: {"flagged": True, "markers": list(run.result_flags)}}
+        meta.update(flag, **{RESULT_META: flag})
     return ToolResult.ok(data=data if isinstance(data, dict) else None, text=run.result_excerpt,
-                         content=content or None, **{HANDED_OVER: True})
+                         content=content or None, **meta)
 
 
 def decided_in_toolhub_only(principal: Principal) -> bool:
@@ -258,7 +312,10 @@ def decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool)
     None, deciding nothing, when the tenant has since ruled that gateway approvals are decided only in Toolhub.
     """
     with through_client(principal.client):
-        return _decide_and_run(principal, outcome, approve=approve)
+        decided = _decide_and_run(principal, outcome, approve=approve)
+    if decided is not None:
+        _after(principal, decided)
+    return decided
 
 
 def _decide_and_run(principal: Principal, outcome: CallOutcome, *, approve: bool) -> CallOutcome | None:
@@ -286,12 +343,14 @@ def self_approval_allowed(principal: Principal, approval_id: int) -> bool:
     return allowed
 
 
-class Refusal(Exception):
-    """A typed refusal of a gateway request (the server answers it as a JSON-RPC error whose data carries `code`)."""
+class Refusal(DomainError):
+    """A typed refusal of a gateway request: the house's DomainError, its code chosen per refusal (throttled,
+    permission_denied, approval_required, upstream_error). The server answers it as a JSON-RPC error whose data
+    carries `code` and the details, as the API's error body does."""
 
-    def __init__(self, code: str, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.code, self.message, self.details = code, message, details
+    def __init__(self, code: ApiCode, message: str, **details: Any) -> None:
+        super().__init__(message, details=details)
+        self.code = code
 
 
 def throttle(principal: Principal) -> None:

@@ -24,6 +24,7 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
+from tools_app.services import screening
 from tools_app.services.approvals import needs_approval
 from tools_app.services.audit import audit, through_client
 
@@ -115,9 +116,9 @@ def list_prompts(principal: Principal) -> list[dict[str, Any]]:
 
     prompts = []
     for tool, listed in _from_each(principal, op):
-        for prompt in listed.prompts:
-            item = _dump(prompt, secret_values(tool.type, tool.config))
-            item["name"] = qualify(tool.name, prompt.name)
+        items = [_dump(prompt, secret_values(tool.type, tool.config)) for prompt in listed.prompts]
+        for item in screening.offered_items(tool, "prompts", items):  # held by the screen: not offered
+            item["name"] = qualify(tool.name, item["name"])
             prompts.append(item)
     return prompts
 
@@ -130,8 +131,29 @@ def _split(principal: Principal, qualified: str) -> tuple[Tool, str]:
     raise NotFound()
 
 
+def _held(principal: Principal, tool: Tool, kind: str, key: str, value: str) -> bool:
+    """The prompt or resource named is one the screen holds (left out of the listing): a client that asks for it
+    by name anyway is told it does not exist. Looked up in the server's listing now (a get or read is rare)."""
+    if screening.policy_of(principal.tenant) != screening.HOLD:
+        return False
+
+    async def op(session: Any) -> Any:
+        return await (session.list_prompts() if kind == "prompts" else session.list_resources())
+
+    try:
+        listed = adapters.pool().session_request(adapters.server_spec(tool, principal.user), op)
+    except Exception:  # noqa: BLE001 - no listing, nothing the screen could hold
+        return False
+    secrets = secret_values(tool.type, tool.config)
+    items = [_dump(item, secrets) for item in getattr(listed, kind)]
+    named = [item for item in items if str(item.get(key)) == value]
+    return bool(named) and not screening.offered_items(tool, kind, named)
+
+
 def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
     tool, original = _split(principal, name)
+    if _held(principal, tool, "prompts", "name", original):
+        raise NotFound()
 
     async def op(session: Any) -> Any:
         return await session.get_prompt(original, arguments or {})
@@ -150,10 +172,10 @@ def list_resources(principal: Principal) -> list[dict[str, Any]]:
 
     resources = []
     for tool, listed in _from_each(principal, op):
-        for resource in listed.resources:
-            item = _dump(resource, secret_values(tool.type, tool.config))
-            item["uri"] = _resource_uri(tool, str(resource.uri))
-            item["name"] = qualify(tool.name, resource.name)
+        items = [_dump(resource, secret_values(tool.type, tool.config)) for resource in listed.resources]
+        for item in screening.offered_items(tool, "resources", items):  # held by the screen: not offered
+            item["uri"] = _resource_uri(tool, str(item["uri"]))
+            item["name"] = qualify(tool.name, item["name"])
             resources.append(item)
     return resources
 
@@ -167,6 +189,8 @@ def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
     if tool is None:
         raise NotFound()
     original = unquote(encoded)
+    if _held(principal, tool, "resources", "uri", original):
+        raise NotFound()
 
     async def op(session: Any) -> Any:
         return await session.read_resource(original)

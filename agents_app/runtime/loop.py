@@ -28,7 +28,7 @@ from core import tracing
 from core.codes import ApiCode, Reason, ResultCode
 from tools_app.runtime.approval_policy import approval_warning
 from tools_app.runtime.errors import InvalidParams
-from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, REFUSED, ToolResult
+from tools_app.runtime.result import DENIED, EXECUTION_ERROR, INVALID_PARAMS, REFUSED, ToolResult
 from tools_app.runtime.schemas import canonical_json, validate_arguments
 from tools_app.runtime.screen import strip_invisible
 from tools_app.runtime.screen.results import NOTICE_PREFIX, markers_of, notice
@@ -39,9 +39,8 @@ Execute = Callable[[ToolsetFunction, dict[str, Any], str], ToolResult]
 Screen = Callable[[ToolsetFunction, dict[str, Any]], tuple[str | None, str]]
 Decision = Literal["approved", "denied"]
 
-DENIED = "DENIED"
 MAX_PARALLEL_CALLS = 8
-DENIED_TEXT = "Error (DENIED): this call was refused by a human reviewer. Do not retry it unless the user asks."
+DENIED_TEXT = f"Error ({DENIED}): this call was refused by a human reviewer. Do not retry it unless the user asks."
 
 # The transcript helpers are part of the loop's public surface for the Django side.
 __all__ = [

@@ -353,42 +353,56 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
     print(f"faults under load ({users} users, one every {gap}s; load average {os.getloadavg()[0]:.2f}):")
     for i, (name, at, first_line, what, back_at) in enumerate(marks):
         until = marks[i + 1][1] if i + 1 < len(marks) else phase_end
-        window = [e for e in events if at <= e[0] < until]
-        failures = [e for e in window if e[2] != "ok"]
-        by_class: dict[str, int] = {}
-        for e in failures:
-            by_class[e[2]] = by_class.get(e[2], 0) + 1
-        last_fail = max((e[0] for e in failures), default=None)
-        ok_after = [e for e in window if last_fail is not None and e[0] > last_fail and e[2] == "ok"]
-        recovered = last_fail is None or (ok_after and until - last_fail >= 2)
-        recovery = 0.0 if last_fail is None else last_fail - at
         last_line = marks[i + 1][2] if i + 1 < len(marks) else len(ids)
-        lost = audit_rows_missing_ids(ids[first_line:last_line])
-        untyped = sum(n for c, n in by_class.items() if c.startswith(("untyped", "timeout")) or "no Retry-After" in c)
-        slowest = max((e[3] for e in window), default=0.0)
-        classes = ", ".join(f"{c} {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])) or "none"
-        recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
-        after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
-        # A request sent after the kill (answer time minus latency) was not in flight when the process died.
-        sent_after = sum(1 for e in failures if e[0] - e[3] / 1000 > at + 0.05)
-        slow = sum(1 for e in window if e[3] > SLOW_MS)
         print(f"  {name}: {what}")
-        print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
-              f"recovered {recovery_text}; slowest answer "
-              f"{slowest / 1000:.1f}s; audit rows lost: {lost} of {last_line - first_line} completed invokes")
-        print(f"    failures later than 0.5s after the fault was over: {after_back}; failures of requests sent after "
-              f"the fault began (not in flight; for a kill the goal is 0): {sent_after}; answers slower than "
-              f"{SLOW_MS / 1000:.0f}s: {slow}")
-        report[name] = {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
-                        "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
-                        "failed_after_back": after_back, "failed_sent_after_fault": sent_after,
-                        "slower_than_10s": slow}
+        report[name] = fault_report([e for e in events if at <= e[0] < until], at=at, until=until, back_at=back_at,
+                                    lost=audit_rows_missing_ids(ids[first_line:last_line]),
+                                    completed=last_line - first_line)
     gw_ok = sum(1 for e in events if e[1] == "MCP tools/call" and e[2] == "ok")
     gw_rows = gateway_rows_ok(phase_start, phase_end)
     print(f"  gateway tools/call answered ok: {gw_ok}; gateway audit rows (ok) in the phase: {gw_rows} "
           f"({'none lost' if gw_rows >= gw_ok else f'{gw_ok - gw_rows} LOST'})")
     report["gateway_audit_lost"] = max(0, gw_ok - gw_rows)
     return report
+
+
+Event = tuple[float, str, str, float]  # (answered at, request name, outcome class or "ok", latency ms)
+
+
+def recovery_of(window: list[Event], failures: list[Event], *, at: float, until: float) -> tuple[bool, float]:
+    """(recovered, seconds from the fault to the last failure after which everything succeeded)."""
+    last_fail = max((e[0] for e in failures), default=None)
+    if last_fail is None:
+        return True, 0.0
+    ok_after = [e for e in window if e[0] > last_fail and e[2] == "ok"]
+    return bool(ok_after) and until - last_fail >= 2, last_fail - at
+
+
+def fault_report(window: list[Event], *, at: float, until: float, back_at: float, lost: int,
+                 completed: int) -> dict[str, object]:
+    """One fault's window (the events from it to the next fault), printed and as the report's figures."""
+    failures = [e for e in window if e[2] != "ok"]
+    by_class: dict[str, int] = {}
+    for e in failures:
+        by_class[e[2]] = by_class.get(e[2], 0) + 1
+    recovered, recovery = recovery_of(window, failures, at=at, until=until)
+    untyped = sum(n for c, n in by_class.items() if c.startswith(("untyped", "timeout")) or "no Retry-After" in c)
+    slowest = max((e[3] for e in window), default=0.0)
+    classes = ", ".join(f"{c} {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])) or "none"
+    recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
+    after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
+    # A request sent after the kill (answer time minus latency) was not in flight when the process died.
+    sent_after = sum(1 for e in failures if e[0] - e[3] / 1000 > at + 0.05)
+    slow = sum(1 for e in window if e[3] > SLOW_MS)
+    print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
+          f"recovered {recovery_text}; slowest answer "
+          f"{slowest / 1000:.1f}s; audit rows lost: {lost} of {completed} completed invokes")
+    print(f"    failures later than 0.5s after the fault was over: {after_back}; failures of requests sent after "
+          f"the fault began (not in flight; for a kill the goal is 0): {sent_after}; answers slower than "
+          f"{SLOW_MS / 1000:.0f}s: {slow}")
+    return {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
+            "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
+            "failed_after_back": after_back, "failed_sent_after_fault": sent_after, "slower_than_10s": slow}
 
 
 def audit_rows_missing_ids(ids: list[str]) -> int:

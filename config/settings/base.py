@@ -20,16 +20,24 @@ django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 # Every variable below is read through core.env: typed, checked at startup, listed in docs/configuration.md.
+
+# Where Toolhub keeps its files (SQLite database, dev key file, embedded broker, package store); every default
+# under var/ follows it.
 VAR_DIR = env_path("TOOLHUB_VAR_DIR", BASE_DIR / "var")
 
 
+# Django's signing key (sessions, CSRF, signed links); production refuses to start without one.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "toolhub-dev-only-not-secret")
+# Django's debug mode (detailed error pages, no static file caching); never in production.
 DEBUG = env_bool("DEBUG", False)
 # The debug page and error reports render no value that may hold a secret (tool configs, decrypted headers,
 # OAuth client secrets in local variables; POST values; the query string), DEBUG or not: core/debug.py.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "core.debug.SecretSafeExceptionReporterFilter"
 DEFAULT_EXCEPTION_REPORTER = "core.debug.SecretSafeExceptionReporter"
+# Host names this deployment answers to (comma-separated); a request for another host gets 400.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+# Origins (scheme://host[:port], comma-separated) whose forms may post to the admin and sign-in pages, e.g.
+# the public HTTPS origin behind a proxy.
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
@@ -92,7 +100,10 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
+        # The database (postgres://... or sqlite:///...); empty: a SQLite file under TOOLHUB_VAR_DIR.
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'toolhub.sqlite3'}"),
+        # Seconds a database connection is kept for the next request (0: closed after each); SQLite keeps its
+        # own for 300 s when unset.
         conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
     )
 }
@@ -179,9 +190,11 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 # WhiteNoise serves from here after collectstatic; core.apps makes the folders settings name (none at import).
 
-# Request bodies are capped (DESIGN §7), and so is their nesting (core.parsers).
+# Request bodies are capped (a larger one is refused with a typed error before it is read), and so is their
+# nesting (core.parsers).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("TOOLHUB_MAX_BODY_BYTES", 2 * 1024 * 1024)
-TOOLHUB_MAX_JSON_DEPTH = env_int("TOOLHUB_MAX_JSON_DEPTH", 1000)
+# Deepest nesting a JSON request body may have; a deeper one is refused before any view runs.
+TOOLHUB_MAX_JSON_DEPTH = env_int("TOOLHUB_MAX_JSON_DEPTH", 512)
 
 # Token -> user and user + tenant -> membership are cached this long (0 = off); any change to them forgets all.
 TOOLHUB_AUTH_CACHE_S = env_int("TOOLHUB_AUTH_CACHE_S", 30)
@@ -213,8 +226,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [],
     "DEFAULT_THROTTLE_RATES": {
+        # Direct invokes per token (DRF rate such as 600/min); past it, 429 with Retry-After.
         "invoke": env_str("TOOLHUB_THROTTLE_INVOKE", "600/min"),
+        # Chat turns per token (DRF rate such as 120/min); past it, 429 with Retry-After.
         "chat": env_str("TOOLHUB_THROTTLE_CHAT", "120/min"),
+        # Tool Tests (a real connection each) per token (DRF rate such as 60/min); past it, 429 with
+        # Retry-After.
         "test": env_str("TOOLHUB_THROTTLE_TEST", "60/min"),
     },
 }
@@ -245,8 +262,12 @@ SPECTACULAR_SETTINGS = {
 
 # Secrets: newest key first; a dev key file is generated when the variable is unset.
 TOOLHUB_SECRET_KEYS = env_list("TOOLHUB_SECRET_KEYS")
+# The generated encryption key used when TOOLHUB_SECRET_KEYS is unset (dev only; production requires the
+# variable).
 TOOLHUB_DEV_KEY_FILE = env_path("TOOLHUB_DEV_KEY_FILE", VAR_DIR / "dev-secret.key")
 
+# Redis for the cache, sessions of the gateway, quota counters, runner placement and Celery results; empty:
+# in-process memory (one process only).
 REDIS_URL = env_str("REDIS_URL", "")
 CACHES = {
     "default": (
@@ -260,8 +281,10 @@ CACHES = {
 # Celery: Redis (or any broker URL) when set, otherwise an embedded filesystem broker under var/,
 # so `make run` needs no server.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+# Where Celery keeps task results; empty: REDIS_URL, or files under var/ with the embedded broker.
 _RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
 CELERY_RESULT_BACKEND = _RESULT_BACKEND or REDIS_URL or None
+# Run Celery tasks inline in the calling process instead of on a worker (tests).
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -280,6 +303,7 @@ if not CELERY_BROKER_URL:
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "tools-health": {
         "task": "tools.check_health",
+        # How often beat checks the health of enabled LOCAL and REMOTE tools (seconds).
         "schedule": env_float("TOOLHUB_HEALTH_INTERVAL_S", 60),
     },
     "market-refresh-due": {
@@ -292,6 +316,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "audit-spool-replay": {
         "task": "tools.replay_audit_spool",
+        # How often beat replays audit rows spooled while the database was away (seconds).
         "schedule": env_float("TOOLHUB_AUDIT_SPOOL_REPLAY_S", 30),
     },
     "oauth-clients-prune": {
@@ -301,18 +326,28 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 
 # Runtime limits and policies.
+
+# Addresses (comma-separated CIDRs) the outbound guard lets tools, HTTP tools and market refreshes reach
+# although private, loopback or link-local; empty: none.
 TOOLHUB_OUTBOUND_ALLOW = env_str("TOOLHUB_OUTBOUND_ALLOW", "")
 try:
     # Checked at startup: a host name where a CIDR belongs would otherwise be a 500 on the first chat.
     parse_allow(TOOLHUB_OUTBOUND_ALLOW)
 except ValueError as _exc:
     raise ImproperlyConfigured(str(_exc)) from None
+# Largest response body an outbound request may read (bytes); a larger one fails the request.
 TOOLHUB_OUTBOUND_MAX_BYTES = env_int("TOOLHUB_OUTBOUND_MAX_BYTES", 5 * 1024 * 1024)
+# Longest an outbound request (REMOTE tools, HTTP tools, OAuth, market) may take (seconds).
 TOOLHUB_OUTBOUND_TIMEOUT_S = env_float("TOOLHUB_OUTBOUND_TIMEOUT_S", 30)
+# Consecutive failed calls or health checks after which a tool is disabled for the cool-down.
 TOOLHUB_BREAKER_THRESHOLD = env_int("TOOLHUB_BREAKER_THRESHOLD", 3)
+# How long a tool the breaker tripped stays disabled (seconds); a success or a config change resets it.
 TOOLHUB_BREAKER_COOLDOWN_S = env_int("TOOLHUB_BREAKER_COOLDOWN_S", 300)
+# A pooled MCP session unused this long is closed (seconds).
 TOOLHUB_POOL_IDLE_TTL_S = env_float("TOOLHUB_POOL_IDLE_TTL_S", 300)
+# Most MCP sessions one tenant may hold open in a process (or runner) at once.
 TOOLHUB_POOL_MAX_PER_TENANT = env_int("TOOLHUB_POOL_MAX_PER_TENANT", 20)
+# Most MCP sessions (and LOCAL child processes) a process (or runner) holds open at once.
 TOOLHUB_POOL_MAX_TOTAL = env_int("TOOLHUB_POOL_MAX_TOTAL", 100)
 # Fair shares of a process's (a runner's) server slots: a tenant holds at most max(1, TOOLHUB_POOL_MAX_TOTAL //
 # (tenants holding slots + 1)) (and TOOLHUB_POOL_MAX_PER_TENANT), a share kept free for a tenant that arrives, and
@@ -321,15 +356,22 @@ TOOLHUB_POOL_FAIR_SHARE = env_bool("TOOLHUB_POOL_FAIR_SHARE", True)
 # Rounds a 2026-07-28 upstream may answer one call with input_required (questions, sampling, roots) before the call
 # fails with input_rounds_exceeded.
 TOOLHUB_MCP_INPUT_ROUNDS = env_int("TOOLHUB_MCP_INPUT_ROUNDS", 10, minimum=1)
+# Characters of a call's result kept in its audit row (the full size is recorded beside it).
 TOOLHUB_AUDIT_RESULT_CHARS = env_int("TOOLHUB_AUDIT_RESULT_CHARS", 2000)
 # Audit rows of calls that ran while the database was away wait here (one JSON file each, already redacted) until
 # replayed (tools_app.services.audit_spool). Every process of one deployment should see the same directory.
 TOOLHUB_AUDIT_SPOOL_DIR = env_path("TOOLHUB_AUDIT_SPOOL_DIR", VAR_DIR / "audit-spool")
 # At most this many spooled rows are replayed after a process's next successful audit write (beat does the rest).
 TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH = env_int("TOOLHUB_AUDIT_SPOOL_REPLAY_BATCH", 50)
+# Where tenant workspaces live (one folder per tenant): the file built-ins' and LOCAL servers' only writable
+# place.
 TOOLHUB_WORKSPACE_ROOT = env_path("TOOLHUB_WORKSPACE_ROOT", BASE_DIR / "workspace")
+# The DATABASES alias the SQL built-ins query, when settings define it; otherwise TOOLHUB_AGENT_SQL_URL.
 TOOLHUB_AGENT_SQL_DB = env_str("TOOLHUB_AGENT_SQL_DB", "agent_sql")
+# The database the SQL built-ins query when no TOOLHUB_AGENT_SQL_DB alias is defined (the demo's records by
+# default).
 TOOLHUB_AGENT_SQL_URL = env_str("TOOLHUB_AGENT_SQL_URL", f"sqlite:///{VAR_DIR / 'agent_demo.sqlite3'}")
+# Tables the SQL built-ins may read (comma-separated) for tenants that set no list of their own.
 TOOLHUB_SQL_ALLOWED_TABLES = env_list("TOOLHUB_SQL_ALLOWED_TABLES", "customers,products,orders")
 # Tool plugins (the `toolhub.tools` entry-point group) offered to tenants: distribution or entry-point names,
 # comma-separated; `*` = every installed plugin, empty = none.
@@ -339,6 +381,7 @@ TOOLHUB_COMMAND_ALLOWLIST = env_list("TOOLHUB_COMMAND_ALLOWLIST")
 # execute_command runs inside bubblewrap (no network, read-only system, the workspace the only writable
 # path). Only the exact value `off` disables it, and startup then logs a WARNING; a missing bwrap fails calls.
 TOOLHUB_COMMAND_SANDBOX = env_str("TOOLHUB_COMMAND_SANDBOX", "on").strip().lower() != "off"
+# The bubblewrap binary execute_command and LOCAL servers run under.
 TOOLHUB_COMMAND_SANDBOX_BWRAP = env_str("TOOLHUB_COMMAND_SANDBOX_BWRAP", "/usr/bin/bwrap")
 # Extra host folders mounted read-only in the sandbox (colon-separated), e.g. /opt/node; their bin/ joins PATH.
 TOOLHUB_COMMAND_SANDBOX_RO_PATHS = [p for p in env_str("TOOLHUB_COMMAND_SANDBOX_RO_PATHS", "").split(":") if p]
@@ -349,6 +392,8 @@ TOOLHUB_LOCAL_SANDBOX = env_str("TOOLHUB_LOCAL_SANDBOX", "on").strip().lower() !
 # Runtimes servers need, mounted read-only at their own paths (colon-separated; files or folders): this Python (its
 # installation and virtualenv) always; add e.g. /opt/node, a uv tools folder, a venv holding MCP server packages.
 TOOLHUB_LOCAL_SANDBOX_RO_PATHS = list(dict.fromkeys(
+    # Extra runtimes LOCAL servers need, mounted read-only at their own paths (colon-separated): this Python
+    # always; add e.g. /opt/node, a uv tools folder.
     [sys.base_prefix, sys.prefix] + [p for p in env_str("TOOLHUB_LOCAL_SANDBOX_RO_PATHS", "").split(":") if p]
 ))
 # Tenant N's servers run as uid BASE + N inside their sandbox.
@@ -358,7 +403,10 @@ TOOLHUB_LOCAL_SANDBOX_UID_BASE = env_int("TOOLHUB_LOCAL_SANDBOX_UID_BASE", 10000
 # tenant's `local_memory_mb` overrides it. An address-space cap per server process only when set (0 = none): Node
 # reserves ~10 GiB of address space per WebAssembly memory, so a cap that fits memory breaks Node servers.
 TOOLHUB_LOCAL_SANDBOX_PROCESS_MB = env_int("TOOLHUB_LOCAL_SANDBOX_PROCESS_MB", 0)
+# Memory all of one tenant's sandboxed processes may use together (MiB), where a cgroup is available.
 TOOLHUB_SANDBOX_TENANT_MEMORY_MB = env_int("TOOLHUB_SANDBOX_TENANT_MEMORY_MB", 4096)
+# A writable (on cgroup v2, delegated) cgroup under which each tenant's sandboxed processes get their own;
+# empty: Toolhub's own v1 memory cgroup if writable.
 TOOLHUB_SANDBOX_CGROUP = env_str("TOOLHUB_SANDBOX_CGROUP", "") or None
 # Who may register LOCAL commands: `any` (every tenant admin; sandboxed), `approved` (tenant admins only the
 # operator's list below or entries of global market sources; superusers anything), `off` (superusers only).
@@ -388,7 +436,10 @@ TOOLHUB_PACKAGE_RETRY_S = env_int("TOOLHUB_PACKAGE_RETRY_S", 60)
 # runner in the whole deployment. `redis`: runners announce themselves in REDIS_URL and web processes and workers
 # call them over HTTP with TOOLHUB_RUNNER_SECRET; empty (default, `make run`, tests): servers run in each process.
 TOOLHUB_RUNNERS = env_choice("TOOLHUB_RUNNERS", "", ("", "redis"))
+# The shared secret web processes and workers call runners with (required with TOOLHUB_RUNNERS=redis).
 TOOLHUB_RUNNER_SECRET = env_str("TOOLHUB_RUNNER_SECRET", "")
+# A runner that has not announced itself for this long is taken for dead and its servers start elsewhere
+# (seconds).
 TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
 # How often a runner renews its announcement, in seconds; 0: a third of TOOLHUB_RUNNER_TTL_S. Below the TTL: a runner
 # starved for longer than TTL minus this counts as gone (a dead runner is noticed sooner, by its refused connection).
@@ -400,40 +451,56 @@ TOOLHUB_QUOTA_PREFIX = env_str("TOOLHUB_QUOTA_PREFIX", "toolhub:quota:")
 # The audit stream (tools_app.services.audit_stream, docs/operators.md): where `manage.py toolhub_audit_ship` sends
 # every call's audit record (file:/path, syslog://host:port, syslog+tcp://host:port, http(s)://...); empty: off.
 TOOLHUB_AUDIT_STREAM = env_str("TOOLHUB_AUDIT_STREAM", "")
+# HTTP audit-stream sinks: sent as a Bearer token.
 TOOLHUB_AUDIT_STREAM_TOKEN = env_str("TOOLHUB_AUDIT_STREAM_TOKEN", "")  # HTTP sinks: sent as a Bearer token
+# Audit records `toolhub_audit_ship` sends per batch.
 TOOLHUB_AUDIT_STREAM_BATCH = env_int("TOOLHUB_AUDIT_STREAM_BATCH", 500)
+# How long `toolhub_audit_ship` waits for new audit records when it has sent everything (seconds).
 TOOLHUB_AUDIT_STREAM_INTERVAL_S = env_float("TOOLHUB_AUDIT_STREAM_INTERVAL_S", 2.0)
 # Tool search (agents_app.gateway.search): an agent's `auto` turns it on from this many functions; with it on,
 # tools/list shows this many of the agent's most used functions beside search_functions and call.
 TOOLHUB_TOOL_SEARCH_AUTO_FROM = env_int("TOOLHUB_TOOL_SEARCH_AUTO_FROM", 40)
+# With tool search on, how many of the agent's most used functions tools/list shows beside search_functions
+# and call.
 TOOLHUB_TOOL_SEARCH_PINNED = env_int("TOOLHUB_TOOL_SEARCH_PINNED", 5)
 if TOOLHUB_RUNNERS and not (REDIS_URL and TOOLHUB_RUNNER_SECRET):
     raise ImproperlyConfigured("TOOLHUB_RUNNERS=redis needs REDIS_URL and TOOLHUB_RUNNER_SECRET")
 # Rediscover an MCP tool's functions in the background after it is created or its config changes.
 TOOLHUB_DISCOVER_ON_SAVE = env_bool("TOOLHUB_DISCOVER_ON_SAVE", True)
 TOOLHUB_HEALTH_INTERVAL_S = env_int("TOOLHUB_HEALTH_INTERVAL_S", 60)
+# Tools one health sweep checks at once.
 TOOLHUB_HEALTH_CONCURRENCY = env_int("TOOLHUB_HEALTH_CONCURRENCY", 16)
+# Largest market catalog a refresh may download (bytes).
 TOOLHUB_MARKET_MAX_BYTES = env_int("TOOLHUB_MARKET_MAX_BYTES", 5 * 1024 * 1024)
+# Longest one market catalog download may take (seconds).
 TOOLHUB_MARKET_TIMEOUT_S = env_float("TOOLHUB_MARKET_TIMEOUT_S", 30)
+# One refresh of a source at a time: a refresh holds the source this long at most (seconds) before another may
+# start.
 TOOLHUB_MARKET_REFRESH_LEASE_S = env_int("TOOLHUB_MARKET_REFRESH_LEASE_S", 600)
+# A pending approval nobody decided expires after this long (seconds).
 TOOLHUB_APPROVAL_TTL_S = env_int("TOOLHUB_APPROVAL_TTL_S", 3600)
+# Characters of a tool result the chat sends to the model (the rest is cut, saying so).
 TOOLHUB_TOOL_RESULT_CHARS = env_int("TOOLHUB_TOOL_RESULT_CHARS", 8000)
 # Chat: the model call timeout; the demo model (`make run` starts it when set empty) is fixed rules, not an AI.
 TOOLHUB_MODEL_TIMEOUT_S = env_float("TOOLHUB_MODEL_TIMEOUT_S", 60)
+# The demo model's OpenAI-compatible URL (`make run` starts it and sets this); chat uses it for agents without
+# a model.
 TOOLHUB_DEMO_MODEL_URL = env_str("TOOLHUB_DEMO_MODEL_URL", "")
 # The demo catalog URL and seed (`make run`); production turns it off whatever the environment says.
 TOOLHUB_DEMO_ENABLED = env_bool("TOOLHUB_DEMO", True)
 
-def _networks(name: str, default: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+def _networks(name: str, items: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     try:
-        return [ipaddress.ip_network(item, strict=False) for item in env_list(name, default)]
+        return [ipaddress.ip_network(item, strict=False) for item in items]
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}: {exc}; expected comma-separated CIDRs such as 10.0.0.0/8,::1") from None
 
 
 # GET /metrics: a Bearer token, or a client address in the allowlist (default: this machine only).
 TOOLHUB_METRICS_TOKEN = env_str("TOOLHUB_METRICS_TOKEN", "")
-TOOLHUB_METRICS_ALLOW = _networks("TOOLHUB_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+# Client addresses (comma-separated CIDRs) that may read GET /metrics without the token.
+_METRICS_ALLOW = env_list("TOOLHUB_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+TOOLHUB_METRICS_ALLOW = _networks("TOOLHUB_METRICS_ALLOW", _METRICS_ALLOW)
 
 # Logs: one JSON object per line with request_id and call_id (TOOLHUB_LOG_FORMAT=text for a terminal).
 TOOLHUB_LOG_FORMAT = env_choice("TOOLHUB_LOG_FORMAT", "json", ("json", "text"))
@@ -454,6 +521,7 @@ LOGGING = {
             "formatter": "text" if TOOLHUB_LOG_FORMAT == "text" else "json",
         }
     },
+    # The root log level.
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))},
     # HTTP client libraries log full request URLs at INFO; an HTTP tool's URL may carry a secret.
     # oauthlib and django-oauth-toolkit log request bodies and redirect URLs (codes, tokens) at DEBUG.
@@ -466,20 +534,28 @@ LOGGING = {
 # answer must reach the process that asked. TOOLHUB_MCP_STATELESS=1 drops sessions altogether (no GET
 # stream, so no pushed list_changed; approvals always answer with the pending approval id).
 TOOLHUB_MCP_STATELESS = env_bool("TOOLHUB_MCP_STATELESS", False)
+# How often the gateway checks whether an agent's functions changed, to push list_changed to open sessions
+# (seconds).
 TOOLHUB_MCP_WATCH_S = env_float("TOOLHUB_MCP_WATCH_S", 2)
 # A session nobody used for TOOLHUB_MCP_SESSION_IDLE_S ends and stops counting under the caps below.
 TOOLHUB_MCP_SESSION_IDLE_S = env_float("TOOLHUB_MCP_SESSION_IDLE_S", 900)
+# How long the gateway waits for a client's answer to an elicitation (an approval asked of the user)
+# (seconds).
 TOOLHUB_MCP_ELICIT_TIMEOUT_S = env_float("TOOLHUB_MCP_ELICIT_TIMEOUT_S", 300)
 # Open sessions (streamable HTTP and SSE) one API token, and one member of a tenant, may hold at once. At a
 # cap the least recently used session is closed to make room (never a lock-out: clients that reconnect or
 # crash leave sessions behind); a use is noted at most once per TOOLHUB_MCP_SESSION_TOUCH_S per process.
 TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN", 64)
+# Open gateway sessions one member of a tenant may hold at once (the least recently used is closed at the
+# cap).
 TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = env_int("TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER", 128)
+# A session's use is noted at most once per this long per process (seconds).
 TOOLHUB_MCP_SESSION_TOUCH_S = env_float("TOOLHUB_MCP_SESSION_TOUCH_S", 30)
 # MCP 2026-07-28 clients hold no session: what a call needs between its rounds (an approval asked as an input
 # request) rides in requestState, sealed with keys derived from these (default: TOOLHUB_SECRET_KEYS; newest
 # first, every one opens) so every web process verifies it; it expires after the TTL.
 TOOLHUB_MCP_REQUEST_STATE_KEYS = env_list("TOOLHUB_MCP_REQUEST_STATE_KEYS")
+# A sealed requestState of a 2026-07-28 client expires after this long (seconds).
 TOOLHUB_MCP_REQUEST_STATE_TTL_S = env_float("TOOLHUB_MCP_REQUEST_STATE_TTL_S", 900)
 # The ttlMs of tools/list, prompts/list and resources/list for 2026-07-28 clients (cacheScope private); a
 # listening client (subscriptions/listen) hears a change sooner.
@@ -488,7 +564,9 @@ TOOLHUB_MCP_LIST_TTL_MS = env_int("TOOLHUB_MCP_LIST_TTL_MS", 30000)
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.
 TOOLHUB_INTENT_THRESHOLD = env_float("TOOLHUB_INTENT_THRESHOLD", 0.35)
+# Intents scoring within this margin of the best one all contribute their functions.
 TOOLHUB_INTENT_MARGIN = env_float("TOOLHUB_INTENT_MARGIN", 0.1)
+# Most functions offered to a model in one turn (the fallback toolset is capped at it).
 TOOLHUB_MODEL_TOOL_LIMIT = env_int("TOOLHUB_MODEL_TOOL_LIMIT", 128)
 # A warm intent router re-reads its tree signature after a local write, or this often for other processes'.
 TOOLHUB_INTENT_RECHECK_S = env_float("TOOLHUB_INTENT_RECHECK_S", 2)

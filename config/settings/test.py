@@ -83,4 +83,7 @@ TOOLHUB_LOCAL_SANDBOX_RO_PATHS = [*TOOLHUB_LOCAL_SANDBOX_RO_PATHS, str(BASE_DIR 
 # Package installs reach the real registries: only the tests of the package store ask for them (at first use, or
 # with this setting on). One store for every run, so a package@version installs once on this machine.
 TOOLHUB_PACKAGE_INSTALL_ON_SAVE = False
-TOOLHUB_PACKAGE_STORE = str(VAR_DIR / "test-packages")
+# One store per Python minor version: a PyPI server's venv runs on the interpreter that made it, and the sandbox mounts
+# only the running one (CI runs the suite on 3.11, then on 3.13).
+TOOLHUB_PACKAGE_STORE = str(VAR_DIR / ("test-packages" if sys.version_info[:2] == (3, 11)
+                                       else f"test-packages-py{sys.version_info[0]}.{sys.version_info[1]}"))

@@ -296,19 +296,7 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, _MarketEntryAdmin):
 
     @admin.display(description="Install")
     def install_summary(self, obj: MarketEntry) -> str:
-        install = obj.install or {}
-        if obj.kind == "REMOTE":
-            rows = [("URL", install.get("url") or "-"), ("Transport", install.get("transport") or "streamable_http")]
-            fixed = install.get("headers") or {}
-        else:
-            args = " ".join(str(a) for a in install.get("args") or [])
-            rows = [("Command", f"{install.get('command') or ''} {args}".strip() or "-")]
-            if install.get("cwd"):
-                rows.append(("Working directory", install["cwd"]))
-            fixed = install.get("env") or {}
-        label = "Headers" if obj.kind == "REMOTE" else "Environment"
-        if fixed:
-            rows.append((label, ", ".join(sorted(str(k) for k in fixed))))
+        rows = services.install_kind(obj.kind).summary(obj.install or {})
         return format_html('<dl class="toolhub-install">{}</dl>', format_html_join(
             "", "<dt>{}</dt><dd><code>{}</code></dd>", rows))
 
@@ -411,28 +399,38 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, _MarketEntryAdmin):
             self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
             return done
         if request.POST.get("confirm") == "yes" and not missing:
-            try:
-                updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
-                                                      env=given["env"], headers=given["headers"])
-            except DomainError as exc:
-                self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
-                return done
-            note = f" {updated.message}" if updated.message else ""
-            self.message_user(request, f"Updated {tool.name} to the current {entry.name} (config version "
-                                       f"{updated.tool.config_version}); your values were kept.{note}")
+            self._apply_update(request, entry, tool, given)
             return done
-        declared = {(what, v["name"]): v for what, rows in (("env", entry.required_env),
-                                                           ("headers", entry.required_headers)) for v in rows}
-        asked = [{"field": f"{what}__{name}", "label": f"{name} ({'header' if what == 'headers' else 'env'})",
-                  "secret": bool(declared.get((what, name), {}).get("is_secret", True)),
-                  "description": str(declared.get((what, name), {}).get("description") or "")}
-                 for what, names in missing.items() for name in names]
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": f"Update {tool.name} "
-                   f"from the market", "entry": entry, "tool": tool, "plan": plan, "asked": asked, "back": back,
+                   f"from the market", "entry": entry, "tool": tool, "plan": plan,
+                   "asked": self._asked(entry, missing), "back": back,
                    # Plain values typed so far ride along to the Apply step; a secret is never written into the page.
                    "typed": {k: v for k, v in request.POST.items()
                              if k.startswith(("env__", "headers__")) and v and not self._secret_field(entry, k)}}
         return TemplateResponse(request, "admin/market_app/marketentry/update_confirm.html", context)
+
+    def _apply_update(self, request: HttpRequest, entry: MarketEntry, tool: Tool,
+                      given: dict[str, dict[str, str]]) -> None:
+        """The confirmed update, said in a message either way."""
+        try:
+            updated = services.tool_market_update(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                                  env=given["env"], headers=given["headers"])
+        except DomainError as exc:
+            self.message_user(request, f"Update of {tool.name}: {exc.message}", messages.ERROR)
+            return
+        note = f" {updated.message}" if updated.message else ""
+        self.message_user(request, f"Updated {tool.name} to the current {entry.name} (config version "
+                                   f"{updated.tool.config_version}); your values were kept.{note}")
+
+    @staticmethod
+    def _asked(entry: MarketEntry, missing: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """The form fields for the values the update still needs, as the entry declares them."""
+        declared = {(what, v["name"]): v for what, rows in (("env", entry.required_env),
+                                                           ("headers", entry.required_headers)) for v in rows}
+        return [{"field": f"{what}__{name}", "label": f"{name} ({'header' if what == 'headers' else 'env'})",
+                 "secret": bool(declared.get((what, name), {}).get("is_secret", True)),
+                 "description": str(declared.get((what, name), {}).get("description") or "")}
+                for what, names in missing.items() for name in names]
 
     @staticmethod
     def _secret_field(entry: MarketEntry, field: str) -> bool:

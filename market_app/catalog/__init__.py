@@ -1,4 +1,4 @@
-"""Django-free market catalogs: types, format parsers and the guarded fetcher (DESIGN §3, §4, §5)."""
+"""Django-free market catalogs: types, format parsers and the fetcher (through the outbound guard)."""
 
 from pathlib import Path
 

@@ -254,26 +254,36 @@ def _arguments(raw: Any, what: str, *, as_written: bool = False) -> tuple[list[s
     for index, spec in enumerate(raw):
         if not isinstance(spec, dict):
             raise ValueError(f"{what} #{index} is not a JSON object")
-        kind = text(spec.get("type")).lower() or "positional"
-        flag = text(spec.get("name"))
-        if kind == "named" and not flag:
-            raise ValueError(f"{what} #{index} is named but has no name")
-        value = text(spec.get("value")) or text(spec.get("default"))
-        secret = bool(spec.get("isSecret"))
-        required = bool(spec.get("isRequired"))
-        if (secret and (value or required)) or (not value and required):
-            var_name = _arg_var_name(kind, flag, spec, index)
-            declared.append(RequiredVar(name=var_name, is_secret=secret, is_required=True,
-                                        description=text(spec.get("description")),
-                                        default=None if secret else (value or None), template_only=True))
-            value = "{" + var_name + "}"
-        elif not value:
-            if kind == "named" and (as_written or _value_follows(flag, raw, index)):
-                argv.append(flag)
-            continue  # optional and nothing to pass: never invent a flag
-        declared += _variables(spec, value, template_only=True)
-        argv += [flag, value] if kind == "named" else [value]
+        more_argv, more_declared = _argument(spec, raw, index, what, as_written=as_written)
+        argv += more_argv
+        declared += more_declared
     return argv, declared
+
+
+def _argument(spec: dict[str, Any], raw: list[Any], index: int, what: str,
+              *, as_written: bool) -> tuple[list[str], list[RequiredVar]]:
+    """One argument of `_arguments` as argv words (none for an optional one without a value) and its variables."""
+    kind = text(spec.get("type")).lower() or "positional"
+    flag = text(spec.get("name"))
+    if kind == "named" and not flag:
+        raise ValueError(f"{what} #{index} is named but has no name")
+    value = text(spec.get("value")) or text(spec.get("default"))
+    secret = bool(spec.get("isSecret"))
+    required = bool(spec.get("isRequired"))
+    declared: list[RequiredVar] = []
+    if (secret and (value or required)) or (not value and required):
+        var_name = _arg_var_name(kind, flag, spec, index)
+        declared.append(RequiredVar(name=var_name, is_secret=secret, is_required=True,
+                                    description=text(spec.get("description")),
+                                    default=None if secret else (value or None), template_only=True))
+        value = "{" + var_name + "}"
+    elif not value:
+        # Optional and nothing to pass: never invent a flag, unless it is a switch or a runner flag whose value
+        # follows.
+        keep = kind == "named" and (as_written or _value_follows(flag, raw, index))
+        return ([flag] if keep else []), []
+    declared += _variables(spec, value, template_only=True)
+    return ([flag, value] if kind == "named" else [value]), declared
 
 
 # Runner flags that take the next argument as their value: a publisher may write `-e` with no value and the
@@ -343,13 +353,10 @@ def _passed_through(env_vars: list[RequiredVar], line: list[str]) -> list[str]:
     return out
 
 
-def _package(pkg: Any, skipped: list[str]) -> Mapped:
-    if not isinstance(pkg, dict):
-        raise ValueError("not a JSON object")
+def _package_kind(pkg: dict[str, Any], ident: str) -> str:
+    """The package's registry type (a runner Toolhub knows); a package that listens on HTTP is refused as such."""
     rtype = text(pkg.get("registryType") or pkg.get("registryName")).lower()
     rtype = REGISTRY_ALIASES.get(rtype, rtype)
-    ident = text(pkg.get("identifier") or pkg.get("packageName") or pkg.get("name"))
-    version = text(pkg.get("version"))
     raw_transport = pkg.get("transport")
     transport: dict[str, Any] = raw_transport if isinstance(raw_transport, dict) else {}
     ttype = text(transport.get("type") or pkg.get("transportType")).lower() or "stdio"
@@ -362,10 +369,32 @@ def _package(pkg: Any, skipped: list[str]) -> Mapped:
                          f"(supported: {', '.join(SUPPORTED_PACKAGES)})")
     if not ident:
         raise ValueError("package without an identifier")
+    return rtype
+
+
+def _as_written(head: list[str], runtime_args: list[str], at: int) -> tuple[list[str], str, list[str]]:
+    """The runner line when the publisher wrote the runner's whole argument list, package reference included:
+    (the arguments before the reference with the runner's own switches added, the reference, those after it)."""
+    ref, before, trailing = runtime_args[at], runtime_args[:at], runtime_args[at + 1:]
+    lead = 1 if head[:1] == ["run"] else 0
+    if lead and before[:1] != ["run"]:
+        before.insert(0, "run")
+    for switch in reversed(head[lead:]):
+        twins = {"-i": "--interactive", "-y": "--yes"}
+        if switch not in before and twins.get(switch) not in before:
+            before.insert(lead, switch)
+    return before, ref, trailing
+
+
+def _package(pkg: Any, skipped: list[str]) -> Mapped:
+    if not isinstance(pkg, dict):
+        raise ValueError("not a JSON object")
+    ident = text(pkg.get("identifier") or pkg.get("packageName") or pkg.get("name"))
+    rtype = _package_kind(pkg, ident)
     default_runner, hinted = RUNNERS[rtype]
     command, head = hinted.get(text(pkg.get("runtimeHint")).lower(), default_runner)
     head = list(head)
-    ref = _reference(rtype, ident, version)
+    ref = _reference(rtype, ident, text(pkg.get("version")))
     env_kept, env_vars = _inputs(pkg.get("environmentVariables"), "environmentVariables", skipped)
     raw_runtime = pkg.get("runtimeArguments")
     base = _base_ref(ident, rtype)
@@ -375,16 +404,8 @@ def _package(pkg: Any, skipped: list[str]) -> Mapped:
     at = next((i for i, a in enumerate(runtime_args) if _is_ref(a, base, rtype)), None) if as_written else None
     trailing: list[str] = []
     if at is not None:
-        # The publisher wrote the runner's whole argument list, package reference included.
-        ref, before, trailing = runtime_args[at], runtime_args[:at], runtime_args[at + 1:]
-        lead = 1 if head[:1] == ["run"] else 0
-        if lead and before[:1] != ["run"]:
-            before.insert(0, "run")
-        for switch in reversed(head[lead:]):
-            twins = {"-i": "--interactive", "-y": "--yes"}
-            if switch not in before and twins.get(switch) not in before:
-                before.insert(lead, switch)
-        head, runtime_args = before, []
+        head, ref, trailing = _as_written(head, runtime_args, at)
+        runtime_args = []
     else:
         # Drop what the runner line already holds: `run`, its switches, the package itself.
         dupes = set(head) & RUNNER_SWITCHES | {ident, ref}

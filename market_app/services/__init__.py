@@ -1,5 +1,6 @@
 """Market writes: sources, refresh and loading. Each module holds one family; import them from here."""
 
+from market_app.services.kinds import InstallKind, install_kind
 from market_app.services.load import (
     Loaded,
     UpdatePlan,
@@ -28,6 +29,7 @@ from market_app.services.sources import (
 )
 
 __all__ = [
+    "InstallKind",
     "Loaded",
     "RefreshCounts",
     "SourceInput",
@@ -38,6 +40,7 @@ __all__ = [
     "ensure_can_manage",
     "entries_batch_load",
     "entry_load",
+    "install_kind",
     "market_policy",
     "merge_auth_headers",
     "release_lease",

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
 from core.errors import DomainError
-from core.secrets import SECRET_KEY_RE, require_secrets_on_move
 from core.urls import same_origin
 from market_app import selectors
 from market_app.catalog import suggest_tool_name
@@ -18,31 +16,22 @@ from market_app.errors import (
     EntryRemoved,
     MissingVariables,
     NoUpdateAvailable,
-    SecretInArguments,
     UnknownVariables,
 )
-from market_app.models import EntryKind, EntryStatus, MarketEntry
+from market_app.models import EntryStatus, MarketEntry
+from market_app.services.kinds import Values, install_kind
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
-from tools_app import adapters
 from tools_app import selectors as tool_selectors
 from tools_app.configs import mask_config, validate_config
 from tools_app.errors import InvalidConfig, NameTaken
 from tools_app.models import Tool, ToolStatus
-from tools_app.runtime.mcp.oauth import asks_for_oauth
 from tools_app.services import ToolInput, screening, tool_create, tool_update
 
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 SHELL_MESSAGE = (
     "This entry runs a shell command line, which can do anything on the worker: the tool was created "
     "DISABLED. Review its command and arguments, then enable it."
 )
-# Operational settings a user may have tuned; a market update keeps them.
-# The tool's own settings, which no catalog declares: an update keeps them as the admin set them (sampling,
-# elicitation and roots were reset to their defaults by an update until the diff showed them "removed").
-KEPT_ON_UPDATE = {EntryKind.LOCAL: ("cwd", "startup_timeout_s", "call_timeout_s", "version_check", "roots",
-                                    "sampling", "elicitation"),
-                  EntryKind.REMOTE: ("timeout_s", "sampling", "elicitation")}
 MAX_BATCH = 100
 
 
@@ -50,10 +39,6 @@ MAX_BATCH = 100
 class Loaded:
     tool: Tool
     message: str = ""
-
-
-def _substitute(text: str, values: dict[str, str]) -> str:
-    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
 def _resolve(declared: list[dict[str, Any]], given: dict[str, str], defaults: dict[str, str],
@@ -82,13 +67,12 @@ def _resolve(declared: list[dict[str, Any]], given: dict[str, str], defaults: di
     return values, missing
 
 
-def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, str]) -> dict[str, Any]:
-    """The Tool config an entry installs with these values; MissingVariables/UnknownVariables name names."""
+def _values(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, str]) -> Values:
+    """The entry's variables resolved from these values and its defaults; MissingVariables names what is missing."""
     install = entry.install or {}
-    base_env = dict(install.get("env") or {})
-    base_headers = dict(install.get("headers") or {})
-    env_values, env_missing = _resolve(entry.required_env, env, base_env, "env")
-    header_values, header_missing = _resolve(entry.required_headers, headers, base_headers, "headers")
+    env_values, env_missing = _resolve(entry.required_env, env, dict(install.get("env") or {}), "env")
+    header_values, header_missing = _resolve(entry.required_headers, headers, dict(install.get("headers") or {}),
+                                             "headers")
     if env_missing or header_missing:
         parts = [f"{what} {', '.join(names)}" for what, names in (("env", env_missing), ("headers", header_missing))
                  if names]
@@ -97,93 +81,12 @@ def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, 
             details={"env": env_missing, "headers": header_missing},
         )
     secrets = {v["name"] for v in [*entry.required_env, *entry.required_headers] if v.get("is_secret")}
-    if entry.kind == EntryKind.LOCAL:
-        args = [str(a) for a in install.get("args") or []]
-        in_args = {name for a in args for name in PLACEHOLDER.findall(a)}
-        _refuse_visible_secrets(in_args & secrets & set(env_values), "command-line arguments")
-        # Template variables fill arguments and env templates; they are never env variables themselves.
-        template_only = {v["name"] for v in entry.required_env if v.get("template_only")}
-        env_out = {k: _substitute(v, env_values) for k, v in base_env.items()}
-        env_out.update({k: v for k, v in env_values.items() if k not in template_only})
-        config: dict[str, Any] = {
-            "command": install.get("command", ""),
-            "args": [_substitute(a, env_values) for a in args],
-            "env": env_out,
-        }
-        if install.get("cwd"):
-            config["cwd"] = install["cwd"]
-        return _shown(config, "env", entry.required_env)
-    url = str(install.get("url", ""))
-    _refuse_visible_secrets(set(PLACEHOLDER.findall(url)) & secrets & set(env_values), "the URL")
-    pool = {**env_values, **header_values}
-    template_only = _template_vars(base_headers) - set(base_headers)
-    names = [*base_headers, *(k for k in header_values if k not in base_headers and k not in template_only)]
-    return _shown({
-        "url": _substitute(url, env_values),
-        "transport": install.get("transport", "streamable_http"),
-        "headers": {k: _substitute(str(header_values.get(k, base_headers.get(k, ""))), pool) for k in names},
-    }, "headers", entry.required_headers)
+    return Values(env=env_values, headers=header_values, secrets=secrets)
 
 
-def _shown(config: dict[str, Any], map_name: str, declared: list[dict[str, Any]]) -> dict[str, Any]:
-    """Variables the catalog declares not secret (and whose names do not look secret) are shown, not masked."""
-    plain = sorted(f"{map_name}.{v['name']}" for v in declared
-                   if v.get("is_secret") is False and not SECRET_KEY_RE.search(v["name"])
-                   and v["name"] in config[map_name])
-    if plain:
-        config["not_secret"] = plain
-    return config
-
-
-def recover_template_values(template: list[Any], args: list[Any]) -> dict[str, str]:
-    """Values of `{NAME}` placeholders of an argument template found in a tool's current arguments.
-
-    An argument is matched at the same position or, for a flag's value, after the same flag.
-    """
-    found: dict[str, str] = {}
-    args = [str(a) for a in args]
-    for index, raw in enumerate(str(t) for t in template):
-        names = PLACEHOLDER.findall(raw)
-        if not names:
-            continue
-        literals = PLACEHOLDER.split(raw)[::2]  # split() interleaves literal text and the captured names
-        pattern = re.compile("(.*)".join(re.escape(part) for part in literals), re.S)
-        candidates = [args[index]] if index < len(args) else []
-        flag = str(template[index - 1]) if index else ""
-        if flag.startswith("-") and flag in args:
-            at = args.index(flag)
-            if at + 1 < len(args):
-                candidates.insert(0, args[at + 1])
-        for candidate in candidates:
-            match = pattern.fullmatch(candidate)
-            if match:
-                found.update({n: v for n, v in zip(names, match.groups(), strict=True) if n not in found})
-                break
-    return found
-
-
-def _template_vars(headers: dict[str, str]) -> set[str]:
-    """Variables used inside header templates ("Bearer {token}")."""
-    return {name for v in headers.values() for name in PLACEHOLDER.findall(v)}
-
-
-def _refuse_visible_secrets(names: set[str], where: str) -> None:
-    if names:
-        raise SecretInArguments(
-            f"this entry puts secret {', '.join(sorted(names))} into {where}, which Toolhub does not mask; "
-            "create the tool by hand with the secret in env or headers instead",
-            details={"variables": sorted(names)},
-        )
-
-
-def _with_oauth_if_asked(entry: MarketEntry, config: dict[str, Any]) -> dict[str, Any]:
-    """A remote that declares no header but answers 401 naming its OAuth metadata (RFC 9728) loads as an oauth2
-    tool (190 of the registry's 450 remotes are such servers): one probe of its URL, through the outbound guard."""
-    if entry.kind != EntryKind.REMOTE or entry.required_headers or config.get("headers") or config.get("auth"):
-        return config
-    if asks_for_oauth(str(config.get("url") or ""), adapters.outbound_policy()):
-        return {**config, "auth": {"type": "oauth2"}}
-    return config
+def build_config(entry: MarketEntry, *, env: dict[str, str], headers: dict[str, str]) -> dict[str, Any]:
+    """The Tool config an entry installs with these values; MissingVariables/UnknownVariables name names."""
+    return install_kind(entry.kind).config(entry, _values(entry, env=env, headers=headers))
 
 
 def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = None,
@@ -194,7 +97,8 @@ def entry_load(*, tenant: Tenant, actor: Any, entry_id: Any, name: str | None = 
     if entry.status == EntryStatus.REMOVED:
         raise EntryRemoved(f"{entry.name!r} was removed from its catalog and cannot be loaded",
                            details={"entry_id": entry.pk})
-    config = _with_oauth_if_asked(entry, build_config(entry, env=env or {}, headers=headers or {}))
+    config = install_kind(entry.kind).with_oauth_if_asked(entry, build_config(entry, env=env or {},
+                                                                              headers=headers or {}))
     tool_name = name or suggest_tool_name(entry.name)
     screen = entry_screen(entry, tenant)
     held = screen["status"] == "held"
@@ -312,8 +216,8 @@ def _stored_form(tool_type: str, config: dict[str, Any]) -> dict[str, Any]:
         return config
 
 
-def _update_plan(*, tenant: Tenant, tool: Tool, env: dict[str, str] | None,
-                 headers: dict[str, str] | None) -> UpdatePlan:
+def _updatable_entry(tool: Tool) -> MarketEntry:
+    """The entry a tool can be updated to; refuses a tool from no entry, a removed entry, or one up to date."""
     entry = tool.market_entry
     if entry is None:
         raise NoUpdateAvailable("this tool was not loaded from the market")
@@ -322,44 +226,41 @@ def _update_plan(*, tenant: Tenant, tool: Tool, env: dict[str, str] | None,
                            details={"entry_id": entry.pk})
     if entry.content_hash == tool.market_hash:
         raise NoUpdateAvailable(f"the tool already has the current version of {entry.name!r}")
-    old = tool.config or {}
-    secret_map = "env" if tool.type == EntryKind.LOCAL else "headers"
-    stored: dict[str, str] = dict(old.get(secret_map) or {})
-    env_names = {v["name"] for v in entry.required_env}
-    header_names = {v["name"] for v in entry.required_headers}
-    kept_env = {k: v for k, v in stored.items() if k in env_names} if secret_map == "env" else {}
-    if tool.type == EntryKind.LOCAL:
-        # Values of argument variables live in the tool's arguments: read them back from there.
-        recovered = recover_template_values(entry.install.get("args") or [], old.get("args") or [])
-        template_only = {v["name"] for v in entry.required_env if v.get("template_only")}
-        kept_env.update({k: v for k, v in recovered.items() if k in template_only and k not in kept_env})
-    kept_headers = {k: v for k, v in stored.items() if k in header_names} if secret_map == "headers" else {}
-    config = build_config(entry, env={**kept_env, **(env or {})}, headers={**kept_headers, **(headers or {})})
-    if secret_map == "env":
-        # Values of undeclared keys the install itself lists (and the user may have changed) stay the user's.
-        config["env"].update({k: v for k, v in stored.items() if k in config["env"] and k not in env_names})
-    if secret_map == "headers":
-        catalog_headers = dict((entry.install or {}).get("headers") or {})  # the catalog's own values are no secret
-        # A catalog that moves the server to another origin does not take the user's headers along.
-        require_secrets_on_move(old_url=old.get("url"), new_url=config.get("url"),
-                                kept=[f"headers.{k}" for k, v in kept_headers.items()
-                                      if v and k not in (headers or {}) and v != catalog_headers.get(k)],
-                                field="config.url")
-    # A value the user kept secret stays secret: an update never shows what was masked before. A variable the
-    # tool did not have yet is shown as the catalog declares it (a new non-secret variable is not masked).
+    return entry
+
+
+def _keep_shown(config: dict[str, Any], old: dict[str, Any], had: set[str]) -> None:
+    """A value the user kept secret stays secret: an update never shows what was masked before. A variable the
+    tool did not have yet (`had`: its keys before) is shown as the catalog declares it (a new non-secret variable
+    is not masked)."""
     was_shown = set(old.get("not_secret") or [])
-    had = {f"{secret_map}.{k}" for k in stored}
-    shown = [k for k in config.get("not_secret", []) if k in was_shown or k not in had]
-    config.pop("not_secret", None)
+    shown = [k for k in config.pop("not_secret", []) if k in was_shown or k not in had]
     if shown:
         config["not_secret"] = shown
-    for key in KEPT_ON_UPDATE.get(EntryKind(entry.kind), ()):
+
+
+def _keep_settings(config: dict[str, Any], old: dict[str, Any], kept_on_update: tuple[str, ...]) -> None:
+    """The tool's own settings the admin set stay, and so does its OAuth while the server keeps its origin."""
+    for key in kept_on_update:
         if old.get(key) is not None:
             config.setdefault(key, old[key])
     if old.get("auth") and same_origin(str(old.get("url") or ""), str(config.get("url") or "")):
         # OAuth is the admin's (or the 401 probe's) setting, kept while the server stays where it was: at another
         # origin it is another authorization server, whose client and connections start again.
         config.setdefault("auth", old["auth"])
+
+
+def _update_plan(*, tenant: Tenant, tool: Tool, env: dict[str, str] | None,
+                 headers: dict[str, str] | None) -> UpdatePlan:
+    entry = _updatable_entry(tool)
+    kind = install_kind(entry.kind)
+    old = tool.config or {}
+    stored: dict[str, str] = dict(old.get(kind.secret_map) or {})
+    kept = kind.kept(entry, old, stored)
+    config = build_config(entry, env={**kept.env, **(env or {})}, headers={**kept.headers, **(headers or {})})
+    kind.carry_over(entry, config, old=old, stored=stored, kept=kept, given_headers=headers or {})
+    _keep_shown(config, old, had={f"{kind.secret_map}.{k}" for k in stored})
+    _keep_settings(config, old, kind.kept_on_update)
     disable = entry.is_shell_command and tool.status == ToolStatus.ENABLED
     return UpdatePlan(tool=tool, entry=entry, config=config, disable=disable, rows=_diff(tool.type, old, config))
 

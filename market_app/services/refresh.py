@@ -165,18 +165,9 @@ def _existing(source_id: int, names: list[str] | None) -> dict[str, MarketEntry]
     return found
 
 
-@transaction.atomic
-def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, Any]:
-    """Upsert fetched entries by name and store the outcome on the source.
-
-    Updated means (content_hash, status) differ. Entries missing from a full listing become "removed"
-    (never deleted: tools keep pointing at them), except names the listing had but could not map.
-    A constant number of queries per batch of entries, not per entry.
-    """
-    source = MarketSource.objects.select_for_update().get(pk=source_id)
-    now = timezone.now()
-    existing = _existing(source_id, None if fetched.full else [e.name for e in fetched.entries])
-    counts = RefreshCounts(errors=[{"name": e.name, "reason": e.reason, "code": e.code} for e in fetched.errors])
+def _sort_fetched(source_id: int, fetched: FetchResult, existing: dict[str, MarketEntry], counts: RefreshCounts,
+                  now: Any) -> tuple[list[MarketEntry], list[MarketEntry], set[str]]:
+    """The fetched entries as rows to create and rows to update (counted), and the names the listing had."""
     creates: list[MarketEntry] = []
     updates: list[MarketEntry] = []
     seen: set[str] = set()
@@ -199,12 +190,33 @@ def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, A
             updates.append(row)
         else:
             counts.unchanged += 1
-    gone: list[int] = []
-    if fetched.full:
-        unmapped = {e.name for e in fetched.errors if e.name}
-        gone = [row.pk for name, row in existing.items()
-                if name not in seen and name not in unmapped and row.status != EntryStatus.REMOVED]
-        counts.removed += len(gone)
+    return creates, updates, seen
+
+
+def _gone(fetched: FetchResult, existing: dict[str, MarketEntry], seen: set[str]) -> list[int]:
+    """Entries a full listing no longer has (not those it had but could not map); none for a partial one."""
+    if not fetched.full:
+        return []
+    unmapped = {e.name for e in fetched.errors if e.name}
+    return [row.pk for name, row in existing.items()
+            if name not in seen and name not in unmapped and row.status != EntryStatus.REMOVED]
+
+
+@transaction.atomic
+def source_apply_catalog(*, source_id: int, fetched: FetchResult) -> dict[str, Any]:
+    """Upsert fetched entries by name and store the outcome on the source.
+
+    Updated means (content_hash, status) differ. Entries missing from a full listing become "removed"
+    (never deleted: tools keep pointing at them), except names the listing had but could not map.
+    A constant number of queries per batch of entries, not per entry.
+    """
+    source = MarketSource.objects.select_for_update().get(pk=source_id)
+    now = timezone.now()
+    existing = _existing(source_id, None if fetched.full else [e.name for e in fetched.entries])
+    counts = RefreshCounts(errors=[{"name": e.name, "reason": e.reason, "code": e.code} for e in fetched.errors])
+    creates, updates, seen = _sort_fetched(source_id, fetched, existing, counts, now)
+    gone = _gone(fetched, existing, seen)
+    counts.removed += len(gone)
     MarketEntry.objects.bulk_create(creates, batch_size=BATCH)
     _write_updates(updates)
     for start in range(0, len(gone), BATCH):

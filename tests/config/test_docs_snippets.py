@@ -36,7 +36,7 @@ def test_the_supported_pythons_are_stated_up_front_and_match_the_project() -> No
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert requires == ">=3.11,<3.14"
     makefile = (ROOT / "Makefile").read_text()
-    assert "foreach v,3.11 3.12 3.13" in makefile and "(3, 11) <= sys.version_info[:2] <= (3, 13)" in makefile
+    assert "for v in 3.11 3.12 3.13" in makefile and "(3, 11) <= sys.version_info[:2] <= (3, 13)" in makefile
 
 
 def test_no_page_points_outside_the_repository() -> None:

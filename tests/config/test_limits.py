@@ -1,4 +1,4 @@
-"""Request limits of DESIGN §7: oversized bodies get a typed error, nothing is written."""
+"""Request limits: oversized bodies get a typed error, nothing is written."""
 
 from __future__ import annotations
 

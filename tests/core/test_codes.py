@@ -119,7 +119,33 @@ def test_error_body_is_the_envelope() -> None:
         "error": {"code": "not_found", "message": "Not found.", "details": {}}}
 
 
-def test_the_api_guide_lists_every_refusal_cause_with_its_family() -> None:
-    guide = (ROOT / "docs" / "api.md").read_text()
+def test_the_error_code_page_is_generated_from_the_vocabulary_and_current() -> None:
+    from core import codes_page
+
+    page = (ROOT / "docs" / "errors.md").read_text()
+    assert page[page.index(codes_page.MARKER):] == codes_page.page(ROOT / "core" / "codes.py"), \
+        "run `make docs-errors`"
+    for code in [*ApiCode, *ResultCode]:
+        assert f"| `{code}` |" in page, code
     for reason, family in REASON_FAMILY.items():
-        assert f"| `{reason}` | `{family}` |" in guide, reason
+        assert f"| `{reason}` | `{family}` |" in page, reason
+
+
+# A call result's code written in product source: a literal (`"error_code": "X"`, `error_code="X"`) or a bare name
+# there that the module binds to a string (`X = "X"`). It must be a ResultCode, not a string of its own (DENIED was).
+_RESULT_LITERAL = re.compile(r'''(?:["']error_code["']\s*:\s*|\berror_code\s*=\s*)(?:["']([A-Z][A-Z_]+)["']|([A-Z][A-Z_]+)\b)''')
+
+
+def test_no_result_code_is_spelt_outside_the_vocabulary() -> None:
+    found: dict[str, str] = {}
+    for package in PRODUCT:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            text = path.read_text()
+            for literal, name in _RESULT_LITERAL.findall(text):
+                bound = re.search(rf'''^{name} = ["']([^"']*)["']''', text, re.M) if name else None
+                code = literal or (bound[1] if bound else "")
+                if code:
+                    found.setdefault(code, str(path.relative_to(ROOT)))
+    assert {code: where for code, where in found.items() if code not in set(ResultCode)} == {}

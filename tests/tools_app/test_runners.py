@@ -3,6 +3,7 @@ the whole deployment, whichever web process calls; a dead or draining runner's s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
 from tests.waiting import wait_until
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
+from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.runner.client import RunnerPool
 from tools_app.runtime.runner.placement import Registry
 from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerSandbox
@@ -305,6 +307,41 @@ def test_a_runner_refuses_a_heartbeat_that_would_let_its_announcement_lapse(sett
     settings.TOOLHUB_RUNNER_TTL_S, settings.TOOLHUB_RUNNER_HEARTBEAT_S = 6, 6
     with pytest.raises(CommandError, match="must be below TOOLHUB_RUNNER_TTL_S"):
         call_command("toolhub_runner", "--port", str(free_port()), "--id", "lapsing")
+
+
+def test_a_runner_runs_a_server_from_the_package_store_it_shares_and_names_one_it_does_not_see(
+        runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+    """LOCAL servers of packages run from the store the web process resolved: a runner that sees the store (the same
+    path) starts the server from it, read-only; one that does not says so, naming the setting, before anything runs."""
+    from tools_app.runtime.packages.errors import PackageStoreUnavailable
+    from tools_app.runtime.packages.store import MARKER, _read_only, remove
+
+    runners.start("r1")
+    installed = tmp_path / "store" / "pypi" / "counter" / "1.0"  # an installed package's folder, as the store has it
+    installed.mkdir(parents=True)
+    (installed / "counter.py").write_text(COUNTER.read_text())
+    (installed / MARKER).write_text(json.dumps({"manager": "pypi", "name": "counter", "version": "1.0"}))
+    _read_only(installed)
+    try:
+        marker = uuid.uuid4().hex
+        base = counter_spec(tmp_path, marker)
+        assert isinstance(base.target, LocalSpec) and base.target.sandbox is not None
+        box = base.target.sandbox
+        from_store = dataclasses.replace(base.target, args=(str(installed / "counter.py"),), sandbox=dataclasses.replace(
+            box, policy=dataclasses.replace(box.policy, store_paths=(str(installed),))))
+        assert count(web[0], dataclasses.replace(base, target=from_store))["count"] == 1
+
+        missing = str(tmp_path / "elsewhere" / "pypi" / "counter" / "1.0")
+        unseen = dataclasses.replace(from_store, sandbox=dataclasses.replace(
+            box, policy=dataclasses.replace(box.policy, store_paths=(missing,))))
+        other = uuid.uuid4().hex
+        with pytest.raises(PackageStoreUnavailable) as refused:
+            web[1].probe(dataclasses.replace(counter_spec(tmp_path, other, version=2), target=dataclasses.replace(
+                unseen, env=(("TOOLHUB_TEST_MARKER", other),))))
+        assert missing in refused.value.message and "TOOLHUB_PACKAGE_STORE" in refused.value.message
+        assert refused.value.code == "package_store_unavailable" and marked(other) == []
+    finally:
+        remove(installed)
 
 
 def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> ServerSpec:

@@ -12,7 +12,7 @@ import pytest
 from tenants_app.services import tenant_update
 from tests.factories import ToolFactory
 from tests.fixtures.mcp_servers import HERE, http_server
-from tests.fixtures.mcp_servers.poisoned import CORPUS, EXPECTED
+from tests.fixtures.mcp_servers.poisoned import CORPUS, EXPECTED, MULTI_LISTING, SERVER_EXPECTED
 from tools_app import adapters
 from tools_app.models import FunctionState, ScreenStatus, ToolFunction
 from tools_app.services.discovery import Offered, store_functions
@@ -50,31 +50,50 @@ def discover(api: Any, tool_id: int) -> dict[str, dict[str, Any]]:
     return {f["name"]: f for f in api.get(f"/api/v1/tools/{tool_id}/").json()["functions"]}
 
 
+def assert_server_screened(api: Any, technique: str, tool_id: int) -> None:
+    """The server's own texts (instructions, prompts, resources): held, flagged or clear as the corpus says."""
+    server = api.get(f"/api/v1/tools/{tool_id}/").json()["server_screen"]
+    status, held_prompts, held_resources = SERVER_EXPECTED.get(technique, ("clear", set(), set()))
+    assert server["status"] == status, (technique, server)
+    high_items = {f["field"].split(".")[:2][1] for f in server["findings"] if f["severity"] == "high"
+                  and not f["field"].startswith("server.")}
+    assert high_items == held_prompts | held_resources, (technique, server["findings"])
+    if status == "clear":
+        assert [f for f in server["findings"] if f["severity"] != "low"] == [], (technique, server)
+
+
+def assert_function_screened(api: Any, technique: str, tool_id: int, function: dict[str, Any], expected: str,
+                             offered: set[str]) -> None:
+    """One function: its findings' shape, its status, and whether it is offered and callable accordingly."""
+    name, screen = function["name"], function["screen"]
+    assert screen["status"] == expected, (technique, name, screen)
+    assert all(set(f) == {"rule", "severity", "field", "excerpt"} for f in screen["findings"])
+    raising = [f for f in screen["findings"] if f["severity"] in ("high", "medium")]
+    if expected == "clear":
+        assert raising == [], (technique, name, raising)
+        assert name in offered
+    elif expected == "held":
+        assert any(f["severity"] == "high" for f in raising)
+        assert function["state"] == "HELD" and name not in offered
+        refused = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": name, "arguments": {}},
+                           format="json").json()
+        assert refused["success"] is False and refused["error_reason"] == "function_held", refused
+    else:
+        assert raising and all(f["severity"] == "medium" for f in raising)
+        assert function["state"] == "ACTIVE" and name in offered
+
+
 def assert_screened(api: Any, technique: str, tool_id: int) -> None:
     functions = discover(api, tool_id)
+    assert_server_screened(api, technique, tool_id)
     assert set(functions) == set(EXPECTED[technique])
     offered = {f["name"] for t in api.get("/api/v1/tools/options/").json() if t["id"] == tool_id
                for f in t["functions"]}
     for name, expected in EXPECTED[technique].items():
-        screen = functions[name]["screen"]
-        assert screen["status"] == expected, (technique, name, screen)
-        assert all(set(f) == {"rule", "severity", "field", "excerpt"} for f in screen["findings"])
-        raising = [f for f in screen["findings"] if f["severity"] in ("high", "medium")]
-        if expected == "clear":
-            assert raising == [], (technique, name, raising)
-            assert name in offered
-        elif expected == "held":
-            assert any(f["severity"] == "high" for f in raising)
-            assert functions[name]["state"] == "HELD" and name not in offered
-            refused = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": name, "arguments": {}},
-                               format="json").json()
-            assert refused["success"] is False and refused["error_reason"] == "function_held", refused
-        else:
-            assert raising and all(f["severity"] == "medium" for f in raising)
-            assert functions[name]["state"] == "ACTIVE" and name in offered
+        assert_function_screened(api, technique, tool_id, functions[name], expected, offered)
 
 
-@pytest.mark.parametrize("technique", sorted(CORPUS))
+@pytest.mark.parametrize("technique", sorted(set(CORPUS) - MULTI_LISTING))
 def test_stdio_corpus_is_held_or_flagged_by_severity(api: Any, mailer: Any, technique: str) -> None:
     tool_id = make(api, f"p-{technique}".replace("_", "-"), "LOCAL", {
         "command": sys.executable, "args": [str(POISONED), "--technique", technique], "startup_timeout_s": 20})
@@ -82,7 +101,7 @@ def test_stdio_corpus_is_held_or_flagged_by_severity(api: Any, mailer: Any, tech
 
 
 @pytest.mark.parametrize("technique", ["smuggling", "parameter", "shadowing", "exfiltration", "invisible",
-                                       "clean_long", "clean_intl"])
+                                       "clean_long", "clean_intl", "server_texts"])
 def test_http_corpus_is_held_or_flagged_by_severity(api: Any, mailer: Any, technique: str) -> None:
     with http_server(POISONED, extra_args=("--technique", technique)) as url:
         tool_id = make(api, f"h-{technique}".replace("_", "-"), "REMOTE",
@@ -168,3 +187,31 @@ def test_drift_watches_the_upstream_text_under_an_override(tenant: Any, api: Any
     assert changes["changed"] == ["add"] and fn.state == FunctionState.CHANGED
     assert fn.screen_status == ScreenStatus.HELD and fn.description_override == "Adds."
     assert fn.offered_description == "Adds."
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_rug_pull_is_held_with_its_new_findings(api: Any, tenant: Any, tmp_path: Any, transport: str) -> None:
+    """Honest at the first listing (trusted), poisoned from the server's next start: drift and the screen both."""
+    # In the workspace: the sandboxed stdio server can write only there.
+    state = (adapters.workspace_for(tenant) if transport == "stdio" else tmp_path) / "rug-starts"
+    args = ("--technique", "rugpull", "--state", str(state))
+    if transport == "stdio":
+        tool_id = make(api, "rug", "LOCAL", {"command": sys.executable, "args": [str(POISONED), *args],
+                                              "startup_timeout_s": 20})
+        first = discover(api, tool_id)["sync"]
+    else:
+        with http_server(POISONED, extra_args=args) as url:
+            tool_id = make(api, "rug", "REMOTE", {"url": url, "transport": "streamable_http", "timeout_s": 10})
+            first = discover(api, tool_id)["sync"]
+        state.write_text("1")  # the HTTP server started once; its restart below is the rug pull
+    assert (first["state"], first["screen"]["status"]) == ("ACTIVE", "clear")
+    if transport == "stdio":
+        pulled = discover(api, tool_id)["sync"]  # a probe starts the server again
+    else:
+        with http_server(POISONED, extra_args=args) as url:
+            api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"url": url, "transport": "streamable_http",
+                                                               "timeout_s": 10}}, format="json")
+            pulled = discover(api, tool_id)["sync"]
+    assert pulled["state"] == "CHANGED" and pulled["screen"]["status"] == "held"
+    rules = {f["rule"] for f in pulled["screen"]["findings"]}
+    assert {"send_to_destination", "conceal_from_user", "model_directive_tag"} <= rules

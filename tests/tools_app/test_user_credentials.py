@@ -56,13 +56,7 @@ def put(client: Any, tool_id: int, values: Any) -> Any:
 @pytest.mark.parametrize("transport", ["stdio", "streamable_http"])
 def test_each_member_calls_with_their_own_key(api: Any, member_client: Any, tenant: Any, leaky_url: str,
                                               transport: str) -> None:
-    if transport == "stdio":
-        tool_id = make(api, "personal", "LOCAL", {"command": sys.executable, "args": [str(LEAKY)],
-                                                  "user_secrets": ["LEAK"]})
-        key = "LEAK"
-    else:
-        tool_id = make(api, "personal", "REMOTE", {"url": leaky_url, "user_secrets": ["X-Leak"]})
-        key = "X-Leak"
+    tool_id, key = personal_tool(api, transport, leaky_url)
     bob = member_client(tenant, Role.MEMBER)
     # Not set yet: a typed refusal naming the missing key, and the server's health is not blamed for it.
     missing = invoke(bob, tool_id, "fingerprint")
@@ -90,7 +84,19 @@ def test_each_member_calls_with_their_own_key(api: Any, member_client: Any, tena
     assert bob.delete(f"/api/v1/tools/{tool_id}/my-credentials/").status_code == 204
     assert invoke(bob, tool_id, "fingerprint")["error_code"] == "CREDENTIALS_REQUIRED"
     assert invoke(api, tool_id, "fingerprint")["text"] == fingerprint_of(ALICE_KEY)
-    # No value in the audit, the detail, or the stored bytes.
+    assert_stored_nowhere(api, tool_id, (ALICE_KEY, BOB_KEY, BOB_KEY + "-rotated"))
+
+
+def personal_tool(api: Any, transport: str, leaky_url: str) -> tuple[int, str]:
+    """A tool whose one key each member sets for themselves: (its id, the key)."""
+    if transport == "stdio":
+        return make(api, "personal", "LOCAL", {"command": sys.executable, "args": [str(LEAKY)],
+                                               "user_secrets": ["LEAK"]}), "LEAK"
+    return make(api, "personal", "REMOTE", {"url": leaky_url, "user_secrets": ["X-Leak"]}), "X-Leak"
+
+
+def assert_stored_nowhere(api: Any, tool_id: int, values: tuple[str, ...]) -> None:
+    """No value in the audit, the detail, or the stored bytes."""
     audit = str(list(ToolCall.objects.values()))
     detail = api.get(f"/api/v1/tools/{tool_id}/").content.decode()
     from django.db import connection as db
@@ -99,7 +105,7 @@ def test_each_member_calls_with_their_own_key(api: Any, member_client: Any, tena
         cur.execute("SELECT values FROM tools_app_usercredential" if db.vendor == "postgresql"
                     else "SELECT \"values\" FROM tools_app_usercredential")
         raw = str(cur.fetchall())
-    for value in (ALICE_KEY, BOB_KEY, BOB_KEY + "-rotated"):
+    for value in values:
         assert value not in audit and value not in detail and value not in raw
 
 

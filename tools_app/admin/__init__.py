@@ -39,13 +39,14 @@ from tools_app.models import (
     ApprovalVia,
     FunctionState,
     Safety,
+    ScreenStatus,
     Tool,
     ToolCall,
     ToolFunction,
     ToolStatus,
     ToolType,
 )
-from tools_app.services import discovery
+from tools_app.services import discovery, screening
 from tools_app.services.approvals import needs_approval
 
 # Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
@@ -140,9 +141,11 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
     ordering = ["name", "id"]
     list_filter = [tenant_filter(), "type", "status", "safety"]
     search_fields = ["name", "description"]
-    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "package", "market_origin"]
+    readonly_fields = [*HEALTH_FIELDS, "builtin_name", "config_summary", "sandbox", "package", "market_origin",
+                       "server_screen_view"]
     inlines = [ToolFunctionInline]
-    actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions"]
+    actions = ["enable_tools", "disable_tools", "test_tools", "refresh_functions", "approve_changed_functions",
+               "approve_server_texts"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         qs: QuerySet[Tool] = super().get_queryset(request).filter(tenant__in=tenants_for_admin(user=request.user)).annotate(
@@ -189,6 +192,13 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
             if fields:
                 fieldsets.append(("Sandbox (LOCAL)", {"fields": fields,
                                                       "classes": ["toolhub-config", "toolhub-config-LOCAL"]}))
+        if obj is not None and obj.type in (ToolType.LOCAL, ToolType.REMOTE) and (obj.server_screen or {}).get("key"):
+            fieldsets.append(("What the server tells models besides its tools", {
+                "fields": ["server_screen_view"],
+                "description": "Its instructions (passed to no model), prompts and resources, as the model would "
+                               "read them, with the screen's findings. A held prompt or resource is not offered to "
+                               "gateway clients until approved (action: Approve the server's instructions, "
+                               "prompts and resources)."}))
         if obj is not None:
             fieldsets.append(("Health", {"fields": HEALTH_FIELDS}))
         return fieldsets
@@ -260,6 +270,12 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
             context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
                 and entry.status != "removed"
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    @admin.display(description="Screen")
+    def server_screen_view(self, obj: Tool) -> str:
+        from tools_app.admin.screen import server_screen_html
+
+        return server_screen_html(obj)
 
     @admin.display(description="From the market")
     def market_origin(self, obj: Tool) -> str:
@@ -370,10 +386,33 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
 
     @admin.action(description="Approve changed functions")
     def approve_changed_functions(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        for fn in ToolFunction.objects.filter(tool__in=queryset, state__in=AWAITING).select_related("tool"):
+        """Drift only: a function the screen holds (a high finding, whether new or drifted) is skipped and named;
+        it needs its own approval on the tool's Review page, which records who approved which definition."""
+        awaiting = ToolFunction.objects.filter(tool__in=queryset, state__in=AWAITING).select_related("tool")
+        for fn in awaiting.order_by("tool__name", "name"):
+            if fn.screen_status == ScreenStatus.HELD:
+                self.message_user(request, f"not approved {fn.tool.name}.{fn.name}: held by the screen; review its "
+                                           "findings and approve it on the tool's Review changes page",
+                                  messages.WARNING)
+                continue
             discovery.function_approve(tenant=fn.tool.tenant, actor=request.user, tool_id=fn.tool_id, name=fn.name)
             self._history(request, fn.tool, f"Approved function {fn.name}.")
             self.message_user(request, f"approved {fn.tool.name}.{fn.name}")
+
+
+    @admin.action(description="Approve the server's instructions, prompts and resources (screen)")
+    def approve_server_texts(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
+        """An explicit approval of what the selected servers say besides their tools, recording who and which
+        texts; their functions are approved one by one."""
+        for tool in queryset:
+            status = (tool.server_screen or {}).get("status")
+            if status not in (ScreenStatus.HELD, ScreenStatus.FLAGGED):
+                self.message_user(request, f"{tool.name}: nothing held or flagged in its server texts")
+                continue
+            screening.approve_server(tool, actor=request.user)
+            key = str((tool.server_screen or {}).get("key", ""))[:12]
+            self._history(request, tool, f"Approved the server's instructions, prompts and resources ({key}).")
+            self.message_user(request, f"approved {tool.name}'s instructions, prompts and resources")
 
 
 FUNCTION_FIELDS = ["tool", "name", "description", "input_schema", "output_schema", "annotations", "schema_hash",

@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString
 from core.errors import DomainError
 from core.links import public_base
 from tools_app.admin import screen as screen_admin
-from tools_app.models import ApprovalVia, FunctionState, Tool, ToolFunction, ToolStatus
+from tools_app.models import ApprovalVia, FunctionState, ScreenStatus, Tool, ToolFunction, ToolStatus
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.screen import reveal
 from tools_app.services import discovery, oauth, screening, tool_set_status
@@ -342,13 +342,16 @@ class ToolPagesMixin:
         if request.method == "POST":
             name = request.POST.get("function", "")
             try:
-                discovery.function_approve(tenant=tool.tenant, actor=request.user, tool_id=tool.pk, name=name)
+                held = tool.functions.filter(name=name, screen_status=ScreenStatus.HELD).exists()
+                fn = discovery.function_approve(tenant=tool.tenant, actor=request.user, tool_id=tool.pk, name=name)
             except DomainError as exc:
                 messages.error(request, f"Not approved: {exc.message}")
             else:
                 messages.success(request, f"Approved {tool.name}.{name}: its current definition is trusted and it "
                                           "is offered to agents again.")
-                self._history(request, tool, f"Approved function {name}.")
+                # Who approved which definition (the row keeps screen_approved_by/at/hash too).
+                self._history(request, tool, f"Approved function {name} held by the screen (definition "
+                                             f"{fn.schema_hash[:12]})." if held else f"Approved function {name}.")
             remaining = tool.functions.filter(state__in=AWAITING).exists()
             if remaining:
                 return HttpResponseRedirect(reverse("admin:tools_app_tool_changes", args=[tool.pk]))

@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from tenants_app.admin_scoping import ServiceAdminMixin, current_tenant
+from tenants_app.models import Tenant
 from tools_app import usage
 from tools_app.admin.dashboard import hour_bars
 from tools_app.models import Quota, QuotaScope, Tool
@@ -84,17 +85,7 @@ class QuotaAdmin(ServiceAdminMixin, _QuotaAdmin):
         hours = usage.hourly(tenant=tenant, since=since, until=until)
         slowest = sorted((t for t in tools if t["p95_ms"] is not None), key=lambda t: -t["p95_ms"])[:10]
         top = max((t["p95_ms"] for t in slowest), default=0) or 1
-        headroom = []
-        tool_names = dict(Tool.objects.filter(tenant=tenant).values_list("pk", "name"))
-        for row in quotas.headroom(tenant=tenant):
-            for name, allowed in row["limits"].items():
-                used = row["used"].get(name) if row["used"] else None
-                share = min(100, round(100 * used / allowed)) if used is not None and allowed else (
-                    100 if allowed == 0 else 0)
-                quota = row["quota"]
-                named = tool_names.get(quota.target_id, "") if quota.scope == QuotaScope.TOOL else ""
-                headroom.append({"quota": quota, "named": named, "limit": name, "allowed": allowed, "used": used,
-                                 "share": share, "left": None if used is None else max(0, allowed - used)})
+        headroom = _headroom(tenant)
         context = {
             **self.admin_site.each_context(request), "title": f"Usage of {tenant.name}", "tenant": tenant,
             "days": days, "since": since, "until": until,
@@ -111,3 +102,23 @@ class QuotaAdmin(ServiceAdminMixin, _QuotaAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/tools_app/quota/usage.html", context)
+
+
+def _headroom(tenant: Tenant) -> list[dict[str, Any]]:
+    """One row per limit of every quota: allowed, used (None: not counted) and the share used, in percent."""
+    rows = []
+    tool_names = dict(Tool.objects.filter(tenant=tenant).values_list("pk", "name"))
+    for row in quotas.headroom(tenant=tenant):
+        quota = row["quota"]
+        named = tool_names.get(quota.target_id, "") if quota.scope == QuotaScope.TOOL else ""
+        for name, allowed in row["limits"].items():
+            used = row["used"].get(name) if row["used"] else None
+            rows.append({"quota": quota, "named": named, "limit": name, "allowed": allowed, "used": used,
+                         "share": _share(used, allowed), "left": None if used is None else max(0, allowed - used)})
+    return rows
+
+
+def _share(used: int | None, allowed: int) -> int:
+    if used is not None and allowed:
+        return min(100, round(100 * used / allowed))
+    return 100 if allowed == 0 else 0

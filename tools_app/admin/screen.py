@@ -15,7 +15,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from tenants_app.admin_scoping import ReadOnlyAdminMixin
 from tenants_app.selectors import tenants_for_admin
-from tools_app.models import FunctionState, ScreenedFunction, ToolFunction
+from tools_app.models import FunctionState, ScreenedFunction, Tool, ToolFunction
+from tools_app.runtime import screen as rules
 from tools_app.runtime.screen import reveal
 
 _ScreenedAdmin = admin.ModelAdmin[ScreenedFunction]
@@ -52,6 +53,32 @@ def findings_html(findings: list[dict[str, Any]], new: set[tuple[str, str, str]]
             for f in findings)
     return format_html('<ul class="toolhub-findings">{}</ul>', format_html_join(
         "", '<li><b style="color:{}">{}</b> {} <small>({})</small>: <code>{}</code><b>{}</b></li>', rows))
+
+
+def server_screen_html(tool: Tool) -> SafeString:
+    """A server's instructions, prompts and resources as the model would read them, findings marked, held ones
+    named, and who approved them."""
+    data = tool.server_screen or {}
+    findings = list(data.get("findings") or [])
+    held = {rules.item_of(str(f.get("field"))) for f in findings if f.get("severity") == "high"}
+    rows: list[SafeString] = []
+    if data.get("instructions"):
+        rows.append(format_html("<p><b>Instructions</b> <small>(passed to no model)</small></p>"
+                                '<div style="white-space:pre-wrap">{}</div>',
+                                highlighted(str(data["instructions"]), findings, "server.instructions")))
+    for kind in ("prompts", "resources"):
+        for item in data.get(kind) or []:
+            name = str(item.get("name", ""))
+            mark = format_html(' <b style="color:{}">held</b>', SEVERITY_CSS["high"]) \
+                if (kind, name) in held and data.get("status") == "held" else ""
+            rows.append(format_html("<p><b>{} {}</b>{}: {}</p>", kind[:-1], name, mark,
+                                    highlighted(str(item.get("description") or ""), findings,
+                                                f"{kind}.{name}.description")))
+    approved = data.get("approved_by") or {}
+    said = format_html("<p><small>Approved by {} at {}</small></p>", approved.get("username") or "-",
+                       data.get("approved_at") or "-") if data.get("approved_at") else ""
+    return format_html("<p>Status: <b>{}</b></p>{}{}{}", data.get("status") or "clear",
+                       format_html_join("", "{}", ((r,) for r in rows)), findings_html(findings), said)
 
 
 @admin.register(ScreenedFunction)

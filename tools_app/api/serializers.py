@@ -104,7 +104,16 @@ class ToolOut(ToolListOut):
 
     class Meta(ToolListOut.Meta):
         fields = ToolListOut.Meta.fields + ["config_summary", "functions", "builtin_name", "last_checked_at", "market",
-                                            "registered", "protocol_version", "package"]
+                                            "registered", "protocol_version", "package", "server_screen"]
+
+    server_screen = serializers.SerializerMethodField(
+        help_text="The screen on what the MCP server tells a model besides its tools (its instructions, prompts' and "
+                  "resources' texts): {status, findings, approved_by, approved_at}; a held prompt or resource is "
+                  "not offered to gateway clients until an admin approves it")
+
+    @extend_schema_field(serializers.JSONField())
+    def get_server_screen(self, tool: Tool) -> dict[str, Any]:
+        return screening.server_screen_out(tool)
 
     package = serializers.SerializerMethodField(
         help_text="For a LOCAL tool run from an npm or PyPI package: {manager, name, version, requested, status: "

@@ -220,6 +220,12 @@ def runnable_spec(tool: Tool, spec: ServerSpec) -> ServerSpec:
     entry = store.entry_point(ref, path)
     target = dataclasses.replace(spec.target, command=entry.command, args=(*entry.args, *ref.args))
     sandbox = target.sandbox
+    # Where the server runs: its cwd in the tenant workspace (the sandbox's one writable folder).
+    workdir = os.path.realpath(os.path.join(sandbox.workspace, target.cwd or "")) if sandbox is not None \
+        else (target.cwd or "")
+    state = store.state_env(ref, workdir, dict(target.env)) if workdir else {}
+    if state:
+        target = dataclasses.replace(target, env=(*target.env, *state.items()))
     if sandbox is not None:
         policy = dataclasses.replace(sandbox.policy, store_paths=(*sandbox.policy.store_paths, path))
         target = dataclasses.replace(target, sandbox=dataclasses.replace(sandbox, policy=policy))

@@ -90,6 +90,15 @@ def _condition(spec: RecordModel, node: dict[str, Any], where: str, budget: _Bud
     if budget.conditions > MAX_CONDITIONS:
         raise InvalidParams(f"{where}: more than {MAX_CONDITIONS} conditions in one filter")
     name, op, value = node["field"], node["op"], node.get("value")
+    _check_operator(spec, name, op, where)
+    column = spec.model_field(name).attname if spec.kind(name) == REFERENCE else name
+    if name == "id":
+        column = "pk"
+    return _lookup(spec, name, column, op, value, where)
+
+
+def _check_operator(spec: RecordModel, name: Any, op: Any, where: str) -> None:
+    """The field is one of the model's and takes the operator; refusals name what is accepted."""
     if not isinstance(name, str) or name not in spec.fields:
         raise InvalidParams(f"{where}: {spec.name} has no field {name!r}; fields: {', '.join(spec.fields)}",
                             details={"field": name, "accepted": list(spec.fields)})
@@ -99,9 +108,10 @@ def _condition(spec: RecordModel, node: dict[str, Any], where: str, budget: _Bud
         raise InvalidParams(f"{where}: operator {op!r} does not apply to {what} field {name!r}; "
                             f"it takes {', '.join(allowed)}",
                             details={"field": name, "op": op, "accepted": list(allowed)})
-    column = spec.model_field(name).attname if spec.kind(name) == REFERENCE else name
-    if name == "id":
-        column = "pk"
+
+
+def _lookup(spec: RecordModel, name: str, column: str, op: str, value: Any, where: str) -> Q:
+    """The Q of one checked condition, its value converted to the field's type."""
     if op == "isnull":
         if not isinstance(value, bool):
             raise InvalidParams(f"{where}: isnull takes value true or false")

@@ -116,40 +116,20 @@ def register(
     Re-registering the same model replaces its entry (a reloaded module), another model under a taken name fails.
     """
     opts = model._meta
-    public = (name or opts.model_name or "").lower()
-    if not public:
-        raise RecordRegistryError(f"{opts.label}: no name to register it under")
-    taken = _REGISTRY.get(public)
-    if taken is not None and taken.model is not model:
-        raise RecordRegistryError(f"record name {public!r} is taken by {taken.model._meta.label}; pass name=...")
-    try:
-        tenant_f = opts.get_field(tenant_field)
-    except FieldDoesNotExist:
-        raise RecordRegistryError(f"{opts.label} has no field {tenant_field!r}: record models are tenant-scoped "
-                                  "(pass tenant_field=...)") from None
-    if not (tenant_f.is_relation and tenant_f.related_model is Tenant):
-        raise RecordRegistryError(f"{opts.label}.{tenant_field} must be a foreign key to Tenant")
+    public = _public_name(model, name)
+    _check_tenant_field(model, tenant_field)
     concrete = {f.name: f for f in opts.concrete_fields}
     pk = opts.pk
     assert pk is not None
     wanted = list(fields) if fields is not None else [n for n in concrete if n != tenant_field]
-    unknown = sorted(n for n in [*wanted, *search_fields, *read_only] if n not in concrete and n != "id")
-    if unknown:
-        raise RecordRegistryError(f"{opts.label} has no field(s) {unknown}; it has {sorted(concrete)}")
+    _check_known(model, [*wanted, *search_fields, *read_only], concrete)
     if tenant_field in wanted:
         raise RecordRegistryError(f"{opts.label}.{tenant_field} is the tenant: it cannot be exposed")
     by_name: dict[str, models.Field[Any, Any]] = {"id": pk}
-    by_name.update({n: concrete[n] for n in wanted if n != "id" and n != pk.name})
+    by_name.update({n: concrete[n] for n in wanted if n not in ("id", pk.name)})
     locked = set(read_only) | {"id", pk.name}
-    writable = tuple(n for n, f in by_name.items()
-                     if n not in locked and f.editable and not getattr(f, "auto_now", False)
-                     and not getattr(f, "auto_now_add", False))
-    not_text = [n for n in search_fields if kind_of(by_name.get(n) or concrete[n]) != TEXT]
-    if not_text:
-        raise RecordRegistryError(f"{opts.label}: search_fields must be text fields; {not_text} are not")
-    missing_search = [n for n in search_fields if n not in by_name]
-    if missing_search:
-        raise RecordRegistryError(f"{opts.label}: search_fields {missing_search} are not among the exposed fields")
+    writable = tuple(n for n, f in by_name.items() if n not in locked and _editable(f))
+    _check_search_fields(model, list(search_fields), by_name, concrete)
     spec = RecordModel(name=public, model=model, fields=tuple(by_name), writable=writable,
                        search_fields=tuple(search_fields), tenant_field=tenant_field, row_filter=row_filter,
                        label=str(opts.verbose_name), _fields=by_name,
@@ -157,6 +137,54 @@ def register(
                        _choices={n: [v for v, _ in f.flatchoices] if f.choices else None for n, f in by_name.items()})
     _REGISTRY[public] = spec
     return spec
+
+
+def _public_name(model: type[models.Model], name: str | None) -> str:
+    """The name agents call the model by; refuses none, or one another model has."""
+    opts = model._meta
+    public = (name or opts.model_name or "").lower()
+    if not public:
+        raise RecordRegistryError(f"{opts.label}: no name to register it under")
+    taken = _REGISTRY.get(public)
+    if taken is not None and taken.model is not model:
+        raise RecordRegistryError(f"record name {public!r} is taken by {taken.model._meta.label}; pass name=...")
+    return public
+
+
+def _check_tenant_field(model: type[models.Model], tenant_field: str) -> None:
+    """Record models are tenant-scoped: `tenant_field` must be a foreign key to Tenant."""
+    opts = model._meta
+    try:
+        tenant_f = opts.get_field(tenant_field)
+    except FieldDoesNotExist:
+        raise RecordRegistryError(f"{opts.label} has no field {tenant_field!r}: record models are tenant-scoped "
+                                  "(pass tenant_field=...)") from None
+    if not (tenant_f.is_relation and tenant_f.related_model is Tenant):
+        raise RecordRegistryError(f"{opts.label}.{tenant_field} must be a foreign key to Tenant")
+
+
+def _check_known(model: type[models.Model], names: list[str], concrete: dict[str, models.Field[Any, Any]]) -> None:
+    unknown = sorted(n for n in names if n not in concrete and n != "id")
+    if unknown:
+        raise RecordRegistryError(f"{model._meta.label} has no field(s) {unknown}; it has {sorted(concrete)}")
+
+
+def _editable(f: models.Field[Any, Any]) -> bool:
+    """A field a form may edit: not one Django fills in itself (auto_now, auto_now_add) or marks not editable."""
+    return bool(f.editable) and not getattr(f, "auto_now", False) and not getattr(f, "auto_now_add", False)
+
+
+def _check_search_fields(model: type[models.Model], search_fields: list[str],
+                         by_name: dict[str, models.Field[Any, Any]],
+                         concrete: dict[str, models.Field[Any, Any]]) -> None:
+    """Search fields are exposed text fields."""
+    label = model._meta.label
+    not_text = [n for n in search_fields if kind_of(by_name.get(n) or concrete[n]) != TEXT]
+    if not_text:
+        raise RecordRegistryError(f"{label}: search_fields must be text fields; {not_text} are not")
+    missing_search = [n for n in search_fields if n not in by_name]
+    if missing_search:
+        raise RecordRegistryError(f"{label}: search_fields {missing_search} are not among the exposed fields")
 
 
 def unregister(name: str) -> None:

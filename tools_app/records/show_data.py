@@ -39,26 +39,29 @@ def check_props(widget: str, props: dict[str, Any], columns: list[str]) -> dict[
         raise InvalidParams(f"props: {widget} needs {', '.join(map(repr, absent))}",
                             details={"required": list(required)})
     for name, value in props.items():
-        kind = accepted[name]
-        where = f"props.{name}"
-        if isinstance(kind, tuple):
-            if value not in kind:
-                raise InvalidParams(f"{where}: {value!r} is not one of {', '.join(kind)}")
-        elif kind == "text":
-            if not isinstance(value, str):
-                raise InvalidParams(f"{where}: a string")
-        elif kind == "texts":
-            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-                raise InvalidParams(f"{where}: a list of strings")
-        elif kind == NUMBER_OR_COLUMN:
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool)):
-                _columns(where, [value], columns)
-        else:
-            many = value if isinstance(value, list) and kind in ("columns", "column-or-columns") else [value]
-            if kind == "column" and isinstance(value, list):
-                raise InvalidParams(f"{where}: one column name; columns: {', '.join(columns)}")
-            _columns(where, many, columns)
+        _check_prop(accepted[name], f"props.{name}", value, columns)
     return props
+
+
+def _check_prop(kind: Any, where: str, value: Any, columns: list[str]) -> None:
+    """One prop's value against what it holds (`kind`: a WIDGETS entry)."""
+    if isinstance(kind, tuple):
+        if value not in kind:
+            raise InvalidParams(f"{where}: {value!r} is not one of {', '.join(kind)}")
+    elif kind == "text":
+        if not isinstance(value, str):
+            raise InvalidParams(f"{where}: a string")
+    elif kind == "texts":
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise InvalidParams(f"{where}: a list of strings")
+    elif kind == NUMBER_OR_COLUMN:
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            _columns(where, [value], columns)
+    else:
+        many = value if isinstance(value, list) and kind in ("columns", "column-or-columns") else [value]
+        if kind == "column" and isinstance(value, list):
+            raise InvalidParams(f"{where}: one column name; columns: {', '.join(columns)}")
+        _columns(where, many, columns)
 
 
 def _columns(where: str, names: list[Any], columns: list[str]) -> None:

@@ -9,7 +9,7 @@ from core.codes import REASON_FAMILY, Reason, ResultCode
 from core.secrets import Scrubber
 from tools_app.runtime.content import joined_text
 
-# Error codes of DESIGN §4 (the families of core.codes.ResultCode), shared by every runtime.
+# The invoke contract's error codes (the families of core.codes.ResultCode), shared by every runtime.
 INVALID_PARAMS = ResultCode.INVALID_PARAMS
 NOT_FOUND = ResultCode.NOT_FOUND
 DISABLED = ResultCode.DISABLED
@@ -22,6 +22,7 @@ DRY_RUN_UNSUPPORTED = ResultCode.DRY_RUN_UNSUPPORTED
 AUTHORIZATION_REQUIRED = ResultCode.AUTHORIZATION_REQUIRED
 CREDENTIALS_REQUIRED = ResultCode.CREDENTIALS_REQUIRED
 QUOTA_EXCEEDED = ResultCode.QUOTA_EXCEEDED
+DENIED = ResultCode.DENIED
 
 ERROR_CODES = tuple(ResultCode)
 

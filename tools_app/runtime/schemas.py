@@ -28,7 +28,8 @@ def schema_hash(
     output_schema: dict[str, Any] | None = None,
     annotations: dict[str, Any] | None = None,
 ) -> str:
-    """sha256 of the canonical JSON of what a caller trusts about a function (DESIGN §3)."""
+    """sha256 of the canonical JSON of what a caller trusts about a function (name, description, schemas,
+    annotations): a changed hash holds the function for review."""
     payload = {
         "name": name,
         "description": description or "",

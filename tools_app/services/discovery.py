@@ -63,6 +63,10 @@ class Probe:
     protocol_version: str | None = None
     functions: list[Offered] = field(default_factory=list)
     error: dict[str, Any] | None = None  # the API's error shape: code, message, details
+    # What else an MCP server tells a model (the screen reads it: screening.screen_server).
+    instructions: str = ""
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
 
 
 def probe_tool(tool: Tool, actor: Any = None) -> Probe:
@@ -87,6 +91,8 @@ def _scrubbed(probe: Probe, scrub: Scrubber) -> Probe:
             for f in probe.functions
         ],
         error=scrub.value(probe.error),
+        instructions=scrub.text(probe.instructions), prompts=scrub.value(probe.prompts),
+        resources=scrub.value(probe.resources),
     )
 
 
@@ -122,6 +128,7 @@ def _probe(tool: Tool, actor: Any) -> Probe:
                     f.unsupported_reason, f.title, f.meta, f.icons)
             for f in found.functions
         ],
+        instructions=found.instructions, prompts=list(found.prompts), resources=list(found.resources),
     )
 
 
@@ -169,7 +176,14 @@ def probe_and_record(tool: Tool, actor: Any = None) -> Probe:
 def rediscover(tool: Tool, actor: Any = None) -> dict[str, Any]:
     """Probe (outside any transaction: it may take seconds), then store what is offered now."""
     probe = probe_and_record(tool, actor)
-    return _body(probe, store_functions(tool=tool, offered=probe.functions) if probe.ok else {})
+    if not probe.ok:
+        return _body(probe, {})
+    body = _body(probe, store_functions(tool=tool, offered=probe.functions))
+    if tool.type in (ToolType.LOCAL, ToolType.REMOTE):
+        screen = screening.screen_server(tool, instructions=probe.instructions, prompts=probe.prompts,
+                                         resources=probe.resources)
+        body["server_screen"] = {"status": screen["status"], "findings": len(screen["findings"])}
+    return body
 
 
 def discover_if_unknown(tool: Tool, actor: Any) -> None:

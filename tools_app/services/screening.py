@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +123,10 @@ def rescreen_tenant(*, tenant: Tenant) -> int:
             if (row.screen_status, row.state, row.screen_findings) != before:
                 row.save(update_fields=SCREEN_FIELDS)
                 changed += 1
+        texts = tool.server_screen or {}
+        if "key" in texts:  # the server's other texts as last discovered, under the new policy
+            screen_server(tool, instructions=texts.get("instructions") or "", prompts=texts.get("prompts") or [],
+                          resources=texts.get("resources") or [])
     return changed
 
 
@@ -143,3 +148,85 @@ def screen_out(row: ToolFunction) -> dict[str, Any]:
     return {"status": row.screen_status or ScreenStatus.CLEAR,
             "findings": [{k: f.get(k, "") for k in ("rule", "severity", "field", "excerpt")}
                          for f in row.screen_findings or []]}
+
+
+# --- what a server says besides its tools: instructions, prompts, resources ------------------------------------
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def item_texts(kind: str, item: dict[str, Any]) -> list[tuple[str, str]]:
+    """The screened texts of one prompt or resource (as discovery keeps it, or as a client is sent it)."""
+    return rules.server_texts(**{kind: [item]})  # type: ignore[arg-type]
+
+
+def item_key(kind: str, item: dict[str, Any]) -> str:
+    """What an approval of one prompt or resource covers: the texts of it a model reads."""
+    return _digest([kind, item_texts(kind, item)])
+
+
+def screen_server(tool: Tool, *, instructions: str, prompts: list[dict[str, Any]],
+                  resources: list[dict[str, Any]]) -> dict[str, Any]:
+    """Screen the server's instructions, prompts and resources as discovered now and keep it on the tool (saved).
+
+    A held prompt or resource is left out of the gateway's listings (`offered_items`) and the instructions are
+    passed to no model anyway; an admin's approval (`approve_server`) covers these texts until they change."""
+    policy = policy_of(tool.tenant) if screens(tool) else OFF
+    texts = rules.server_texts(instructions=instructions, prompts=prompts, resources=resources)
+    others = others_of(tool) if policy != OFF else None
+    found = [] if policy == OFF else [f.as_dict() for f in rules.screen(
+        texts, other_names=others.names if others else (), other_qualified=others.qualified if others else ())]
+    before = dict(tool.server_screen or {})
+    key = _digest(texts)
+    items = [item_key("prompts", p) for p in prompts] + [item_key("resources", r) for r in resources]
+    kept = {k: before[k] for k in ("approved_key", "approved_items", "approved_by", "approved_at") if k in before}
+    screened: dict[str, Any] = {
+        **kept, "status": verdict(findings=found, policy=policy, approved=before.get("approved_key") == key),
+        "findings": found, "version": rules.ruleset().version, "key": key, "instructions": instructions,
+        "prompts": prompts, "resources": resources, "items": items,
+    }
+    tool.server_screen = screened
+    Tool.objects.in_tenant(tool.tenant_id).filter(pk=tool.pk).update(server_screen=screened)
+    return screened
+
+
+def server_screen_out(tool: Tool) -> dict[str, Any]:
+    """The API's `server_screen` of a tool: {status, findings, approved_by, approved_at}."""
+    data = tool.server_screen or {}
+    return {"status": data.get("status") or ScreenStatus.CLEAR,
+            "findings": [{k: f.get(k, "") for k in ("rule", "severity", "field", "excerpt")}
+                         for f in data.get("findings") or []],
+            "approved_by": (data.get("approved_by") or {}).get("username"), "approved_at": data.get("approved_at")}
+
+
+@transaction.atomic
+def approve_server(tool: Tool, *, actor: Any) -> dict[str, Any]:
+    """An admin's approval of the server's current instructions, prompts and resources (who, when, which texts)."""
+    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    data = dict(tool.server_screen or {})
+    data.update(approved_key=data.get("key", ""), approved_items=list(data.get("items") or []),
+                approved_by={"id": getattr(actor, "pk", None), "username": getattr(actor, "username", "")},
+                approved_at=timezone.now().isoformat())
+    if data.get("status") in (ScreenStatus.HELD, ScreenStatus.FLAGGED):
+        data["status"] = ScreenStatus.APPROVED
+    tool.server_screen = data
+    Tool.objects.in_tenant(tool.tenant_id).filter(pk=tool.pk).update(server_screen=data)
+    return data
+
+
+def offered_items(tool: Tool, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The prompts or resources (as listed to a client now) a model may be offered: one with a high finding is
+    left out under the `hold` policy unless an admin approved that very text. Screened as listed, not as
+    discovered: a text changed since the last discovery is judged on what it says now."""
+    policy = policy_of(tool.tenant) if screens(tool) else OFF
+    if policy != HOLD:
+        return items
+    approved = set((tool.server_screen or {}).get("approved_items") or [])
+    out = []
+    for item in items:
+        found = rules.screen(item_texts(kind, item))
+        if rules.worst(found) == "high" and item_key(kind, item) not in approved:
+            continue
+        out.append(item)
+    return out

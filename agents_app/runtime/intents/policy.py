@@ -69,18 +69,36 @@ def decide(
     in_pool = set(pool)
     matches = tuple(matches)
     if not matches or matches[0].score < threshold:
-        best = f"best score {matches[0].score:.2f} ({matches[0].code})" if matches else "no intent matched"
-        # The best matches' functions, then the always-on ones, so a cap at the model's limit keeps both.
-        first = [f for f in [*(f for m in matches for f in m.functions), *always_on] if f in in_pool]
-        offered = list(dict.fromkeys([*first, *pool]))
-        capped = (f"toolset capped at {limit} of {len(offered)} functions",) if len(offered) > limit else ()
-        return Routing("fallback", tuple(offered[:limit]), (), matches, threshold,
-                       f"{best} is below the threshold {threshold:.2f}: offering the whole toolset", capped)
+        return _fallback(matches, pool, threshold=threshold, limit=limit, always_on=always_on)
     top = matches[0].score
     chosen = tuple(m for m in matches if m.score >= threshold and m.score >= top - margin)
     if chosen[0].kind == "SYSTEM":
         return Routing("system", (), chosen[:1], matches, threshold,
                        f"{chosen[0].code} is a SYSTEM intent ({top:.2f}): answered without tools")
+    wanted, notes = _wanted(chosen, knowledge)
+    wanted.extend(always_on)
+    offered = [f for f in dict.fromkeys(wanted) if f in in_pool]
+    names = ", ".join(f"{m.code} ({m.score:.2f})" for m in chosen if m.kind != "SYSTEM")
+    return Routing("intent", tuple(offered[:limit]), tuple(m for m in chosen if m.kind != "SYSTEM"), matches,
+                   threshold, f"matched {names}", tuple(notes))
+
+
+def _fallback(matches: tuple[Match, ...], pool: list[str], *, threshold: float, limit: int,
+              always_on: Sequence[str]) -> Routing:
+    """No intent is sure enough: the whole toolset, the best matches' and the always-on functions first."""
+    in_pool = set(pool)
+    best = f"best score {matches[0].score:.2f} ({matches[0].code})" if matches else "no intent matched"
+    # The best matches' functions, then the always-on ones, so a cap at the model's limit keeps both.
+    first = [f for f in [*(f for m in matches for f in m.functions), *always_on] if f in in_pool]
+    offered = list(dict.fromkeys([*first, *pool]))
+    capped = (f"toolset capped at {limit} of {len(offered)} functions",) if len(offered) > limit else ()
+    return Routing("fallback", tuple(offered[:limit]), (), matches, threshold,
+                   f"{best} is below the threshold {threshold:.2f}: offering the whole toolset", capped)
+
+
+def _wanted(chosen: tuple[Match, ...], knowledge: str | None) -> tuple[list[str], list[str]]:
+    """The chosen intents' functions (and the knowledge tool for knowledge-base intents), and notes on what is
+    missing."""
     wanted: list[str] = []
     notes: list[str] = []
     for m in chosen:
@@ -91,8 +109,4 @@ def decide(
                 wanted.append(knowledge)
             else:
                 notes.append(f"{m.code} is a knowledge-base intent but the agent names no knowledge tool")
-    wanted.extend(always_on)
-    offered = [f for f in dict.fromkeys(wanted) if f in in_pool]
-    names = ", ".join(f"{m.code} ({m.score:.2f})" for m in chosen if m.kind != "SYSTEM")
-    return Routing("intent", tuple(offered[:limit]), tuple(m for m in chosen if m.kind != "SYSTEM"), matches,
-                   threshold, f"matched {names}", tuple(notes))
+    return wanted, notes

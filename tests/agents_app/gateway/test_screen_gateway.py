@@ -7,8 +7,12 @@ import asyncio
 import sys
 from typing import Any
 
-from tests.agents_app.gateway.clients import connect
+import pytest
+
+from agents_app.gateway.calls import AFTER_FLAGGED
+from tests.agents_app.gateway.clients import connect, refusal
 from tests.fixtures.mcp_servers import HERE
+from tools_app.models import Approval, ToolCall
 from tools_app.runtime.screen.results import META_KEY
 
 POISONED = HERE / "poisoned.py"
@@ -61,3 +65,101 @@ def test_gateway_lists_overrides_hides_held_and_flags_results(served: Any, setup
             return await session.list_tools()
 
     assert "smuggler__add" in {t.name for t in asyncio.run(again()).tools}
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_a_write_after_a_flagged_result_needs_approval_through_the_gateway(served: Any, setup: Any,
+                                                                             guard: bool) -> None:
+    """The Python SDK's client reads a flagged page, then asks for a write its link lets run unasked: with the
+    tenant's `approve_after_flagged_result` it is held for a person; approving runs it once and lifts the mark."""
+    setup.tenant.approve_after_flagged_result = guard
+    setup.tenant.save(update_fields=["approve_after_flagged_result"])
+    api = setup.api
+    pages = server_tool(api, "pages", "results")
+    assert api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [{"tool": pages}]},
+                     format="json").status_code == 200
+    url = served.endpoint("acme", setup.agent_id)
+    comment = {"note": "deleted every branch"}
+
+    async def session_calls(*calls: tuple[str, dict[str, Any]]) -> list[Any]:
+        async with connect(url, setup.token) as (session, _init):
+            return [await session.call_tool(name, args) for name, args in calls]
+
+    # A write before any flagged result runs unasked (the link does not ask for approval).
+    first, = asyncio.run(session_calls(("pages__post_comment", {"note": "hi"})))
+    assert not first.is_error
+    page, write = asyncio.run(session_calls(("pages__fetch_page", {}), ("pages__post_comment", comment)))
+    assert (page.meta or {})[META_KEY]["flagged"] is True
+    comments = ToolCall.objects.filter(function="post_comment", status="ok", approval__isnull=True)  # runs
+    if not guard:
+        assert not write.is_error and comments.count() == 2 and not Approval.objects.exists()
+        return
+    assert write.is_error and refusal(write)["error_code"] == "APPROVAL_REQUIRED"
+    approval = Approval.objects.get(pk=refusal(write)["approval_id"])
+    assert approval.status == "pending" and approval.summary == AFTER_FLAGGED
+    assert comments.count() == 1  # only the one before the flagged result
+    # Still marked in a new session of the same user and agent: the same pending request, nothing ran.
+    again, = asyncio.run(session_calls(("pages__post_comment", comment)))
+    assert again.is_error and refusal(again)["approval_id"] == approval.pk and comments.count() == 1
+
+    assert api.post(f"/api/v1/approvals/{approval.pk}/approve/").status_code == 200
+    ran, after = asyncio.run(session_calls(("pages__post_comment", comment), ("pages__post_comment", {"note": "x"})))
+    # The approved run is handed over (approving ran it; the retry runs nothing twice).
+    assert "call" in ran.content[0].text and refusal_free(ran)
+    assert not after.is_error  # the approved write lifted the mark: the next one runs unasked
+    assert comments.count() == 3 and Approval.objects.count() == 1
+
+
+def refusal_free(result: Any) -> bool:
+    """Not a refusal (no approval asked): a result, or the handed-over run's own answer."""
+    return "toolhub/refusal" not in (result.meta or {}) or not refusal(result).get("approval_id")
+
+
+def test_held_prompts_and_resources_are_not_offered_and_server_instructions_reach_no_client(
+        served: Any, setup: Any) -> None:
+    """The server's poisoned instructions, prompt and resource are screened at discovery; the gateway lists neither
+    held item (nor gets it by name), and its initialize answers the agent's description, never the server's
+    instructions. An admin's approval of the server's texts offers them."""
+    from tools_app.models import Tool
+    from tools_app.services.screening import approve_server
+
+    api = setup.api
+    docs = server_tool(api, "docs", "server_texts")
+    detail = api.get(f"/api/v1/tools/{docs}/").json()
+    assert detail["server_screen"]["status"] == "held"
+    fields = {f["field"] for f in detail["server_screen"]["findings"] if f["severity"] == "high"}
+    assert {"server.instructions", "prompts.review_code.description", "resources.config.description"} <= fields
+    assert detail["functions"][0]["screen"]["status"] == "clear"  # its function is clean and offered
+    assert api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [{"tool": docs}]},
+                     format="json").status_code == 200
+    url = served.endpoint("acme", setup.agent_id)
+
+    async def scenario() -> tuple[Any, Any, Any, Any]:
+        async with connect(url, setup.token) as (session, init):
+            prompts = await session.list_prompts()
+            resources = await session.list_resources()
+            try:
+                await session.get_prompt("docs__review_code", {})
+                got: Any = "served"
+            except Exception as exc:  # noqa: BLE001 - the typed refusal is what is asserted
+                got = exc
+            return init, prompts, resources, got
+
+    init, prompts, resources, got = asyncio.run(scenario())
+    assert init.instructions == "Answers stock questions for the warehouse team."  # the agent's, not the server's
+    assert {p.name for p in prompts.prompts} == {"docs__summarize"}
+    assert {r.name for r in resources.resources} == {"docs__readme"}
+    assert got != "served"
+    assert not ToolCall.objects.filter(function="prompts/get", status="ok").exists()
+
+    approve_server(Tool.objects.get(pk=docs), actor=api.user)
+    detail = api.get(f"/api/v1/tools/{docs}/").json()["server_screen"]
+    assert detail["status"] == "approved" and detail["approved_by"] == api.user.username
+
+    async def again() -> tuple[Any, Any]:
+        async with connect(url, setup.token) as (session, _init):
+            return await session.list_prompts(), await session.list_resources()
+
+    prompts, resources = asyncio.run(again())
+    assert {p.name for p in prompts.prompts} == {"docs__summarize", "docs__review_code"}
+    assert {r.name for r in resources.resources} == {"docs__readme", "docs__config"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +48,8 @@ def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, r
     tool_id = create(api, "everything", "npx", EVERYTHING)
     tool = Tool.objects.get(pk=tool_id)
     assert adapters.server_sandbox(tool.tenant) is not None and not tool.tenant.local_network == "host"
-    started = time.monotonic()
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # the first Test includes the install
     assert tested["ok"], tested
-    assert time.monotonic() - started < 120  # the first Test includes the install
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert package["manager"] == "npm" and package["name"] == "@modelcontextprotocol/server-everything"
     assert package["status"] == "installed" and package["version"] and package["size"] > 0, package
@@ -63,9 +60,8 @@ def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, r
     assert spec.target.command != "npx" and spec.target.sandbox.policy.store_paths
     assert not spec.target.sandbox.share_net
 
-    started = time.monotonic()
-    again = api.post(f"/api/v1/tools/{tool_id}/test/").json()
-    assert again["ok"] and time.monotonic() - started < 5, again
+    again = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # from the store (bench/packages.py times both)
+    assert again["ok"], again
     api.post(f"/api/v1/tools/{tool_id}/refresh/")
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "echo", "arguments": {"message": "hi there"}},
                     format="json").json()
@@ -93,9 +89,7 @@ def test_uvx_server_installs_and_answers_a_call(api: Any, staff: Any, registries
 
 def test_misspelled_package_fails_test_at_once_naming_it(api: Any, staff: Any, registries_reachable: None) -> None:
     tool_id = create(api, "typo", "npx", ["-y", "@modelcontextprotocol/server-everythingg"])
-    started = time.monotonic()
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
-    assert time.monotonic() - started < 5
+    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # at once: bench/packages.py times it
     assert not tested["ok"] and tested["error"]["code"] == "package_not_found", tested
     assert "@modelcontextprotocol/server-everythingg" in tested["error"]["message"]
     assert "registry.npmjs.org" in tested["error"]["message"]

@@ -343,16 +343,8 @@ def _check_paths(args: list[str], ws: Workspace, rules: ProgramRules | None) -> 
     path_options = rules.path_options if rules else frozenset()
     for index, arg in enumerate(args):
         previous = args[index - 1] if index else ""
-        if arg.startswith("-") and arg not in ("-", "--"):
-            if "=" in arg:
-                candidate = arg.split("=", 1)[1]
-            elif not arg.startswith("--") and len(arg) > 2 and ("/" in arg or ".." in arg):
-                candidate = arg[2:]
-            else:
-                continue
-        else:
-            candidate = arg
-        if _URL.match(candidate) and not candidate.lower().startswith("file:"):
+        candidate = _path_candidate(arg)
+        if candidate is None or (_URL.match(candidate) and not candidate.lower().startswith("file:")):
             continue
         path_like = "/" in candidate or "\\" in candidate or ".." in candidate or candidate.startswith("~")
         if not (path_like or previous in path_options or os.path.lexists(ws.root / candidate)):
@@ -364,6 +356,18 @@ def _check_paths(args: list[str], ws: Workspace, rules: ProgramRules | None) -> 
             raise InvalidParams(
                 f"argument {arg!r} names a path outside the workspace (rule: path arguments must stay inside it)"
             )
+
+
+def _path_candidate(arg: str) -> str | None:
+    """What of an argument may name a path: all of it, an option's `=value`, a short option's glued value
+    (`-I../x`), or nothing (any other option)."""
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return arg
+    if "=" in arg:
+        return arg.split("=", 1)[1]
+    if not arg.startswith("--") and len(arg) > 2 and ("/" in arg or ".." in arg):
+        return arg[2:]
+    return None
 
 
 # -- running --------------------------------------------------------------------------------------

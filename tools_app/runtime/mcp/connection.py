@@ -39,7 +39,9 @@ from tools_app.runtime.mcp.discovery import (
     Discovery,
     FunctionInfo,
     build_discovery,
+    instructions_of,
     list_all_tools,
+    list_server_texts,
     to_tool_result,
 )
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
@@ -100,6 +102,7 @@ class Connection:
         # What the server said about itself once the era was settled (discover or initialize).
         self.server_info: types.Implementation | None = None
         self.protocol_version = ""
+        self.instructions = ""  # the server's `instructions` (read by the screen, passed to no model)
         # A 2026-07-28 listing's cache hint (ttlMs): until this monotonic time a rediscovery may reuse it.
         self._listing_fresh_until = 0.0
         self.functions: dict[str, FunctionInfo] = {}
@@ -204,6 +207,7 @@ class Connection:
             await negotiate_auto(session)
         self.protocol_version = session.protocol_version or ""
         self.server_info = session.server_info
+        self.instructions = instructions_of(session)
         if isinstance(channel, HttpChannel):
             channel.modern = self.modern
 
@@ -479,7 +483,7 @@ class Connection:
         return self._discovery(functions, int((time.monotonic() - started) * 1000))
 
     def _discovery(self, functions: list[FunctionInfo], latency_ms: int) -> Discovery:
-        return build_discovery(self.server_info, self.protocol_version, functions, latency_ms)
+        return build_discovery(self.server_info, self.protocol_version, functions, latency_ms, self.instructions)
 
     async def call(
         self, function: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFn | None = None,
@@ -672,6 +676,13 @@ async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: C
     try:
         await conn.open()
         functions = list(conn.functions.values())
-        return conn._discovery(functions, int((time.monotonic() - started) * 1000))
+        found = conn._discovery(functions, int((time.monotonic() - started) * 1000))
+        # What else the server tells a model, for the screen (outside the latency: it is Toolhub's extra ask).
+        try:
+            with anyio.move_on_after(spec.call_timeout_s):
+                found.prompts, found.resources = await conn._watched(list_server_texts(conn._require_session()))
+        except RuntimeToolError:
+            pass  # the transport failed after the listing: the tools are known, the rest is not offered anyway
+        return found
     finally:
         await conn.close()

@@ -41,6 +41,12 @@ class Discovery:
     protocol_version: str
     functions: list[FunctionInfo] = field(default_factory=list)
     latency_ms: int = 0
+    # What else the server tells a model, read by the screen (a probe's only; a pooled rediscovery leaves them
+    # empty): the `instructions` of its initialize/discover result, its prompts and resources as listed
+    # ({name, title, description, arguments: [{name, description}]} / {name, title, description, uri}).
+    instructions: str = ""
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
 
 
 def function_info(tool: types.Tool) -> FunctionInfo:
@@ -95,7 +101,7 @@ async def list_all_tools(session: ClientSession) -> tuple[list[FunctionInfo], in
 
 
 def build_discovery(server: types.Implementation | None, protocol_version: str, functions: list[FunctionInfo],
-                    latency_ms: int) -> Discovery:
+                    latency_ms: int, instructions: str = "") -> Discovery:
     """`server` is None when a 2026-07-28 server did not name itself (its discover `_meta` stamp is optional)."""
     return Discovery(
         server_name=server.name if server else "",
@@ -103,7 +109,61 @@ def build_discovery(server: types.Implementation | None, protocol_version: str, 
         protocol_version=protocol_version,
         functions=functions,
         latency_ms=latency_ms,
+        instructions=instructions,
     )
+
+
+# Pages of prompts/list and resources/list a probe reads for the screen (each page is typically the whole list).
+MAX_TEXT_PAGES = 10
+
+
+def instructions_of(session: ClientSession) -> str:
+    """The `instructions` of the server's discover or initialize result ('' when it gave none)."""
+    result = session.discover_result or session.initialize_result
+    return str(getattr(result, "instructions", None) or "")
+
+
+def _prompt(prompt: types.Prompt) -> dict[str, Any]:
+    return {"name": prompt.name, "title": prompt.title or "", "description": prompt.description or "",
+            "arguments": [{"name": a.name, "description": a.description or ""} for a in prompt.arguments or []]}
+
+
+def _resource(resource: types.Resource) -> dict[str, Any]:
+    return {"name": resource.name, "title": resource.title or "", "description": resource.description or "",
+            "uri": str(resource.uri)}
+
+
+async def list_server_texts(session: ClientSession) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The prompts and resources a server advertises (the capability), as the screen reads them. A listing the
+    server fails is an empty one: the screen reads what is offered, and it offers nothing it cannot list."""
+    caps = session.server_capabilities
+    prompts: list[dict[str, Any]] = []
+    resources: list[dict[str, Any]] = []
+    if caps is not None and caps.prompts is not None:
+        cursor: str | None = None
+        for _page in range(MAX_TEXT_PAGES):
+            try:
+                listed = await session.list_prompts(params=types.PaginatedRequestParams(cursor=cursor) if cursor
+                                                    else None)
+            except Exception:  # noqa: BLE001 - see above
+                break
+            prompts.extend(_prompt(p) for p in listed.prompts)
+            cursor = listed.next_cursor
+            if not cursor:
+                break
+    if caps is not None and caps.resources is not None:
+        cursor = None
+        for _page in range(MAX_TEXT_PAGES):
+            try:
+                found = await session.list_resources(params=types.PaginatedRequestParams(cursor=cursor) if cursor
+                                                     else None)
+            except Exception:  # noqa: BLE001 - see above
+                break
+            resources.extend(_resource(r) for r in found.resources)
+            cursor = found.next_cursor
+            if not cursor:
+                break
+    return prompts, resources
 
 
 # ToolResult.meta keys: the result-level `_meta` as sent, and that the server itself answered isError (its

@@ -51,3 +51,10 @@ class PackageInstalling(PackageError):
 
     code = ApiCode.PACKAGE_INSTALLING
     result_code = ResultCode.TIMEOUT
+
+
+class PackageStoreUnavailable(PackageError):
+    """The process that starts the server (a runner) does not see the installed package at the path the web process
+    resolved: the package store is not shared with it (TOOLHUB_PACKAGE_STORE)."""
+
+    code = ApiCode.PACKAGE_STORE_UNAVAILABLE

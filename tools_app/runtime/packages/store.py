@@ -27,7 +27,7 @@ from typing import Any
 
 from tools_app.runtime.packages.errors import PackageError, PackageInstallFailed
 from tools_app.runtime.packages.refs import PackageRef
-from tools_app.runtime.packages.registry import Registries, need
+from tools_app.runtime.packages.registry import Registries, check_allowed, need
 
 MARKER = ".toolhub-package.json"
 OUTPUT_TAIL = 1500
@@ -37,6 +37,13 @@ ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_C
              "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "XDG_CACHE_HOME",
              "XDG_CONFIG_HOME", "PIP_CONFIG_FILE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE",
              "NODE_OPTIONS", "NPM_CONFIG_USERCONFIG")
+# Python distributions that carry a node helper they `npm install` into their own folder on first use: in the
+# sandbox that folder is read-only and there is no network (and npm's output would land on the server's stdout,
+# its MCP channel), so the helper is installed with the package, outside the sandbox, under the npm rules (no
+# install scripts, every package verified by its lockfile's integrity). distribution -> helper folders in it.
+NODE_HELPERS: dict[str, tuple[str, ...]] = {
+    "readabilipy": ("readabilipy/javascript",),  # Readability.js + jsdom, for mcp-server-fetch's HTML extraction
+}
 
 
 @dataclass(frozen=True)
@@ -73,13 +80,15 @@ def install(ref: PackageRef, version: str, *, store: str | Path, registries: Reg
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{version}.", suffix=".partial", dir=final.parent))
     try:
+        helpers: dict[str, str] = {}
         if ref.manager == "npm":
             digest = _install_npm(ref, version, work, registries, timeout_s)
         else:
-            digest = _install_pypi(ref, version, work, final, registries, timeout_s)
+            digest, helpers = _install_pypi(ref, version, work, final, registries, timeout_s)
         size = disk_size(work)
         (work / MARKER).write_text(json.dumps({"manager": ref.manager, "name": ref.name, "version": version,
-                                               "digest": digest, "size": size, "installed_at": time.time()}))
+                                               "digest": digest, "size": size, "installed_at": time.time(),
+                                               "node_helpers": helpers}))
         _read_only(work)
         try:
             os.rename(work, final)
@@ -170,20 +179,31 @@ def _install_npm(ref: PackageRef, version: str, work: Path, registries: Registri
     npm = need("npm", ref)
     need("node", ref)
     (work / "package.json").write_text(json.dumps({"name": "toolhub-package", "private": True}))
-    _run([npm, "install", "--prefix", str(work), "--save-exact", "--no-audit", "--no-fund", "--omit=dev",
-          "--ignore-scripts", "--no-update-notifier", "--loglevel=error", f"--registry={registries.primary(ref)}",
-          f"{ref.name}@{version}"], cwd=work, timeout_s=timeout_s, ref=ref, step="npm install")
-    lock_path = work / "package-lock.json"
+    _npm_install(npm, work, ref, registries, timeout_s, f"{ref.name}@{version}", "--save-exact")
+    return _verified_lock(work / "package-lock.json", ref, f"{ref.name}@{version}")
+
+
+def _npm_install(npm: str, folder: Path, ref: PackageRef, registries: Registries, timeout_s: float,
+                 *packages: str) -> None:
+    """`npm install` into `folder` (its package.json's dependencies, plus `packages`): no install scripts, no dev
+    dependencies, from the registry the operator allows."""
+    _run([npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--omit=dev", "--ignore-scripts",
+          "--no-update-notifier", "--loglevel=error", f"--registry={registries.primary(ref)}", *packages],
+         cwd=folder, timeout_s=timeout_s, ref=ref, step="npm install")
+
+
+def _verified_lock(lock_path: Path, ref: PackageRef, what: str) -> str:
+    """The sha256 of npm's lockfile, once every package in it carries the integrity hash npm verified."""
     try:
         lock = json.loads(lock_path.read_text())
     except (OSError, ValueError):
-        raise PackageInstallFailed(f"npm installed {ref.name}@{version} without a package-lock.json",
+        raise PackageInstallFailed(f"npm installed {what} without a package-lock.json",
                                    details={"package": ref.name}) from None
     unchecked = [path for path, meta in (lock.get("packages") or {}).items()
                  if path and not meta.get("link") and not meta.get("integrity")]
     if unchecked:
         raise PackageInstallFailed(
-            f"npm's lockfile for {ref.name}@{version} has no integrity hash for {', '.join(unchecked[:5])}; "
+            f"npm's lockfile for {what} has no integrity hash for {', '.join(unchecked[:5])}; "
             "Toolhub installs only what the registry's hashes verified",
             details={"package": ref.name, "unverified": unchecked[:20]})
     return _sha256(lock_path)
@@ -193,7 +213,7 @@ def _install_npm(ref: PackageRef, version: str, work: Path, registries: Registri
 
 
 def _install_pypi(ref: PackageRef, version: str, work: Path, final: Path, registries: Registries,
-                  timeout_s: float) -> str:
+                  timeout_s: float) -> tuple[str, dict[str, str]]:
     # The venv is made at its final path's name: scripts carry their interpreter's absolute path in their shebang.
     python = _venv(work, final, ref, timeout_s)
     index_args = _index_args(ref, registries)
@@ -209,8 +229,54 @@ def _install_pypi(ref: PackageRef, version: str, work: Path, final: Path, regist
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
           "--require-hashes", "--only-binary", ":all:", "--no-compile", *index_args, "-r", str(requirements)],
          cwd=work, timeout_s=timeout_s, ref=ref, step="pip install")
+    helpers = _node_helpers(ref, work, pinned, registries, timeout_s)
+    _compile(python, work, final, timeout_s)
     _relocate(work, final)
-    return _sha256(requirements)
+    return _sha256(requirements), helpers
+
+
+def _compile(python: Path, work: Path, final: Path, timeout_s: float) -> None:
+    """Byte-compile the installed modules now (compiling imports nothing): the store is read-only to the server, so a
+    server could never cache them itself and would compile every module it imports at each start. The files name
+    their final path (tracebacks). Best effort: a module that does not compile is compiled (and fails) at import."""
+    sites = [str(p) for p in work.glob("lib/python*/site-packages")]
+    if not sites:
+        return
+    try:
+        subprocess.run([str(python), "-m", "compileall", "-q", "-j0", "-s", str(work), "-p", str(final), *sites],
+                       cwd=work, env=installer_env(), capture_output=True, timeout=timeout_s, check=False,
+                       stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+
+
+def _node_helpers(ref: PackageRef, work: Path, pinned: str, registries: Registries,
+                  timeout_s: float) -> dict[str, str]:
+    """Install the node helpers (NODE_HELPERS) of the distributions just installed: {folder: lockfile sha256}.
+
+    Where this host has no node, nothing is installed: the sandbox (which sees the host's /usr) has none either, and
+    such a package runs its pure-Python fallback."""
+    from packaging.utils import canonicalize_name
+
+    names = {canonicalize_name(line.split("==", 1)[0]) for line in pinned.splitlines() if "==" in line}
+    wanted = [(dist, rel) for dist, rels in NODE_HELPERS.items() if canonicalize_name(dist) in names for rel in rels]
+    if not wanted:
+        return {}
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if not npm or not node:
+        return {}
+    out: dict[str, str] = {}
+    for dist, rel in wanted:
+        for site in sorted(work.glob("lib/python*/site-packages")):
+            folder = site / rel
+            if not (folder / "package.json").is_file():
+                continue
+            helper = PackageRef(manager="npm", name=f"{rel} (the node helper of {dist}, for {ref.base_name})",
+                                runner=ref.runner)
+            check_allowed(helper, registries)
+            _npm_install(npm, folder, helper, registries, timeout_s)
+            out[rel] = _verified_lock(folder / "package-lock.json", helper, helper.name)
+    return out
 
 
 def _venv(work: Path, final: Path, ref: PackageRef, timeout_s: float) -> Path:
@@ -276,6 +342,20 @@ def _sha256(path: Path) -> str:
 
 
 # --- the entry point ---
+
+
+# Servers that keep their state beside their own code unless told otherwise: in the store that folder is read-only
+# (and shared by every tenant, so it must stay so); the variable points it into the server's working folder (the
+# tenant workspace) unless the tool sets it. (manager, name) -> {variable: file name}.
+STATE_FILES: dict[tuple[str, str], dict[str, str]] = {
+    ("npm", "@modelcontextprotocol/server-memory"): {"MEMORY_FILE_PATH": "memory.jsonl"},
+}
+
+
+def state_env(ref: PackageRef, workdir: str, env: dict[str, str]) -> dict[str, str]:
+    """The variables that point a server's state into `workdir`, for those `env` does not set already."""
+    wanted = STATE_FILES.get((ref.manager, ref.base_name), {})
+    return {name: os.path.join(workdir, file) for name, file in wanted.items() if name not in env}
 
 
 @dataclass(frozen=True)

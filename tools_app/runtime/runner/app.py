@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import hmac
 import json
+import os
 import threading
 import time
 import uuid
@@ -35,6 +36,8 @@ from core.errors import RuntimeToolError
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 from tools_app.runtime.mcp.pool import SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
+from tools_app.runtime.packages.errors import PackageStoreUnavailable
+from tools_app.runtime.packages.store import MARKER
 from tools_app.runtime.runner.placement import Registry, RunnerInfo
 from tools_app.runtime.runner.wire import discovery_to_json, error_to_json, result_to_json, spec_from_json
 from tools_app.runtime.sandbox import SandboxUnavailable
@@ -59,6 +62,15 @@ def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
             "runner itself with TOOLHUB_RUNNER_ALLOW_UNSANDBOXED=on",
             details={"tool_id": spec.tool_id, "setting": "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED"},
         )
+    if isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None:
+        for path in spec.target.sandbox.policy.store_paths:
+            if not os.path.isfile(os.path.join(path, MARKER)):
+                raise PackageStoreUnavailable(
+                    f"this runner does not see the installed package at {path}: every runner must see the package "
+                    "store (TOOLHUB_PACKAGE_STORE) at the same path as the web processes and workers that install "
+                    "into it (a shared volume; read-only is enough on a runner's host)",
+                    details={"tool_id": spec.tool_id, "path": path, "setting": "TOOLHUB_PACKAGE_STORE"},
+                )
     return spec
 
 

@@ -125,12 +125,20 @@ def _excerpt(span: str) -> str:
     return shown if len(shown) <= MAX_EXCERPT else shown[: MAX_EXCERPT - 1] + "…"
 
 
+# A prompt's or resource's own description or title (server_texts): judged like a function's description.
+_ITEM_DESCRIPTION = re.compile(r"^(?:prompts|resources)\.[^\n]*\.(?:description|title)$")
+
+
+def _is_description(field: str) -> bool:
+    return field in ("description", "title") or (bool(_ITEM_DESCRIPTION.match(field)) and ".arguments." not in field)
+
+
 def _length_applies(rule: Rule, field: str) -> bool:
     if rule.fields == "server":
         return field.startswith("server.")
     if rule.fields == "description":
-        return field in ("description", "title")
-    return not field.startswith("server.") and field not in ("description", "title")
+        return _is_description(field)
+    return not field.startswith("server.") and not _is_description(field)
 
 
 def _name_pattern(names: Collection[str]) -> re.Pattern[str] | None:
@@ -224,6 +232,37 @@ def function_texts(*, name: str = "", title: str = "", description: str = "", in
     texts += list(_schema_texts(input_schema or {}, "input_schema"))
     texts += list(_schema_texts(output_schema or {}, "output_schema"))
     return [(f, t) for f, t in texts if t]
+
+
+def server_texts(*, instructions: str = "", prompts: Iterable[dict[str, Any]] = (),
+                 resources: Iterable[dict[str, Any]] = ()) -> list[tuple[str, str]]:
+    """The (field, text) pairs a server tells a model besides its tools: `server.instructions`,
+    `prompts.<name>.{title,description}`, `prompts.<name>.arguments.<arg>.description`,
+    `resources.<name>.{title,description}` (a name itself only when it hides invisible characters)."""
+    texts = [("server.instructions", instructions)]
+    for kind, items in (("prompts", prompts), ("resources", resources)):
+        for item in items:
+            name = str(item.get("name") or "")
+            if invisible_re().search(name):
+                texts.append((f"{kind}.{name}.name", name))
+            texts += [(f"{kind}.{name}.title", str(item.get("title") or "")),
+                      (f"{kind}.{name}.description", str(item.get("description") or ""))]
+            for arg in item.get("arguments") or []:
+                if isinstance(arg, dict):
+                    texts.append((f"{kind}.{name}.arguments.{arg.get('name')}.description",
+                                  str(arg.get("description") or "")))
+    return [(f, t) for f, t in texts if t]
+
+
+def item_of(field: str) -> tuple[str, str] | None:
+    """('prompts' | 'resources', name) of a server_texts field; None for the instructions."""
+    kind, _, rest = field.partition(".")
+    if kind not in ("prompts", "resources"):
+        return None
+    for suffix in (".name", ".title", ".description"):
+        if rest.endswith(suffix) and ".arguments." not in rest:
+            return kind, rest[: -len(suffix)]
+    return kind, rest.split(".arguments.", 1)[0]
 
 
 def worst(findings: Iterable[Finding | dict[str, Any]]) -> Severity | None:
