@@ -75,7 +75,7 @@ def usable_agents(*, tenant: Tenant, user: Any) -> QuerySet[Agent]:
     """Enabled agents this user may chat with: admins all; others all unless narrowed by `use_agent` grants.
 
     An agent on which any user holds an explicit `use_agent` grant is restricted to its grantees
-    (the same semantics as tools_app.selectors.usable_tools).
+    (the same semantics as tools_app.policies.USE_TOOL).
     """
     qs = Agent.objects.filter(tenant=tenant, status=AgentStatus.ENABLED)
     if is_tenant_admin(tenant=tenant, user=user):

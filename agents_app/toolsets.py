@@ -22,14 +22,14 @@ from agents_app.runtime.loop import Event
 from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import AgentLink, Toolset, assemble
 from tenants_app.models import Tenant
-from tools_app.selectors import usable_tools
+from tools_app.policies import USE_TOOL
 
 
 def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> Toolset:
     """The agent's linked functions this user may use, with approval flags from the tools' own policy."""
     links = list(agent.agent_tools.all())
     tool_ids = [link.tool_id for link in links]
-    usable = set(usable_tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
+    usable = set(USE_TOOL.tools(tenant=tenant, user=actor).filter(pk__in=tool_ids).values_list("pk", flat=True))
     candidates = selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
     # Each function's needs_approval comes from tools_app's one approval rule, applied inside assembly.
     return assemble(
@@ -44,7 +44,7 @@ def build_toolset(*, tenant: Tenant, actor: Any, agent: Agent) -> Toolset:
 
 def caller_toolset(*, tenant: Tenant, actor: Any) -> Toolset:
     """Every function the caller may use (enabled tools they may use, active and enabled functions)."""
-    tool_ids = list(usable_tools(tenant=tenant, user=actor).values_list("pk", flat=True))
+    tool_ids = list(USE_TOOL.tools(tenant=tenant, user=actor).values_list("pk", flat=True))
     candidates = selectors.function_candidates(tenant=tenant, tool_ids=tool_ids)
     return assemble(tenant_id=tenant.pk, candidates=candidates, usable_tool_ids=set(tool_ids), now=timezone.now())
 

@@ -42,10 +42,10 @@ from tenants_app.models import Membership, Role, Tenant  # noqa: E402
 from tenants_app.services import token_for_user  # noqa: E402
 from tests.fixtures.fake_llm import FakeLLM, Turn, call, text  # noqa: E402
 from tests.fixtures.mcp_servers import INVENTORY, PYTHON  # noqa: E402
-from tools_app import adapters  # noqa: E402
 from tools_app.models import FunctionState, Tool, ToolFunction, ToolType  # noqa: E402
 from tools_app.services import ToolInput, tool_create  # noqa: E402
 from tools_app.services.discovery import probe_tool, store_functions  # noqa: E402
+from tools_app.wiring import pool as wiring_pool  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 
@@ -91,7 +91,7 @@ def bench_requests(client: APIClient, agent: Agent, n: int) -> None:
     resp = client.post(f"/api/v1/agents/{agent.pk}/chat/", {"message": "DEMO-001?"}, format="json")
     first_ms = (time.perf_counter() - first) * 1000
     assert resp.status_code == 200 and resp.json()["status"] == "completed", resp.content
-    before = adapters.pool().stats()
+    before = wiring_pool.pool().stats()
     samples = []
     for _ in range(n):
         started = time.perf_counter()
@@ -99,7 +99,7 @@ def bench_requests(client: APIClient, agent: Agent, n: int) -> None:
         samples.append((time.perf_counter() - started) * 1000)
         body = resp.json()
         assert body["status"] == "completed" and "12" in body["message"], body
-    after = adapters.pool().stats()
+    after = wiring_pool.pool().stats()
     print(f"chat request #1 (cold: spawns the MCP server): {first_ms:.1f} ms")
     print(f"chat requests #2..#{n + 1} (model turn + tool call + model turn each): {summary(samples)}")
     print(f"  processes spawned by requests #2..: {after['processes_spawned'] - before['processes_spawned']} (goal 0)")
@@ -170,7 +170,7 @@ def main() -> None:
         bench_assembly(tenant, user, big, args.assemblies)
         bench_cycles(tenant, user, agent, args.cycles, full_every=10)
     finally:
-        adapters.pool().close_all()
+        wiring_pool.pool().close_all()
         llm.stop()
         print(f"scratch database: {SCRATCH}", file=sys.stderr)
 

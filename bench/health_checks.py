@@ -54,9 +54,9 @@ def hanging_server() -> int:
 def main() -> None:
     call_command("migrate", verbosity=0)
     from tenants_app.models import Tenant
-    from tools_app import adapters
     from tools_app.models import Tool, ToolType
     from tools_app.services.health import check_all_tools
+    from tools_app.wiring.pool import pool
 
     tenant = Tenant.objects.create(slug="bench", name="Bench")
     hang_port = hanging_server()
@@ -67,14 +67,14 @@ def main() -> None:
             rows.append(Tool(tenant=tenant, name=f"remote-{i}", type=ToolType.REMOTE,
                              config={"url": url, "transport": "streamable_http", "headers": {}, "timeout_s": TIMEOUT_S}))
         Tool.objects.bulk_create(rows)
-        adapters.pool()  # configured once, outside the timing
+        pool()  # configured once, outside the timing
         started = time.monotonic()
         counts = check_all_tools(concurrency=CONCURRENCY)
         elapsed = time.monotonic() - started
     print(f"checked={counts['checked']} ok={counts['ok']} failed={counts['failed']} concurrency={CONCURRENCY}")
     print(f"sweep total: {elapsed:.2f} s; one timeout: {TIMEOUT_S:.2f} s; ratio {elapsed / TIMEOUT_S:.1f}x")
     print(f"serial worst case would be >= {HANGING * TIMEOUT_S:.0f} s for the hanging ones alone")
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 if __name__ == "__main__":

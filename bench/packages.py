@@ -64,7 +64,8 @@ def main() -> None:
     from tenants_app.models import Role
     from tenants_app.services import token_for_user
     from tests.factories import MembershipFactory, TenantFactory, UserFactory
-    from tools_app import adapters
+    from tools_app.wiring.pool import pool
+    from tools_app.wiring.workspaces import workspace_for
 
     tenant = TenantFactory(slug="bench")
     user = UserFactory(username="bench")
@@ -72,7 +73,7 @@ def main() -> None:
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token_for_user(user=user)}")
     api.defaults["HTTP_X_TENANT"] = tenant.slug
-    workspace = adapters.workspace_for(tenant)
+    workspace = workspace_for(tenant)
 
     def create(name: str, argv: list[str]) -> int:
         resp = api.post("/api/v1/tools/", {"name": name, "type": "LOCAL", "config": {
@@ -91,7 +92,7 @@ def main() -> None:
             tool_id = create(ref.key, [fill(a, workspace) for a in ref.readme])
             first, body = timed(test, tool_id)
             assert isinstance(body, dict) and body.get("ok"), body
-            adapters.pool().close_all()  # the second Test starts the server again, from the store
+            pool().close_all()  # the second Test starts the server again, from the store
             again, body = timed(test, tool_id)
             assert isinstance(body, dict) and body.get("ok"), body
             api.post(f"/api/v1/tools/{tool_id}/refresh/")
@@ -100,7 +101,7 @@ def main() -> None:
                 return api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": function, "arguments": arguments},
                                 format="json").json()
 
-            adapters.pool().close_all()
+            pool().close_all()
             call, _ = timed(answers, ref, invoke, workspace)
             package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
             print(f"{ref.key:<12} {first:>9.1f} s {again:>7.1f} s {call:>9.1f} s  "
@@ -112,7 +113,7 @@ def main() -> None:
             code = error.get("code") if isinstance(error, dict) else error
             print(f"{'misspelled':<12} {took:>9.1f} s  {code}: {' '.join(argv)}")
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
         from tools_app.runtime.packages.store import remove
 
         for folder in Path(settings.TOOLHUB_PACKAGE_STORE).glob("*/*/*"):

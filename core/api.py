@@ -21,9 +21,10 @@ from core.errors import NotFound
 from core.roles import Role
 
 
-def _resolver() -> Callable[[Any, str | None], tuple[Any, Any]]:
-    # The tenancy app plugs in through a setting: core sits below every app and imports none of them.
-    resolver: Callable[[Any, str | None], tuple[Any, Any]] = import_string(settings.TOOLHUB_TENANT_RESOLVER)
+def _resolver() -> Callable[[Any, str | None, Role], tuple[Any, Any]]:
+    # The tenancy app plugs in through a setting: core sits below every app and imports none of them. It resolves
+    # the tenant and checks the caller's role there (the role policy, tenants_app.policies).
+    resolver: Callable[[Any, str | None, Role], tuple[Any, Any]] = import_string(settings.TOOLHUB_TENANT_RESOLVER)
     return resolver
 
 
@@ -63,13 +64,12 @@ class TenantViewSet(viewsets.GenericViewSet[Any]):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         hotcache.hint_tenant(request.headers.get("X-Tenant"))  # its generation comes with the identity one
         super().initial(request, *args, **kwargs)
-        tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"))
+        # The role policy (tenants_app.policies), as services apply it: an operator passes as owner.
+        tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"), self.required_role(request))
         # On the Django request too: DRF's OPTIONS metadata clones the request (clone_request keeps only the
         # HttpRequest underneath) and looks the object up through that clone.
         request.tenant = request._request.tenant = tenant  # type: ignore[attr-defined]
         request.membership = request._request.membership = membership  # type: ignore[attr-defined]
-        # The role policy (tenants_app.policies), as services apply it: an operator passes as owner.
-        membership.require(self.required_role(request), user=request.user)
 
     @property
     def tenant(self) -> Any:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 
@@ -94,8 +92,3 @@ class Membership(models.Model):
     def has_role(self, at_least: Role | str) -> bool:
         return role_at_least(self.role, at_least)
 
-    def require(self, at_least: Role | str, *, user: Any = None) -> None:
-        """The role policy's check on this membership (tenants_app.policies); `user` lets an operator pass."""
-        from tenants_app.policies import role_policy
-
-        role_policy(at_least).require_membership(self, user=user)

@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import NotFound, TenantNotAvailable, TenantRequired
+from core.roles import Role
 from tenants_app.models import Membership, Tenant
+from tenants_app.policies import role_policy
 from tenants_app.selectors import membership_get, memberships_for_user
 
 
-def resolve_tenant(user: Any, header: str | None) -> tuple[Tenant, Membership]:
-    """X-Tenant names the tenant; a user with exactly one membership may omit it."""
+def resolve_tenant(user: Any, header: str | None, at_least: Role | str | None = None) -> tuple[Tenant, Membership]:
+    """X-Tenant names the tenant; a user with exactly one membership may omit it. With `at_least`, the role policy
+    (tenants_app.policies) checks the membership as services apply it: an operator passes as owner."""
+    tenant, membership = _resolve(user, header)
+    if at_least is not None:
+        role_policy(at_least).require_membership(membership, user=user)
+    return tenant, membership
+
+
+def _resolve(user: Any, header: str | None) -> tuple[Tenant, Membership]:
     if header:
         try:
             membership = membership_get(user=user, tenant_slug=header.strip())

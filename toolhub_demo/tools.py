@@ -9,9 +9,9 @@ from typing import Any
 from django.conf import settings
 
 from tenants_app.models import Tenant
-from tools_app.adapters import sqlite_path
 from tools_app.models import Tool, ToolType
 from tools_app.runtime.builtins.sql_demo import create_demo_database
+from tools_app.wiring.sql import sqlite_path
 
 INVENTORY_SERVER = Path(settings.BASE_DIR) / "toolhub_demo" / "inventory_server.py"
 

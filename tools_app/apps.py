@@ -46,11 +46,12 @@ class ToolsAppConfig(AppConfig):
         audit_stream.connect()
         warn_if_command_sandbox_off()
         warn_if_local_sandbox_off()
-        from tools_app import adapters, signals  # noqa: F401
+        from tools_app import signals  # noqa: F401
+        from tools_app.events import tool_released
         from tools_app.pool_broadcast import publish_release
-        from tools_app.signals import tool_released
+        from tools_app.wiring.pool import release_tool
 
-        tool_released.connect(lambda sender, tool_id, **kw: adapters.release_tool(tool_id), weak=False,
+        tool_released.connect(lambda sender, tool_id, **kw: release_tool(tool_id), weak=False,
                               dispatch_uid="pool-release-tool")
         tool_released.connect(lambda sender, tool_id, **kw: publish_release(tool_id), weak=False,
                               dispatch_uid="pool-broadcast-release")
@@ -59,6 +60,7 @@ class ToolsAppConfig(AppConfig):
         from tools_app.runtime import registry
 
         registry.configure(settings.TOOLHUB_TOOL_PLUGINS)
+        import tools_app.runtime.builtins  # noqa: F401  (importing it registers every built-in once)
         from tools_app.records.tools import register_record_tools
 
         # Before any sync of BUILTIN rows (post_migrate, a new tenant): the record tools are on the one registry.

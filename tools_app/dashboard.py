@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from tenants_app.models import Tenant
 from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool, ToolCall, ToolStatus, ToolType
-from tools_app.selectors import approvals_visible
+from tools_app.policies import approvals_visible
 
 CHECKED_TYPES = (ToolType.LOCAL, ToolType.REMOTE)  # the health beat probes these
 PERCENTILE_SAMPLE = 20_000  # calls read for p50/p95; past this the figures come from the newest calls

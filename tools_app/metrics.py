@@ -50,7 +50,7 @@ def _gauges() -> Iterable[Metric]:
     yield metrics.gauge(
         "toolhub_screen_findings", "The screen's findings in the functions servers offer now",
         ["tenant", "tool", "severity", "status"], ((list(k), n) for k, n in _screen_counts().items()))
-    from tools_app.adapters import pool_stats
+    from tools_app.wiring.pool import pool_stats
 
     stats = pool_stats()
     yield metrics.gauge("toolhub_pool_sessions", "Open pooled MCP sessions", [], [([], stats.get("open_sessions", 0))])

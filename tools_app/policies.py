@@ -5,8 +5,12 @@
   state (tools_app.runtime.call_rules, which toolset assembly applies too), the caller's role (MEMBERS of the
   role policy), `use_tool` grants, and for a call through an agent its `use_agent` grant and link. The agent
   half is agents_app's (`TOOLHUB_AGENT_CALL_RULE`): tools import no agents.
+- USE_TOOL ("which tools may this user use?"): the `use_tool` grants alone (admins all; a tool with any explicit
+  grant only its grantees), the half of CALLS that toolsets, tool options and per-user keys read.
 - DECIDERS ("may this user decide this approval?"): the requester; tenant owners/admins when the tenant sets
   `admins_can_approve`; under `approval_second_person` only an owner/admin other than the requester.
+
+The approval readers (`approvals_visible`, `approvals_decidable`) are here too: who may see and who may decide.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from guardian.shortcuts import get_objects_for_user
 
 from core import hotcache
 from core.codes import Reason
 from tenants_app.models import Tenant
 from tenants_app.policies import ADMINS, MEMBERS, RoleDenial
-from tools_app import selectors
-from tools_app.models import Approval, FunctionState, Tool, ToolFunction
+from tenants_app.selectors import is_tenant_admin
+from tools_app.models import Approval, FunctionState, Tool, ToolFunction, ToolStatus
 from tools_app.runtime import call_rules
 from tools_app.runtime.call_rules import Refusal
 
@@ -54,6 +59,41 @@ def _role_refusal(denial: RoleDenial, tenant: Tenant) -> Refusal:
                    f"a {role} may not call tools in tenant {tenant.slug!r}; calling needs the member role or higher")
 
 
+class UseToolPolicy:
+    """The `use_tool` rule: which of a tenant's tools a user may use (the grants alone, no role or state)."""
+
+    def tools(self, *, tenant: Tenant, user: Any, any_status: bool = False) -> QuerySet[Tool]:
+        """Enabled tools (any tool with `any_status`) this user may use: admins all; others all unless narrowed by
+        `use_tool` grants. A tool on which any user holds an explicit `use_tool` grant is restricted to its
+        grantees."""
+        qs = Tool.objects.filter(tenant=tenant)
+        if not any_status:
+            qs = qs.filter(status=ToolStatus.ENABLED)
+        if ADMINS.allows(tenant=tenant, user=user):
+            return qs
+        granted = get_objects_for_user(user, "tools_app.use_tool", klass=qs, accept_global_perms=False)
+        return qs.exclude(pk__in=self._restricted_tool_ids(tenant)) | granted
+
+    def why_not(self, *, tenant: Tenant, user: Any, tool: Tool, any_status: bool = False) -> Refusal | None:
+        """Why `user` may not use `tool` (no use_tool grant where the tool is restricted); None when they may."""
+        if not self.tools(tenant=tenant, user=user, any_status=any_status).filter(pk=tool.pk).exists():
+            return Refusal(Reason.TOOL_NOT_USABLE,
+                           f"you may not use tool {tool.name!r} (no use_tool permission)")
+        return None
+
+    @staticmethod
+    def _restricted_tool_ids(tenant: Tenant) -> list[int]:
+        """Ids of this tenant's tools that carry at least one explicit `use_tool` grant."""
+        from django.contrib.contenttypes.models import ContentType
+        from guardian.models import UserObjectPermission
+
+        pks = UserObjectPermission.objects.filter(
+            permission__codename="use_tool", content_type=ContentType.objects.get_for_model(Tool)
+        ).values_list("object_pk", flat=True)
+        ids = {int(pk) for pk in pks}
+        return list(Tool.objects.filter(tenant=tenant, pk__in=ids).values_list("pk", flat=True))
+
+
 class CallPolicy:
     """May a user call a function now. Warm (`warm=True`), the user's callable tools come from memory."""
 
@@ -64,10 +104,10 @@ class CallPolicy:
     # --- the queryset side ----------------------------------------------------------------------------
 
     def tools(self, *, tenant: Tenant, user: Any) -> QuerySet[Tool]:
-        """Enabled tools the user may call: members and up, narrowed by `use_tool` grants (usable_tools)."""
+        """Enabled tools the user may call: members and up, narrowed by `use_tool` grants (USE_TOOL)."""
         if not MEMBERS.allows(tenant=tenant, user=user):
             return Tool.objects.none()
-        return selectors.usable_tools(tenant=tenant, user=user)
+        return USE_TOOL.tools(tenant=tenant, user=user)
 
     def tool_ids(self, *, tenant: Tenant, user: Any) -> frozenset[int]:
         """Ids of `tools`, kept in memory until the tenant's tools or anyone's role or grants change."""
@@ -135,11 +175,7 @@ class CallPolicy:
         denial = MEMBERS.why_not(tenant=tenant, user=user)
         if denial is not None:
             return _role_refusal(denial, tenant)
-        usable = selectors.usable_tools(tenant=tenant, user=user, any_status=any_status)
-        if not usable.filter(pk=tool.pk).exists():
-            return Refusal(Reason.TOOL_NOT_USABLE,
-                           f"you may not use tool {tool.name!r} (no use_tool permission)")
-        return None
+        return USE_TOOL.why_not(tenant=tenant, user=user, tool=tool, any_status=any_status)
 
 
 class DecidePolicy:
@@ -177,5 +213,29 @@ class DecidePolicy:
         return denied[1] if denied is not None else None
 
 
+USE_TOOL = UseToolPolicy()
 CALLS = CallPolicy()
 DECIDERS = DecidePolicy()
+
+
+# --- the approval readers ---------------------------------------------------------------------------
+
+
+def approval_rows(tenant: Tenant) -> QuerySet[Approval]:
+    """The tenant's approvals with what their pages and answers show."""
+    return Approval.objects.filter(tenant=tenant).select_related(
+        "tool_call", "tool_call__tool", "requested_by", "decided_by"
+    )
+
+
+def approvals_visible(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
+    """Approvals a user may read: their own requests; all of the tenant's for its owners/admins."""
+    qs = approval_rows(tenant)
+    if is_tenant_admin(tenant=tenant, user=user):
+        return qs
+    return qs.filter(requested_by_id=getattr(user, "pk", None))
+
+
+def approvals_decidable(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
+    """Approvals a user may decide: the queryset side of DECIDERS."""
+    return DECIDERS.approvals(tenant=tenant, user=user, qs=approval_rows(tenant))

@@ -11,15 +11,11 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from guardian.shortcuts import get_objects_for_user
 
 from core import hotcache
 from core.errors import NotFound
 from core.ids import as_id
 from tenants_app.models import Tenant
-from tenants_app.policies import ADMINS
-from tenants_app.selectors import is_tenant_admin
-from tools_app import policies
 from tools_app.configs import secret_values
 from tools_app.errors import ToolNotFound
 from tools_app.models import (
@@ -31,10 +27,10 @@ from tools_app.models import (
     Tool,
     ToolCall,
     ToolFunction,
-    ToolStatus,
     ToolType,
     UserCredential,
 )
+from tools_app.policies import USE_TOOL, approval_rows, approvals_decidable, approvals_visible
 
 
 @dataclass(frozen=True)
@@ -131,38 +127,10 @@ def tool_get_for_update(*, tenant: Tenant, tool_id: Any) -> Tool:
         raise ToolNotFound() from None
 
 
-def usable_tools(*, tenant: Tenant, user: Any, any_status: bool = False) -> QuerySet[Tool]:
-    """Enabled tools (any tool with `any_status`) this user may use: admins all; others all unless narrowed by
-    `use_tool` grants. A tool on which any user holds an explicit `use_tool` grant is restricted to its grantees.
-
-    This is the `use_tool` half of who may call; the whole rule is tools_app.policies.CALLS.
-    """
-    qs = Tool.objects.filter(tenant=tenant)
-    if not any_status:
-        qs = qs.filter(status=ToolStatus.ENABLED)
-    if ADMINS.allows(tenant=tenant, user=user):
-        return qs
-    granted = get_objects_for_user(user, "tools_app.use_tool", klass=qs, accept_global_perms=False)
-    restricted_ids = _restricted_tool_ids(tenant)
-    return qs.exclude(pk__in=restricted_ids) | granted
-
-
-def _restricted_tool_ids(tenant: Tenant) -> list[int]:
-    """Ids of this tenant's tools that carry at least one explicit `use_tool` grant."""
-    from django.contrib.contenttypes.models import ContentType
-    from guardian.models import UserObjectPermission
-
-    pks = UserObjectPermission.objects.filter(
-        permission__codename="use_tool", content_type=ContentType.objects.get_for_model(Tool)
-    ).values_list("object_pk", flat=True)
-    ids = {int(pk) for pk in pks}
-    return list(Tool.objects.filter(tenant=tenant, pk__in=ids).values_list("pk", flat=True))
-
-
 def tool_options(*, tenant: Tenant, user: Any) -> QuerySet[Tool]:
     active = ToolFunction.objects.filter(state=FunctionState.ACTIVE, enabled=True).order_by("name")
     return (
-        usable_tools(tenant=tenant, user=user)
+        USE_TOOL.tools(tenant=tenant, user=user)
         .prefetch_related(Prefetch("functions", queryset=active, to_attr="active_functions"))
         .order_by("name")
     )
@@ -188,25 +156,6 @@ def tool_call_list(*, tenant: Tenant, tool: str = "", status: str = "") -> Query
 # --- approvals ------------------------------------------------------------------------------------
 
 
-def _approvals(tenant: Tenant) -> QuerySet[Approval]:
-    return Approval.objects.filter(tenant=tenant).select_related(
-        "tool_call", "tool_call__tool", "requested_by", "decided_by"
-    )
-
-
-def approvals_visible(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
-    """Approvals a user may read: their own requests; all of the tenant's for its owners/admins."""
-    qs = _approvals(tenant)
-    if is_tenant_admin(tenant=tenant, user=user):
-        return qs
-    return qs.filter(requested_by_id=getattr(user, "pk", None))
-
-
-def approvals_decidable(*, tenant: Tenant, user: Any) -> QuerySet[Approval]:
-    """Approvals a user may decide: the queryset side of tools_app.policies.DECIDERS."""
-    return policies.DECIDERS.approvals(tenant=tenant, user=user, qs=_approvals(tenant))
-
-
 def approval_list(*, tenant: Tenant, user: Any, status: str = "") -> QuerySet[Approval]:
     """What the user may decide, newest first; `pending` leaves out requests already past their expiry."""
     qs = approvals_decidable(tenant=tenant, user=user)
@@ -229,7 +178,7 @@ def approval_get_visible(*, tenant: Tenant, user: Any, approval_id: Any, for_upd
 
 
 def approvals_of(*, tenant: Tenant, ids: list[int], pending_only: bool = False) -> QuerySet[Approval]:
-    qs = _approvals(tenant).filter(pk__in=ids)
+    qs = approval_rows(tenant).filter(pk__in=ids)
     if pending_only:
         qs = qs.filter(status=ApprovalStatus.PENDING)
     return qs.order_by("id")
@@ -296,7 +245,7 @@ def member_connections(*, tenant: Tenant, user: Any) -> list[dict[str, Any]]:
     with per-user keys, each with the member's view of it (`oauth`, `my_credentials`). Configs are encrypted, so
     the filter runs here, not in SQL."""
     rows = []
-    tools = usable_tools(tenant=tenant, user=user).filter(type__in=(ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP))
+    tools = USE_TOOL.tools(tenant=tenant, user=user).filter(type__in=(ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP))
     for tool in tools.order_by("name"):
         oauth = oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
         keys = user_credentials_state(tool=tool, user=user)

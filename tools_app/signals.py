@@ -1,26 +1,16 @@
-"""Signal wiring: built-ins for new tenants and after migrate; hot-path snapshots dropped on change."""
+"""Signal wiring: built-ins for new tenants and after migrate; hot-path snapshots dropped on change. (The domain's
+own event, `tool_released`, is tools_app.events.)"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models.signals import post_delete, post_migrate, post_save
-from django.dispatch import Signal, receiver
+from django.dispatch import receiver
 
 from core import hotcache
 from tenants_app.models import Tenant
 from tools_app.models import Tool, ToolFunction
-
-# A tool's running sessions must go: its config_version changed, it was disabled or deleted, or its tenant's
-# sandbox policy changed. Sent after commit with `tool_id`; the MCP pool (tools_app.adapters) and the pool
-# broadcast to other processes (tools_app.pool_broadcast) receive it and close the tool's sessions and processes.
-tool_released = Signal()
-
-
-def release_after_commit(tool_id: int) -> None:
-    """Send `tool_released` for `tool_id` once the current transaction commits (at once outside one)."""
-    transaction.on_commit(lambda: tool_released.send(sender=Tool, tool_id=tool_id))
 
 
 @receiver(post_save, sender=Tenant)

@@ -13,10 +13,11 @@ from django.db import connections
 from agents_app.chat.state import RunState
 from agents_app.runtime.model_client import ModelError
 from agents_app.runtime.model_client import sample as sample_with_model
-from tools_app import adapters
 from tools_app.models import ApprovalStatus, Tool
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
-from tools_app.services.approvals import client_request_hold, client_request_wait
+from tools_app.services.client_request_holds import client_request_hold, client_request_wait
+from tools_app.wiring.http import guarded_http_client
+from tools_app.wiring.specs import server_spec
 
 NOT_STREAMED = ("declined: this chat is not streamed, so nobody sees the server's {what} while the call waits; "
                 "chat with \"stream\": true to answer such requests")
@@ -38,7 +39,7 @@ def client_requests_for(run: RunState, fn: Any, notify: Any) -> ClientRequests:
     def hold(kind: str, question: dict[str, Any], shown: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         try:
             tool = Tool.objects.get(tenant=run.tenant, pk=fn.tool_id)
-            wait_s = float(adapters.server_spec(tool, run.actor).call_timeout_s)
+            wait_s = float(server_spec(tool, run.actor).call_timeout_s)
             approval = client_request_hold(tenant=run.tenant, actor=run.actor, tool=tool, function=fn.function,
                                            kind=kind, question=question, agent=run.agent,
                                            conversation=run.conversation, wait_s=wait_s)
@@ -56,7 +57,7 @@ def client_requests_for(run: RunState, fn: Any, notify: Any) -> ClientRequests:
             raise ClientRequestRefused(f"declined: the chat's user did not approve the sampling request ({status})")
         try:
             return sample_with_model(run.model, params,
-                                     http_client=adapters.guarded_http_client() if run.guard_model_url else None)
+                                     http_client=guarded_http_client() if run.guard_model_url else None)
         except ModelError as exc:
             raise ClientRequestRefused(f"the agent's model failed: {exc.message}") from None
 

@@ -15,13 +15,13 @@ from agents_app.chat.state import RunState
 from agents_app.runtime import loop
 from core.db import release_connection
 from core.outbound import check_url
-from tools_app import adapters
 from tools_app.models import ApprovalVia
 from tools_app.runtime.errors import OutboundBlocked
 from tools_app.runtime.result import ToolResult
 from tools_app.services import plugins
 from tools_app.services.approvals import approval_record_result, approval_screen
 from tools_app.services.invoke import tool_invoke
+from tools_app.wiring.http import outbound_policy
 
 
 def model_blocked(run: RunState) -> str | None:
@@ -29,7 +29,7 @@ def model_blocked(run: RunState) -> str | None:
     if not run.guard_model_url:
         return None
     try:
-        check_url(run.model.base_url, adapters.outbound_policy())
+        check_url(run.model.base_url, outbound_policy())
     except OutboundBlocked as exc:
         return f"the model endpoint is not reachable from Toolhub: {exc.message}"
     except OSError:

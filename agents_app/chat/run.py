@@ -18,7 +18,7 @@ from core.db import release_connection
 from core.links import public_base
 from core.secrets import StreamScrubber
 from tenants_app.models import Tenant
-from tools_app import adapters
+from tools_app.wiring.http import guarded_http_client
 
 
 class ChatRun:
@@ -73,7 +73,7 @@ class ChatRun:
                 result_char_cap=settings.TOOLHUB_TOOL_RESULT_CHARS,
                 decisions=run.decisions,
                 # A tenant's endpoint goes through the outbound guard on every request; the demo model doesn't.
-                http_client=adapters.guarded_http_client() if run.guard_model_url else None,
+                http_client=guarded_http_client() if run.guard_model_url else None,
                 screen=hooks.screen(run),
                 system=hooks.system(run),
                 guard_after_flagged=run.tenant.approve_after_flagged_result,

@@ -15,7 +15,7 @@ from agents_app.runtime.toolset import qualify
 from core.codes import ApiCode, Reason
 from core.errors import NotFound
 from core.secrets import scrub_text
-from tools_app import adapters, selectors
+from tools_app import selectors
 from tools_app.configs import secret_values
 from tools_app.models import (
     CallStatus,
@@ -25,8 +25,10 @@ from tools_app.models import (
 from tools_app.runtime import result as codes
 from tools_app.runtime.result import ToolResult
 from tools_app.services import screening
-from tools_app.services.approvals import needs_approval
+from tools_app.services.approval_gate import needs_approval
 from tools_app.services.audit import audit, through_client
+from tools_app.wiring.pool import pool
+from tools_app.wiring.specs import server_spec
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ def _from_each(principal: Principal, op: Any) -> list[tuple[Tool, Any]]:
     out = []
     for tool in _mcp_tools(principal):
         try:
-            out.append((tool, adapters.pool().session_request(adapters.server_spec(tool, principal.user), op)))
+            out.append((tool, pool().session_request(server_spec(tool, principal.user), op)))
         except Exception as exc:  # noqa: BLE001 - a server without prompts/resources (or down) offers none
             logger.info("gateway: %s offers no listing: %s", tool.name, type(exc).__name__)
     return out
@@ -95,7 +97,7 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
     throttle(principal)
     started = time.monotonic()
     try:
-        answer = _dump(adapters.pool().session_request(adapters.server_spec(tool, principal.user), op), secrets)
+        answer = _dump(pool().session_request(server_spec(tool, principal.user), op), secrets)
     except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
         message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
         failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
@@ -141,7 +143,7 @@ def _held(principal: Principal, tool: Tool, kind: str, key: str, value: str) -> 
         return await (session.list_prompts() if kind == "prompts" else session.list_resources())
 
     try:
-        listed = adapters.pool().session_request(adapters.server_spec(tool, principal.user), op)
+        listed = pool().session_request(server_spec(tool, principal.user), op)
     except Exception:  # noqa: BLE001 - no listing, nothing the screen could hold
         return False
     secrets = secret_values(tool.type, tool.config)

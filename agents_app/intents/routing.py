@@ -109,7 +109,7 @@ def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
             examples=tuple(texts.get(node["id"], [])), vectors=vectors.get(node["id"], []),
         ))
     ids = {n["code"]: n["id"] for n in nodes}
-    config = RouterConfig(max_embed_on_build=int(getattr(settings, "TOOLHUB_INTENT_EMBED_ON_BUILD", 64)))
+    config = RouterConfig(max_embed_on_build=int(settings.TOOLHUB_INTENT_EMBED_ON_BUILD))
     index = IntentIndex(specs, embedder, config)
     if index.missing_vectors or index.embedded_on_build:
         # Vectors of another model (an upgrade of the embedder) or never stored: have the worker store them. Its

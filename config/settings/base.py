@@ -141,6 +141,8 @@ TOOLHUB_PUBLIC_URL = env_str("TOOLHUB_PUBLIC_URL", "").strip()
 
 # Open client registration (RFC 7591) per address and hour; 0: unlimited.
 TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR = env_int("TOOLHUB_OAUTH_REGISTRATIONS_PER_HOUR", 30)
+# How long a started OAuth connect of a REMOTE tool (its state and PKCE verifier) waits for the provider (seconds).
+TOOLHUB_OAUTH_FLOW_TTL_S = env_int("TOOLHUB_OAUTH_FLOW_TTL_S", 600)
 # Lifetime of an OAuth access token the gateway accepts (seconds).
 TOOLHUB_OAUTH_ACCESS_TOKEN_S = env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_S", 3600)
 # Lifetime of an OAuth refresh token (seconds); each use rotates it.
@@ -570,3 +572,5 @@ TOOLHUB_INTENT_MARGIN = env_float("TOOLHUB_INTENT_MARGIN", 0.1)
 TOOLHUB_MODEL_TOOL_LIMIT = env_int("TOOLHUB_MODEL_TOOL_LIMIT", 128)
 # A warm intent router re-reads its tree signature after a local write, or this often for other processes'.
 TOOLHUB_INTENT_RECHECK_S = env_float("TOOLHUB_INTENT_RECHECK_S", 2)
+# Examples without a stored vector that building an intent router embeds at once (the rest: the worker stores them).
+TOOLHUB_INTENT_EMBED_ON_BUILD = env_int("TOOLHUB_INTENT_EMBED_ON_BUILD", 64)

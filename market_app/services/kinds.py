@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Protocol
 from core.secrets import SECRET_KEY_RE, require_secrets_on_move
 from market_app.errors import SecretInArguments
 from market_app.models import EntryKind, MarketEntry
-from tools_app import adapters
 from tools_app.runtime.mcp.oauth import asks_for_oauth
+from tools_app.wiring.http import outbound_policy
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
@@ -215,7 +215,7 @@ class RemoteInstall:
         guard."""
         if entry.required_headers or config.get("headers") or config.get("auth"):
             return config
-        if asks_for_oauth(str(config.get("url") or ""), adapters.outbound_policy()):
+        if asks_for_oauth(str(config.get("url") or ""), outbound_policy()):
             return {**config, "auth": {"type": "oauth2"}}
         return config
 

@@ -20,8 +20,8 @@ from market_app.errors import RefreshFailed, RefreshInProgress, SourceNotFound
 from market_app.models import EntryStatus, MarketEntry, MarketSource
 from market_app.services.sources import ensure_can_manage
 from tenants_app.models import Tenant
-from tools_app.adapters import outbound_policy
 from tools_app.runtime.errors import RuntimeToolError
+from tools_app.wiring.http import outbound_policy
 
 log = logging.getLogger(__name__)
 

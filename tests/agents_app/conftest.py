@@ -9,7 +9,7 @@ import pytest
 
 from tests.agents_app.support import MODEL_KEY
 from tests.fixtures.fake_llm import FakeLLM, llm_servers
-from tools_app import adapters
+from tools_app.wiring import pool as wiring_pool
 
 
 @pytest.fixture(autouse=True)
@@ -29,4 +29,4 @@ def start_llm(llm_hub: Any) -> Iterator[Callable[..., FakeLLM]]:
 @pytest.fixture
 def close_pool() -> Iterator[None]:
     yield
-    adapters.pool().close_all()
+    wiring_pool.pool().close_all()

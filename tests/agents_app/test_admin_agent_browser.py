@@ -115,13 +115,13 @@ def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_convers
     from tests.agents_app.support import builtin, chat, make_agent, make_model
     from tests.conftest import make_client
     from tests.fixtures.fake_llm import call, text
-    from tools_app import adapters
     from tools_app.models import Approval
+    from tools_app.wiring.workspaces import workspace_for
 
     user = UserFactory(username="oli", password="pw-approve-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     api = make_client(user, tenant.slug)
-    target = adapters.workspace_for(tenant) / "old.log"
+    target = workspace_for(tenant) / "old.log"
     target.write_text("x")
     deleter = builtin(tenant, "delete_file", enable=True)
     llm = start_llm([call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log.")])

@@ -25,8 +25,9 @@ from tests.agents_app.support import (
 )
 from tests.fixtures.fake_llm import call, calls, text
 from tests.fixtures.mcp_servers import free_port
-from tools_app import adapters
 from tools_app.models import Approval, ApprovalStatus, CallStatus, ToolCall
+from tools_app.wiring import pool as wiring_pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
 
@@ -36,7 +37,7 @@ READ = "read_file__read_file"
 
 
 def workspace(tenant: Any) -> Path:
-    return adapters.workspace_for(tenant)
+    return workspace_for(tenant)
 
 
 @pytest.fixture
@@ -74,11 +75,11 @@ def test_second_chat_spawns_no_process_and_opens_no_session(api: Any, start_llm:
     agent_id = make_agent(api, model=make_model(api, llm), tools=[{"tool": tool_id}])
     first = chat(api, agent_id, "stock?")
     assert events(first, "tool.result")[0]["success"]
-    before = adapters.pool().stats()
+    before = wiring_pool.pool().stats()
     llm.script += [call(INV, {"sku": "DEMO-002"}), text("zero")]
     second = chat(api, agent_id, "and DEMO-002?", conversation_id=first["conversation_id"])
     assert events(second, "tool.result")[0]["success"]
-    after = adapters.pool().stats()
+    after = wiring_pool.pool().stats()
     assert after["processes_spawned"] == before["processes_spawned"]
     assert after["sessions_opened"] == before["sessions_opened"]
     # The follow-up carried the earlier turns to the model.

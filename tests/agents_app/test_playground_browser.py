@@ -11,7 +11,7 @@ from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import call, text
-from tools_app import adapters
+from tools_app.wiring.workspaces import workspace_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -51,7 +51,7 @@ def test_chat_with_approval_in_the_browser(live_server: Any, tenant: Any, api: A
 
     user = UserFactory(username="pat", password="pw-browser-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
-    target = adapters.workspace_for(tenant) / "old.log"
+    target = workspace_for(tenant) / "old.log"
     target.write_text("x")
     tool = builtin(tenant, "delete_file", enable=True)
     llm = start_llm([call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log for you.")])
@@ -94,7 +94,7 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
 
     user = UserFactory(username="robin", password="pw-browser-5", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
-    workspace = adapters.workspace_for(tenant)
+    workspace = workspace_for(tenant)
     (workspace / "stock.json").write_text('[{"sku": "DEMO-001", "qty": 12}, {"sku": "DEMO-002", "qty": 0}]')
     target = workspace / "old.log"
     target.write_text("x")
@@ -170,7 +170,7 @@ def test_a_member_who_is_not_staff_signs_in_and_chats(live_server: Any, tenant: 
 
     user = UserFactory(username="mia", password="pw-member-7", is_staff=False)
     MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
-    (adapters.workspace_for(tenant) / "stock.json").write_text('[{"sku": "DEMO-001", "qty": 12}]')
+    (workspace_for(tenant) / "stock.json").write_text('[{"sku": "DEMO-001", "qty": 12}]')
     reader = builtin(tenant, "read_file", enable=True)
     llm = start_llm([call("read_file__read_file", {"path": "stock.json"}), text("DEMO-001: 12 in stock.")])
     make_agent(api, model=make_model(api, llm), tools=[{"tool": reader.pk}], name="stock-desk")

@@ -12,8 +12,8 @@ from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import call, text
-from tools_app import adapters
 from tools_app.models import ToolCall
+from tools_app.wiring.workspaces import workspace_for
 
 # Tool calls run on worker threads with connections of their own: they must see committed rows.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
@@ -40,7 +40,7 @@ def page_headers(browser: Client, tenant: Any) -> dict[str, str]:
 
 def test_a_plain_member_chats_and_decides_an_approval_in_the_playground(tenant: Any, api: Any,
                                                                           start_llm: Any) -> None:
-    target = adapters.workspace_for(tenant) / "old.log"
+    target = workspace_for(tenant) / "old.log"
     target.write_text("x")
     tool = builtin(tenant, "delete_file", enable=True)
     llm = start_llm([call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log.")])
@@ -83,7 +83,7 @@ def test_a_member_who_opens_the_admin_is_pointed_to_the_playground(tenant: Any) 
 def test_the_sidebar_list_and_the_call_notation_the_page_relies_on(tenant: Any, api: Any, start_llm: Any) -> None:
     """The page redraws its sidebar from GET /api/v1/conversations/ after each run and decision, and names a call
     `<tool>__<function>` live and reopened: the server gives it the same facts both ways."""
-    target = adapters.workspace_for(tenant) / "old.log"
+    target = workspace_for(tenant) / "old.log"
     target.write_text("x")
     tool = builtin(tenant, "delete_file", enable=True)
     llm = start_llm([call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log.")])

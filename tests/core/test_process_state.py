@@ -61,7 +61,7 @@ def test_reset_closes_and_forgets(fresh_process_state: Any) -> None:
 
 def test_the_shared_http_clients_are_per_process(fresh_process_state: Any) -> None:
     from agents_app.runtime.model_client import shared_http_client
-    from tools_app.adapters import guarded_http_client
+    from tools_app.wiring.http import guarded_http_client
 
     model, guarded = shared_http_client(), guarded_http_client()
     assert shared_http_client() is model and guarded_http_client() is guarded

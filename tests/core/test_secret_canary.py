@@ -22,8 +22,8 @@ from tests.fixtures.echo_http import echo_server
 from tests.fixtures.fake_llm import call, http_error, llm_servers, text
 from tests.fixtures.mcp_servers import LEAKY, http_server
 from tests.fixtures.mcp_servers.leaky import forms
-from tools_app import adapters
 from tools_app.models import Tool, ToolCall
+from tools_app.wiring.pool import pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,7 +54,7 @@ def assert_clean(blob: Any, *secrets: str) -> None:
 @pytest.fixture(autouse=True)
 def _close_pool() -> Iterator[None]:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture

@@ -104,7 +104,7 @@ def test_endpoints_follow_the_standard_variables() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_an_invoke_is_one_trace_request_invoke_and_mcp_call(receiver: Receiver, api: Any) -> None:
     from tests.agents_app.support import inventory_tool
-    from tools_app import adapters
+    from tools_app.wiring.pool import pool
 
     try:
         tool_id = inventory_tool(api)
@@ -114,7 +114,7 @@ def test_an_invoke_is_one_trace_request_invoke_and_mcp_call(receiver: Receiver, 
                         HTTP_TRACEPARENT=f"00-{parent_trace}-00f067aa0ba902b7-01")
         assert resp.status_code == 200 and resp.json()["success"], resp.content
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
     spans = exported(receiver)
     [request] = [s for s in spans if s["kind"] == 2 and s["name"].endswith("/invoke/")]  # 2: SERVER
     [invoke] = receiver.named("toolhub.invoke")
@@ -157,7 +157,7 @@ def test_a_gateway_tools_call_is_traced(receiver: Receiver, tenant: Any, member_
     from tests.agents_app.gateway.clients import connect
     from tests.agents_app.gateway.conftest import running_server
     from tests.agents_app.support import inventory_tool, make_agent
-    from tools_app import adapters
+    from tools_app.wiring.pool import pool
 
     api = member_client(tenant, Role.ADMIN)
     tool_id = inventory_tool(api)
@@ -171,7 +171,7 @@ def test_a_gateway_tools_call_is_traced(receiver: Receiver, tenant: Any, member_
 
             result = anyio.run(go)
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
     assert not result.is_error
     exported(receiver)
     [invoke] = [s for s in receiver.named("toolhub.invoke") if s["attributes"].get("toolhub.via") == "gateway"]

@@ -18,7 +18,7 @@ from market_app.models import MarketEntry, MarketSource
 from tests.fixtures import real_servers as rs
 from tests.fixtures.catalog_server import Registry
 from tests.market_app.test_registry_excerpt import fetched
-from tools_app import adapters
+from tools_app.wiring.pool import pool
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 EXCERPT = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "catalogs" /
@@ -38,7 +38,7 @@ def record(name: str, registry_type: str, identifier: str, version: str) -> dict
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.mark.parametrize(("registry_type", "identifier", "version", "command"), [

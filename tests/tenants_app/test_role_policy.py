@@ -64,7 +64,7 @@ def test_both_sides_agree_on_every_user_tenant_and_role(grid: Any) -> None:
                 membership = Membership.objects.filter(tenant=tenant, user_id=user_pk).first()
                 if membership is not None:
                     try:
-                        membership.require(needed, user=user)
+                        policy.require_membership(membership, user=user)
                         api_passed = True
                     except PermissionDenied:
                         api_passed = False

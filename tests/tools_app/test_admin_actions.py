@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.mcp_servers import INVENTORY
-from tools_app import adapters
 from tools_app.models import FunctionState, Tool, ToolFunction
+from tools_app.wiring.pool import pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def test_test_refresh_and_approve_actions(api: Any, admin_client: Any) -> None:

@@ -12,8 +12,8 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.factories import MembershipFactory, UserFactory
 from tests.tenants_app.test_admin_tenant_context import admin_client
-from tools_app import adapters
 from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool, ToolCall, ToolStatus, ToolType
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,7 @@ def operator(tenant: Any) -> tuple[Any, Client]:
 
 
 def workspace_file(tenant: Any, name: str) -> Path:
-    path = Path(adapters.workspace_for(tenant)) / name
+    path = Path(workspace_for(tenant)) / name
     path.write_text("x")
     return path
 

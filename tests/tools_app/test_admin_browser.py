@@ -10,8 +10,8 @@ from tenants_app.models import Role
 from tests.browser import MARKS, chromium, login, overflows, shot
 from tests.conftest import make_client
 from tests.factories import MembershipFactory, UserFactory
-from tools_app import adapters
 from tools_app.models import Approval, ApprovalStatus, Tool, ToolStatus, ToolType
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = MARKS
 
@@ -24,7 +24,7 @@ def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, 
     api = make_client(user, tenant.slug)
     tool = Tool.objects.get(tenant=tenant, type=ToolType.BUILTIN, name="delete_file")
     Tool.objects.filter(pk=tool.pk).update(status=ToolStatus.ENABLED)
-    workspace = Path(adapters.workspace_for(tenant))
+    workspace = Path(workspace_for(tenant))
     files = {name: workspace / name for name in ("old.log", "keep-a.txt", "keep-b.txt")}
     ids = {}
     for name, path in files.items():

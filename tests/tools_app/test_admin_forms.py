@@ -132,9 +132,10 @@ def test_other_tenants_tool_pages_are_404(staff: Client, tenant: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_page_actions_test_refresh_try_and_approve_with_diff(staff: Client, tenant: Any) -> None:
     from tests.fixtures.mcp_servers import CHANGING
-    from tools_app import adapters
+    from tools_app.wiring.pool import pool
+    from tools_app.wiring.workspaces import workspace_for
 
-    state = adapters.workspace_for(tenant) / "state"  # the sandboxed server writes only in its workspace
+    state = workspace_for(tenant) / "state"  # the sandboxed server writes only in its workspace
     data = {**base(tenant, "LOCAL", "changing"), "local_command": sys.executable, "local_args": str(CHANGING),
             **rows("local_env", [("TOOLHUB_FIXTURE_STATE", str(state), False)])}
     try:
@@ -158,7 +159,7 @@ def test_page_actions_test_refresh_try_and_approve_with_diff(staff: Client, tena
         assert ok.context["result"]["success"], ok.context["result"]
         assert ok.context["result"]["cost_ms"] >= 0 and ok.context["result"]["call_id"]
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
 
 
 def test_changelist_queries_do_not_grow_with_tools(staff: Client, tenant: Any) -> None:

@@ -15,8 +15,9 @@ from tenants_app.models import Role
 from tests.browser import shot as browser_shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
-from tools_app import adapters
 from tools_app.models import FunctionState, Tool, ToolFunction
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
@@ -54,7 +55,7 @@ def page(live_server: Any, tenant: Any, monkeypatch: Any) -> Iterator[Any]:
             yield p
         finally:
             browser.close()
-            adapters.pool().close_all()
+            pool().close_all()
 
 
 def shot(page: Any, name: str, readme: str = "") -> None:
@@ -182,7 +183,7 @@ def test_changed_function_is_approved_after_reading_the_diff(page: Any, tenant: 
     page.fill("#id_local_command", sys.executable)
     page.fill("#id_local_args", str(CHANGING))
     # In the workspace: the sandboxed server can write nowhere else.
-    state = adapters.workspace_for(tenant) / "state"
+    state = workspace_for(tenant) / "state"
     fill_row(page, "local_env", 0, "TOOLHUB_FIXTURE_STATE", str(state), secret=False)
     page.click("input[name=_continue]")
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")

@@ -17,10 +17,10 @@ from tenants_app import services as tenant_services
 from tenants_app.models import Membership, Role
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures import echo_http
-from tools_app import adapters
 from tools_app.errors import ApprovalExpired
 from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool, ToolCall, ToolStatus, ToolType
 from tools_app.services.approvals import approval_decide, approval_request
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ def echo_server() -> Iterator[str]:
 
 
 def workspace_file(tenant: Any, name: str = "a.txt") -> Path:
-    path = Path(adapters.workspace_for(tenant)) / name
+    path = Path(workspace_for(tenant)) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("x")
     return path

@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 
 from tenants_app.models import Role
-from tools_app import adapters
 from tools_app.models import Approval, ApprovalStatus, CallStatus, Tool, ToolCall, ToolStatus, ToolType
 from tools_app.runtime.approval_policy import DESTRUCTIVE_WARNING
 from tools_app.services.approvals import approval_decide, approval_request
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def delete_file(tenant: Any) -> Tool:
 
 
 def workspace_file(tenant: Any, name: str = "a.txt") -> Path:
-    path = Path(adapters.workspace_for(tenant)) / name
+    path = Path(workspace_for(tenant)) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("x")
     return path

@@ -20,10 +20,10 @@ from django.db import OperationalError, connection
 
 from core import metrics
 from tests.fixtures.mcp_servers import INVENTORY
-from tools_app import adapters
 from tools_app.models import CallStatus, ToolCall
 from tools_app.services import audit_spool
 from tools_app.tasks import replay_audit_spool
+from tools_app.wiring.pool import pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CANARY = "canary-5d1e-spool-secret"
@@ -45,7 +45,7 @@ def inventory(api: Any) -> Iterator[int]:
     tool_id = int(resp.json()["id"])
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
     yield tool_id
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 class AuditInsertDown:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from tests.factories import ToolFactory
 from tools_app.models import Tool
-from tools_app.services.health import record_outcome
+from tools_app.services.breaker import record_outcome
 
 pytestmark = pytest.mark.django_db
 

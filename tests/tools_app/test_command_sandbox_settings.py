@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tenants_app.models import Role
-from tools_app import adapters
 from tools_app.apps import warn_if_command_sandbox_off
 from tools_app.models import Tool, ToolType
+from tools_app.wiring.specs import builtin_context
 
 pytestmark = pytest.mark.django_db
 
@@ -28,12 +28,12 @@ def _execute(tenant: Any, member_client: Any, command: str) -> dict[str, Any]:
 
 
 def test_sandbox_is_on_by_default_and_off_only_when_set(tenant: Any, settings: Any, caplog: Any) -> None:
-    assert adapters.builtin_context(tenant).sandbox.enabled
+    assert builtin_context(tenant).sandbox.enabled
     with caplog.at_level(logging.WARNING, logger="tools_app.sandbox"):
         assert warn_if_command_sandbox_off() is False
     assert not caplog.records
     settings.TOOLHUB_COMMAND_SANDBOX = False
-    assert adapters.builtin_context(tenant).sandbox.enabled is False
+    assert builtin_context(tenant).sandbox.enabled is False
     with caplog.at_level(logging.WARNING, logger="tools_app.sandbox"):
         assert warn_if_command_sandbox_off() is True
     assert any(r.levelno == logging.WARNING and "TOOLHUB_COMMAND_SANDBOX=off" in r.getMessage() for r in caplog.records)

@@ -12,7 +12,7 @@ from core import hotcache
 from market_app.models import EntryKind, MarketEntry, MarketSource
 from tests.factories import ToolFactory
 from tools_app.models import FunctionState, Tool, ToolFunction
-from tools_app.services import health
+from tools_app.services import breaker
 from tools_app.services.discovery import store_functions
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def test_changes_through_the_api_show_on_the_next_request(api: Any, tool: Tool) 
 
 def test_health_and_discovery_writes_show_on_the_next_request(api: Any, tool: Tool) -> None:
     assert detail(api, tool.pk)["consecutive_failures"] == 0
-    health.record_outcome(tool_id=tool.pk, ok=False, error="connection refused")  # bulk update, no signal
+    breaker.record_outcome(tool_id=tool.pk, ok=False, error="connection refused")  # bulk update, no signal
     failed = detail(api, tool.pk)
     assert failed["consecutive_failures"] == 1 and failed["last_error"] == "connection refused"
     bare = ToolFactory(tenant=tool.tenant)

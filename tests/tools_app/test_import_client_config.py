@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.mcp_servers import INVENTORY
-from tools_app import adapters
 from tools_app.models import Tool
+from tools_app.wiring.pool import pool
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "client_configs"
 
@@ -73,7 +73,7 @@ def test_auto_approved_function_skips_approval_after_discovery(api: Any, tenant:
         assert invoke("get_inventory", {"sku": "DEMO-001"})["success"] is True
         assert invoke("whoami", {})["error_code"] == "APPROVAL_REQUIRED"
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
 
 
 @pytest.mark.django_db
@@ -142,7 +142,7 @@ def test_real_servers_imported_from_a_cline_config_honour_auto_approve(api: Any,
         assert functions["get-tiny-image"] is True  # takes no arguments: only approval stands in its way
         assert invoke("get-tiny-image", {})["error_code"] == "APPROVAL_REQUIRED"
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
 
 
 @pytest.mark.real_servers
@@ -163,7 +163,7 @@ def test_real_server_from_a_vscode_config_gets_its_input_value(api: Any) -> None
         assert tested["ok"] is True, tested
         assert "get_current_time" in {f["name"] for f in tested["functions"]}
     finally:
-        adapters.pool().close_all()
+        pool().close_all()
 
 
 @pytest.mark.django_db

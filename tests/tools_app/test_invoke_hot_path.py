@@ -16,8 +16,8 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from tenants_app.models import Role
 from tests.fixtures.mcp_servers import INVENTORY
-from tools_app import adapters
 from tools_app.models import CallStatus, Tool, ToolCall
+from tools_app.wiring import pool as wiring_pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ARGS = {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}
@@ -31,7 +31,7 @@ def inventory(api: Any) -> Iterator[int]:
     tool_id = int(resp.json()["id"])
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
     yield tool_id
-    adapters.pool().close_all()
+    wiring_pool.pool().close_all()
 
 
 def invoke(client: Any, tool_id: int) -> dict[str, Any]:

@@ -18,9 +18,10 @@ from tenants_app.models import Role
 from tests.factories import UserFactory
 from tests.fixtures.mcp_servers import ESCAPE_PROBE, MINI
 from tests.market_app.factories import EntryFactory, SourceFactory
-from tools_app import adapters
 from tools_app.models import Tool
 from tools_app.runtime.sandbox import SandboxPolicy
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -31,7 +32,7 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def create(api: Any, name: str, config: dict[str, Any], **extra: Any) -> Any:
@@ -60,13 +61,13 @@ def test_a_tenant_admins_server_cannot_read_toolhubs_secrets_files_or_network(
         api: Any, tenant: Any, other_tenant: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLHUB_SECRET_KEYS", "canary-fernet-key")
     monkeypatch.setenv("DATABASE_URL", "postgres://canary:canary@db/toolhub")
-    theirs = adapters.workspace_for(other_tenant)
+    theirs = workspace_for(other_tenant)
     (theirs / "contract.txt").write_text("globex only")
     tool_id = probe(api)
 
     me = run(api, tool_id, "whoami")
     assert me["uid"] == settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE + tenant.pk
-    assert me["cwd"] == str(adapters.workspace_for(tenant))  # the workspace by default, not the project folder
+    assert me["cwd"] == str(workspace_for(tenant))  # the workspace by default, not the project folder
     assert os.getpid() not in me["visible_pids"]
     assert "canary" not in json.dumps(run(api, tool_id, "environs"))  # /proc/1/environ is bwrap's clean one
     database = settings.DATABASES["default"]
@@ -91,7 +92,7 @@ def test_a_tenant_admins_server_cannot_read_toolhubs_secrets_files_or_network(
 
 
 def test_cwd_and_roots_must_stay_in_the_workspace(api: Any, other_tenant: Any) -> None:
-    theirs = str(adapters.workspace_for(other_tenant))
+    theirs = str(workspace_for(other_tenant))
     for config, field in (({"cwd": theirs}, "config.cwd"), ({"cwd": "../"}, "config.cwd"),
                           ({"roots": [theirs]}, "config.roots"), ({"roots": ["/"]}, "config.roots")):
         resp = create(api, "escape", {"command": sys.executable, "args": [str(MINI)], **config})

@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 
 from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, http_server
-from tools_app import adapters
 from tools_app.models import Tool
+from tools_app.wiring.pool import pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _close_pool() -> Iterator[None]:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,10 @@ import pytest
 
 from core.secrets import MASK
 from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, http_server
-from tools_app import adapters
 from tools_app.models import CallStatus, FunctionState, Tool, ToolCall
+from tools_app.wiring.http import outbound_policy
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +38,7 @@ def children_of_pool() -> set[int]:
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def make(api: Any, name: str, tool_type: str, config: dict[str, Any]) -> int:
@@ -89,10 +91,10 @@ def test_warm_session_is_reused_across_requests(api: Any) -> None:
     tool_id = local_inventory(api)
     refresh(api, tool_id)
     invoke(api, tool_id, "get_inventory", {"sku": "DEMO-001"})
-    before = adapters.pool().stats()
+    before = pool().stats()
     for _ in range(3):
         invoke(api, tool_id, "get_inventory", {"sku": "DEMO-001"})
-    after = adapters.pool().stats()
+    after = pool().stats()
     assert after["processes_spawned"] == before["processes_spawned"]
     assert after["sessions_opened"] == before["sessions_opened"]
 
@@ -101,7 +103,7 @@ def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tenant: Any, m
     monkeypatch.setenv("TOOLHUB_SECRET_KEYS", "must-not-leak")
     monkeypatch.setenv("DATABASE_URL", "postgres://leak")
     # cwd is a folder of the tenant workspace (relative to it): the only place a sandboxed server may run.
-    (adapters.workspace_for(tenant) / "data").mkdir(exist_ok=True)
+    (workspace_for(tenant) / "data").mkdir(exist_ok=True)
     tool_id = local_inventory(api, env={"GREETING": "hello"}, cwd="data")
     refresh(api, tool_id)
     # The child has the configured value; a server echoing its env gets it scrubbed on the way out.
@@ -109,14 +111,14 @@ def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tenant: Any, m
     assert invoke(api, tool_id, "echo_env", {"name": "TOOLHUB_SECRET_KEYS"})["text"] == "<unset>"
     assert invoke(api, tool_id, "echo_env", {"name": "DATABASE_URL"})["text"] == "<unset>"
     who = invoke(api, tool_id, "whoami", {})
-    assert str(adapters.workspace_for(tenant) / "data") in str(who["data"] or who["text"])
-    spawned = adapters.pool().stats()["processes_spawned"]
+    assert str(workspace_for(tenant) / "data") in str(who["data"] or who["text"])
+    spawned = pool().stats()["processes_spawned"]
     resp = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
         "command": sys.executable, "args": [str(INVENTORY)], "env": {"GREETING": "********"}, "cwd": "data"}},
         format="json")
     assert resp.json()["config_version"] == 2
     assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == MASK
-    assert adapters.pool().stats()["processes_spawned"] > spawned
+    assert pool().stats()["processes_spawned"] > spawned
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
@@ -143,7 +145,7 @@ def test_remote_required_header_reaches_server_and_is_never_echoed(api: Any) -> 
 
 
 def test_drift_is_held_until_approved(api: Any, tenant: Any) -> None:
-    state = adapters.workspace_for(tenant) / "state"  # in the workspace: the sandboxed server can write only there
+    state = workspace_for(tenant) / "state"  # in the workspace: the sandboxed server can write only there
     tool_id = make(api, "changing", "LOCAL", {"command": sys.executable, "args": [str(CHANGING)],
                                               "env": {"TOOLHUB_FIXTURE_STATE": str(state)}})
     first = refresh(api, tool_id)
@@ -230,16 +232,17 @@ def test_health_sweep_records_state_in_db(api: Any) -> None:
 def test_private_address_refused_when_loopback_not_allowed(api: Any, settings: Any) -> None:
     settings.TOOLHUB_OUTBOUND_ALLOW = ""
     from tools_app.runtime.mcp.pool import SessionPool
+    from tools_app.wiring.pool import swap_pool
 
-    old = adapters._pool
-    adapters._pool = SessionPool(policy=adapters.outbound_policy())
+    mine = SessionPool(policy=outbound_policy())
+    old = swap_pool(mine)
     try:
         tool_id = make(api, "meta", "REMOTE", {"url": "http://169.254.169.254/mcp", "timeout_s": 2})
         body = api.post(f"/api/v1/tools/{tool_id}/test/").json()
         assert body["ok"] is False and body["error"]["code"] == "outbound_blocked"
     finally:
-        adapters._pool.shutdown()
-        adapters._pool = old
+        mine.shutdown()
+        swap_pool(old)
 
 
 def test_functions_are_discovered_after_create(api: Any, settings: Any) -> None:

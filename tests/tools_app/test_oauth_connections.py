@@ -186,10 +186,11 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
 
 def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, member_client: Any, tenant: Any,
                                                                     server_url: str) -> None:
-    from tools_app import adapters
     from tools_app.models import Tool
     from tools_app.runtime.mcp import oauth
-    from tools_app.services.oauth import _client, _discovery
+    from tools_app.services.oauth_tokens import client_of as _client
+    from tools_app.services.oauth_tokens import discovery_of as _discovery
+    from tools_app.wiring.http import outbound_policy
 
     tool_id = make_tool(api, server_url, name="revoked")
     connect_shared(api, tool_id)
@@ -197,7 +198,7 @@ def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, m
     connection = OAuthConnection.objects.get(tool_id=tool_id)
     assert oauth.revoke(_discovery(connection.discovery), _client(connection.registration),
                         token=connection.tokens["refresh_token"], hint="refresh_token",
-                        policy=adapters.outbound_policy())
+                        policy=outbound_policy())
     expired_everywhere(server_url, tool_id)
     for _ in range(4):
         answer = invoke(api, tool_id, "whoami")
@@ -232,15 +233,15 @@ def test_detail_shows_the_callers_view_and_disconnect_revokes(api: Any, member_c
     assert not OAuthConnection.objects.filter(tool_id=tool_id).exists()
     assert api.get(f"/api/v1/tools/{tool_id}/").json()["oauth"]["connected"] is False
     # Revoked upstream too: the refresh token no longer works at the provider.
-    from tools_app import adapters
     from tools_app.runtime.mcp import oauth
-    from tools_app.services.oauth import _client
+    from tools_app.services.oauth_tokens import client_of as _client
+    from tools_app.wiring.http import outbound_policy
 
     registration = OAuthRegistration.objects.get()
-    found = oauth.discover(server_url, adapters.outbound_policy())
+    found = oauth.discover(server_url, outbound_policy())
     with pytest.raises(oauth.GrantInvalid):
         oauth.refresh(found, _client(registration), refresh_token=tokens["refresh_token"],
-                      policy=adapters.outbound_policy())
+                      policy=outbound_policy())
     plain = api.post("/api/v1/tools/", {"name": "plain", "type": "REMOTE", "config": {"url": server_url}},
                      format="json").json()["id"]
     assert api.get(f"/api/v1/tools/{plain}/").json()["oauth"] is None

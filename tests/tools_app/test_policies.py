@@ -27,8 +27,7 @@ from tools_app.models import (
     ToolFunction,
     ToolStatus,
 )
-from tools_app.policies import CALLS, DECIDERS
-from tools_app.selectors import approvals_decidable
+from tools_app.policies import CALLS, DECIDERS, approvals_decidable
 from tools_app.services.approvals import may_decide
 
 pytestmark = pytest.mark.django_db

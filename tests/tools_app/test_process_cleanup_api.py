@@ -12,7 +12,8 @@ import pytest
 
 from tests.fixtures.mcp_servers import SETSID_GRANDCHILD
 from tests.waiting import wait_until
-from tools_app import adapters
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,9 +21,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     # Before too: a session an earlier module left open would count in open_sessions here.
-    adapters.pool().close_all()
+    pool().close_all()
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def alive(pid: int) -> bool:
@@ -54,7 +55,7 @@ def host_pid(marker: str, sandbox_pid: int) -> int | None:
 
 def start_server_with_daemon(api: Any, tenant: Any) -> tuple[int, int]:
     # The server runs in the tenant sandbox: the pid file goes in the workspace, the only place it can write.
-    pidfile = adapters.workspace_for(tenant) / "daemon.pid"
+    pidfile = workspace_for(tenant) / "daemon.pid"
     pidfile.unlink(missing_ok=True)
     marker = f"TOOLHUB_TEST_DAEMON={uuid.uuid4().hex}"
     resp = api.post("/api/v1/tools/", {"name": "stubborn", "type": "LOCAL", "config": {
@@ -78,14 +79,14 @@ def test_delete_ends_a_setsid_daemon_that_ignores_sigterm(api: Any, tenant: Any)
     tool_id, daemon = start_server_with_daemon(api, tenant)
     assert api.delete(f"/api/v1/tools/{tool_id}/").status_code == 204
     assert wait_until(lambda: not alive(daemon)), f"daemon {daemon} outlived DELETE"
-    assert adapters.pool().stats()["open_sessions"] == 0
+    assert pool().stats()["open_sessions"] == 0
 
 
 def test_disable_closes_the_pooled_session_at_once_and_ends_the_daemon(api: Any, tenant: Any) -> None:
     tool_id, daemon = start_server_with_daemon(api, tenant)
-    assert adapters.pool().stats()["open_sessions"] == 1
+    assert pool().stats()["open_sessions"] == 1
     resp = api.put(f"/api/v1/tools/{tool_id}/status/", {"status": "DISABLED"}, format="json")
     assert resp.status_code == 200, resp.content
     # Closed on commit, not at the idle TTL (300 s by default).
-    assert adapters.pool().stats()["open_sessions"] == 0
+    assert pool().stats()["open_sessions"] == 0
     assert wait_until(lambda: not alive(daemon)), f"daemon {daemon} outlived DISABLE"

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures import real_servers as rs
-from tools_app import adapters
 from tools_app.models import ToolCall
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def py_server(name: str) -> str:
@@ -134,7 +135,7 @@ def test_fetch_server_reads_a_local_page(api: Any, page: str, tenant: Any) -> No
 @pytest.fixture
 def repo(tenant: Any) -> Path:
     """A git repository inside the tenant workspace (the root the server is offered), with one commit."""
-    path = adapters.workspace_for(tenant) / "repo"
+    path = workspace_for(tenant) / "repo"
     path.mkdir(parents=True, exist_ok=True)
     git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.test"]
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures import real_servers as rs
-from tools_app import adapters
 from tools_app.models import ToolCall
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def test_text_only_tools_answer_a_content_list_too(api: Any, npm_servers: None) 
 
 def memory(api: Any, tenant: Any) -> int:
     # In the tenant workspace: the only folder the server's sandbox may write.
-    path = adapters.workspace_for(tenant) / "memory.jsonl"
+    path = workspace_for(tenant) / "memory.jsonl"
     return make(api, "memory", {"command": rs.node(), "args": [rs.npm_entry(rs.MEMORY)],
                                 "env": {"MEMORY_FILE_PATH": str(path)}, "startup_timeout_s": 30})
 
@@ -112,7 +113,7 @@ def test_safety_override_is_checked(api: Any, npm_servers: None, tenant: Any) ->
 
 
 def test_filesystem_server_gets_the_tenant_workspace_as_its_root(api: Any, tenant: Any, npm_servers: None) -> None:
-    workspace = adapters.workspace_for(tenant)
+    workspace = workspace_for(tenant)
     (workspace / "notes.txt").write_text("workspace notes")
     tool_id = make(api, "files", {"command": rs.node(), "args": [rs.npm_entry(rs.FILESYSTEM)],
                                   "startup_timeout_s": 30})

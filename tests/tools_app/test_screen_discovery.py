@@ -13,9 +13,10 @@ from tenants_app.services import tenant_update
 from tests.factories import ToolFactory
 from tests.fixtures.mcp_servers import HERE, http_server
 from tests.fixtures.mcp_servers.poisoned import CORPUS, EXPECTED, MULTI_LISTING, SERVER_EXPECTED
-from tools_app import adapters
 from tools_app.models import FunctionState, ScreenStatus, ToolFunction
 from tools_app.services.discovery import Offered, store_functions
+from tools_app.wiring.pool import pool
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +27,7 @@ SCHEMA = {"type": "object", "properties": {"note": {"type": "string", "descripti
 @pytest.fixture(autouse=True)
 def _close_pool() -> Iterator[None]:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture
@@ -193,7 +194,7 @@ def test_drift_watches_the_upstream_text_under_an_override(tenant: Any, api: Any
 def test_a_rug_pull_is_held_with_its_new_findings(api: Any, tenant: Any, tmp_path: Any, transport: str) -> None:
     """Honest at the first listing (trusted), poisoned from the server's next start: drift and the screen both."""
     # In the workspace: the sandboxed stdio server can write only there.
-    state = (adapters.workspace_for(tenant) if transport == "stdio" else tmp_path) / "rug-starts"
+    state = (workspace_for(tenant) if transport == "stdio" else tmp_path) / "rug-starts"
     args = ("--technique", "rugpull", "--state", str(state))
     if transport == "stdio":
         tool_id = make(api, "rug", "LOCAL", {"command": sys.executable, "args": [str(POISONED), *args],

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tenants_app.models import Role, Tenant
-from tools_app import adapters
 from tools_app.models import Tool, ToolType
+from tools_app.wiring.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db
 
@@ -49,8 +49,8 @@ def test_renamed_tenant_files_are_not_seen_by_a_new_tenant_with_the_old_slug(
     renamed_owner = member_client(renamed, Role.OWNER)
     again = _call(renamed_owner, renamed, "read_file", {"path": "private/plan.txt"})
     assert again["success"] and "acme secret plan" in again["text"], again
-    assert adapters.workspace_for(renamed) != adapters.workspace_for(newcomer)
-    assert adapters.workspace_for(renamed).name == f"tenant.{renamed.pk}"
+    assert workspace_for(renamed) != workspace_for(newcomer)
+    assert workspace_for(renamed).name == f"tenant.{renamed.pk}"
 
 
 def test_migrate_workspaces_moves_the_slug_layout_once(tenant: Tenant, settings: Any) -> None:

@@ -23,7 +23,7 @@ from tenants_app.admin_scoping import (
     tenant_filter,
 )
 from tenants_app.selectors import tenants_for_admin
-from tools_app import adapters, selectors, services
+from tools_app import selectors, services
 from tools_app.admin.config_form import FORM_TYPES, config_fields
 from tools_app.admin.forms import ToolAdminForm
 from tools_app.admin.pages import (
@@ -47,7 +47,9 @@ from tools_app.models import (
     ToolType,
 )
 from tools_app.services import discovery, screening
-from tools_app.services.approvals import needs_approval
+from tools_app.services.approval_gate import needs_approval
+from tools_app.wiring.specs import runner_of
+from tools_app.wiring.workspaces import workspace_for
 
 # Generic in their model for the type checker (django_stubs_ext.monkeypatch() in the settings makes Django's
 # classes subscriptable at run time too).
@@ -233,13 +235,13 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
         network = {"host": "THE HOST'S NETWORK (loopback, Redis, PostgreSQL, runners, private ranges)",
                    "public": "the internet only (no loopback, host, private or metadata addresses)"}.get(
             obj.tenant.local_network, "no network")
-        runner = adapters.runner_of(obj)
+        runner = runner_of(obj)
         where = (f"on runner {runner.id} (up since {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(runner.since))})"
                  if runner is not None else "in each web process" if not settings.TOOLHUB_RUNNERS
                  else "on no runner: none is live")
         return format_html("In the tenant sandbox: uid {}, the workspace {} as its only writable folder, {}; {}",
                            settings.TOOLHUB_LOCAL_SANDBOX_UID_BASE + obj.tenant_id,
-                           adapters.workspace_for(obj.tenant), network, where)
+                           workspace_for(obj.tenant), network, where)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and obj.type == ToolType.BUILTIN:

@@ -21,7 +21,7 @@ from django.utils.timesince import timesince, timeuntil
 from core.errors import DomainError
 from core.secrets import redact
 from tenants_app.admin_scoping import TenantRoleAdminMixin, current_tenant, person
-from tools_app import selectors
+from tools_app import policies
 from tools_app.configs import secret_values
 from tools_app.models import Approval, ApprovalStatus, ApprovalVia, Safety, ToolFunction, function_safety
 from tools_app.services.approvals import approval_decide, may_decide
@@ -93,7 +93,7 @@ class ApprovalAdmin(TenantRoleAdminMixin, _ApprovalAdmin):
             return Approval.objects.none()
         fn = ToolFunction.objects.filter(tool_id=OuterRef("tool_call__tool_id"), name=OuterRef("tool_call__function"))
         return (
-            selectors.approvals_visible(tenant=tenant, user=request.user)
+            policies.approvals_visible(tenant=tenant, user=request.user)
             .select_related("tool_call__agent", "tool_call__conversation", "tenant", "result_call")
             .annotate(fn_override=Subquery(fn.values("safety_override")[:1]),
                       fn_annotations=Subquery(fn.values("annotations")[:1], output_field=JSONField()))

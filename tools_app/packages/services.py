@@ -10,7 +10,6 @@ or a Test or call that got there before it), and every other caller waits for th
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from datetime import timedelta
@@ -53,22 +52,6 @@ def ref_of(tool: Tool) -> PackageRef | None:
 
 def registries() -> registry.Registries:
     return registry.configured(list(settings.TOOLHUB_PACKAGE_REGISTRY_HOSTS))
-
-
-def package_follow_config(tool: Tool) -> None:
-    """After a LOCAL tool's create or config change commits: install the package its command runs (in the
-    background), or drop the link of a command that no longer runs one."""
-    try:
-        ref = ref_of(tool)
-    except PackageNotInstallable:
-        ref = None  # Test and calls say why; nothing to install
-    if ref is None:
-        ToolPackage.objects.filter(tool_id=tool.pk).delete()
-        return
-    if settings.TOOLHUB_PACKAGE_INSTALL_ON_SAVE:
-        from tools_app.packages import tasks
-
-        transaction.on_commit(functools.partial(tasks.install_tool_package.delay, tool.pk))
 
 
 def tool_package_prepare(*, tool_id: int) -> ToolPackage | None:
@@ -189,7 +172,7 @@ def _switch(link: ToolPackage, install: PackageInstall) -> None:
     tenant_id = link.tool.tenant_id
     transaction.on_commit(lambda: hotcache.bump_tenant(tenant_id))
     if old is not None:
-        from tools_app.signals import release_after_commit
+        from tools_app.events import release_after_commit
 
         release_after_commit(link.tool_id)
         transaction.on_commit(lambda: free_unused([old]))

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from tools_app.packages.services import tool_package_prepare
 from tools_app.runtime.packages.errors import PackageError
 
 
 @shared_task(name="packages.install_tool_package")
 def install_tool_package(tool_id: int) -> str:
     """Resolve and install what a LOCAL tool's command runs (a no-op when it is installed); its status says how."""
-    from tools_app.packages.services import tool_package_prepare
-
     try:
         link = tool_package_prepare(tool_id=tool_id)
     except PackageError as exc:

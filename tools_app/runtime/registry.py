@@ -1,6 +1,7 @@
 """The one tool registry: built-ins, record tools and entry-point plugins, looked up by management name.
 
-Built-ins register at import of tools_app.runtime.builtins; hosts register their own (record tools) with
+Built-ins register at import of tools_app.runtime.builtins, which the host imports at start (tools_app.apps: the
+registry imports no tool, so it stays below them); hosts register their own (record tools) with
 `register`; installed packages add tools through the `toolhub.tools` entry-point group, read by
 `discover()` (again on each `refresh`, so an uninstalled package's tools disappear at the next sync).
 An entry point names a ToolPlugin subclass, or a callable returning an iterable of them.
@@ -13,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import metadata
 from typing import Any
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.plugin import ToolContext, ToolPlugin, input_schema_of, parse_arguments
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, REFUSED, ToolResult
+from tools_app.runtime.tool_spec import DuplicateTool, PluginError, ToolSpec
 
 ENTRY_POINT_GROUP = "toolhub.tools"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -39,48 +41,6 @@ __all__ = [
     "plugin_errors",
     "register",
 ]
-
-
-class DuplicateTool(RuntimeError):
-    """Two tools registered under one management name: a programming error, raised at registration."""
-
-
-@dataclass(frozen=True)
-class PluginError:
-    """An entry point that could not be loaded (it is left out; the rest load)."""
-
-    entry_point: str
-    distribution: str
-    error: str
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One registered tool as the host sees it: its definition, where it came from, and the plugin."""
-
-    name: str
-    function_name: str
-    description: str
-    safety: str
-    requires_approval: bool
-    default_enabled: bool
-    input_schema: dict[str, Any]
-    plugin: ToolPlugin
-    args_model: type[BaseModel]
-    source: str = "builtin"  # "builtin", "host" or "plugin:<distribution>"
-    hooks: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def undone_by_rollback(self) -> bool:
-        return bool(self.plugin.undone_by_rollback)
-
-    @property
-    def runs_outside_transaction(self) -> bool:
-        return bool(self.plugin.runs_outside_transaction)
-
-    @property
-    def from_plugin(self) -> bool:
-        return self.source.startswith("plugin:")
 
 
 HOOKS = ("provide_context", "call_title", "refusal", "before_approval")
@@ -201,13 +161,7 @@ def plugin_errors() -> list[PluginError]:
     return list(_errors)
 
 
-def _load_builtins() -> None:
-    # Importing the package imports every module in it, which registers each built-in once.
-    import tools_app.runtime.builtins  # noqa: F401
-
-
 def all_tools(*, refresh: bool = False) -> list[ToolSpec]:
-    _load_builtins()
     plugins = discover(refresh=refresh)
     with _lock:
         merged = {**plugins, **_static}
@@ -215,7 +169,6 @@ def all_tools(*, refresh: bool = False) -> list[ToolSpec]:
 
 
 def get_tool(name: str) -> ToolSpec:
-    _load_builtins()
     with _lock:
         spec = _static.get(name)
     if spec is None:

@@ -13,14 +13,16 @@ from core.codes import ApiCode
 from core.secrets import Scrubber, scrubber
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
-from tools_app import adapters, selectors
+from tools_app import selectors
 from tools_app.configs import secret_values
 from tools_app.errors import ToolError, ToolNotFound
 from tools_app.models import FunctionState, Safety, Tool, ToolFunction, ToolType
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.registry import get_tool
 from tools_app.runtime.schemas import schema_hash
-from tools_app.services import health, screening
+from tools_app.services import breaker, screening
+from tools_app.wiring.pool import pool
+from tools_app.wiring.specs import server_spec
 
 # A probe refused for what the caller lacks (an OAuth connection, their own keys) says nothing about the server.
 CALLER_CODES = {ApiCode.AUTHORIZATION_REQUIRED, ApiCode.CREDENTIALS_REQUIRED}
@@ -114,7 +116,7 @@ def _probe(tool: Tool, actor: Any) -> Probe:
     try:
         # What a server offers rarely depends on whose key it was given: a tool with per-user keys nobody has set
         # is looked at with its own config alone (an OAuth tool still needs a connection).
-        found = adapters.pool().probe(adapters.server_spec(tool, actor, user_values_needed=False))
+        found = pool().probe(server_spec(tool, actor, user_values_needed=False))
     except RuntimeToolError as exc:
         return Probe(ok=False, latency_ms=int((time.monotonic() - started) * 1000),
                      error={"code": exc.code, "message": exc.message, "details": exc.details})
@@ -166,7 +168,7 @@ def probe_and_record(tool: Tool, actor: Any = None) -> Probe:
     probe = probe_tool(tool, actor)
     if (probe.error or {}).get("code") in NOT_THE_SERVERS:
         return probe
-    health.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""),
+    breaker.record_outcome(tool_id=tool.pk, ok=probe.ok, error=(probe.error or {}).get("message", ""),
                           tenant_id=tool.tenant_id, protocol_version=probe.protocol_version or "")
     if probe.ok and probe.protocol_version:
         tool.protocol_version = probe.protocol_version

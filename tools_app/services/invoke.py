@@ -18,7 +18,7 @@ from core.codes import Reason
 from core.db import release_pooled_connection
 from core.secrets import scrubber
 from tenants_app.models import Tenant
-from tools_app import adapters, selectors
+from tools_app import selectors
 from tools_app.configs import secret_values
 from tools_app.models import (
     Approval,
@@ -39,9 +39,18 @@ from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.runtime.screen.results import screened
-from tools_app.services import health, oauth, plugins, quotas
-from tools_app.services.approvals import approval_message, approval_request, approval_screen, needs_approval
+from tools_app.services import breaker, oauth_tokens, plugins, quotas
+from tools_app.services.approval_gate import (
+    approval_message,
+    approval_request,
+    approval_screen,
+    needs_approval,
+)
 from tools_app.services.audit import audit
+from tools_app.wiring import pool as wiring_pool
+from tools_app.wiring import specs as wiring_specs
+from tools_app.wiring.http import outbound_policy
+from tools_app.wiring.specs import acts_as_user, builtin_context, http_spec
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +103,7 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
         if refusal.reason == Reason.FUNCTION_MISSING and not functions:
             # An OAuth tool never connected was never listed: connecting it comes first (with the link), as for
             # a connected one whose grant expired.
-            unconnected = oauth.not_connected(tenant=tenant, tool=tool, user=actor)
+            unconnected = oauth_tokens.not_connected(tenant=tenant, tool=tool, user=actor)
             if unconnected:
                 raise CallRefused(codes.AUTHORIZATION_REQUIRED, unconnected)
         raise CallRefused(refusal.code, refusal.message, reason=refusal.reason)
@@ -126,7 +135,7 @@ def run_registered(tool: Tool, function: str, arguments: Any, actor: Any = None)
 
     In the transaction a failed call is rolled back whole: a tool never leaves half its writes behind.
     """
-    ctx = adapters.builtin_context(tool.tenant, actor)
+    ctx = builtin_context(tool.tenant, actor)
     try:
         spec = registry.get_tool(tool.builtin_name)
     except KeyError:
@@ -157,14 +166,14 @@ def run(tool: Tool, function: str, arguments: dict[str, Any], on_progress: Any =
                 # DB connection back first; a warm one has made no query yet and holds none.
                 release_pooled_connection()
             if mcp:
-                result = adapters.pool().call(server_spec or adapters.server_spec(tool, actor), function, arguments,
+                result = wiring_pool.pool().call(server_spec or wiring_specs.server_spec(tool, actor), function, arguments,
                                               on_progress=on_progress, client_requests=client_requests)
             elif tool.type == ToolType.BUILTIN:
                 result = run_registered(tool, function, arguments, actor)
             else:
-                spec = adapters.http_spec(tool, actor)
+                spec = http_spec(tool, actor)
                 result = run_http_tool(spec, arguments,
-                                       policy=adapters.outbound_policy(timeout_s=float(spec.timeout_s)))
+                                       policy=outbound_policy(timeout_s=float(spec.timeout_s)))
         except RuntimeToolError as exc:
             result = ToolResult.fail(exc.result_code, exc.message)
         tracing.set_attributes(current, **{"toolhub.success": result.success,
@@ -285,12 +294,12 @@ def _admitted(ctx: _Ctx, checked_against: selectors.ToolSnapshot | None, spec: A
         assert spec is not None
         return _trial_run(ctx, spec, fn, approved=approved, scrub=scrub)
     pool_spec = None
-    if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE) and not adapters.acts_as_user(tool):
+    if checked_against is not None and tool.type in (ToolType.LOCAL, ToolType.REMOTE) and not acts_as_user(tool):
         # Building the pool's spec from the stored config costs pydantic about half a millisecond per call: it is
         # kept with the snapshot it comes from (the same generation: a config change drops both).
         pool_spec = hotcache.remembered(
             "server-spec", (tenant.pk, tool.pk, tool.config_version, str(settings.TOOLHUB_WORKSPACE_ROOT)),
-            (hotcache.tenant_scope(tenant.pk),), lambda: adapters.server_spec(tool))
+            (hotcache.tenant_scope(tenant.pk),), lambda: wiring_specs.server_spec(tool))
     result = run(tool, function, arguments, on_progress, actor=actor, client_requests=client_requests,
                  server_spec=pool_spec)
     tokens = selectors.live_secret_values(tenant=tenant, tool=tool)
@@ -353,9 +362,9 @@ def _record_health(tool: Tool, result: ToolResult) -> None:
         return
     if result.success or result.error_code not in BREAKER_CODES:
         if tool.consecutive_failures or tool.last_ok_at is None:
-            health.record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
+            breaker.record_outcome(tool_id=tool.pk, ok=True, tenant_id=tool.tenant_id)
     else:
-        health.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id,
+        breaker.record_outcome(tool_id=tool.pk, ok=False, error=result.error or "", tenant_id=tool.tenant_id,
                               started_at=timezone.now() - timedelta(milliseconds=result.cost_ms or 0))
 
 

@@ -16,10 +16,11 @@ from django.conf import settings
 
 from core.errors import PermissionDenied
 from tenants_app.models import Tenant
-from tools_app import adapters
 from tools_app.errors import InvalidConfig
+from tools_app.events import release_after_commit
 from tools_app.models import Tool, ToolType
 from tools_app.runtime.sandbox import SandboxPathRefused, SandboxPolicy, ServerSandbox
+from tools_app.wiring.workspaces import workspace_for
 
 
 def check_local_server(*, tenant: Tenant, actor: Any, tool: Tool | None, config: dict[str, Any],
@@ -75,7 +76,7 @@ def _from_global_market(argv: list[str], entry: Any) -> bool:
 
 
 def _check_inside_workspace(tenant: Tenant, config: dict[str, Any]) -> None:
-    workspace = str(adapters.workspace_for(tenant))
+    workspace = str(workspace_for(tenant))
     box = ServerSandbox(policy=SandboxPolicy(), tenant_key=str(tenant.pk), workspace=workspace, uid=0)
     try:
         box.chdir(config.get("cwd"))
@@ -95,7 +96,5 @@ def _check_inside_workspace(tenant: Tenant, config: dict[str, Any]) -> None:
 def recycle_local_servers(*, tenant: Tenant) -> None:
     """Close the running LOCAL servers of `tenant` in every process once this commits; the next call starts them
     under the tenant's current sandbox policy."""
-    from tools_app.signals import release_after_commit
-
     for tool_id in Tool.objects.filter(tenant=tenant, type=ToolType.LOCAL).values_list("pk", flat=True):
         release_after_commit(tool_id)

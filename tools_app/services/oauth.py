@@ -7,26 +7,28 @@ is held across an HTTP round trip; each write around them is its own `transactio
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import DomainError
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
-from tools_app import adapters, selectors
+from tools_app import selectors
 from tools_app.configs import load_config
 from tools_app.configs.remote import RemoteConfig
 from tools_app.errors import OAuthConnectFailed, OAuthFlowRefused, ToolError
 from tools_app.models import OAuthConnection, OAuthFlow, OAuthRegistration, OAuthStatus, Tool, ToolType
-from tools_app.runtime.errors import AuthorizationNeeded, RuntimeToolError
+from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.mcp import oauth
+from tools_app.services.discovery import discover_if_unknown
+from tools_app.services.oauth_tokens import client_of as _client
+from tools_app.services.oauth_tokens import discovery_of as _discovery
+from tools_app.wiring.http import outbound_policy
 
 CALLBACK_PATH = "/oauth/callback/"
 CLIENT_METADATA_PATH = "/oauth/client-metadata.json"
@@ -49,7 +51,7 @@ def client_metadata(base_url: str) -> dict[str, Any] | None:
 
 
 def _flow_ttl() -> int:
-    return int(getattr(settings, "TOOLHUB_OAUTH_FLOW_TTL_S", 600))
+    return int(settings.TOOLHUB_OAUTH_FLOW_TTL_S)
 
 
 def _session_hash(session_key: str | None) -> str:
@@ -64,20 +66,9 @@ def _oauth_config(tool: Tool) -> RemoteConfig:
     return spec
 
 
-def _client(registration: OAuthRegistration) -> oauth.Client:
-    secret = registration.secret or {}
-    return oauth.Client(client_id=registration.client_id, client_secret=secret.get("client_secret", ""),
-                        auth_method=secret.get("auth_method", "none"))
-
-
-def _discovery(data: dict[str, Any]) -> oauth.Discovery:
-    return oauth.Discovery(resource=data["resource"], issuer=data["issuer"], metadata=data["metadata"],
-                           scopes_supported=list(data.get("scopes_supported") or []))
-
-
 def _registration(*, tenant: Tenant, spec: RemoteConfig, found: oauth.Discovery, redirect_uri: str) -> OAuthRegistration:
     """The configured client, else the one registered at this server before, else a new DCR (once)."""
-    policy = adapters.outbound_policy()
+    policy = outbound_policy()
     if spec.auth.client_id:
         client = oauth.configured_client(found, spec.auth.client_id, spec.auth.client_secret)
         registration, _ = OAuthRegistration.objects.update_or_create(
@@ -113,7 +104,7 @@ def oauth_connect(*, tenant: Tenant, actor: Any, tool_id: Any, base_url: str) ->
     ensure_role(tenant=tenant, user=actor, at_least=Role.MEMBER if spec.auth.per_user else Role.ADMIN)
     redirect_uri = base_url.rstrip("/") + CALLBACK_PATH
     try:
-        found = oauth.discover(spec.url, adapters.outbound_policy())
+        found = oauth.discover(spec.url, outbound_policy())
         registration = _registration(tenant=tenant, spec=spec, found=found, redirect_uri=redirect_uri)
     except RuntimeToolError as exc:  # upstream's failure, typed: a 400 naming the step, never a 500
         raise OAuthConnectFailed.of(exc, tool.name) from None
@@ -183,9 +174,8 @@ def oauth_flow_complete(*, user: Any, session_key: str | None, state: str, code:
     registration = flow.registration
     found = _discovery(flow.discovery)
     tokens = oauth.exchange_code(found, _client(registration), code=code, code_verifier=verifier,
-                                 redirect_uri=flow.redirect_uri, policy=adapters.outbound_policy())
+                                 redirect_uri=flow.redirect_uri, policy=outbound_policy())
     connection = _store(flow=flow, tokens=tokens, found=found)
-    from tools_app.services.discovery import discover_if_unknown  # discovery reaches OAuth tools through here
 
     discover_if_unknown(flow.tool, user)
     return connection
@@ -208,90 +198,6 @@ def _store(*, flow: OAuthFlow, tokens: oauth.Tokens, found: oauth.Discovery) -> 
     return connection
 
 
-REFRESH_SKEW_S = 30  # refresh this long before the access token's stated expiry
-
-
-def token_provider(*, tenant_id: int, tool_id: int, user_id: int | None, per_user: bool) -> Callable[[str | None], str]:
-    """The REMOTE runtime's token provider (see RemoteSpec.token): the tool's shared connection, or with `per_user`
-    the connection of `user_id` (None: a call nobody signed for, which has none)."""
-    return functools.partial(_access_token, tenant_id=tenant_id, tool_id=tool_id, user_id=user_id, per_user=per_user)
-
-
-def _access_token(stale: str | None, *, tenant_id: int, tool_id: int, user_id: int | None = None,
-                  per_user: bool = False) -> str:
-    """A usable access token, refreshed before expiry or after a 401 of `stale`.
-
-    Serialized per connection across processes: the row is locked (SQLite: the IMMEDIATE write transaction;
-    PostgreSQL: SELECT ... FOR UPDATE) while a refresh is in flight, so a rotating refresh token is presented
-    once; whoever waited reads the token the first one stored and does not refresh again.
-    """
-    try:
-        token, revoked = (None, False) if per_user and user_id is None else \
-            _token_locked(stale, tenant_id=tenant_id, tool_id=tool_id, user_id=user_id)
-    finally:
-        close_old_connections()  # runs in the pool's worker threads: give their connection back
-    if revoked or token is None:
-        raise AuthorizationNeeded(_needs_authorization(tool_id, per_user=per_user, revoked=revoked),
-                                  details={"tool_id": tool_id, "per_user": per_user})
-    return token
-
-
-def _needs_authorization(tool_id: Any, *, per_user: bool, revoked: bool) -> str:
-    if revoked:
-        whose = "your own OAuth connection to this tool" if per_user else "this tool's OAuth connection"
-        return f"{whose} needs authorization: connect it again (POST /api/v1/tools/{tool_id}/oauth/connect/)"
-    who = "you have not connected your own account to this tool" if per_user else "this tool is not connected"
-    return f"{who}: connect it (POST /api/v1/tools/{tool_id}/oauth/connect/)"
-
-
-def not_connected(*, tenant: Tenant, tool: Tool, user: Any) -> str | None:
-    """Why a call of an OAuth tool needs authorization first: the caller has no connected connection to it (the
-    shared one, or their own with `per_user`). None for other tools and for a connected caller."""
-    state = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
-    if state is None or state["connected"]:
-        return None
-    return _needs_authorization(tool.pk, per_user=state["per_user"], revoked=state["status"] != "not_connected")
-
-
-@transaction.atomic
-def _token_locked(stale: str | None, *, tenant_id: int, tool_id: int, user_id: int | None) -> tuple[str | None, bool]:
-    owner = {"user_id": user_id} if user_id is not None else {"user__isnull": True}
-    connection = OAuthConnection.objects.select_for_update().filter(tenant_id=tenant_id, tool_id=tool_id, **owner).first()
-    if connection is None:
-        return None, False
-    if connection.status != OAuthStatus.CONNECTED:
-        return None, True
-    url = ((Tool.objects.filter(pk=tool_id).values_list("config", flat=True).first() or {}).get("url"))
-    if url != connection.discovery.get("server_url"):
-        # The tool points elsewhere now: its tokens are never sent to a server they were not issued for.
-        connection.status, connection.tokens = OAuthStatus.NEEDS_AUTHORIZATION, None
-        connection.save(update_fields=["status", "tokens", "updated_at"])
-        return None, True
-    tokens = dict(connection.tokens or {})
-    current = tokens.get("access_token", "")
-    soon = timezone.now() + dt.timedelta(seconds=REFRESH_SKEW_S)
-    fresh_enough = connection.expires_at is None or connection.expires_at > soon
-    if current and (stale != current) and (stale is not None or fresh_enough):
-        return current, False  # valid, or another caller refreshed since `stale` was refused
-    if not tokens.get("refresh_token"):
-        connection.status = OAuthStatus.NEEDS_AUTHORIZATION
-        connection.save(update_fields=["status", "updated_at"])
-        return None, True
-    try:
-        new = oauth.refresh(_discovery(connection.discovery), _client(connection.registration),
-                            refresh_token=tokens["refresh_token"], policy=adapters.outbound_policy())
-    except oauth.GrantInvalid:
-        # The grant is gone (revoked, or a refresh token reused): stop presenting it and ask for a new one.
-        connection.status, connection.tokens = OAuthStatus.NEEDS_AUTHORIZATION, None
-        connection.save(update_fields=["status", "tokens", "updated_at"])
-        return None, True
-    connection.tokens = {"access_token": new.access_token, "refresh_token": new.refresh_token}
-    connection.expires_at = dt.datetime.fromtimestamp(new.expires_at, tz=dt.UTC) if new.expires_at else None
-    connection.scopes = new.scope or connection.scopes
-    connection.save(update_fields=["tokens", "expires_at", "scopes", "updated_at"])
-    return new.access_token, False
-
-
 def oauth_disconnect(*, tenant: Tenant, actor: Any, tool_id: Any) -> bool:
     """Forget the caller's connection (the shared one: owner/admin), revoking it upstream where offered (RFC 7009)."""
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
@@ -301,7 +207,7 @@ def oauth_disconnect(*, tenant: Tenant, actor: Any, tool_id: Any) -> bool:
     if gone is None:
         return False
     tokens, found, client = gone
-    policy = adapters.outbound_policy()
+    policy = outbound_policy()
     for hint in ("refresh_token", "access_token"):
         if tokens.get(hint):
             oauth.revoke(found, client, token=tokens[hint], hint=hint, policy=policy)
@@ -313,7 +219,7 @@ def oauth_forget_user(*, tenant: Tenant, user: Any) -> int:
     after commit where the server offers it. Returns how many were ended."""
     gone = [_forget(tenant=tenant, tool=c.tool, user=user)
             for c in OAuthConnection.objects.filter(tenant=tenant, user=user).select_related("tool")]
-    policy = adapters.outbound_policy()
+    policy = outbound_policy()
 
     def revoke() -> None:
         for tokens, found, client in filter(None, gone):

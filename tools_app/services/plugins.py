@@ -14,12 +14,12 @@ from django.db import connection, transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from tenants_app.models import Tenant
-from tools_app import adapters
 from tools_app.models import Tool, ToolType
 from tools_app.runtime import registry
 from tools_app.runtime.plugin import ApprovalCard
 from tools_app.runtime.registry import ToolSpec
 from tools_app.runtime.result import ToolResult
+from tools_app.wiring.specs import builtin_context
 
 log = logging.getLogger(__name__)
 CONTEXT_CHARS = 4000  # per tool: a plugin cannot flood the system prompt
@@ -51,7 +51,7 @@ def refusal(*, tenant: Tenant, actor: Any, tool: Tool) -> str | None:
     spec = spec_for(tool)
     if spec is None or not (spec.plugin.requires_user or "refusal" in spec.hooks):
         return None
-    ctx = adapters.builtin_context(tenant, actor)
+    ctx = builtin_context(tenant, actor)
     if spec.plugin.requires_user and ctx.user is None:
         return "this tool needs a signed-in user and the call has none"
     if "refusal" not in spec.hooks:
@@ -73,7 +73,7 @@ def before_approval(*, tenant: Tenant, actor: Any, tool: Tool, arguments: Any) -
         from tools_app.runtime.plugin import parse_arguments
 
         args = parse_arguments(spec.name, spec.args_model, arguments if arguments is not None else {})
-        card = spec.plugin.before_approval(args, adapters.builtin_context(tenant, actor))
+        card = spec.plugin.before_approval(args, builtin_context(tenant, actor))
     except Exception as exc:  # noqa: BLE001 - bad arguments are refused by the call itself; a broken hook shows no card text
         log.info("before_approval of %s gave no card: %s", spec.name, type(exc).__name__)
         return ApprovalCard()
@@ -90,7 +90,7 @@ def provided_context(*, tenant: Tenant, actor: Any, tools: Iterable[Tool]) -> st
         spec = spec_for(tool)
         if spec is None or "provide_context" not in spec.hooks:
             continue
-        ctx = ctx or adapters.builtin_context(tenant, actor)
+        ctx = ctx or builtin_context(tenant, actor)
         try:
             text = spec.plugin.provide_context(ctx)
         except Exception:
@@ -174,7 +174,7 @@ def trial_run(spec: ToolSpec, tool: Tool, function: str, arguments: Any, actor: 
 
     Nothing the tool wrote is kept, and work it queued with `transaction.on_commit` never runs.
     """
-    ctx = adapters.builtin_context(tool.tenant, actor, dry_run=True)
+    ctx = builtin_context(tool.tenant, actor, dry_run=True)
     with transaction.atomic():
         with _recorded() as changes:
             result = registry.invoke_tool(spec.name, function, arguments, ctx)

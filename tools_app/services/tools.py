@@ -23,9 +23,9 @@ from tools_app.errors import (
     ToolNotFound,
     TypeChangeRefused,
 )
+from tools_app.events import release_after_commit
 from tools_app.models import Safety, Tool, ToolStatus, ToolType
 from tools_app.services.local_policy import check_local_server
-from tools_app.signals import release_after_commit
 
 
 @dataclass
@@ -84,7 +84,7 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
 def _functions_follow_config(tool: Tool) -> None:
     """HTTP tools define their function locally (stored now); MCP tools are rediscovered after commit."""
     if tool.type == ToolType.LOCAL:
-        from tools_app.packages.services import package_follow_config
+        from tools_app.packages.follow import package_follow_config
 
         package_follow_config(tool)  # before discovery's own on_commit: the install it would wait for comes first
     if tool.type == ToolType.HTTP:

@@ -16,6 +16,7 @@ from tenants_app.permissions import ensure_role
 from tools_app import selectors
 from tools_app.errors import ToolError, ToolNotFound
 from tools_app.models import Tool, ToolType, UserCredential
+from tools_app.policies import USE_TOOL
 from tools_app.services import discovery
 
 MAX_VALUE_CHARS = 4096
@@ -25,7 +26,7 @@ def _declaring_tool(*, tenant: Tenant, actor: Any, tool_id: Any) -> tuple[Tool, 
     """A tool this member may use that declares per-user keys, and those keys."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.MEMBER)
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
-    if not selectors.usable_tools(tenant=tenant, user=actor, any_status=True).filter(pk=tool.pk).exists():
+    if USE_TOOL.why_not(tenant=tenant, user=actor, tool=tool, any_status=True) is not None:
         raise ToolNotFound()
     declared = list((tool.config or {}).get("user_secrets") or [])
     if not declared:

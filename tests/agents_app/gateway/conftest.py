@@ -16,7 +16,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.support import inventory_tool, make_agent
 from tests.fixtures.mcp_servers import free_port, wait_listening
-from tools_app import adapters
+from tools_app.wiring.pool import pool
 
 
 @dataclass
@@ -51,7 +51,7 @@ def running_server() -> Iterator[Served]:
 def served(transactional_db: Any) -> Iterator[Served]:
     with running_server() as one:
         yield one
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def served_pair(transactional_db: Any) -> Iterator[tuple[Served, Served]]:
     """Two Toolhub web servers (two gateways) behind which one client is served: shared DB and cache."""
     with running_server() as first, running_server() as second:
         yield first, second
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @dataclass

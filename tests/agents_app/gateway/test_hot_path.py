@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents_app.gateway import service
-from tools_app import adapters
+from tools_app.wiring.pool import pool
 
 NAME = "inventory__get_inventory"
 ARGS = {"sku": "DEMO-001"}
@@ -19,7 +19,7 @@ ARGS = {"sku": "DEMO-001"}
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def principal(setup: Any) -> service.Principal:

@@ -19,8 +19,9 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
-from tools_app import adapters
 from tools_app.models import Approval, Tool, ToolCall, ToolFunction
+from tools_app.wiring.pool import pool
+from tools_app.wiring.specs import server_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def handler_runs(setup: Any) -> dict[str, int]:
     async def op(session: Any) -> Any:
         return await session.read_resource("inventory://runs/all")
 
-    read = adapters.pool().session_request(adapters.server_spec(tool), op)
+    read = pool().session_request(server_spec(tool), op)
     counts: dict[str, int] = json.loads(read.contents[0].text)
     return counts
 

@@ -13,11 +13,12 @@ import pytest
 from django.db import connection
 
 from tests.fixtures import real_servers as rs
-from tools_app import adapters
 from tools_app.models import Tool
 from tools_app.packages.models import PackageInstall, ToolPackage
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.sandbox import bwrap_argv, check_available
+from tools_app.wiring.pool import pool
+from tools_app.wiring.specs import server_sandbox, server_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers]
 EVERYTHING = ["-y", "@modelcontextprotocol/server-everything"]
@@ -26,7 +27,7 @@ EVERYTHING = ["-y", "@modelcontextprotocol/server-everything"]
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def create(api: Any, name: str, command: str, args: list[str]) -> int:
 def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, registries_reachable: None) -> None:
     tool_id = create(api, "everything", "npx", EVERYTHING)
     tool = Tool.objects.get(pk=tool_id)
-    assert adapters.server_sandbox(tool.tenant) is not None and not tool.tenant.local_network == "host"
+    assert server_sandbox(tool.tenant) is not None and not tool.tenant.local_network == "host"
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # the first Test includes the install
     assert tested["ok"], tested
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
@@ -55,7 +56,7 @@ def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, r
     assert package["status"] == "installed" and package["version"] and package["size"] > 0, package
     assert package["installed_at"] and package["error"] is None
 
-    spec = adapters.server_spec(tool)
+    spec = server_spec(tool)
     assert isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None
     assert spec.target.command != "npx" and spec.target.sandbox.policy.store_paths
     assert not spec.target.sandbox.share_net
@@ -107,7 +108,7 @@ def test_misspelled_package_fails_test_at_once_naming_it(api: Any, staff: Any, r
 def test_the_store_is_read_only_to_the_server(api: Any, registries_reachable: None) -> None:
     tool_id = create(api, "everything", "npx", EVERYTHING)
     assert api.post(f"/api/v1/tools/{tool_id}/test/").json()["ok"]
-    spec = adapters.server_spec(Tool.objects.get(pk=tool_id))
+    spec = server_spec(Tool.objects.get(pk=tool_id))
     assert isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None
     box = spec.target.sandbox
     store_dir = box.policy.store_paths[0]

@@ -21,9 +21,11 @@ from tests.fixtures.catalog_server import Registry
 from tests.market_app.test_package_entries import record
 from tests.market_app.test_registry_excerpt import fetched
 from tests.tools_app.packages.reference import BY_KEY, REFERENCE, Reference, answers, fill
-from tools_app import adapters
 from tools_app.models import Tool
 from tools_app.runtime.mcp.spec import LocalSpec
+from tools_app.wiring.pool import pool
+from tools_app.wiring.specs import server_spec
+from tools_app.wiring.workspaces import workspace_for
 
 # A first install downloads a package and its dependencies from the real registries: minutes on a slow link (the
 # suite's 120 s per test is for work that does not wait on the internet).
@@ -33,7 +35,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers,
 @pytest.fixture(autouse=True)
 def _close_pool() -> Any:
     yield
-    adapters.pool().close_all()
+    pool().close_all()
 
 
 def reachable(ref: Reference) -> None:
@@ -54,7 +56,7 @@ def passes_test_and_answers(api: Any, tool_id: int, ref: Reference, workspace: P
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert (package["manager"], package["name"], package["status"]) == (ref.manager, ref.package, "installed"), \
         package
-    spec = adapters.server_spec(Tool.objects.get(pk=tool_id))
+    spec = server_spec(Tool.objects.get(pk=tool_id))
     assert isinstance(spec.target, LocalSpec) and spec.target.sandbox is not None
     assert not spec.target.sandbox.share_net and not spec.target.sandbox.public_net  # the default: no network
     assert spec.target.sandbox.policy.store_paths == (package_path(tool_id),)
@@ -80,7 +82,7 @@ def package_path(tool_id: int) -> str:
 def test_added_as_its_readme_says_it_installs_passes_test_and_answers(api: Any, tenant: Any, key: str) -> None:
     ref = BY_KEY[key]
     reachable(ref)
-    workspace = adapters.workspace_for(tenant)
+    workspace = workspace_for(tenant)
     tool_id = create(api, key, [fill(a, workspace) for a in ref.readme])
     passes_test_and_answers(api, tool_id, ref, workspace)
 
@@ -90,7 +92,7 @@ def test_loaded_in_one_click_from_the_official_registry_it_passes_test_and_answe
                                                                                   key: str) -> None:
     ref = BY_KEY[key]
     reachable(ref)
-    workspace = adapters.workspace_for(tenant)
+    workspace = workspace_for(tenant)
     item = record(f"io.github.modelcontextprotocol/{ref.package.rsplit('/', 1)[-1]}", ref.manager, ref.package,
                   ref.version)
     if ref.package_arguments:
@@ -178,7 +180,7 @@ def test_other_package_runners_install_the_same_way(api: Any, tenant: Any, argv:
     ref = BY_KEY[key]
     reachable(ref)
     tool_id = create(api, f"{key}-{argv[0]}", argv)
-    package = passes_test_and_answers(api, tool_id, ref, adapters.workspace_for(tenant))
+    package = passes_test_and_answers(api, tool_id, ref, workspace_for(tenant))
     assert package["status"] == "installed"
-    target = adapters.server_spec(Tool.objects.get(pk=tool_id)).target
+    target = server_spec(Tool.objects.get(pk=tool_id)).target
     assert isinstance(target, LocalSpec) and Path(target.command).name not in ("pipx", "npm", "bunx")

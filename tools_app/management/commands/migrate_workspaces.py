@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from tenants_app.models import Tenant
-from tools_app.adapters import workspace_dirname
+from tools_app.wiring.workspaces import workspace_dirname
 
 
 class Command(BaseCommand):

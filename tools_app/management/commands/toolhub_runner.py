@@ -9,8 +9,8 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from tools_app import adapters
 from tools_app.runtime.runner.app import Heartbeat, build_app
+from tools_app.wiring.pool import local_pool, runner_registry
 
 
 class Command(BaseCommand):
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         if not settings.TOOLHUB_RUNNERS:
             raise CommandError("TOOLHUB_RUNNERS is not set: LOCAL servers run in each web process (set it to redis, "
                                "with REDIS_URL and TOOLHUB_RUNNER_SECRET, to use runners)")
-        registry = adapters.runner_registry()
+        registry = runner_registry()
         if options["drain"]:
             if not registry.set_draining(options["drain"]):
                 raise CommandError(f"no live runner {options['drain']!r}; live: "
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         if every_s >= registry.ttl_s:
             raise CommandError(f"TOOLHUB_RUNNER_HEARTBEAT_S ({every_s:g}) must be below TOOLHUB_RUNNER_TTL_S "
                                f"({registry.ttl_s:g}): each announcement would lapse before the next")
-        pool = adapters.local_pool()
+        pool = local_pool()
         heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url, interval_s=every_s)
         server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET,
                                                             allow_unsandboxed=settings.TOOLHUB_RUNNER_ALLOW_UNSANDBOXED),

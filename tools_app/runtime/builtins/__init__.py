@@ -7,7 +7,6 @@ import pkgutil
 
 from tools_app.runtime.builtins.registry import (
     BuiltinContext,
-    BuiltinSpec,
     Safety,
     SqlTarget,
     all_builtins,
@@ -20,7 +19,6 @@ for _module in pkgutil.iter_modules(__path__):
 
 __all__ = [
     "BuiltinContext",
-    "BuiltinSpec",
     "Safety",
     "SqlTarget",
     "all_builtins",

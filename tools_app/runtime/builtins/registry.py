@@ -9,15 +9,13 @@ from typing import Any
 from tools_app.runtime import registry as _registry
 from tools_app.runtime.builtins.context import DEFAULT_SQL_FUNCTIONS, BuiltinContext, SqlTarget
 from tools_app.runtime.plugin import Safety, ToolArgs, ToolPlugin, input_schema_of
-from tools_app.runtime.registry import DuplicateTool, ToolSpec
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.tool_spec import DuplicateTool, ToolSpec
 
 __all__ = [
     "DEFAULT_SQL_FUNCTIONS",
     "BuiltinArgs",
     "BuiltinContext",
-    "BuiltinSpec",
-    "DuplicateBuiltin",
     "Safety",
     "SqlTarget",
     "all_builtins",
@@ -28,8 +26,6 @@ __all__ = [
 ]
 
 BuiltinArgs = ToolArgs
-BuiltinSpec = ToolSpec
-DuplicateBuiltin = DuplicateTool
 BuiltinFunc = Callable[[Any, BuiltinContext], ToolResult]
 
 

@@ -29,7 +29,7 @@ from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.connection import DEFAULT_INPUT_ROUNDS, Connection, ProgressFn, probe_connection
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
-from tools_app.runtime.result import EXECUTION_ERROR, NOT_FOUND, TIMEOUT, ToolResult
+from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, TIMEOUT, ToolResult
 from tools_app.runtime.schemas import validate_arguments
 
 __all__ = ["Discovery", "FunctionInfo", "SessionPool", "configure_pool", "get_pool"]
@@ -381,7 +381,7 @@ class SessionPool:
         try:
             validate_arguments(info.input_schema, arguments)
         except InvalidParams as exc:
-            return ToolResult.fail("INVALID_PARAMS", exc.message, **exc.details)
+            return ToolResult.fail(INVALID_PARAMS, exc.message, **exc.details)
         try:
             result = await conn.call(function, arguments, timeout_s, on_progress, client_requests)
         finally:
@@ -455,8 +455,15 @@ class SessionPool:
                 self._retire(conn)
 
 
-_pool: SessionPool | None = None
-_pool_lock = threading.Lock()
+class _ProcessPool:
+    """The process-wide pool and the lock that guards replacing it: one object, not two globals."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pool: SessionPool | None = None
+
+
+_process = _ProcessPool()
 
 
 def _same_user_older(other: Key, key: Key) -> bool:
@@ -465,27 +472,25 @@ def _same_user_older(other: Key, key: Key) -> bool:
 
 
 def _default_policy() -> OutboundPolicy:
-    """The guard with no operator allowlist: the host (tools_app.adapters) configures the pool from its settings;
+    """The guard with no operator allowlist: the host (tools_app.wiring.pool) configures the pool from its settings;
     the runtime reads no environment of its own."""
     return OutboundPolicy.build("")
 
 
 def get_pool() -> SessionPool:
     """The process-wide pool (created on first use with the environment's outbound policy)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = SessionPool(policy=_default_policy())
-        return _pool
+    with _process.lock:
+        if _process.pool is None:
+            _process.pool = SessionPool(policy=_default_policy())
+        return _process.pool
 
 
 def configure_pool(**kwargs: Any) -> SessionPool:
     """Replace the process-wide pool (closing the old one's sessions); kwargs as SessionPool.__init__."""
-    global _pool
     kwargs.setdefault("policy", _default_policy())
-    with _pool_lock:
-        old, _pool = _pool, SessionPool(**kwargs)
-        new = _pool
+    with _process.lock:
+        old, _process.pool = _process.pool, SessionPool(**kwargs)
+        new = _process.pool
     if old is not None:
         old.shutdown()
     return new
@@ -493,5 +498,5 @@ def configure_pool(**kwargs: Any) -> SessionPool:
 
 @atexit.register
 def _shutdown_at_exit() -> None:
-    if _pool is not None:
-        _pool.shutdown()
+    if _process.pool is not None:
+        _process.pool.shutdown()

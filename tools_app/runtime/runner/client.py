@@ -36,7 +36,7 @@ class RunnerUnavailable(ConnectionFailed):
 
 
 class RunnerPool:
-    """What `adapters.pool()` returns when the deployment has runners (TOOLHUB_RUNNERS=redis)."""
+    """What `tools_app.wiring.pool.pool()` returns when the deployment has runners (TOOLHUB_RUNNERS=redis)."""
 
     def __init__(self, local: SessionPool, registry: Registry, secret: str) -> None:
         self.local = local

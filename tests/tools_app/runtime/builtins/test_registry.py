@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tools_app.runtime.builtins import BuiltinContext, all_builtins, get_builtin, invoke_builtin
-from tools_app.runtime.builtins.registry import BuiltinArgs, DuplicateBuiltin, Safety, builtin
+from tools_app.runtime.builtins.registry import BuiltinArgs, Safety, builtin
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.tool_spec import DuplicateTool
 
 EXPECTED = {
     # name: (safety, requires_approval, default_enabled)
@@ -48,7 +49,7 @@ def test_duplicate_name_is_refused_at_registration() -> None:
     class Args(BuiltinArgs):
         pass
 
-    with pytest.raises(DuplicateBuiltin, match="read_file"):
+    with pytest.raises(DuplicateTool, match="read_file"):
 
         @builtin(name="read_file", description="again", safety=Safety.READ_ONLY)
         def again(args: Args, ctx: BuiltinContext) -> ToolResult:
