@@ -13,24 +13,8 @@ from agents_app.runtime.transcript import content_text, pending_calls
 
 def persist(run: RunState, outcome: Event | None) -> None:
     """Make the transcript valid and store it, whether the run ended, paused or was cut off."""
-    messages = run.messages
-    scrub = run.scrub
-    held = {cid for batch in run.approvals.values() for cid in batch["call_ids"]}
-    paused = outcome is not None and outcome[0] == "done" and outcome[1].get("status") == "paused"
-    waiting = {str(w.get("call_id")) for w in (outcome[1].get("waiting") or [])} if paused and outcome else set()
-    awaiting = connecting = False
-    for call in pending_calls(messages):
-        if call.call_id in waiting:
-            # Runs again on resume, once its user has connected or set their keys; a call approved before it
-            # waited keeps its approval (the batch stays live below) and is not asked for again.
-            connecting = True
-            continue
-        if call.call_id in held and (paused or outcome is None):
-            awaiting = True
-            continue
-        done = run.results.get(call.call_id)
-        content = render_result(done, settings.TOOLHUB_TOOL_RESULT_CHARS) if done else f"Error: not executed: {INTERRUPTED}"
-        messages.append({"role": "tool", "tool_call_id": call.call_id, "content": content})
+    awaiting, connecting = _answer_open_calls(run, outcome)
+    messages, scrub = run.messages, run.scrub
     rows = [
         Message(
             conversation=run.conversation,
@@ -53,3 +37,25 @@ def persist(run: RunState, outcome: Event | None) -> None:
                                ConversationStatus.AWAITING_AUTHORIZATION if connecting else ConversationStatus.IDLE)
         conversation.save(update_fields=["run_state", "status", "updated_at"])
     run.persisted = len(messages)
+
+
+def _answer_open_calls(run: RunState, outcome: Event | None) -> tuple[bool, bool]:
+    """Answer every open call in the transcript but those that wait (for an approval, or for their user to connect);
+    returns (awaiting an approval, awaiting a connection)."""
+    held = {cid for batch in run.approvals.values() for cid in batch["call_ids"]}
+    paused = outcome is not None and outcome[0] == "done" and outcome[1].get("status") == "paused"
+    waiting = {str(w.get("call_id")) for w in (outcome[1].get("waiting") or [])} if paused and outcome else set()
+    awaiting = connecting = False
+    for call in pending_calls(run.messages):
+        if call.call_id in waiting:
+            # Runs again on resume, once its user has connected or set their keys; a call approved before it
+            # waited keeps its approval (the batch stays live) and is not asked for again.
+            connecting = True
+            continue
+        if call.call_id in held and (paused or outcome is None):
+            awaiting = True
+            continue
+        done = run.results.get(call.call_id)
+        content = render_result(done, settings.TOOLHUB_TOOL_RESULT_CHARS) if done else f"Error: not executed: {INTERRUPTED}"
+        run.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": content})
+    return awaiting, connecting

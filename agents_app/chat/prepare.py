@@ -153,6 +153,19 @@ def prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> RunSt
         )
     messages: list[dict[str, Any]] = list(state.get("messages") or [])
     persisted = len(messages)
+    decisions, approved = _decisions(tenant=tenant, batches=batches, rows=rows, messages=messages)
+    run = _loaded(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard=guard,
+                  messages=messages, persisted=persisted, approvals=batches, approved_call_ids=frozenset(approved),
+                  decisions=decisions)
+    conversation.status = ConversationStatus.RUNNING
+    conversation.save(update_fields=["status", "updated_at"])
+    return run
+
+
+def _decisions(*, tenant: Tenant, batches: dict[str, dict[str, Any]], rows: dict[int, Any],
+               messages: list[dict[str, Any]]) -> tuple[dict[str, str], set[str]]:
+    """Each batch's decision (approved / denied) and the call ids that may run; an expired batch (or one whose
+    approval no longer fits what would run) is answered in the transcript instead."""
     decisions: dict[str, str] = {}
     approved: set[str] = set()
     open_by_id = {p.call_id: p for p in pending_calls(messages)}
@@ -171,16 +184,10 @@ def prepare_resume(*, tenant: Tenant, actor: Any, conversation_id: Any) -> RunSt
         elif status == ApprovalStatus.DENIED:
             decisions[key] = "denied"
         else:  # expired: never run, and say so in the transcript
-            for call_id in batch["call_ids"]:
-                if call_id in open_by_id:
-                    messages.append({"role": "tool", "tool_call_id": call_id,
-                                     "content": "Error: not executed: the approval expired" + (f" ({why})" if why else "")})
-    run = _loaded(tenant=tenant, actor=actor, agent=agent, conversation=conversation, model=model, guard=guard,
-                  messages=messages, persisted=persisted, approvals=batches, approved_call_ids=frozenset(approved),
-                  decisions=decisions)
-    conversation.status = ConversationStatus.RUNNING
-    conversation.save(update_fields=["status", "updated_at"])
-    return run
+            messages.extend({"role": "tool", "tool_call_id": call_id,
+                             "content": "Error: not executed: the approval expired" + (f" ({why})" if why else "")}
+                            for call_id in batch["call_ids"] if call_id in open_by_id)
+    return decisions, approved
 
 
 def _batch_arguments(batch: dict[str, Any], open_by_id: dict[str, Any]) -> dict[str, Any] | None:

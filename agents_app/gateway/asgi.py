@@ -29,7 +29,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import resource as oauth_resource
-from agents_app.gateway import service, sessions
+from agents_app.gateway import routing, service, sessions
 from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.server import (
     COUNTED_KEY,
@@ -312,6 +312,13 @@ class GatewayApp:
             await _json(send, 401, error_body(ApiCode.NOT_AUTHENTICATED, message),
                         [(b"www-authenticate", header.encode())])
             return
+        if scope.get("method") == "POST" and is_modern_request(scope):
+            # Mcp-Method/Mcp-Name answer a viewer's call or a spent throttle before the body is parsed.
+            early = routing.early_refusal(principal, _header(scope, b"mcp-method"), _header(scope, b"mcp-name"))
+            if early is not None:
+                await _drain(receive, scope)  # discarded unparsed, so the connection stays reusable
+                await _json(send, early.status, early.body(), early.headers)
+                return
         user = principal.user
         await self.start()
         # The session is bound to this credential and this agent: another token or another agent's URL
@@ -344,8 +351,8 @@ class GatewayApp:
                                  lambda s, r, w: self.manager.handle_request(s, r, w))
         elif rest == "":
             session_id = _header(scope, b"mcp-session-id")
-            if session_id and scope.get("method") != "DELETE" and not await anyio.to_thread.run_sync(
-                    sessions.touch, session_id, counted):
+            if (session_id and scope.get("method") != "DELETE" and not sessions.touched_lately(session_id)
+                    and not await anyio.to_thread.run_sync(sessions.touch, session_id, counted)):
                 await self.manager.end(session_id)  # closed by another process to make room under a cap
             await self.manager.handle_request(scope, receive, send)
         elif rest == "/sse":

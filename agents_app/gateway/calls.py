@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from agents_app.gateway import routing
 from agents_app.gateway.listing import GatewayFunction, listing, redacted_arguments, secrets_of
 from agents_app.gateway.oauth import usage as oauth_usage
 from agents_app.gateway.principal import Principal
@@ -358,6 +359,7 @@ def throttle(principal: Principal) -> None:
     wait = take_throttle("invoke", principal.user)
     if wait is not None:
         seconds = max(1, int(wait))
+        routing.note_spent(principal.user.pk, wait)  # its next 2026 calls are refused from their headers
         raise Refusal(ApiCode.THROTTLED, f"too many calls: the invoke rate of this token is spent; retry in {seconds} s",
                       retry_after_s=seconds)
 

@@ -156,3 +156,40 @@ def sorted_by(items: list[Any], key: str) -> list[Any]:
         return str(value or "")
 
     return sorted(items, key=of)
+
+
+# --- the tools/list a 2026 tools/call runs for its Mcp-Param-* headers ---------------------------------------
+#
+# Before dispatching a 2026 tools/call with arguments, the SDK resolves the tool's input schema through the
+# server's own tools/list handler (to check Mcp-Param-* headers against the body's arguments): a whole listing,
+# with its database hop, on every call. That check is consistency, not authority (the call itself is authorised
+# from the database), and a client may itself hold a listing for `ttlMs`; so the listing is kept per caller on
+# the event loop for as long, and the schema check of a call reads it.
+
+MEMO_SIZE = 2048
+
+
+class SchemaListings:
+    """Per caller (tenant, member, agent): the last listing answered and when, loop-side (no locks, no hops)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._kept: dict[str, tuple[float, list[Any]]] = {}
+
+    def get(self, caller: str) -> list[Any] | None:
+        kept = self._kept.get(caller)
+        ttl_s = int(settings.TOOLHUB_MCP_LIST_TTL_MS) / 1000
+        if kept is None or self.clock() - kept[0] >= ttl_s:
+            return None
+        return kept[1]
+
+    def put(self, caller: str, tools: list[Any]) -> None:
+        self._kept.pop(caller, None)
+        if len(self._kept) >= MEMO_SIZE:
+            self._kept.pop(next(iter(self._kept)))  # the oldest written
+        self._kept[caller] = (self.clock(), tools)
+
+
+def resolves_call_schema(headers: Mapping[str, str] | None) -> bool:
+    """A tools/list the SDK runs inside a tools/call (its request's Mcp-Method says tools/call)."""
+    return headers is not None and headers.get("mcp-method") == "tools/call"

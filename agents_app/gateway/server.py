@@ -11,8 +11,9 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -211,6 +212,17 @@ async def _list_found(ctx: ServerRequestContext[Any, Any], names: list[str]) -> 
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
     made = service.listing(principal)
     return list(made.functions), made.fingerprint
+
+
+def _visible_listing(principal: Principal, session_id: str | None = None
+                     ) -> tuple[list[dict[str, Any]], list[GatewayFunction], str]:
+    """tools/list's database work in one thread hop: the toolset, and what tool search shows of it (its
+    meta-tools, fewer functions, and what search found in the 2025 session `session_id`). A 2026 tools/call with
+    arguments runs it too (the SDK resolves the tool's schema for its Mcp-Param-* headers through tools/list), so
+    each hop saved counts twice."""
+    functions, fingerprint = _listing(principal)
+    meta, shown = search.visible(principal, functions, search.found_in_session(session_id))
+    return meta, shown, fingerprint
 
 
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
@@ -439,18 +451,23 @@ def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredErr
 def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
     """The one MCP server of this process; identity comes from each request's principal."""
 
+    schema_listings = modern.SchemaListings(time.monotonic)  # a 2026 call's Mcp-Param-* check (gateway.modern)
+
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         principal = principal_of(ctx)
-        functions, fingerprint = await db(_listing, principal)
-        found: list[str] = []
-        if not modern.is_modern(ctx):  # a 2025 session lists what search found in it
-            found = await db(search.found_in_session, getattr(_connection(ctx), "session_id", None))
-        # Tool search: meta-tools, fewer functions.
-        meta, functions = await db(search.visible, principal, functions, found)
+        caller = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
+        resolving = modern.is_modern(ctx) and modern.resolves_call_schema(getattr(ctx.request, "headers", None))
+        if resolving and (kept := schema_listings.get(caller)) is not None:
+            return types.ListToolsResult(tools=kept, **modern.list_hints())
+        # A 2025 session lists what search found in it too.
+        session_id = None if modern.is_modern(ctx) else getattr(_connection(ctx), "session_id", None)
+        meta, functions, fingerprint = await db(_visible_listing, principal, session_id)
         tools = [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
         if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
-            return types.ListToolsResult(tools=modern.sorted_by(tools, "name"), **modern.list_hints())
+            tools = modern.sorted_by(tools, "name")
+            schema_listings.put(caller, tools)
+            return types.ListToolsResult(tools=tools, **modern.list_hints())
         watcher.watch(_connection(ctx), principal, fingerprint)
         return types.ListToolsResult(tools=tools)
 
@@ -541,6 +558,16 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
                        ) -> tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult:
         """A 2026-07-28 call: its result, or an upstream server's question as an input request; a retry carrying
         the answer resumes the call this process holds (agents_app.gateway.relay)."""
+        ran: tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult = await _relaying(
+            ctx, principal, params, lambda asks: db(_call, principal, params.name, arguments,
+                                                    _progress_forwarder(ctx), asks, _base_url(ctx)))
+        return ran
+
+    async def _relaying(ctx: ServerRequestContext[Any, Any], principal: Principal, params: Any,
+                        job: Callable[[ClientRequests], Awaitable[Any]]) -> Any:
+        """A 2026-07-28 request whose upstream may ask (tools/call, prompts/get, resources/read): `job`'s answer, or
+        the upstream's question as an input request; a retry carrying the answer resumes the job this process
+        holds (agents_app.gateway.relay)."""
         owner = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
         if relay.relay_of(params) is not None:
             try:
@@ -550,10 +577,9 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         else:
             held = relay.Relay(asyncio.get_running_loop())
             held.owner = owner
-            held.start(db(_call, principal, params.name, arguments, _progress_forwarder(ctx),
-                          _client_requests(ctx, held), _base_url(ctx)))
-        ran: tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult = await held.next()
-        return ran
+            held.start(job(_client_requests(ctx, held)))
+        return await held.next()
+
 
     async def _answered(ctx: ServerRequestContext[Any, Any], principal: Principal, outcome: CallOutcome,
                         answer: types.ElicitResult | None) -> types.CallToolResult:
@@ -592,9 +618,17 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         return types.ListPromptsResult.model_validate({"prompts": prompts})
 
     async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-                         ) -> types.GetPromptResult:
+                         ) -> types.GetPromptResult | types.InputRequiredResult:
+        principal = principal_of(ctx)
         try:
-            got = await db(service.get_prompt, principal_of(ctx), params.name, params.arguments)
+            if modern.is_modern(ctx):  # the upstream's question rides an input_required result
+                got = await _relaying(ctx, principal, params, lambda asks: db(
+                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks))
+                if isinstance(got, types.InputRequiredResult):
+                    return got
+            else:
+                got = await db(service.get_prompt, principal, params.name, params.arguments,
+                               client_requests=_client_requests(ctx))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}") from None
         except service.Refusal as refusal:
@@ -610,9 +644,16 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         return types.ListResourcesResult.model_validate({"resources": resources})
 
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-                            ) -> types.ReadResourceResult:
+                            ) -> types.ReadResourceResult | types.InputRequiredResult:
+        principal = principal_of(ctx)
         try:
-            got = await db(service.read_resource, principal_of(ctx), str(params.uri))
+            if modern.is_modern(ctx):  # the upstream's question rides an input_required result
+                got = await _relaying(ctx, principal, params, lambda asks: db(
+                    service.read_resource, principal, str(params.uri), client_requests=asks))
+                if isinstance(got, types.InputRequiredResult):
+                    return got
+            else:
+                got = await db(service.read_resource, principal, str(params.uri), client_requests=_client_requests(ctx))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}") from None
         except service.Refusal as refusal:

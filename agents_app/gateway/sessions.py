@@ -133,13 +133,19 @@ def open_count(cap: str) -> int:
     return len(open_sessions(cap))
 
 
+def touched_lately(session_id: str) -> bool:
+    """This process noted the session's use within TOOLHUB_MCP_SESSION_TOUCH_S: `touch` has nothing to do. A
+    memory read, so the event loop asks it first and a warm request makes no thread hop for its session."""
+    last = _touched.get(session_id)
+    return last is not None and now() - last < float(settings.TOOLHUB_MCP_SESSION_TOUCH_S)
+
+
 def touch(session_id: str, counted: dict[str, str]) -> bool:
     """Note that a session was used (at most once per TOOLHUB_MCP_SESSION_TOUCH_S per process). False when it
     was closed by another process since (to make room under a cap): the caller ends it here too."""
-    at = now()
-    last = _touched.get(session_id)
-    if last is not None and at - last < float(settings.TOOLHUB_MCP_SESSION_TOUCH_S):
+    if touched_lately(session_id):
         return True
+    at = now()
     _touched[session_id] = at
     if cache.get(CLOSED.format(session_id[:64])):
         return False

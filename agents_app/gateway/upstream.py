@@ -23,6 +23,7 @@ from tools_app.models import (
     ToolType,
 )
 from tools_app.runtime import result as codes
+from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.result import ToolResult
 from tools_app.services import screening
 from tools_app.services.approval_gate import needs_approval
@@ -65,15 +66,29 @@ def _dump(model: Any, secrets: list[str]) -> dict[str, Any]:
 
 
 def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
-              title: str) -> dict[str, Any]:
+              title: str, client_requests: ClientRequests | None = None) -> dict[str, Any]:
     """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
-    approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens."""
+    approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens.
+
+    `op(session, input_responses, request_state)` sends it. With `client_requests` the server's questions during
+    it (a 2025 server's requests, a 2026 server's input_required rounds) go to the gateway's client as a tool
+    call's do; without, a 2025 server's are declined and a 2026 server's question fails the request."""
     with through_client(principal.client):
-        return _audited_upstream(principal, tool, function, arguments, op, title)
+        return _audited_upstream(principal, tool, function, arguments, op, title, client_requests)
+
+
+def _send(principal: Principal, tool: Tool, op: Any, what: str, client_requests: ClientRequests | None) -> Any:
+    spec = server_spec(tool, principal.user)
+    if client_requests is None:
+        async def once(session: Any) -> Any:
+            return await op(session, None, None)
+
+        return pool().session_request(spec, once)
+    return pool().asking_request(spec, op, client_requests, what)
 
 
 def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
-                      title: str) -> dict[str, Any]:
+                      title: str, client_requests: ClientRequests | None) -> dict[str, Any]:
     secrets = secret_values(tool.type, tool.config) + selectors.live_secret_values(tenant=principal.tenant, tool=tool)
 
     def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
@@ -97,7 +112,7 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
     throttle(principal)
     started = time.monotonic()
     try:
-        answer = _dump(pool().session_request(server_spec(tool, principal.user), op), secrets)
+        answer = _dump(_send(principal, tool, op, title, client_requests), secrets)
     except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
         message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
         failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
@@ -152,16 +167,18 @@ def _held(principal: Principal, tool: Tool, kind: str, key: str, value: str) -> 
     return bool(named) and not screening.offered_items(tool, kind, named)
 
 
-def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None,
+               client_requests: ClientRequests | None = None) -> dict[str, Any]:
     tool, original = _split(principal, name)
     if _held(principal, tool, "prompts", "name", original):
         raise NotFound()
 
-    async def op(session: Any) -> Any:
-        return await session.get_prompt(original, arguments or {})
+    async def op(session: Any, responses: Any, state: str | None) -> Any:
+        return await session.get_prompt(original, arguments or {}, input_responses=responses, request_state=state,
+                                        allow_input_required=True)
 
     return _upstream(principal, tool, PROMPT_GET, {"name": original, "arguments": dict(arguments or {})}, op,
-                     f"{tool.name}: prompt {original}"[:200])
+                     f"{tool.name}: prompt {original}"[:200], client_requests)
 
 
 def _resource_uri(tool: Tool, uri: str) -> str:
@@ -182,7 +199,7 @@ def list_resources(principal: Principal) -> list[dict[str, Any]]:
     return resources
 
 
-def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
+def read_resource(principal: Principal, uri: str, client_requests: ClientRequests | None = None) -> dict[str, Any]:
     prefix = f"{RESOURCE_SCHEME}://"
     if not uri.startswith(prefix) or "/" not in uri[len(prefix):]:
         raise NotFound()
@@ -194,10 +211,12 @@ def read_resource(principal: Principal, uri: str) -> dict[str, Any]:
     if _held(principal, tool, "resources", "uri", original):
         raise NotFound()
 
-    async def op(session: Any) -> Any:
-        return await session.read_resource(original)
+    async def op(session: Any, responses: Any, state: str | None) -> Any:
+        return await session.read_resource(original, input_responses=responses, request_state=state,
+                                           allow_input_required=True)
 
-    result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200])
+    result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200],
+                       client_requests)
     for item in result.get("contents", []):
         item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
     return result

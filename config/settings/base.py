@@ -358,6 +358,10 @@ TOOLHUB_POOL_FAIR_SHARE = env_bool("TOOLHUB_POOL_FAIR_SHARE", True)
 # Rounds a 2026-07-28 upstream may answer one call with input_required (questions, sampling, roots) before the call
 # fails with input_rounds_exceeded.
 TOOLHUB_MCP_INPUT_ROUNDS = env_int("TOOLHUB_MCP_INPUT_ROUNDS", 10, minimum=1)
+# How long a LOCAL (stdio) server's first server/discover probe may go unanswered before the 2025 handshake is tried
+# (a server silent on methods it does not know would otherwise cost the SDK's 10 s); the era found is remembered per
+# tool revision in each process.
+TOOLHUB_MCP_STDIO_DISCOVER_S = env_float("TOOLHUB_MCP_STDIO_DISCOVER_S", 2.0, minimum=0.1)
 # Characters of a call's result kept in its audit row (the full size is recorded beside it).
 TOOLHUB_AUDIT_RESULT_CHARS = env_int("TOOLHUB_AUDIT_RESULT_CHARS", 2000)
 # Audit rows of calls that ran while the database was away wait here (one JSON file each, already redacted) until

@@ -193,47 +193,44 @@ def tools_seed(*, tenant: Tenant, actor: Any, items: list[tuple[str, Any]]) -> d
             out["errors"].append({"source": source, "name": name, "code": problem[0], "message": problem[1]})
             continue
         seen[name] = source
-        tool_type = str(document["type"]).upper()
-        config = mask_config(tool_type, document.get("config") or {})  # secrets are never read from a file
-        existing = Tool.objects.filter(tenant=tenant, name=name).first()
-        if existing is None:
-            report = tools_import(tenant=tenant, actor=actor, document={"format": EXPORT_FORMAT, "tools": [
-                {**{k: document[k] for k in SEED_FIELDS if k in document}, "type": tool_type, "config": config}]})
-            for row in report["created"]:
-                out["created"].append({"source": source, **row})
-            for err in report["errors"]:
-                out["errors"].append({"source": source, **err})
-            continue
-        if existing.type != tool_type:
-            out["errors"].append({"source": source, "name": name, "code": ApiCode.TYPE_CONFLICT,
-                                  "message": f"tenant already has a {existing.type} tool named {name!r}; "
-                                             f"the file says {tool_type}"})
-            continue
-        try:  # what the update would store: the file's structure over the stored secret values, validated
-            stored_next = validate_config(tool_type, merge_masked(tool_type, stored=existing.config, incoming=config))
-        except DomainError as exc:
-            out["errors"].append({"source": source, "name": name, "code": exc.code, "message": exc.message})
-            continue
-        wanted: dict[str, Any] = {"description": str(document.get("description") or ""),
-                  "safety": document.get("safety") or existing.safety,
-                  "requires_approval": bool(document.get("requires_approval", existing.requires_approval)),
-                  "config": stored_next}
-        current = {"description": existing.description, "safety": existing.safety,
-                   "requires_approval": existing.requires_approval, "config": existing.config}
-        if wanted == current:
-            out["unchanged"].append({"source": source, "id": existing.pk, "name": name})
-            continue
-        try:
-            with transaction.atomic():
-                tool = tool_update(tenant=tenant, actor=actor, tool_id=existing.pk, changes=ToolInput(
-                    description=wanted["description"], safety=wanted["safety"],
-                    requires_approval=wanted["requires_approval"], config=config))
-        except DomainError as exc:
-            out["errors"].append({"source": source, "name": name, "code": exc.code, "message": exc.message})
-            continue
-        out["updated"].append({"source": source, "id": tool.pk, "name": name,
-                               "changed": sorted(k for k in wanted if wanted[k] != current[k])})
+        for bucket, row in _seed_one(tenant=tenant, actor=actor, name=name, document=document):
+            out[bucket].append({"source": source, **row})
     return out
+
+
+def _seed_one(*, tenant: Tenant, actor: Any, name: str, document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """One valid document: created (through the import path), updated in place, unchanged, or an error."""
+    tool_type = str(document["type"]).upper()
+    config = mask_config(tool_type, document.get("config") or {})  # secrets are never read from a file
+    existing = Tool.objects.filter(tenant=tenant, name=name).first()
+    if existing is None:
+        report = tools_import(tenant=tenant, actor=actor, document={"format": EXPORT_FORMAT, "tools": [
+            {**{k: document[k] for k in SEED_FIELDS if k in document}, "type": tool_type, "config": config}]})
+        return [("created", row) for row in report["created"]] + [("errors", err) for err in report["errors"]]
+    if existing.type != tool_type:
+        return [("errors", {"name": name, "code": ApiCode.TYPE_CONFLICT,
+                            "message": f"tenant already has a {existing.type} tool named {name!r}; "
+                                       f"the file says {tool_type}"})]
+    try:  # what the update would store: the file's structure over the stored secret values, validated
+        stored_next = validate_config(tool_type, merge_masked(tool_type, stored=existing.config, incoming=config))
+    except DomainError as exc:
+        return [("errors", {"name": name, "code": exc.code, "message": exc.message})]
+    wanted: dict[str, Any] = {"description": str(document.get("description") or ""),
+                              "safety": document.get("safety") or existing.safety,
+                              "requires_approval": bool(document.get("requires_approval", existing.requires_approval)),
+                              "config": stored_next}
+    current = {"description": existing.description, "safety": existing.safety,
+               "requires_approval": existing.requires_approval, "config": existing.config}
+    if wanted == current:
+        return [("unchanged", {"id": existing.pk, "name": name})]
+    try:
+        with transaction.atomic():
+            tool = tool_update(tenant=tenant, actor=actor, tool_id=existing.pk, changes=ToolInput(
+                description=wanted["description"], safety=wanted["safety"],
+                requires_approval=wanted["requires_approval"], config=config))
+    except DomainError as exc:
+        return [("errors", {"name": name, "code": exc.code, "message": exc.message})]
+    return [("updated", {"id": tool.pk, "name": name, "changed": sorted(k for k in wanted if wanted[k] != current[k])})]
 
 
 def _seed_problem(document: Any) -> tuple[str, str] | None:

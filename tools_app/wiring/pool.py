@@ -30,6 +30,9 @@ class Pool(Protocol):
     def session_request(self, spec: ServerSpec, op: Callable[[Any], Awaitable[T]],
                         timeout_s: float | None = None) -> T: ...
 
+    def asking_request(self, spec: ServerSpec, send: Callable[[Any, Any, str | None], Awaitable[T]],
+                       client_requests: Any, what: str, timeout_s: float | None = None) -> T: ...
+
     def close(self, tool_id: int) -> None: ...
 
     def close_all(self) -> None: ...
@@ -91,6 +94,7 @@ def local_pool() -> SessionPool:
         max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
         fair_share=settings.TOOLHUB_POOL_FAIR_SHARE,
         input_rounds=settings.TOOLHUB_MCP_INPUT_ROUNDS,
+        stdio_discover_s=settings.TOOLHUB_MCP_STDIO_DISCOVER_S,
     )
 
 

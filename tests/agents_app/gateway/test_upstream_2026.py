@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 from typing import Any
+from urllib.parse import quote
 
 import mcp_types as types
 import pytest
@@ -75,3 +76,53 @@ def test_a_2026_upstreams_question_reaches_a_2026_gateway_client(served: Any, mo
     assert [p.message for p in asked] == ["How many people for Chez Ada?"]
     assert not answered.is_error, answered
     assert json.loads(answered.content[0].text) == {"booked": True, "restaurant": "Chez Ada", "people": 3}
+
+
+PROMPT = "modern__booking"
+RESOURCE = "toolhub://modern/" + quote("booking://table", safe="")
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_a_2026_upstreams_question_in_a_prompt_or_resource_reaches_the_gateway_client(
+        served: Any, modern_agent: tuple[int, str], era: str) -> None:
+    """prompts/get and resources/read of an upstream that answers input_required: the question reaches the gateway
+    client of either era (a 2025 client by elicitation, a 2026 one as the gateway's own input request), and the
+    answer reaches the upstream."""
+    from tests.agents_app.gateway.modern import client
+
+    agent_id, token = modern_agent
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"people": 5})
+
+    async def scenario() -> tuple[Any, Any]:
+        url = served.endpoint("acme", agent_id)
+        if era == "2025":
+            async with connect(url, token, elicitation_callback=on_elicit) as (session, _):
+                return await session.get_prompt(PROMPT, {}), await session.read_resource(RESOURCE)
+        async with client(url, token, elicitation_callback=on_elicit) as connected:
+            assert connected.protocol_version == "2026-07-28"
+            return await connected.get_prompt(PROMPT, {}), await connected.read_resource(RESOURCE)
+
+    prompt, resource = asyncio.run(scenario())
+    assert asked == ["How many people for the booking?"] * 2
+    assert prompt.messages[0].content.text == "Book a table for 5."
+    assert resource.contents[0].text == "table for 5"
+
+
+def test_without_elicitation_a_prompts_question_fails_it_with_the_reason(served: Any,
+                                                                       modern_agent: tuple[int, str]) -> None:
+    agent_id, token = modern_agent
+
+    async def scenario() -> Any:
+        async with connect(served.endpoint("acme", agent_id), token) as (session, _):
+            try:
+                await session.get_prompt(PROMPT, {})
+            except Exception as exc:  # noqa: BLE001 - the SDK raises the JSON-RPC error
+                return exc
+        raise AssertionError("answered without anyone answering the question")
+
+    error = asyncio.run(scenario())
+    assert "did not declare elicitation" in str(error)

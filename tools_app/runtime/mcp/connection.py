@@ -73,6 +73,25 @@ DEFAULT_INPUT_ROUNDS = 10
 # Every MCP revision Toolhub's client speaks, oldest first (server/discover first, the initialize handshake after).
 CLIENT_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
+# A stdio server that leaves requests it does not know unanswered (some hand-written and older ones do) would hold
+# the 2026 probe for the SDK's whole discover timeout (10 s) before the handshake. On stdio an answer comes at once
+# when it comes at all, so the first probe of a tool revision waits this long (TOOLHUB_MCP_STDIO_DISCOVER_S), and
+# the era each revision turned out to speak is remembered in this process: its next connections go straight to it.
+DEFAULT_STDIO_DISCOVER_S = 2.0
+STDIO_ERAS_KEPT = 4096
+_stdio_eras: dict[tuple[int, int], bool] = {}  # (tool id, config version) -> speaks a stateless (2026) revision
+
+
+def stdio_era(revision: tuple[int, int]) -> bool | None:
+    """The era a LOCAL tool revision spoke when this process last connected to it (None: not yet known)."""
+    return _stdio_eras.get(revision)
+
+
+def _remember_stdio_era(revision: tuple[int, int], modern: bool) -> None:
+    if revision not in _stdio_eras and len(_stdio_eras) >= STDIO_ERAS_KEPT:
+        _stdio_eras.pop(next(iter(_stdio_eras)))
+    _stdio_eras[revision] = modern
+
 
 def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
@@ -93,11 +112,13 @@ class Connection:
         *,
         on_spawn: Callable[[int], None] | None = None,
         max_input_rounds: int = DEFAULT_INPUT_ROUNDS,
+        stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
     ) -> None:
         self.spec = spec
         self.policy = policy
         self.on_spawn = on_spawn
         self.max_input_rounds = max_input_rounds
+        self.stdio_discover_s = stdio_discover_s
         self.session: ClientSession | None = None
         # What the server said about itself once the era was settled (discover or initialize).
         self.server_info: types.Implementation | None = None
@@ -203,6 +224,8 @@ class Connection:
         channel = self._channel
         if isinstance(target, RemoteSpec) and target.transport == "sse":
             await session.initialize()
+        elif isinstance(target, LocalSpec):
+            await self._negotiate_stdio(session)
         else:
             await negotiate_auto(session)
         self.protocol_version = session.protocol_version or ""
@@ -210,6 +233,34 @@ class Connection:
         self.instructions = instructions_of(session)
         if isinstance(channel, HttpChannel):
             channel.modern = self.modern
+
+    async def _negotiate_stdio(self, session: ClientSession) -> None:
+        """The SDK's policy with a short first probe: a server silent on server/discover is met with the handshake
+        after stdio_discover_s, not 10 s; the era found is remembered per tool revision (DEFAULT_STDIO_DISCOVER_S)."""
+        revision = (self.spec.tool_id, self.spec.config_version)
+        known = stdio_era(revision)
+        if known is None:
+            with anyio.move_on_after(self.stdio_discover_s) as waited:
+                try:
+                    await session.send_discover(MODERN_PROTOCOL_VERSIONS[-1])
+                except MCPError:
+                    pass  # it answers, if only to refuse: the SDK's policy below reads the answer
+            known = False if waited.cancelled_caught else None
+        if known is False:
+            await self._handshake_or_reprobe(session)
+        else:
+            await negotiate_auto(session)
+        _remember_stdio_era(revision, session.protocol_version in MODERN_PROTOCOL_VERSIONS)
+
+    async def _handshake_or_reprobe(self, session: ClientSession) -> None:
+        """The handshake; a -32022 refusal of it (a 2026-only server that was slow to read the probe, or one
+        upgraded in place) goes back to the SDK's discover-first policy."""
+        try:
+            await session.initialize()
+        except MCPError as exc:
+            if exc.code != types.UNSUPPORTED_PROTOCOL_VERSION:
+                raise
+            await negotiate_auto(session)
 
     async def _list(self, session: ClientSession) -> list[FunctionInfo]:
         functions, ttl_ms = await list_all_tools(session)
@@ -549,9 +600,16 @@ class Connection:
                 self.functions = {f.name: f for f in functions}
                 return await send(responses, state)
 
-        first = await resend_after_relisting(None, None)
+        return await self.with_input(resend_after_relisting, asker, repr(function))  # type: ignore[no-any-return]
+
+    async def with_input(self, send: Callable[[types.InputResponses | None, str | None], Awaitable[Any]],
+                         asker: ClientRequests, what: str) -> Any:
+        """One request (tools/call, prompts/get, resources/read) whose 2026-07-28 `input_required` answers are
+        answered by the request's own handlers and the request sent again with the answers and the server's
+        `requestState` as it came, for at most `max_input_rounds` rounds. `send(responses, state)` sends it."""
+        first = await send(None, None)
         if not isinstance(first, types.InputRequiredResult):
-            return first  # type: ignore[no-any-return]
+            return first
 
         declined: list[str] = []
 
@@ -562,20 +620,36 @@ class Connection:
             return answer
 
         try:
-            result = await run_input_required_driver(first, dispatch=dispatch, retry=resend_after_relisting,
+            result = await run_input_required_driver(first, dispatch=dispatch, retry=send,
                                                      max_rounds=self.max_input_rounds)
         except MCPError as exc:
             if declined and exc.error.message == declined[0]:
                 # The 2026 wire has no way to hand a refusal back to the server: the call ends here, with the reason.
-                raise InputDeclined(self.redact(f"{self._where()} asked for input during {function!r}: "
+                raise InputDeclined(self.redact(f"{self._where()} asked for input during {what}: "
                                                 f"{declined[0]}")) from None
             raise
         except InputRequiredRoundsExceededError:
             raise InputRoundsExceeded(
-                f"{self._where()} asked for input more than {self.max_input_rounds} times during {function!r}",
+                f"{self._where()} asked for input more than {self.max_input_rounds} times during {what}",
                 details={"max_rounds": self.max_input_rounds},
             ) from None
-        return result  # type: ignore[no-any-return]
+        return result
+
+    async def asking(self, send: Callable[[ClientSession, types.InputResponses | None, str | None], Awaitable[Any]],
+                     asker: ClientRequests, what: str) -> Any:
+        """A request other than tools/call (prompts/get, resources/read) whose server may ask for input: a 2025
+        server's requests during it and a 2026 server's `input_required` rounds both go to `asker`."""
+        session = self.session
+        if session is None:
+            raise ConnectionFailed("the MCP session is not open")
+        self._askers.append(asker)
+        self.inflight += 1
+        try:
+            return await self._watched(self.with_input(lambda r, s: send(session, r, s), asker, what))
+        finally:
+            self._askers.remove(asker)
+            self.inflight -= 1
+            self.last_used = time.monotonic()
 
     async def _answer_input(self, asker: ClientRequests,
                             request: types.InputRequest) -> types.InputResponse | types.ErrorData:
@@ -669,10 +743,10 @@ def _brief(exc: BaseException) -> str:
 
 
 async def probe_connection(spec: ServerSpec, policy: OutboundPolicy, on_spawn: Callable[[int], None] | None = None,
-                           ) -> Discovery:
+                           *, stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S) -> Discovery:
     """Open a fresh connection, discover (or initialize) + list, close; returns a Discovery."""
     started = time.monotonic()
-    conn = Connection(spec, policy, on_spawn=on_spawn)
+    conn = Connection(spec, policy, on_spawn=on_spawn, stdio_discover_s=stdio_discover_s)
     try:
         await conn.open()
         functions = list(conn.functions.values())

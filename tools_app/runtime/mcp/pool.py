@@ -26,7 +26,13 @@ from tools_app.runtime.errors import (
     WrongTransport,
 )
 from tools_app.runtime.mcp.client_requests import ClientRequests
-from tools_app.runtime.mcp.connection import DEFAULT_INPUT_ROUNDS, Connection, ProgressFn, probe_connection
+from tools_app.runtime.mcp.connection import (
+    DEFAULT_INPUT_ROUNDS,
+    DEFAULT_STDIO_DISCOVER_S,
+    Connection,
+    ProgressFn,
+    probe_connection,
+)
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, TIMEOUT, ToolResult
@@ -53,10 +59,13 @@ class SessionPool:
         max_total: int = 100,
         input_rounds: int = DEFAULT_INPUT_ROUNDS,
         fair_share: bool = True,
+        stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
     ) -> None:
         self.policy = policy
         # Rounds of 2026-07-28 input_required one call may take (TOOLHUB_MCP_INPUT_ROUNDS).
         self.input_rounds = input_rounds
+        # How long a stdio server's first server/discover probe may go unanswered (TOOLHUB_MCP_STDIO_DISCOVER_S).
+        self.stdio_discover_s = stdio_discover_s
         self.idle_ttl_s = idle_ttl_s
         self.max_per_tenant = max_per_tenant
         self.max_total = max_total
@@ -156,6 +165,22 @@ class SessionPool:
                 raise ConnectionFailed("the MCP session is not open")
             with anyio.fail_after(timeout):
                 return await op(session)
+
+        return self._run(run(), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+
+    def asking_request(self, spec: ServerSpec, send: Callable[[Any, Any, str | None], Awaitable[T]],
+                       client_requests: ClientRequests, what: str, timeout_s: float | None = None) -> T:
+        """prompts/get or resources/read on the warm pooled session, the server's questions answered by
+        `client_requests` (either era: a 2025 server's requests, a 2026 server's input_required rounds, which
+        `send(session, input_responses, request_state)` sends again with the answers)."""
+        timeout = timeout_s or spec.call_timeout_s
+
+        async def run() -> T:
+            conn = await self._acquire(spec)
+            conn.last_used = time.monotonic()
+            with anyio.fail_after(timeout):
+                answer: T = await conn.asking(send, client_requests, what)
+                return answer
 
         return self._run(run(), spec.startup_timeout_s + timeout + SYNC_SLACK_S)
 
@@ -265,7 +290,8 @@ class SessionPool:
         self._counters["probes"] += 1
         try:
             try:
-                return await probe_connection(spec, self.policy, on_spawn=self._spawned)
+                return await probe_connection(spec, self.policy, on_spawn=self._spawned,
+                                              stdio_discover_s=self.stdio_discover_s)
             except (WrongTransport, RemoteHTTPError) as exc:
                 await self._try_other_transport(spec, exc)
                 raise
@@ -280,7 +306,7 @@ class SessionPool:
         other = "sse" if target.transport == "streamable_http" else "streamable_http"
         trial = dataclasses.replace(spec, target=dataclasses.replace(target, transport=other))
         try:
-            await probe_connection(trial, self.policy)
+            await probe_connection(trial, self.policy, stdio_discover_s=self.stdio_discover_s)
         except RuntimeToolError:
             return  # neither answered: the original error stands
         raise WrongTransport(
@@ -307,7 +333,8 @@ class SessionPool:
         self._check_capacity(spec)
         future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._opening[key] = (spec, future)
-        conn = Connection(spec, self.policy, on_spawn=self._spawned, max_input_rounds=self.input_rounds)
+        conn = Connection(spec, self.policy, on_spawn=self._spawned, max_input_rounds=self.input_rounds,
+                          stdio_discover_s=self.stdio_discover_s)
         try:
             await conn.open()
         except BaseException as exc:

@@ -133,6 +133,18 @@ class RunnerPool:
         timeout = spec.startup_timeout_s + (timeout_s or spec.call_timeout_s) + SYNC_SLACK_S
         return anyio.run(op, _RemoteSession(self, spec, timeout))
 
+    def asking_request(self, spec: ServerSpec, send: Callable[[Any, Any, str | None], Awaitable[T]],
+                       client_requests: ClientRequests, what: str, timeout_s: float | None = None) -> T:
+        """As SessionPool.asking_request. A LOCAL server on a runner is asked once, without answers: its questions
+        during a prompt or resource do not cross the runner yet (a tool call's do, by /v1/call-stream)."""
+        if not isinstance(spec.target, LocalSpec):
+            return self.local.asking_request(spec, send, client_requests, what, timeout_s)
+
+        async def once(session: Any) -> T:
+            return await send(session, None, None)
+
+        return self.session_request(spec, once, timeout_s)
+
     def close(self, tool_id: int) -> None:
         self.local.close(tool_id)
         for runner in self.registry.runners(max_age_s=0):
