@@ -10,14 +10,17 @@ user stays unknown.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Count
 from django.utils import timezone
 
@@ -64,15 +67,57 @@ def enabled(principal: Principal, made: Listing) -> bool:
     return mode == "on" or len(made.functions) >= int(settings.TOOLHUB_TOOL_SEARCH_AUTO_FROM)
 
 
-def visible(principal: Principal, functions: list[GatewayFunction]) -> tuple[list[dict[str, Any]],
-                                                                             list[GatewayFunction]]:
-    """What tools/list shows: (meta-tools, functions). Search off: no meta-tools and every function."""
+def visible(principal: Principal, functions: list[GatewayFunction], found: Sequence[str] = ()
+            ) -> tuple[list[dict[str, Any]], list[GatewayFunction]]:
+    """What tools/list shows: (meta-tools, functions). Search off: no meta-tools and every function. Search on:
+    the agent's most used functions, then what search found in this session (`found`, oldest first) that the
+    agent still offers this user."""
     made = listing(principal)
     if not enabled(principal, made):
         return [], functions
     used = most_used(principal)
     pinned = sorted((f for f in functions if used.get(f.name)), key=lambda f: (-used[f.name], f.name))
-    return [SEARCH_TOOL, CALL_TOOL], pinned[: int(settings.TOOLHUB_TOOL_SEARCH_PINNED)]
+    shown = pinned[: int(settings.TOOLHUB_TOOL_SEARCH_PINNED)]
+    names = {f.name for f in shown}
+    by_name = {f.name: f for f in functions}
+    for name in found:
+        if name in by_name and name not in names:
+            names.add(name)
+            shown.append(by_name[name])
+    return [SEARCH_TOOL, CALL_TOOL], shown
+
+
+# What search found in a 2025 session, kept beside the session's record (agents_app.gateway.sessions) in the
+# Django cache, so whichever process answers the session's next tools/list lists them.
+FOUND_KEY = "toolhub:mcp-found:{}"
+MAX_FOUND = 64  # the most recently found names a session lists; older ones stay callable by name and `call`
+
+
+def found_in_session(session_id: str | None) -> list[str]:
+    if not session_id:
+        return []
+    kept = cache.get(FOUND_KEY.format(session_id[:64]))
+    return [str(n) for n in kept] if isinstance(kept, list) else []
+
+
+def remember_found(session_id: str | None, names: Sequence[str]) -> bool:
+    """Add `names` to what the session lists; True when that changed its tools/list (list_changed is due)."""
+    if not session_id:
+        return False
+    kept = found_in_session(session_id)
+    fresh = [n for n in dict.fromkeys(names) if n not in kept]
+    if not fresh:
+        return False
+    cache.set(FOUND_KEY.format(session_id[:64]), (kept + fresh)[-MAX_FOUND:],
+              timeout=int(settings.TOOLHUB_MCP_SESSION_IDLE_S) + 60)
+    return True
+
+
+def found_names(answered: dict[str, Any]) -> list[str]:
+    """The function names a search_functions result answered."""
+    if answered.get("isError"):
+        return []
+    return [str(f["name"]) for f in (answered.get("structuredContent") or {}).get("functions", [])]
 
 
 def most_used(principal: Principal) -> dict[str, int]:
@@ -113,16 +158,36 @@ class _Cache(dict[str, np.ndarray]):
                 _vectors.popitem(last=False)
 
 
-def index_of(principal: Principal, made: Listing) -> FunctionIndex:
-    """The search index of this listing (kept while the listing stands)."""
-    key = (principal.tenant.pk, principal.agent.pk, made.fingerprint)
+# Indexes by the hash of what they were built from (every function's name, title and description): a drift or an
+# override that changes a text, or a link edit that changes the set, is another key; the same toolset seen by many
+# users, or kept across unrelated writes of the tenant (a breaker's counter, a quota), is one index built once.
+_indexes: OrderedDict[str, FunctionIndex] = OrderedDict()
+_indexes_lock = threading.Lock()
+_MAX_INDEXES = 64
 
-    def build() -> FunctionIndex:
-        docs = [FunctionDoc(f.name, f.title, f.description) for f in made.functions]
-        return build_index(docs, default_embedder().embed_second, _Cache())
 
-    index: FunctionIndex = hotcache.remembered("tool-search-index", key, (hotcache.tenant_scope(principal.tenant.pk),),
-                                               build)
+def _content_key(docs: list[FunctionDoc]) -> str:
+    digest = hashlib.sha256()
+    for doc in docs:
+        digest.update(f"{doc.name}\x00{doc.title}\x00{doc.description}\x01".encode())
+    return digest.hexdigest()
+
+
+def index_of(made: Listing) -> FunctionIndex:
+    """The search index of this listing's functions: their vectors embedded once per text (_vectors), the index
+    built once per distinct content (_indexes); a search embeds only its question."""
+    docs = [FunctionDoc(f.name, f.title, f.description) for f in made.functions]
+    key = _content_key(docs)
+    with _indexes_lock:
+        index = _indexes.get(key)
+        if index is not None:
+            _indexes.move_to_end(key)
+            return index
+    index = build_index(docs, default_embedder().embed_second, _Cache())
+    with _indexes_lock:
+        _indexes[key] = index
+        while len(_indexes) > _MAX_INDEXES:
+            _indexes.popitem(last=False)
     return index
 
 
@@ -137,7 +202,7 @@ def _router(principal: Principal) -> Any:
 def run_search(principal: Principal, query: str, limit: int = 8) -> list[dict[str, Any]]:
     made = listing(principal)
     refs = {f"{f.function.tool_name}__{f.function.function}": f.name for f in made.functions}
-    hits = search(index_of(principal, made), query, embedder=default_embedder(), router=_router(principal),
+    hits = search(index_of(made), query, embedder=default_embedder(), router=_router(principal),
                   refs=refs, usage=most_used(principal), top_k=limit)
     by_name = made.by_name
     return [{"name": h.name, "title": h.title, "description": h.description,

@@ -214,17 +214,31 @@ def _mcp_tool(fn: GatewayFunction) -> types.Tool:
     })
 
 
+async def _list_found(ctx: ServerRequestContext[Any, Any], names: list[str]) -> None:
+    """Functions a 2025 session's search found join its tools/list; the client hears `tools/list_changed` on the
+    search's own response stream (a client that ignores it calls them by name or through `call`)."""
+    session_id = getattr(_connection(ctx), "session_id", None)
+    if not names or not session_id or not await db(search.remember_found, session_id, names):
+        return
+    try:
+        await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
+    except Exception:  # the answer matters more than the hint; the next tools/list shows them
+        logger.warning("could not send tools/list_changed after a search", exc_info=True)
+
+
 def _listing(principal: Principal) -> tuple[list[GatewayFunction], str]:
     made = service.listing(principal)
     return list(made.functions), made.fingerprint
 
 
-def _visible_listing(principal: Principal) -> tuple[list[dict[str, Any]], list[GatewayFunction], str]:
+def _visible_listing(principal: Principal, session_id: str | None = None
+                     ) -> tuple[list[dict[str, Any]], list[GatewayFunction], str]:
     """tools/list's database work in one thread hop: the toolset, and what tool search shows of it (its
-    meta-tools, fewer functions). A 2026 tools/call with arguments runs it too (the SDK resolves the tool's
-    schema for its Mcp-Param-* headers through tools/list), so each hop saved counts twice."""
+    meta-tools, fewer functions, and what search found in the 2025 session `session_id`). A 2026 tools/call with
+    arguments runs it too (the SDK resolves the tool's schema for its Mcp-Param-* headers through tools/list), so
+    each hop saved counts twice."""
     functions, fingerprint = _listing(principal)
-    meta, shown = search.visible(principal, functions)
+    meta, shown = search.visible(principal, functions, search.found_in_session(session_id))
     return meta, shown, fingerprint
 
 
@@ -463,7 +477,9 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         resolving = modern.is_modern(ctx) and modern.resolves_call_schema(getattr(ctx.request, "headers", None))
         if resolving and (kept := schema_listings.get(caller)) is not None:
             return types.ListToolsResult(tools=kept, **modern.list_hints())
-        meta, functions, fingerprint = await db(_visible_listing, principal)
+        # A 2025 session lists what search found in it too.
+        session_id = None if modern.is_modern(ctx) else getattr(_connection(ctx), "session_id", None)
+        meta, functions, fingerprint = await db(_visible_listing, principal, session_id)
         tools = [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
         if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
             tools = modern.sorted_by(tools, "name")
@@ -504,6 +520,8 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         if params.name in search.META_NAMES:  # search_functions answers here; `call` runs the function it names
             answered, name, arguments = await db(search.intercept, principal, params.name, arguments)
             if answered is not None:
+                if params.name == search.SEARCH and not modern.is_modern(ctx):
+                    await _list_found(ctx, search.found_names(answered))
                 return types.CallToolResult.model_validate(answered)
             # The named function in place of `call`, keeping the rest (a 2026 retry's answers and requestState).
             params = params.model_copy(update={"name": name, "arguments": arguments})

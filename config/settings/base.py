@@ -351,6 +351,10 @@ TOOLHUB_POOL_IDLE_TTL_S = env_float("TOOLHUB_POOL_IDLE_TTL_S", 300)
 TOOLHUB_POOL_MAX_PER_TENANT = env_int("TOOLHUB_POOL_MAX_PER_TENANT", 20)
 # Most MCP sessions (and LOCAL child processes) a process (or runner) holds open at once.
 TOOLHUB_POOL_MAX_TOTAL = env_int("TOOLHUB_POOL_MAX_TOTAL", 100)
+# Fair shares of a process's (a runner's) server slots: a tenant holds at most max(1, TOOLHUB_POOL_MAX_TOTAL //
+# (tenants holding slots + 1)) (and TOOLHUB_POOL_MAX_PER_TENANT), a share kept free for a tenant that arrives, and
+# a tenant at its share makes room among its own idle servers only. Off: TOOLHUB_POOL_MAX_PER_TENANT alone.
+TOOLHUB_POOL_FAIR_SHARE = env_bool("TOOLHUB_POOL_FAIR_SHARE", True)
 # Rounds a 2026-07-28 upstream may answer one call with input_required (questions, sampling, roots) before the call
 # fails with input_rounds_exceeded.
 TOOLHUB_MCP_INPUT_ROUNDS = env_int("TOOLHUB_MCP_INPUT_ROUNDS", 10, minimum=1)

@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 import redis
 
 from core.outbound import OutboundPolicy
-from tests.fixtures.mcp_servers import COUNTER, HERE, free_port
+from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
 from tests.waiting import wait_until
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
@@ -341,3 +342,35 @@ def test_a_runner_runs_a_server_from_the_package_store_it_shares_and_names_one_i
         assert refused.value.code == "package_store_unavailable" and marked(other) == []
     finally:
         remove(installed)
+
+
+def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> ServerSpec:
+    workspace = tmp_path / f"tenant.{tenant}"
+    workspace.mkdir(exist_ok=True)
+    box = ServerSandbox(policy=SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE))),
+                        tenant_key=tenant, workspace=str(workspace), uid=100000 + int(tenant))
+    config = {"command": sys.executable, "args": [str(MINI)], "env": {"TOOLHUB_TEST_MARKER": marker},
+              "startup_timeout_s": 20}
+    return server_spec(tool_id=tool_id, config_version=1, tenant_key=tenant, tool_type="LOCAL", config=config,
+                       sandbox=box)
+
+
+def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(runners: Runners, web: list[RunnerPool],
+                                                                   tmp_path: Path) -> None:
+    runners.start("r1", TOOLHUB_POOL_MAX_TOTAL="4", TOOLHUB_POOL_MAX_PER_TENANT="10")
+    marker = uuid.uuid4().hex
+    busy = [mini_spec(tmp_path, marker, tool_id=60 + i, tenant="1") for i in range(2)]
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        # Tenant 1 alone may hold 4 // (1 + 1) = 2 of the runner's slots: two servers busy with long calls...
+        slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 15}) for i, spec in enumerate(busy)]
+        assert wait_until(lambda: len([p for p in marked(marker) if "bwrap" not in
+                                       Path(f"/proc/{p}/cmdline").read_text()]) == 2)
+        more = [web[i % 2].call(mini_spec(tmp_path, marker, tool_id=62 + i, tenant="1"), "whoami", {})
+                for i in range(2)]
+        # ...more refused (without shares they would take the last two slots), while tenant 2 gets one, from
+        # either web process, before those calls end.
+        other = web[1].call(mini_spec(tmp_path, marker, tool_id=70, tenant="2"), "whoami", {})
+        assert not all(f.done() for f in slow)
+        assert other.success, (other.error_code, other.error)
+        assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
+        assert [f.result().success for f in slow] == [True, True]

@@ -92,6 +92,7 @@ def local_pool() -> SessionPool:
         idle_ttl_s=settings.TOOLHUB_POOL_IDLE_TTL_S,
         max_per_tenant=settings.TOOLHUB_POOL_MAX_PER_TENANT,
         max_total=settings.TOOLHUB_POOL_MAX_TOTAL,
+        fair_share=settings.TOOLHUB_POOL_FAIR_SHARE,
         input_rounds=settings.TOOLHUB_MCP_INPUT_ROUNDS,
         stdio_discover_s=settings.TOOLHUB_MCP_STDIO_DISCOVER_S,
     )

@@ -63,6 +63,9 @@ class RouterConfig:
     second_weight: float = 0.177
     semantic_floor: float = 0.563
     semantic_ceiling: float = 0.904
+    # route_second's rescaling of the second model's scores (tool search's fast path), chosen on the dev split.
+    second_floor: float = 0.0
+    second_ceiling: float = 0.5
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     # Examples whose stored vector is missing are embedded while the index is built, up to this many;
@@ -192,6 +195,37 @@ class IntentIndex:
             # model's, so the level the threshold was calibrated against stays.
             node = node + np.float32(self.config.second_weight) * (second - second[int(np.argmax(node))])
         return node.astype(np.float32)
+
+    def second_scores(self, svec: np.ndarray) -> np.ndarray:
+        """Each node's similarity to a question by the second model alone (`svec`: its normalised second-model
+        vector): whitened cosine with the domain prior, plain cosine mixed in by `plain_weight`, as for the main
+        model. Zeros when the index has no second space."""
+        n = len(self.specs)
+        if self._second is None or not n:
+            return np.zeros(n, dtype=np.float32)
+        q = self._second.question(svec)
+        node = self._prior(self._second.domains @ q, self._second.nodes @ q)
+        kappa = np.float32(self.config.plain_weight)
+        mixed: np.ndarray = ((node + kappa * (self._second.raw @ svec)) / (np.float32(1.0) + kappa)).astype(np.float32)
+        return mixed
+
+    def route_second(self, question: str, svec: np.ndarray, *, top_k: int = 3) -> list[Match]:
+        """The best `top_k` nodes by the second model and BM25 alone, for a caller that has the question's second
+        vector and cannot wait for the main model (tool search: ~5 ms a question instead of ~40). Scores are
+        rescaled from [second_floor, second_ceiling]; they rank, they are not calibrated against the threshold."""
+        if not self.specs or not question.strip():
+            return []
+        cfg, n = self.config, len(self.specs)
+        sem = self.second_scores(svec)
+        lex = self.bm25.scores(features(question))
+        scaled = np.clip((sem - cfg.second_floor) / (cfg.second_ceiling - cfg.second_floor), 0.0, 1.0)
+        fused = cfg.semantic_weight * scaled + (1.0 - cfg.semantic_weight) * np.clip(lex, 0.0, 1.0)
+        k = max(1, min(top_k, n))
+        top = np.argpartition(-fused, k - 1)[:k] if k < n else np.arange(n)
+        top = top[np.argsort(-fused[top], kind="stable")]
+        return [Match(code=self.specs[int(i)].code, score=float(round(float(fused[i]), 4)), path=self.specs[int(i)].path,
+                      kind=self.specs[int(i)].kind, functions=self.specs[int(i)].functions, semantic=float(sem[i]),
+                      lexical=float(lex[i]), example="") for i in top]
 
     def _zero(self) -> np.ndarray:
         return np.zeros(2 * self.embedder.dim + self.embedder.second_dim, dtype=np.float32)

@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
+from django.test import Client
 
+from agents_app.gateway import search as gateway_search
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
@@ -75,6 +78,65 @@ def test_a_client_searches_300_functions_and_calls_what_it_found(served: Any, bi
     calls = ToolCall.objects.filter(agent_id=big["agent_id"]).order_by("id")
     assert [(c.function, c.status, c.via) for c in calls] == [("create_ticket", CallStatus.OK, "gateway"),
                                                               ("book_meeting_room", CallStatus.OK, "gateway")]
+
+
+def test_a_2025_client_hears_list_changed_and_lists_what_search_found(served: Any, big: dict[str, Any]) -> None:
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append("tools/list_changed")
+
+    async def scenario() -> tuple[Any, ...]:
+        async with connect(served.endpoint("acme", big["agent_id"]), big["token"], message_handler=on_message) as (
+                session, _):
+            before = await session.list_tools()
+            hits = await session.call_tool("search_functions", {"query": "book a meeting room", "limit": 3})
+            after_first = list(heard)
+            listed = await session.list_tools()
+            again = await session.call_tool("search_functions", {"query": "book a meeting room", "limit": 3})
+            after_again = list(heard)
+            more = await session.call_tool("search_functions", {"query": "clean the fridge", "limit": 2})
+            last = await session.list_tools()
+            by_name = await session.call_tool("office__book_meeting_room", {"where": "floor 3"})
+            via_call = await session.call_tool("call", {"name": "office__book_meeting_room",
+                                                        "arguments": {"where": "floor 4"}})
+            return before, hits, after_first, listed, again, after_again, more, last, by_name, via_call
+
+    before, hits, after_first, listed, again, after_again, more, last, by_name, via_call = asyncio.run(scenario())
+    first = [f["name"] for f in found(hits)]
+    assert "office__book_meeting_room" in first
+    assert [t.name for t in before.tools] == ["search_functions", "call"]
+    assert after_first == ["tools/list_changed"]  # on the search's own response stream
+    assert [t.name for t in listed.tools] == ["search_functions", "call", *first]
+    shown = next(t for t in listed.tools if t.name == "office__book_meeting_room")
+    assert shown.input_schema["properties"] == {"where": {"type": "string"}}
+    assert [f["name"] for f in found(again)] == first and after_again == after_first  # nothing new: no notice
+    extra = [f["name"] for f in found(more) if f["name"] not in first]
+    assert "office__clean_fridge" in [f["name"] for f in found(more)] and extra
+    assert len(heard) == 2 and [t.name for t in last.tools] == ["search_functions", "call", *first, *extra]
+    assert not by_name.is_error and not via_call.is_error  # the `call` meta-tool still runs a found function
+    assert via_call.structured_content == {"function": "book_meeting_room", "arguments": {"where": "floor 4"}}
+
+
+def test_the_search_index_is_built_once_per_content_and_a_description_edit_is_found(
+        served: Any, big: dict[str, Any]) -> None:
+    async def search_for(query: str) -> list[str]:
+        async with connect(served.endpoint("acme", big["agent_id"]), big["token"]) as (session, _):
+            return [f["name"] for f in found(await session.call_tool("search_functions", {"query": query}))]
+
+    gateway_search._indexes.clear()
+    asyncio.run(search_for("open a support ticket"))
+    built = list(gateway_search._indexes.values())
+    asyncio.run(search_for("book a desk for tomorrow"))
+    assert len(built) == 1 and list(gateway_search._indexes.values()) == built  # the second search embeds only itself
+    query = "feed the aquarium's goldfish"
+    assert "office__order_chair" not in asyncio.run(search_for(query))[:1]
+    resp = big["api"].patch(f"/api/v1/tools/{big['tool_id']}/functions/order_chair/",
+                            {"description_override": "Feed the goldfish in the office aquarium."}, format="json")
+    assert resp.status_code == 200, resp.content
+    assert asyncio.run(search_for(query))[0] == "office__order_chair"
+    assert len(gateway_search._indexes) == 2 and built[0] in gateway_search._indexes.values()
 
 
 def test_the_agents_most_used_functions_are_listed_beside_the_meta_tools(served: Any, big: dict[str, Any],
@@ -164,3 +226,21 @@ def test_tool_search_off_lists_every_function_and_has_no_meta_tools(served: Any,
     names = [t.name for t in tools.tools]
     assert len(names) == 299 and "search_functions" not in names
     assert search.is_error and refusal(search)["error_code"] == "NOT_FOUND"
+
+
+def test_the_playground_shows_what_search_finds_for_the_member(big: dict[str, Any]) -> None:
+    browser = Client()
+    browser.force_login(big["api"].user)
+    page = browser.get("/playground/", {"tenant": "acme", "agent": big["agent_id"], "find": "clean the heater"})
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="tool-search"' in html
+    assert "big: 299 functions for you; gateway clients list search_functions" in html
+    found = html.split('<ol class="found">', 1)[1].split("</ol>", 1)[0]
+    assert "<code>office__repair_heater</code>" in found
+    assert "office__clean_heater" not in found  # outside the agent's link: never found, as on the gateway
+    assert 'value="clean the heater"' in html
+    empty = browser.get("/playground/", {"tenant": "acme", "agent": big["agent_id"]}).content.decode()
+    assert 'id="tool-search"' in empty and '<ol class="found">' not in empty  # a box, nothing searched yet
+    big["api"].patch(f"/api/v1/agents/{big['agent_id']}/", {"tool_search": "off"}, format="json")
+    off = browser.get("/playground/", {"tenant": "acme", "agent": big["agent_id"], "find": "clean the heater"})
+    assert "tool search is off for this agent" in off.content.decode()

@@ -315,3 +315,20 @@ def test_a_forked_child_embeds_after_its_parent_did() -> None:
         os.waitpid(pid, 0)
         raise AssertionError("the forked child's embed() hung")
     assert exited == [0]
+
+
+def test_tool_search_routes_on_the_second_model_alone_and_credits_the_matched_functions() -> None:
+    from agents_app.runtime.function_search import FunctionDoc, build_index, search
+
+    index, embedder = _index(), default_embedder()
+    svec = embedder.embed_second(["上海明天会下雨吗"])[0]
+    assert index.route_second("上海明天会下雨吗", svec)[0].code == "weather"
+    assert index.route_second("华南地区还有哪些工单没处理",
+                              embedder.embed_second(["华南地区还有哪些工单没处理"])[0])[0].code == "tickets"
+    # Two functions whose own words say nothing of the question: the router's labelled examples decide.
+    docs = [FunctionDoc("w__q", "Query", "Runs a query."), FunctionDoc("t__q", "Query", "Runs a query.")]
+    functions = build_index(docs, embedder.embed_second)
+    hits = search(functions, "上海明天会下雨吗", embedder=embedder, router=index)
+    assert [h.name for h in hits] == ["w__q", "t__q"] and hits[0].score > hits[1].score
+    plain = {h.name: h.score for h in search(functions, "上海明天会下雨吗", embedder=embedder)}
+    assert abs(plain["w__q"] - plain["t__q"]) < 0.1 < hits[0].score - plain["w__q"]  # the route's credit decides

@@ -16,9 +16,21 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--once", action="store_true", help="send what is waiting, then exit")
+        parser.add_argument("--if-set", action="store_true",
+                            help="without TOOLHUB_AUDIT_STREAM, say so and wait for SIGTERM instead of failing (a "
+                                 "process manager that stops everything when one process exits: the Procfile, compose)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         target = settings.TOOLHUB_AUDIT_STREAM
+        if not target and options["if_set"] and not options["once"]:
+            asked: list[int] = []
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda signum, frame: asked.append(signum))
+            self.stdout.write("TOOLHUB_AUDIT_STREAM is not set: nothing to ship; waiting for SIGTERM")
+            self.stdout.flush()
+            while not asked:
+                signal.pause()  # returns after a handler ran; a clean exit, as after a batch
+            return
         if not target:
             raise CommandError("TOOLHUB_AUDIT_STREAM is not set (file:/path, syslog://host:port, http(s)://...)")
         try:

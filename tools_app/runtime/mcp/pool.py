@@ -58,6 +58,7 @@ class SessionPool:
         max_per_tenant: int = 20,
         max_total: int = 100,
         input_rounds: int = DEFAULT_INPUT_ROUNDS,
+        fair_share: bool = True,
         stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
     ) -> None:
         self.policy = policy
@@ -68,6 +69,8 @@ class SessionPool:
         self.idle_ttl_s = idle_ttl_s
         self.max_per_tenant = max_per_tenant
         self.max_total = max_total
+        # Each tenant's fair share of the slots (share()): one tenant cannot take a runner's every server slot.
+        self.fair_share = fair_share
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -226,15 +229,33 @@ class SessionPool:
 
     # ---- loop-side implementation ----------------------------------------------------------------
 
-    def _count(self, tenant_key: str | None = None) -> int:
+    def _holders(self) -> list[str]:
+        """The tenant of every slot taken: open and opening sessions, and probes in flight."""
         specs = [c.spec for c in self._conns.values()] + [s for s, _ in self._opening.values()]
-        tenants = [s.tenant_key for s in specs] + list(self._probing.values())
+        return [s.tenant_key for s in specs] + list(self._probing.values())
+
+    def _count(self, tenant_key: str | None = None) -> int:
+        tenants = self._holders()
         return len(tenants) if tenant_key is None else sum(1 for t in tenants if t == tenant_key)
 
+    def share(self, tenant_key: str) -> int:
+        """How many slots `tenant_key` may hold now: `max_per_tenant`, and with `fair_share` at most
+        max(1, max_total // (n + 1)), n the tenants holding slots with this one. The + 1 keeps a share free for
+        a tenant that holds none yet, so one that arrives gets a slot even while every other session is busy."""
+        if not self.fair_share:
+            return self.max_per_tenant
+        active = len(set(self._holders()) | {tenant_key})
+        return min(self.max_per_tenant, max(1, self.max_total // (active + 1)))
+
     def _evict_idle(self, tenant_key: str | None = None) -> bool:
-        """Close the least recently used session with no call in flight (of `tenant_key` when given)."""
+        """Close the least recently used session with no call in flight: of `tenant_key` when given, else of a
+        tenant holding more than its share when there is one (a fair share's slot given back), else anyone's."""
         idle = [c for c in self._conns.values()
                 if c.inflight == 0 and (tenant_key is None or c.spec.tenant_key == tenant_key)]
+        if tenant_key is None and self.fair_share:
+            held = self._holders()
+            over = {t for t in set(held) if held.count(t) > self.share(t)}
+            idle = [c for c in idle if c.spec.tenant_key in over] or idle
         if not idle:
             return False
         self._counters["evicted"] += 1
@@ -242,20 +263,24 @@ class SessionPool:
         return True
 
     def _check_capacity(self, spec: ServerSpec) -> None:
-        # At a cap, an idle warm session gives way before anyone is refused; busy ones never do.
-        while self._count() >= self.max_total and self._evict_idle():
+        # At a cap, an idle warm session gives way before anyone is refused; busy ones never do. A tenant at its
+        # share makes room among its own sessions only: it never closes another tenant's warm server.
+        cap = self.share(spec.tenant_key)
+        while self._count(spec.tenant_key) >= cap and self._evict_idle(spec.tenant_key):
             pass
-        while self._count(spec.tenant_key) >= self.max_per_tenant and self._evict_idle(spec.tenant_key):
+        if self._count(spec.tenant_key) >= cap:
+            raise CapacityExceeded(
+                f"capacity_exceeded: this tenant already has {cap} MCP sessions open"
+                + (f" (its share of {self.max_total} while {len(set(self._holders()))} tenants hold sessions)"
+                   if cap < self.max_per_tenant else ""),
+                details={"limit": cap, "scope": "tenant"},
+            )
+        while self._count() >= self.max_total and self._evict_idle():
             pass
         if self._count() >= self.max_total:
             raise CapacityExceeded(
                 f"capacity_exceeded: {self.max_total} MCP sessions are open in this process",
                 details={"limit": self.max_total, "scope": "total"},
-            )
-        if self._count(spec.tenant_key) >= self.max_per_tenant:
-            raise CapacityExceeded(
-                f"capacity_exceeded: this tenant already has {self.max_per_tenant} MCP sessions open",
-                details={"limit": self.max_per_tenant, "scope": "tenant"},
             )
 
     async def _probe(self, spec: ServerSpec) -> Discovery:

@@ -196,3 +196,44 @@ def test_singleton_and_async_variant(specs: Specs) -> None:
     finally:
         pool.shutdown()
     assert wait_no_marked(specs.marker) == []
+
+
+def _busy(pool: SessionPool) -> int:
+    return sum(c.inflight for c in pool._conns.values())
+
+
+def test_a_tenant_saturating_the_slots_leaves_other_tenants_a_slot(make_pool, specs: Specs) -> None:
+    pool = make_pool(max_per_tenant=10, max_total=4)
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        # acme alone may hold 4 // (1 + 1) = 2 slots: two busy servers, and a third is refused.
+        slow = [executor.submit(pool.call, specs.local(tool_id=i, tenant="acme"), "slow", {"seconds": 4})
+                for i in (1, 2)]
+        deadline = time.monotonic() + 20
+        while _busy(pool) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _busy(pool) == 2
+        with pytest.raises(CapacityExceeded) as refused:
+            pool.discover(specs.local(tool_id=3, tenant="acme"))
+        assert refused.value.details == {"limit": 2, "scope": "tenant"}
+        # While every acme server is busy, two more tenants each get one.
+        assert pool.call(specs.local(tool_id=4, tenant="globex"), "whoami", {}).success
+        assert pool.call(specs.local(tool_id=5, tenant="initech"), "whoami", {}).success
+        assert [f.result().success for f in slow] == [True, True]
+    assert pool.stats()["tenants"] == {"acme": 2, "globex": 1, "initech": 1}
+    # A fourth tenant on the full pool: acme, over its share of 1 now, gives back its idle slot, not globex's
+    # or initech's warm server.
+    assert pool.call(specs.local(tool_id=6, tenant="hooli"), "whoami", {}).success
+    assert pool.stats()["tenants"] == {"acme": 1, "globex": 1, "initech": 1, "hooli": 1}
+    # acme at its share makes room among its own servers only.
+    assert pool.call(specs.local(tool_id=7, tenant="acme"), "whoami", {}).success
+    assert pool.stats()["tenants"] == {"acme": 1, "globex": 1, "initech": 1, "hooli": 1}
+    assert pool.stats()["evicted"] == 2
+
+
+def test_without_fair_share_one_tenant_may_take_every_slot(make_pool, specs: Specs) -> None:
+    pool = make_pool(max_per_tenant=10, max_total=2, fair_share=False)
+    for tool_id in (1, 2):
+        assert pool.call(specs.local(tool_id=tool_id, tenant="acme"), "whoami", {}).success
+    assert pool.stats()["tenants"] == {"acme": 2}
+    assert pool.call(specs.local(tool_id=3, tenant="globex"), "whoami", {}).success  # only by evicting idle LRU
+    assert pool.stats()["tenants"] == {"acme": 1, "globex": 1}
