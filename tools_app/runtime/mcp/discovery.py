@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,30 +141,26 @@ async def list_server_texts(session: ClientSession) -> tuple[list[dict[str, Any]
     prompts: list[dict[str, Any]] = []
     resources: list[dict[str, Any]] = []
     if caps is not None and caps.prompts is not None:
-        cursor: str | None = None
-        for _page in range(MAX_TEXT_PAGES):
-            try:
-                listed = await session.list_prompts(params=types.PaginatedRequestParams(cursor=cursor) if cursor
-                                                    else None)
-            except Exception:  # noqa: BLE001 - see above
-                break
-            prompts.extend(_prompt(p) for p in listed.prompts)
-            cursor = listed.next_cursor
-            if not cursor:
-                break
+        prompts = [_prompt(p) for p in await _every_page(session.list_prompts, "prompts")]
     if caps is not None and caps.resources is not None:
-        cursor = None
-        for _page in range(MAX_TEXT_PAGES):
-            try:
-                found = await session.list_resources(params=types.PaginatedRequestParams(cursor=cursor) if cursor
-                                                     else None)
-            except Exception:  # noqa: BLE001 - see above
-                break
-            resources.extend(_resource(r) for r in found.resources)
-            cursor = found.next_cursor
-            if not cursor:
-                break
+        resources = [_resource(r) for r in await _every_page(session.list_resources, "resources")]
     return prompts, resources
+
+
+async def _every_page(list_page: Callable[..., Awaitable[Any]], items: str) -> list[Any]:
+    """The items of every page of one listing (at most MAX_TEXT_PAGES); a page the server fails ends it."""
+    out: list[Any] = []
+    cursor: str | None = None
+    for _page in range(MAX_TEXT_PAGES):
+        try:
+            listed = await list_page(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        except Exception:  # noqa: BLE001 - see list_server_texts
+            break
+        out.extend(getattr(listed, items))
+        cursor = listed.next_cursor
+        if not cursor:
+            break
+    return out
 
 
 # ToolResult.meta keys: the result-level `_meta` as sent, and that the server itself answered isError (its
