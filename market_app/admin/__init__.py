@@ -296,7 +296,8 @@ class MarketEntryAdmin(ReadOnlyAdminMixin, _MarketEntryAdmin):
 
     @admin.display(description="Install")
     def install_summary(self, obj: MarketEntry) -> str:
-        rows = services.install_kind(obj.kind).summary(obj.install or {})
+        kind = services.KINDS.get(obj.kind)  # an entry of no known kind (a catalog row without one) shows none
+        rows = kind.summary(obj.install or {}) if kind is not None else [("Kind", "-")]
         return format_html('<dl class="toolhub-install">{}</dl>', format_html_join(
             "", "<dt>{}</dt><dd><code>{}</code></dd>", rows))
 

@@ -1,6 +1,6 @@
 """Market writes: sources, refresh and loading. Each module holds one family; import them from here."""
 
-from market_app.services.kinds import InstallKind, install_kind
+from market_app.services.kinds import KINDS, InstallKind, install_kind
 from market_app.services.load import (
     Loaded,
     UpdatePlan,
@@ -41,6 +41,7 @@ __all__ = [
     "entries_batch_load",
     "entry_load",
     "install_kind",
+    "KINDS",
     "market_policy",
     "merge_auth_headers",
     "release_lease",
