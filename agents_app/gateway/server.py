@@ -489,8 +489,11 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         return types.ListToolsResult(tools=tools)
 
     async def listing_fingerprint(principal: Principal) -> str:
+        # A listen stream outlives its message: each check reads the generations afresh, never the memo of the
+        # message that opened it (which would hide every change after it).
         try:
-            return await db(service.fingerprint, principal)
+            with message_generations(None):
+                return await db(service.fingerprint, principal)
         except NotFound:
             return ""
 
