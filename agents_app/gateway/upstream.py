@@ -25,6 +25,7 @@ from tools_app.models import (
 from tools_app.runtime import result as codes
 from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.result import ToolResult
+from tools_app.runtime.screen.results import META_KEY, screened_answer
 from tools_app.services import screening
 from tools_app.services.approval_gate import needs_approval
 from tools_app.services.audit import audit, through_client
@@ -120,7 +121,11 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
         audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
               result=failed, status=CallStatus.ERROR, secrets=secrets, agent=principal.agent, via=VIA, title=title)
         raise Refusal(ApiCode.UPSTREAM_ERROR, f"{tool.name} answered an error: {message}", tool=tool.name) from None
+    # Invisible characters out of what the model reads, injection markers named in `_meta` and the audit row.
+    markers = screened_answer(answer)
     done = ToolResult.ok(text=json.dumps(answer, ensure_ascii=False))
+    if markers:
+        done.meta[META_KEY] = {"flagged": True, "markers": markers}
     done.cost_ms = int((time.monotonic() - started) * 1000)
     audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
           result=done, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)

@@ -1,5 +1,6 @@
 """Admin "Screen findings": every function the screen found something in, per tenant and tool, with the text as
-the model reads it (invisible characters made visible) and each finding highlighted in place."""
+the model reads it (invisible characters made visible) and each finding highlighted in place; above them, the
+servers whose own texts (instructions, prompts, resources) have findings."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -81,6 +82,28 @@ def server_screen_html(tool: Tool) -> SafeString:
                        format_html_join("", "{}", ((r,) for r in rows)), findings_html(findings), said)
 
 
+# The server texts module above the functions: held first, then flagged, then approved.
+_STATUS_ORDER = {"held": 0, "flagged": 1, "approved": 2}
+
+
+def screened_servers(request: HttpRequest) -> list[dict[str, Any]]:
+    """The viewer's tools whose instructions, prompts or resources the screen found something in, held first; they
+    are reviewed and approved on the tool's page (the "approve server texts" action)."""
+    tools = (Tool.objects.filter(tenant__in=tenants_for_admin(user=request.user)).exclude(server_screen={})
+             .select_related("tenant").only("id", "name", "tenant__slug", "server_screen"))
+    rows = []
+    for tool in tools:
+        findings = list((tool.server_screen or {}).get("findings") or [])
+        if not findings:
+            continue
+        levels = {f.get("severity") for f in findings}
+        rows.append({"url": reverse("admin:tools_app_tool_change", args=[tool.pk]), "tool": tool.name,
+                     "tenant": tool.tenant.slug, "status": tool.server_screen.get("status") or "clear",
+                     "worst": next((s for s in ("high", "medium", "low") if s in levels), "-"),
+                     "count": len(findings), "rules": ", ".join(sorted({str(f.get("rule")) for f in findings}))})
+    return sorted(rows, key=lambda r: (_STATUS_ORDER.get(r["status"], 3), r["tool"]))
+
+
 @admin.register(ScreenedFunction)
 class ScreenedFunctionAdmin(ReadOnlyAdminMixin, _ScreenedAdmin):
     """Functions with findings, held first; the admin reviews them on the tool's page."""
@@ -90,6 +113,7 @@ class ScreenedFunctionAdmin(ReadOnlyAdminMixin, _ScreenedAdmin):
     # Django's row link is split by the browser into an empty one nobody can click.
     list_display_links = ["name"]
     list_filter = ["screen_status", "tool"]
+    change_list_template = "admin/tools_app/screenedfunction/change_list.html"
     search_fields = ["name", "tool__name"]
     fields = readonly_fields = ("tool", "name", "screen_status", "screen_version", "description_visible",
                                 "findings", "screen_approved_by", "screen_approved_at")
@@ -98,6 +122,10 @@ class ScreenedFunctionAdmin(ReadOnlyAdminMixin, _ScreenedAdmin):
         return (super().get_queryset(request).select_related("tool", "tool__tenant")
                 .filter(tool__tenant__in=tenants_for_admin(user=request.user))
                 .exclude(screen_findings=[]).exclude(state=FunctionState.REMOVED).order_by("screen_status", "tool__name"))
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Server texts (instructions, prompts, resources) are held like functions: listed above them.
+        return super().changelist_view(request, {**(extra_context or {}), "screened_servers": screened_servers(request)})
 
     @admin.display(description="Tool", ordering="tool__name")
     def tool_link(self, obj: ToolFunction) -> str:

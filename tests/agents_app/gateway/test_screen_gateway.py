@@ -163,3 +163,34 @@ def test_held_prompts_and_resources_are_not_offered_and_server_instructions_reac
     prompts, resources = asyncio.run(again())
     assert {p.name for p in prompts.prompts} == {"docs__summarize", "docs__review_code"}
     assert {r.name for r in resources.resources} == {"docs__readme", "docs__config"}
+
+
+def _tagged(text: str) -> bool:
+    return any(0xE0000 <= ord(ch) <= 0xE007F for ch in text)
+
+
+def test_prompt_and_resource_answers_are_stripped_and_flagged_like_tool_results(served: Any, setup: Any) -> None:
+    """The offered prompt and resource of a server answer text hiding tag characters: through the gateway the
+    Python SDK's client reads the text without them, `_meta` names the markers, and so do the audit rows."""
+    api = setup.api
+    docs = server_tool(api, "docs", "server_texts")
+    assert api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [{"tool": docs}]},
+                     format="json").status_code == 200
+    url = served.endpoint("acme", setup.agent_id)
+
+    async def scenario() -> tuple[Any, Any]:
+        async with connect(url, setup.token) as (session, _init):
+            readme = next(r for r in (await session.list_resources()).resources if r.name == "docs__readme")
+            return await session.get_prompt("docs__summarize", {}), await session.read_resource(readme.uri)
+
+    prompt, resource = asyncio.run(scenario())
+    text = prompt.messages[0].content.text
+    assert text == "Summarize the document below."
+    flag = (prompt.meta or {})[META_KEY]
+    assert flag["flagged"] is True and {"invisible_tags", "ignore_previous"} <= set(flag["markers"])
+    body = resource.contents[0].text
+    assert body == "# Readme\nInstall with make."
+    assert not _tagged(body) and "invisible_tags" in (resource.meta or {})[META_KEY]["markers"]
+    rows = {c.function: c for c in ToolCall.objects.filter(function__in=("prompts/get", "resources/read"))}
+    assert rows.keys() == {"prompts/get", "resources/read"} and all(c.status == "ok" for c in rows.values())
+    assert all("invisible_tags" in c.result_flags and not _tagged(c.result_excerpt) for c in rows.values())

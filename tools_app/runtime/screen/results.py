@@ -1,7 +1,8 @@
 """The screen on tool results: invisible characters stripped before a model reads them, injection markers named.
 
 One pass over what a model may read of a result (its text, its content's text blocks, the strings of its data);
-chat, the gateway and the audit all call `screened` and `markers_of`.
+chat, the gateway and the audit all call `screened` and `markers_of`; the gateway's prompt gets and resource reads
+go through `screened_answer`.
 """
 
 from __future__ import annotations
@@ -77,6 +78,40 @@ def screened(result: ToolResult) -> ToolResult:
     return dataclasses.replace(result, text=strip_invisible(result.text)[0], content=content,
                                data=_stripped(result.data),
                                meta={**result.meta, META_KEY: flag, RESULT_META: wire_meta})
+
+
+def _text_holders(value: Any) -> Iterator[dict[str, Any]]:
+    """The dicts under a prompt's messages or a resource's contents that carry a `text` a model reads (a text
+    block, an embedded resource's text, a text resource content); `_meta` is the server's, not the model's."""
+    if isinstance(value, dict):
+        if isinstance(value.get("text"), str):
+            yield value
+        for key, inner in value.items():
+            if key != "_meta":
+                yield from _text_holders(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _text_holders(inner)
+
+
+def screened_answer(answer: dict[str, Any]) -> list[str]:
+    """A prompt get's or resource read's answer (its wire dict) screened as a tool result is: invisible characters
+    stripped from the texts of its messages or contents (and the prompt's description), in place; when flagged,
+    its markers go in `_meta` under META_KEY. Returns the markers ([] when clean: the answer is left as it was)."""
+    holders = [(h, "text") for key in ("messages", "contents") for h in _text_holders(answer.get(key))]
+    if isinstance(answer.get("description"), str):
+        holders.append((answer, "description"))
+    found: set[str] = set()
+    for holder, key in holders:
+        if holder[key]:
+            found.update(clean_result(holder[key]).markers())
+    if not found:
+        return []
+    for holder, key in holders:
+        holder[key] = strip_invisible(holder[key])[0]
+    markers = sorted(found)
+    answer["_meta"] = {**(answer.get("_meta") or {}), META_KEY: {"flagged": True, "markers": markers}}
+    return markers
 
 
 def notice(markers: list[str]) -> str:
