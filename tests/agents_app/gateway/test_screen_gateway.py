@@ -193,4 +193,4 @@ def test_prompt_and_resource_answers_are_stripped_and_flagged_like_tool_results(
     assert not _tagged(body) and "invisible_tags" in (resource.meta or {})[META_KEY]["markers"]
     rows = {c.function: c for c in ToolCall.objects.filter(function__in=("prompts/get", "resources/read"))}
     assert rows.keys() == {"prompts/get", "resources/read"} and all(c.status == "ok" for c in rows.values())
-    assert all("invisible_tags" in c.result_flags and not _tagged(c.result_excerpt) for c in rows.values())
+    assert all("invisible_tags" in (c.result_flags or []) and not _tagged(c.result_excerpt) for c in rows.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,7 +234,7 @@ def test_a_prompt_or_resource_answer_is_stripped_where_a_model_reads_it_and_a_cl
     clean = {"description": "Fünf Stichpunkte.", "messages": [{"role": "user", "content": {
         "type": "text", "text": "Fasst ein Dokument zusammen."}}], "_meta": {"x": 1}}
     assert screened_answer(clean) == [] and clean["_meta"] == {"x": 1}
-    prompt = {"description": "Sums up." + hidden, "messages": [
+    prompt: dict[str, Any] = {"description": "Sums up." + hidden, "messages": [
         {"role": "user", "content": {"type": "text", "text": "Read this." + hidden}},
         {"role": "user", "content": {"type": "resource", "resource": {"uri": "file:///a" + hidden, "text": hidden}}}]}
     assert "invisible_tags" in screened_answer(prompt)
@@ -241,5 +242,5 @@ def test_a_prompt_or_resource_answer_is_stripped_where_a_model_reads_it_and_a_cl
     embedded = prompt["messages"][1]["content"]["resource"]
     assert embedded["text"] == "" and embedded["uri"] == "file:///a" + hidden  # a URI is an address, kept as sent
     assert prompt["_meta"][META_KEY]["flagged"] is True
-    read = {"contents": [{"uri": "file:///r", "text": "ok" + hidden}, {"uri": "file:///b", "blob": "AAAA"}]}
+    read: dict[str, Any] = {"contents": [{"uri": "file:///r", "text": "ok" + hidden}, {"uri": "file:///b", "blob": "AAAA"}]}
     assert screened_answer(read) and read["contents"][0]["text"] == "ok"
