@@ -146,14 +146,17 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
 
 
 @contextmanager
-def toolhub() -> Iterator[tuple[str, str]]:
-    """uvicorn config.asgi:application on a scratch SQLite; yields (base URL, API token) of an owner of `bench`."""
-    env, token = scratch_toolhub("bench-gateway")
+def toolhub(*, app: str = "config.asgi:application", name: str = "bench-gateway", env_extra: dict[str, str] | None = None,
+            quiet: bool = True) -> Iterator[tuple[str, str]]:
+    """uvicorn serving `app` on a scratch SQLite; yields (base URL, API token) of an owner of `bench`."""
+    env, token = scratch_toolhub(name)
     env["DEBUG"] = "0"  # production runs without DEBUG's per-query bookkeeping (dev settings default it on)
+    env.update(env_extra or {})
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None,
+                            start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_up(f"{base}/healthz", proc)

@@ -22,18 +22,16 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import gateway as bench_gateway
 import httpx2
-from _common import ROOT, free_port, pct, scratch_toolhub, summary
-from gateway import ARGS, _wait_up, http_upstream, setup_agent
+from _common import pct, summary
+from gateway import ARGS, http_upstream, setup_agent
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -44,22 +42,10 @@ PROFILED_APP = "bench._profiled_asgi:application"
 @contextmanager
 def toolhub(profile: str | None) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
-    env, token = scratch_toolhub("bench-gateway-eras")
-    env["DEBUG"] = "0"
-    if profile:
-        env["BENCH_PROFILE_PREFIX"] = str(Path(profile).resolve())
-    port = free_port()
-    app = PROFILED_APP if profile else "config.asgi:application"
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-                             "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_up(f"{base}/healthz", proc)
-        yield base, token
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(30)
+    with bench_gateway.toolhub(app=PROFILED_APP if profile else "config.asgi:application", name="bench-gateway-eras",
+                               env_extra={"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else None,
+                               quiet=False) as served:
+        yield served
 
 
 @asynccontextmanager
