@@ -75,9 +75,9 @@ def blocked_routes(extra: Sequence[str] = ()) -> list[str]:
     routes = list(BLOCKED_V4)
     for address in [*host_addresses(), *extra]:
         network = ipaddress.ip_network(address, strict=False)
-        if isinstance(network, ipaddress.IPv4Network) and not any(
+        if isinstance(network, ipaddress.IPv4Network) and str(network) not in routes and not any(
                 network.subnet_of(ipaddress.IPv4Network(b)) for b in BLOCKED_V4):
-            routes.append(str(network))
+            routes.append(str(network))  # once: a second `ip route add` of one address fails ("File exists")
     return routes
 
 
@@ -118,17 +118,21 @@ NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: its owning user namespace
 
 
 def _owner_userns(pid: int) -> int | None:
-    """An fd of the user namespace owning the sandbox's network namespace (None as root: not needed).
+    """An fd of the user namespace owning the sandbox's network namespace (None when it is this process's own).
 
-    Not `/proc/<pid>/ns/user`: with `--disable-userns` the sandbox sits in a nested user namespace, which holds no
-    capability over a network namespace its parent owns."""
-    if os.geteuid() == 0:
-        return None
+    Not `/proc/<pid>/ns/user`, which slirp4netns joins when not told otherwise: with `--disable-userns` the sandbox
+    moves into a nested user namespace, which holds no capability over a network namespace its parent owns. Whether
+    slirp4netns read the outer or the nested one depended on how far bubblewrap had got (as root too: a CI run failed
+    with `setns(CLONE_NEWNET): Operation not permitted`), so the owner is always named."""
     net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
     try:
-        return int(fcntl.ioctl(net, NS_GET_USERNS))
+        owner = int(fcntl.ioctl(net, NS_GET_USERNS))
     finally:
         os.close(net)
+    if os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino:
+        os.close(owner)  # our own user namespace: nothing to join
+        return None
+    return owner
 
 
 def _kill(pid: int | None) -> None:
