@@ -27,6 +27,9 @@ STATE = REPO / "var" / "prod-local"
 DB_NAME = os.environ.get("TOOLHUB_PROD_LOCAL_DB", "toolhub_prod_local")
 PG = os.environ.get("TOOLHUB_PROD_LOCAL_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_DB = int(os.environ.get("TOOLHUB_PROD_LOCAL_REDIS_DB", "5"))
+# How long the web processes and runners may take to answer after they start (seconds): on a 2-core machine that
+# others load (load average 15+), gunicorn workers importing Django took longer than a minute.
+START_DEADLINE_S = float(os.environ.get("TOOLHUB_PROD_LOCAL_START_S", "180"))
 
 
 def _persistent(name: str, make: Callable[[], str]) -> str:
@@ -253,8 +256,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, _stop)
     try:
         for port in (a, b):
-            wait_http(f"http://127.0.0.1:{port}/admin/login/")
-        wait_runners(env, args.runners)
+            wait_http(f"http://127.0.0.1:{port}/admin/login/", START_DEADLINE_S)
+        wait_runners(env, args.runners, START_DEADLINE_S)
         print("Toolhub production topology is running (gunicorn+uvicorn workers, Celery worker + beat, PG, Redis).")
         print(f"  Web A:  http://127.0.0.1:{a}/   Web B: http://127.0.0.1:{b}/")
         print(f"  API:    Authorization: Token {token}   (X-Tenant: prod; user {user}, owner)")
