@@ -702,7 +702,7 @@ def main() -> None:
                 phase.wait()
                 cpu = meter.stop()
                 report[f"u{users}"] = r = read_stats(f"u{users}")
-                r["cpu"] = cpu  # type: ignore[assignment]
+                r["cpu"] = cpu
                 print_stats(f"{users:>4} users (Toolhub, 2 web processes x {os.environ.get('WEB_CONCURRENCY', '2')} "
                             f"workers)", r)
                 print_cpu(cpu, r["requests"])
