@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 import gevent
-from locust import FastHttpUser, constant, task
+from locust import FastHttpUser, constant, events, task
 
 HOSTS = os.environ["LOAD_HOSTS"].split(",")
 TOKENS = [t for t in os.environ["LOAD_TOKENS"].split(",") if t]
@@ -31,7 +31,7 @@ TOOL_ID = os.environ["LOAD_TOOL_ID"]
 AGENT_ID = os.environ["LOAD_AGENT_ID"]
 TOOL_NAME = os.environ["LOAD_TOOL_NAME"]
 POLITE = os.environ.get("QUOTA_POLITE", "0") == "1"
-LOG = open(os.environ["QUOTA_EVENT_LOG"], "a", buffering=1 << 16)
+LOG = open(os.environ["QUOTA_EVENT_LOG"], "a", buffering=1)
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-06-18"}
 REFUSAL_META = "toolhub/refusal"
@@ -146,3 +146,8 @@ class TenantA(FastHttpUser):
                 retry_after, started)
         if typed.get("error_code") == "QUOTA_EXCEEDED":
             self._backoff(retry_after)
+
+
+@events.quitting.add_listener
+def _close(environment: object, **kwargs: object) -> None:
+    LOG.close()
