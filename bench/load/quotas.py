@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--quota-a-users", type=int, default=24, help="users of tenant A hammering its quota")
     group.add_argument("--quota-b-users", type=int, default=8, help="users of tenant B's mixed workload")
     group.add_argument("--quota-members", type=int, default=4, help="members of tenant A (one token each)")
-    group.add_argument("--quota-per-minute", type=int, default=120)
-    group.add_argument("--quota-concurrent", type=int, default=2)
+    group.add_argument("--quota-per-minute", type=int, default=30)
+    group.add_argument("--quota-concurrent", type=int, default=3)
     group.add_argument("--quota-modes", default="hammer",
                        help="A's clients per loaded phase: hammer (ignore Retry-After), polite (honour it); comma list")
 
