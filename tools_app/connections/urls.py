@@ -11,19 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseRedirectBase
 from django.urls import URLPattern, path, reverse
 
 from tools_app.connections import oauth_views, paths, views
 
 
-class _PermanentRedirect(HttpResponse):
+class _PermanentRedirect(HttpResponseRedirectBase):
     """308: the browser repeats the same request (method, body) at the new URL, for good."""
 
     status_code = 308
-
-    def __init__(self, to: str) -> None:
-        super().__init__()
-        self["Location"] = to
 
 
 def moved(to: str) -> Any:
