@@ -74,7 +74,7 @@ def test_shared_connection_end_to_end(api: Any, server_url: str) -> None:
         assert secret not in raw
         assert secret not in done.content.decode() and secret not in resp.content.decode()
     # The code is good once: replaying the callback connects nothing more.
-    again = browser.get("/oauth/callback/?" + urlencode(query), follow=True)
+    again = browser.get("/oauth/callback/", query, follow=True)
     assert again.status_code == 400 and query["code"] not in again.content.decode()
     # A second connect reuses the registration made for this authorization server.
     assert api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").status_code == 200
@@ -91,9 +91,9 @@ def test_a_link_opened_by_another_user_connects_nothing(api: Any, member_client:
     # Nor can the other user finish a flow the owner started: the callback checks user and session.
     owner = signed_in(api.user)
     query = provider_answer(owner, link)
-    stolen = signed_in(mallory).get("/oauth/callback/?" + urlencode(query), follow=True)
+    stolen = signed_in(mallory).get("/oauth/callback/", query, follow=True)
     assert stolen.status_code == 400
-    other_session = signed_in(api.user).get("/oauth/callback/?" + urlencode(query), follow=True)
+    other_session = signed_in(api.user).get("/oauth/callback/", query, follow=True)
     assert other_session.status_code == 400 and "another browser" in other_session.content.decode()
     assert not OAuthConnection.objects.exists()
     # A signed-out visitor is sent to the member sign-in first.
@@ -118,7 +118,7 @@ def connect_shared(api: Any, tool_id: int) -> dict[str, str]:
     link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
     browser = signed_in(api.user)
     query = provider_answer(browser, link)
-    assert browser.get("/oauth/callback/?" + urlencode(query), follow=True).status_code == 200
+    assert browser.get("/oauth/callback/", query, follow=True).status_code == 200
     return query
 
 

@@ -122,7 +122,7 @@ def test_the_debug_page_of_a_failing_connect_shows_no_secret(member_client: Any,
 @pytest.mark.parametrize("token_mode", ["huge", "trickle"])
 def test_a_callback_whose_code_exchange_fails_upstream_is_a_typed_page(api: Any, hostile: Hostile, settings: Any,
                                                                        token_mode: str) -> None:
-    from urllib.parse import parse_qs, urlencode, urlparse
+    from urllib.parse import parse_qs, urlparse
 
     from django.test import Client
 
@@ -135,7 +135,7 @@ def test_a_callback_whose_code_exchange_fails_upstream_is_a_typed_page(api: Any,
     assert started.status_code == 302 and started["Location"].startswith(hostile.base + "/authorize?")
     state = parse_qs(urlparse(started["Location"]).query)["state"][0]
     hostile.token_mode, hostile.trickle_s = token_mode, 0.5
-    done = browser.get("/oauth/callback/?" + urlencode({"state": state, "code": "code-from-provider"}), follow=True)
+    done = browser.get("/oauth/callback/", {"state": state, "code": "code-from-provider"}, follow=True)
     assert done.status_code == 400, done.content.decode()[:300]
     page = done.content.decode()
     assert "Not connected" in page and "the code exchange" in page
