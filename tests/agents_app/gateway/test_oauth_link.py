@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_a_disconnected_oauth_tool_answers_with_the_callers_connect_link(served:
     typed = refusal(result)
     assert result.is_error and typed["error_code"] == "AUTHORIZATION_REQUIRED"
     link = typed["authorize_url"]
-    assert "/oauth/start/" in link and link in result.content[0].text
+    assert "/connections/oauth/start/" in link and link in result.content[0].text
     flow = OAuthFlow.objects.get(pk=link.rstrip("/").rsplit("/", 1)[-1])
     assert flow.user_id == api.user.pk  # the caller's own link: nobody else can complete it
 
@@ -62,7 +63,7 @@ def test_a_client_that_opens_links_gets_the_spec_url_elicitation(served: Any, te
     error = asyncio.run(call())
     assert error.error.code == -32042 and "AUTHORIZATION_REQUIRED" in error.error.message
     wanted = UrlElicitationRequiredError.from_error(error.error).elicitations
-    assert len(wanted) == 1 and wanted[0].mode == "url" and "/oauth/start/" in wanted[0].url
+    assert len(wanted) == 1 and wanted[0].mode == "url" and "/connections/oauth/start/" in wanted[0].url
     flow = OAuthFlow.objects.get(pk=wanted[0].url.rstrip("/").rsplit("/", 1)[-1])
     assert flow.user_id == api.user.pk and wanted[0].elicitation_id == f"toolhub-oauth-{flow.pk}"
 
@@ -87,7 +88,7 @@ def test_a_tool_without_the_callers_keys_names_their_page(served: Any, tenant: A
     result = asyncio.run(_call(url, token, "keyed__fingerprint"))
     typed = refusal(result)
     assert result.is_error and typed["error_code"] == "CREDENTIALS_REQUIRED"
-    assert typed["connections_url"].endswith("/accounts/connections/?tenant=acme")
+    assert urlsplit(typed["connections_url"])[2:4] == ("/connections/", "tenant=acme")
     assert "LEAK" in result.content[0].text and typed["connections_url"] in result.content[0].text
 
     async def never(*_args: Any) -> Any:
