@@ -34,7 +34,7 @@ def test_a_disconnected_oauth_tool_pauses_the_run_until_the_person_connects(
     body = chat(api, agent_id, "use linear")
     (needed,) = events(body, "authorization.required")
     assert needed["tool"] == "linear" and needed["function"] == function
-    assert "/connections/oauth/start/" in needed["authorize_url"]
+    assert "/oauth/start/" in needed["authorize_url"]
     conversation_id = body["conversation_id"]
     assert needed["resume_url"].endswith(f"/api/v1/conversations/{conversation_id}/resume/")
     assert events(body, "tool.result")[0]["error_code"] == "AUTHORIZATION_REQUIRED"

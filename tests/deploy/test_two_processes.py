@@ -271,7 +271,7 @@ def test_an_expired_oauth_token_is_refreshed_once_under_calls_racing_in_both_web
             "url": url, "auth": {"type": "oauth2"}}})
         assert status == 201, tool
         status, link = api_a("POST", f"/api/v1/tools/{tool['id']}/oauth/connect/")
-        assert status == 200 and link["authorize_url"].startswith(base_a + "/connections/oauth/start/"), link
+        assert status == 200 and link["authorize_url"].startswith(base_a + "/oauth/start/"), link
         page = _sign_in_and_connect(base_a, link["authorize_url"], "operator", password)
         assert "is connected" in page, page[:800]
 

@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_route_is_the_path_its_constant_names() -> None:
     flow = uuid.uuid4()
     assert reverse("my-connections") == paths.HOME_PATH == "/connections/"
-    assert reverse("oauth-start", kwargs={"flow": flow}) == paths.START_PATH.format(flow=flow)
+    # The connect link stays where the API contract (authorize_url) puts it.
+    assert reverse("oauth-start", kwargs={"flow": flow}) == paths.START_PATH.format(flow=flow) == f"/oauth/start/{flow}/"
     assert reverse("oauth-callback") == paths.CALLBACK_PATH == "/connections/oauth/callback/"
     # Known upstream, never moved: the registered redirect URI and the client id document.
     assert reverse("oauth-registered-callback") == paths.REGISTERED_REDIRECT_PATH == "/oauth/callback/"
     assert reverse("oauth-client-metadata") == paths.CLIENT_METADATA_PATH == "/oauth/client-metadata.json"
-    assert reverse("oauth-moved-start", kwargs={"flow": flow}) == f"/oauth/start/{flow}/"
     assert reverse("my-connections-moved") == "/accounts/connections/"
     assert paths.redirect_uri("https://hub.example.com/base/") == "https://hub.example.com/base/oauth/callback/"
     assert paths.home_url("http://testserver", "acme") == "http://testserver/connections/?tenant=acme"
@@ -61,10 +61,10 @@ def test_the_registered_callback_forwards_for_good_with_its_query_whole() -> Non
 
 
 @pytest.mark.django_db
-def test_an_old_connect_link_forwards_to_the_new_one() -> None:
-    flow = uuid.uuid4()
-    answer = Client().get(f"/oauth/start/{flow}/")
-    assert answer.status_code == 308 and answer["Location"] == f"/connections/oauth/start/{flow}/"
+def test_the_connect_link_is_served_where_the_contract_puts_it() -> None:
+    # An unknown flow is the start view's own refusal (not a forward, not the gateway's OAuth server).
+    answer = Client().get(f"/oauth/start/{uuid.uuid4()}/")
+    assert answer.status_code != 308 and resolve(f"/oauth/start/{uuid.uuid4()}/").url_name == "oauth-start"
     assert Client().get("/oauth/start/not-a-flow/").status_code == 404
 
 

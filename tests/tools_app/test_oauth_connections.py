@@ -51,7 +51,7 @@ def test_shared_connection_end_to_end(api: Any, server_url: str) -> None:
     resp = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/")
     assert resp.status_code == 200, resp.content
     body = resp.json()
-    assert body["authorize_url"].startswith("http://testserver/connections/oauth/start/") and body["expires_in"] > 0
+    assert body["authorize_url"].startswith("http://testserver/oauth/start/") and body["expires_in"] > 0
     browser = signed_in(api.user)
     query = provider_answer(browser, body["authorize_url"])
     # The provider sends the browser to the redirect URI it registered: it forwards for good, the query kept whole.
@@ -153,7 +153,7 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
     tool_id = make_tool(api, server_url, name="racer")
     before = api.post(f"/api/v1/tools/{tool_id}/test/")
     assert before.json()["error"]["code"] == "authorization_required", before.content
-    assert before.json()["authorize_url"].startswith("http://testserver/connections/oauth/start/")  # the admin's own link
+    assert before.json()["authorize_url"].startswith("http://testserver/oauth/start/")  # the admin's own link
     connect_shared(api, tool_id)
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
     member = member_client(tenant, Role.MEMBER)
@@ -207,7 +207,7 @@ def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, m
         answer = invoke(api, tool_id, "whoami")
         assert answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
         assert "401" not in (answer["error"] or "")
-        assert answer["authorize_url"].startswith("http://testserver/connections/oauth/start/")
+        assert answer["authorize_url"].startswith("http://testserver/oauth/start/")
     member = member_client(tenant, Role.MEMBER)  # may not connect the shared account: no link
     refused = invoke(member, tool_id, "whoami")
     assert refused["error_code"] == "AUTHORIZATION_REQUIRED" and refused["authorize_url"] is None

@@ -30,7 +30,7 @@ def test_a_never_connected_shared_tool_answers_authorization_required(api: Any, 
     assert answer["success"] is False and answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
     assert "not connected" in answer["error"] and f"/api/v1/tools/{tool_id}/oauth/connect/" in answer["error"]
     assert "Refresh" not in answer["error"]
-    assert answer["authorize_url"].startswith("http://testserver/connections/oauth/start/")  # the admin's own link
+    assert answer["authorize_url"].startswith("http://testserver/oauth/start/")  # the admin's own link
     member = member_client(tenant, Role.MEMBER)  # may not connect the shared account: told so, no link
     refused = invoke(member, tool_id, "whoami")
     assert refused["error_code"] == "AUTHORIZATION_REQUIRED" and refused["authorize_url"] is None
@@ -42,7 +42,7 @@ def test_a_never_connected_per_user_tool_gives_the_member_their_link(member_clie
     member = member_client(tenant, Role.MEMBER)
     answer = invoke(member, tool_id, "whoami")
     assert answer["error_code"] == "AUTHORIZATION_REQUIRED" and "your own account" in answer["error"], answer
-    assert answer["authorize_url"].startswith("http://testserver/connections/oauth/start/")
+    assert answer["authorize_url"].startswith("http://testserver/oauth/start/")
 
 
 def test_a_plain_tool_without_functions_still_says_to_discover_them(api: Any, server_url: str) -> None:

@@ -46,7 +46,7 @@ def test_each_member_connects_and_calls_as_themselves(api: Any, member_client: A
     assert refused["error_code"] == "AUTHORIZATION_REQUIRED", refused
     assert "your own account" in refused["error"]
     # Bob's own link (a member may connect their own account), never alice's connection.
-    assert refused["authorize_url"].startswith("http://testserver/connections/oauth/start/")
+    assert refused["authorize_url"].startswith("http://testserver/oauth/start/")
     assert Tool.objects.get(pk=tool_id).consecutive_failures == 0
 
     connect_as(bob, tool_id, "bob")
@@ -89,7 +89,7 @@ def test_a_member_connects_from_their_connections_page(api: Any, member_client: 
     html = browser.get("/connections/?tenant=acme").content.decode()
     assert "figma" in html and "your own" in html and "shared-linear" in html and "an admin connects it" in html
     started = browser.post("/connections/?tenant=acme", {"action": "connect", "tool": tool_id})
-    assert started.status_code == 302 and "/connections/oauth/start/" in started["Location"]
+    assert started.status_code == 302 and "/oauth/start/" in started["Location"]
     query = provider_answer(browser, started["Location"], user="bob")
     done = browser.get("/oauth/callback/", query, follow=True)
     assert done.status_code == 200 and 'href="/connections/?tenant=acme"' in done.content.decode()
@@ -122,7 +122,7 @@ def test_a_server_taking_client_metadata_documents_gets_toolhubs_url_as_client_i
         "token_endpoint_auth_method": "none", "application_type": "web"}
     tool_id = make_tool(api, cimd_url, name="cimd")
     link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
-    assert link.startswith("https://toolhub.example/connections/oauth/start/")
+    assert link.startswith("https://toolhub.example/oauth/start/")
     browser = signed_in(api.user)
     started = browser.get(link.removeprefix("https://toolhub.example"))
     assert "client_id=https%3A%2F%2Ftoolhub.example%2Foauth%2Fclient-metadata.json" in started["Location"]

@@ -1,7 +1,7 @@
 """The routes of a member's connections, all from `paths` (one include in config/urls.py, at the site root).
 
-Served here: the member page, the connect link and the callback under `/connections/`. Kept because upstream
-servers or old links know them: the registered redirect URI and old connect links forward permanently (308: the
+Served here: the member page and the callback under `/connections/`; the connect link where the API contract puts
+it (`/oauth/start/<flow>/`). Kept because upstream servers or old links know them: the registered redirect URI forwards permanently (308: the
 method, and the provider's `code` and `state` in the query, go along); the client metadata document is served at
 its own URL (the client id); the member page's old home forwards too.
 """
@@ -47,6 +47,5 @@ urlpatterns: list[URLPattern] = [
     path(_route(paths.REGISTERED_REDIRECT_PATH), moved("oauth-callback"), name="oauth-registered-callback"),
     path(_route(paths.CLIENT_METADATA_PATH), oauth_views.client_metadata, name="oauth-client-metadata"),
     # Old homes.
-    path(_route(paths.MOVED_START_PATH), moved("oauth-start"), name="oauth-moved-start"),
     path(_route(paths.MOVED_HOME_PATH), moved("my-connections"), name="my-connections-moved"),
 ]

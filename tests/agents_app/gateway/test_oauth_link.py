@@ -35,7 +35,7 @@ def test_a_disconnected_oauth_tool_answers_with_the_callers_connect_link(served:
     typed = refusal(result)
     assert result.is_error and typed["error_code"] == "AUTHORIZATION_REQUIRED"
     link = typed["authorize_url"]
-    assert "/connections/oauth/start/" in link and link in result.content[0].text
+    assert "/oauth/start/" in link and link in result.content[0].text
     flow = OAuthFlow.objects.get(pk=link.rstrip("/").rsplit("/", 1)[-1])
     assert flow.user_id == api.user.pk  # the caller's own link: nobody else can complete it
 
@@ -63,7 +63,7 @@ def test_a_client_that_opens_links_gets_the_spec_url_elicitation(served: Any, te
     error = asyncio.run(call())
     assert error.error.code == -32042 and "AUTHORIZATION_REQUIRED" in error.error.message
     wanted = UrlElicitationRequiredError.from_error(error.error).elicitations
-    assert len(wanted) == 1 and wanted[0].mode == "url" and "/connections/oauth/start/" in wanted[0].url
+    assert len(wanted) == 1 and wanted[0].mode == "url" and "/oauth/start/" in wanted[0].url
     flow = OAuthFlow.objects.get(pk=wanted[0].url.rstrip("/").rsplit("/", 1)[-1])
     assert flow.user_id == api.user.pk and wanted[0].elicitation_id == f"toolhub-oauth-{flow.pk}"
 
