@@ -27,9 +27,6 @@ STATE = REPO / "var" / "prod-local"
 DB_NAME = os.environ.get("TOOLHUB_PROD_LOCAL_DB", "toolhub_prod_local")
 PG = os.environ.get("TOOLHUB_PROD_LOCAL_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_DB = int(os.environ.get("TOOLHUB_PROD_LOCAL_REDIS_DB", "5"))
-# How long the web processes and runners may take to answer after they start (seconds): on a 2-core machine that
-# others load (load average 15+), gunicorn workers importing Django took longer than a minute.
-START_DEADLINE_S = float(os.environ.get("TOOLHUB_PROD_LOCAL_START_S", "180"))
 
 
 def _persistent(name: str, make: Callable[[], str]) -> str:
@@ -141,7 +138,11 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
     return "operator", manage(env, "create_token", "operator")
 
 
-def wait_http(url: str, deadline_s: float = 60) -> None:
+# How long start-up may take (web processes answering, runners announced): a busy machine boots Django slowly.
+START_WAIT_S = float(os.environ.get("TOOLHUB_PROD_LOCAL_START_S", "60"))
+
+
+def wait_http(url: str, deadline_s: float = START_WAIT_S) -> None:
     end = time.monotonic() + deadline_s
     while True:
         try:
@@ -196,7 +197,7 @@ def respawn(proc: subprocess.Popen[bytes], env: dict[str, str]) -> subprocess.Po
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def wait_runners(env: dict[str, str], count: int, deadline_s: float = 60) -> None:
+def wait_runners(env: dict[str, str], count: int, deadline_s: float = START_WAIT_S) -> None:
     """Until `count` runners announce themselves in Redis (calls before that find no runner)."""
     import redis
 
@@ -256,8 +257,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, _stop)
     try:
         for port in (a, b):
-            wait_http(f"http://127.0.0.1:{port}/admin/login/", START_DEADLINE_S)
-        wait_runners(env, args.runners, START_DEADLINE_S)
+            wait_http(f"http://127.0.0.1:{port}/admin/login/")
+        wait_runners(env, args.runners)
         print("Toolhub production topology is running (gunicorn+uvicorn workers, Celery worker + beat, PG, Redis).")
         print(f"  Web A:  http://127.0.0.1:{a}/   Web B: http://127.0.0.1:{b}/")
         print(f"  API:    Authorization: Token {token}   (X-Tenant: prod; user {user}, owner)")
