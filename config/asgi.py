@@ -32,3 +32,7 @@ def build_application(**gateway_options: Any) -> Any:
 
 
 application = build_application()
+
+# A serving process answers chat turns: the model SDK is imported at start here, not on the first turn
+# (agents_app.runtime.model_client imports it on first use, so runners, workers and commands skip it).
+import openai  # noqa: E402,F401

@@ -6,11 +6,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 import httpx2
-import openai
+
+if TYPE_CHECKING:
+    import openai
 
 from core.codes import ApiCode
 from core.outbound import deadline_at
@@ -136,8 +138,17 @@ def _status_message(exc: openai.APIStatusError) -> str:
     return ""
 
 
+def _sdk() -> Any:
+    """The OpenAI SDK, imported on first use: it is a fifth of a Django start-up's imports, which every process paid
+    (runners, workers, management commands) while only a chat turn needs it. `config/asgi.py` imports it at start."""
+    import openai
+
+    return openai
+
+
 def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
     """Map SDK/transport failures to the four model error codes, scrubbing the key from any text."""
+    openai = _sdk()
     host = _host(config.base_url)
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
         return ModelError(ApiCode.MODEL_TIMEOUT, f"model at {host} did not answer within {config.timeout_s:g}s")
@@ -180,7 +191,7 @@ class ModelClient:
 
     def __init__(self, config: ModelConfig, *, http_client: httpx2.Client | None = None) -> None:
         self.config = config
-        self._client = openai.OpenAI(
+        self._client = _sdk().OpenAI(
             base_url=config.base_url,
             # Servers like Ollama ignore the key, but the SDK insists on one.
             api_key=config.api_key or "not-needed",
