@@ -5,9 +5,9 @@ On the 2026-07-28 wire the gateway cannot send its client a request: a question 
 upstream's era:
 
 - A 2026-07-28 upstream is stateless too: its question is an `input_required` result of its own. The gateway's
-  call ends there (tools_app.runtime.mcp.client_requests.Resume), and the upstream's requestState, what Toolhub
+  call (or prompt get, or resource read) ends there (tools_app.runtime.mcp.client_requests.Resume), and the upstream's requestState, what Toolhub
   answered itself (roots), the round count and the tool revision ride INSIDE the gateway's sealed requestState
-  (`hand_back`). The client's retry, on whichever web process it lands, re-issues the upstream call with its answers
+  (`hand_back`). The client's retry, on whichever web process it lands, re-issues the upstream request with its answers
   and the upstream's requestState (`stateless_of`): nothing is held in memory between the rounds.
 - A 2025 upstream asks by a request on its session, and the call is in flight in a worker thread waiting for the
   answer. So the call keeps running in this process: the question rides an input request whose sealed

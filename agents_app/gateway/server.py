@@ -104,6 +104,15 @@ class Refused(MCPError):
         super().__init__(code=self.CODE, message=refusal.message, data={"code": refusal.code, **refusal.details})
 
 
+def _refused(refusal: service.Refusal) -> MCPError:
+    """A refusal as its JSON-RPC error: a requestState that cannot be resumed is invalid params (as the seal's own
+    refusals are), the rest Toolhub's typed refusal."""
+    if refusal.code == ApiCode.INVALID_REQUEST_STATE:
+        return MCPError(code=types.INVALID_PARAMS, message=refusal.message,
+                        data={"code": refusal.code, **refusal.details})
+    return Refused(refusal)
+
+
 async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ORM work in a worker thread, with Django's per-request connection hygiene around it."""
 
@@ -663,16 +672,18 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
                 got = await _relaying(ctx, principal, params, lambda asks: db(
-                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks))
+                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks), stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
+                if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
+                    return relay.hand_back(got[INPUT_REQUIRED])
             else:
                 got = await db(service.get_prompt, principal, params.name, params.arguments,
                                client_requests=_client_requests(ctx))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}") from None
         except service.Refusal as refusal:
-            raise Refused(refusal) from None
+            raise _refused(refusal) from None
         return types.GetPromptResult.model_validate(got)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -689,15 +700,17 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
                 got = await _relaying(ctx, principal, params, lambda asks: db(
-                    service.read_resource, principal, str(params.uri), client_requests=asks))
+                    service.read_resource, principal, str(params.uri), client_requests=asks), stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
+                if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
+                    return relay.hand_back(got[INPUT_REQUIRED])
             else:
                 got = await db(service.read_resource, principal, str(params.uri), client_requests=_client_requests(ctx))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}") from None
         except service.Refusal as refusal:
-            raise Refused(refusal) from None
+            raise _refused(refusal) from None
         return types.ReadResourceResult.model_validate(got)
 
     server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,

@@ -251,3 +251,54 @@ def test_a_2025_upstreams_question_is_answered_only_where_it_was_asked(served_pa
     assert "MCP 2025" in elsewhere.error.message
     here = asyncio.run(_by_hand(url_a, token, *call, answer, first.request_state))
     assert isinstance(here, types.CallToolResult) and not here.is_error, here
+
+
+def test_a_2026_upstreams_question_in_a_prompt_or_resource_is_answered_on_another_gateway(
+        served_pair: Any, modern_agent: tuple[int, str]) -> None:
+    from tests.agents_app.gateway.modern import client
+
+    agent_id, token = modern_agent
+    url_a, url_b = (s.endpoint("acme", agent_id) for s in served_pair)
+
+    async def by_hand(url: str, kind: str, responses: Any = None, state: str | None = None) -> Any:
+        async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+            raise AssertionError("driven by hand")
+
+        async with client(url, token, elicitation_callback=on_elicit) as connected:
+            if kind == "prompt":
+                return await connected.session.get_prompt(PROMPT, {}, input_responses=responses, request_state=state,
+                                                          allow_input_required=True)
+            return await connected.session.read_resource(RESOURCE, input_responses=responses, request_state=state,
+                                                         allow_input_required=True)
+
+    for kind in ("prompt", "resource"):
+        first = asyncio.run(by_hand(url_a, kind))
+        assert isinstance(first, types.InputRequiredResult), first
+        assert [r.params.message for r in first.input_requests.values()] == ["How many people for the booking?"]
+        answered = asyncio.run(by_hand(url_b, kind, _people(first, 7), first.request_state))
+        if kind == "prompt":
+            assert answered.messages[0].content.text == "Book a table for 7."
+        else:
+            assert answered.contents[0].text == "table for 7"
+
+
+def test_a_2026_upstreams_round_is_not_resumed_once_its_tool_changed(served_pair: Any, tenant: Any,
+                                                                     member_client: Any,
+                                                                     modern_agent: tuple[int, str]) -> None:
+    """The upstream's state belongs to the tool revision whose server asked: after a config change the retry is
+    refused (`tool_changed`)."""
+    from mcp.shared.exceptions import MCPError
+
+    from tools_app.models import Tool
+
+    agent_id, token = modern_agent
+    url_a, url_b = (s.endpoint("acme", agent_id) for s in served_pair)
+    first = asyncio.run(_by_hand(url_a, token, *BOOK))
+    assert isinstance(first, types.InputRequiredResult), first
+    tool = Tool.objects.get(name="modern")
+    api = member_client(tenant, Role.ADMIN)
+    resp = api.patch(f"/api/v1/tools/{tool.pk}/", {"config": {**tool.config, "call_timeout_s": 21}}, format="json")
+    assert resp.status_code == 200, resp.content
+    refused = asyncio.run(_by_hand(url_b, token, *BOOK, _people(first, 2), first.request_state))
+    assert isinstance(refused, MCPError), refused
+    assert refused.error.data == {"code": "invalid_request_state", "reason": "tool_changed"}

@@ -67,6 +67,23 @@ class Resume:
                    revision=(int(revision[0]), int(revision[1])) if revision else None)
 
 
+class InputHandedBack(Exception):
+    """A 2026 server's questions for the caller, handed back with its requestState (ClientRequests.stateless);
+    `payload` is what ToolResult.meta[INPUT_REQUIRED] holds."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("input required")
+        self.payload = payload
+
+
+class InputStateStale(Exception):
+    """A resumed request whose tool changed (config version, era) since its server asked: not sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 @dataclass(frozen=True, eq=False)
 class ClientRequests:
     """The handlers for one call (identity matters: calls sharing a session are told apart by it)."""

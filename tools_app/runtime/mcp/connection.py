@@ -40,6 +40,8 @@ from tools_app.runtime.mcp.client_requests import (
     NOBODY,
     ClientRequestRefused,
     ClientRequests,
+    InputHandedBack,
+    InputStateStale,
 )
 from tools_app.runtime.mcp.discovery import (
     Discovery,
@@ -799,22 +801,6 @@ class Connection:
 
 class InputDeclined(Exception):
     """Toolhub could not answer a 2026 server's input request for this call (nobody to ask, or turned off)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class InputHandedBack(Exception):
-    """A 2026 server's questions for the caller, handed back with its requestState (ClientRequests.stateless)."""
-
-    def __init__(self, payload: dict[str, Any]) -> None:
-        super().__init__("input required")
-        self.payload = payload
-
-
-class InputStateStale(Exception):
-    """A resumed request whose tool changed (config version, era) since its server asked: not sent."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

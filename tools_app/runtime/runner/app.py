@@ -11,7 +11,7 @@ A call whose caller listens for progress or answers a server's input requests go
 newline-delimited JSON events (`progress`, `ask`, then one `result`), and each `ask` (an elicitation or sampling
 request of either MCP era) waits until the caller posts its answer to `answer` (or the call's timeout passes).
 A prompts/get or resources/read whose caller answers questions goes to `session-stream` the same way (`ask`
-events, then one `answer` or `error`).
+events, then one `answer` or `error`; with stateless rounds, `handed_back` or `stale`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from core.errors import RuntimeToolError
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests, Resume
+from tools_app.runtime.mcp.client_requests import (
+    ClientRequestRefused,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+    Resume,
+)
 from tools_app.runtime.mcp.pool import SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.packages.errors import PackageStoreUnavailable
@@ -227,6 +233,10 @@ class StreamedCalls:
                     str(body.get("what") or method), timeout)
             except RuntimeToolError as exc:
                 return {"error": error_to_json(exc)}
+            except InputHandedBack as exc:  # stateless rounds: the questions go back to the caller
+                return {"handed_back": exc.payload}
+            except InputStateStale as exc:
+                return {"stale": exc.message}
             except Exception as exc:  # noqa: BLE001 - the server's refusal (or a declined question): its message
                 message = getattr(getattr(exc, "error", None), "message", None) or getattr(exc, "message", None)
                 return {"error": {"type": type(exc).__name__, "message": str(message or type(exc).__name__),

@@ -20,7 +20,12 @@ import httpx2
 
 from core.codes import ApiCode
 from tools_app.runtime.errors import ConnectionFailed
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
+from tools_app.runtime.mcp.client_requests import (
+    ClientRequestRefused,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+)
 from tools_app.runtime.mcp.discovery import Discovery
 from tools_app.runtime.mcp.pool import SYNC_SLACK_S, SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
@@ -99,7 +104,7 @@ class RunnerPool:
                         if not line:
                             continue
                         event = json.loads(line)
-                        if "result" in event or "answer" in event or "error" in event:
+                        if event.keys() & {"result", "answer", "error", "handed_back", "stale"}:
                             last: dict[str, Any] = event
                             return last
                         if "progress" in event and on_progress is not None:
@@ -156,11 +161,16 @@ class RunnerPool:
         request = {"spec": spec_to_json(spec), "method": method, "args": args, "kwargs": kwargs, "what": what,
                    "timeout_s": timeout, "client_requests": {
                        "sample": offered.sample is not None, "elicit": offered.elicit is not None,
-                       "no_sample": offered.no_sample, "no_elicit": offered.no_elicit}}
+                       "no_sample": offered.no_sample, "no_elicit": offered.no_elicit,
+                       **({"stateless": offered.stateless.to_json()} if offered.stateless is not None else {})}}
         last = self._stream(spec, "/v1/session-stream", request, None, offered,
                             spec.startup_timeout_s + timeout + SYNC_SLACK_S)
         if "error" in last:
             raise error_from_json(last["error"])
+        if "handed_back" in last:
+            raise InputHandedBack(last["handed_back"])
+        if "stale" in last:
+            raise InputStateStale(str(last["stale"]))
         answer: T = SESSION_METHODS[method].model_validate(last["answer"])
         return answer
 
