@@ -23,7 +23,12 @@ from tools_app.models import (
     ToolType,
 )
 from tools_app.runtime import result as codes
-from tools_app.runtime.mcp.client_requests import INPUT_REQUIRED, ClientRequests, InputHandedBack, InputStateStale
+from tools_app.runtime.mcp.client_requests import (
+    INPUT_REQUIRED,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+)
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.screen.results import META_KEY, screened_answer
 from tools_app.services import screening

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -160,7 +161,16 @@ def _booked(url: str, token: str) -> int:
 
 def _people(first: types.InputRequiredResult, count: int) -> dict[str, Any]:
     """The answer to each question of `first`, under the upstream's own keys."""
-    return {key: types.ElicitResult(action="accept", content={"people": count}) for key in first.input_requests}
+    return {key: types.ElicitResult(action="accept", content={"people": count}) for key in first.input_requests or {}}
+
+
+def _asked(first: Any) -> list[str]:
+    """The messages of an input_required result's questions."""
+    return [request.params.message for request in first.input_requests.values()]
+
+
+def _text(result: Any) -> str:
+    return str(result.content[0].text)
 
 
 def test_a_2026_upstreams_question_asked_on_one_gateway_is_answered_on_another(
@@ -177,7 +187,7 @@ def test_a_2026_upstreams_question_asked_on_one_gateway_is_answered_on_another(
 
     first = asyncio.run(_by_hand(url_a, token, *BOOK))
     assert isinstance(first, types.InputRequiredResult), first
-    assert [r.params.message for r in first.input_requests.values()] == ["How many people for Chez Ada?"]
+    assert _asked(first) == ["How many people for Chez Ada?"]
     state = first.request_state or ""
     assert "upstream" not in state and "Chez" not in state  # sealed: the client reads nothing of it
 
@@ -185,12 +195,10 @@ def test_a_2026_upstreams_question_asked_on_one_gateway_is_answered_on_another(
     for bad, arguments in ((flipped, BOOK[1]), (state, {"restaurant": "Chez Bob"})):
         refused = asyncio.run(_by_hand(url_b, token, BOOK[0], arguments, _people(first, 2), bad))
         assert isinstance(refused, MCPError) and refused.error.data["code"] == "invalid_request_state", refused
-    clock = request_state.time
-
     class Later:
         @staticmethod
         def time() -> float:
-            return clock.time() + 3600  # past TOOLHUB_MCP_REQUEST_STATE_TTL_S (900 s)
+            return time.time() + 3600  # past TOOLHUB_MCP_REQUEST_STATE_TTL_S (900 s)
 
     with monkeypatch.context() as patched:
         patched.setattr(request_state, "time", Later)
@@ -200,7 +208,7 @@ def test_a_2026_upstreams_question_asked_on_one_gateway_is_answered_on_another(
 
     answered = asyncio.run(_by_hand(url_b, token, *BOOK, _people(first, 4), state))
     assert isinstance(answered, types.CallToolResult) and not answered.is_error, answered
-    assert json.loads(answered.content[0].text) == {"booked": True, "restaurant": "Chez Ada", "people": 4}
+    assert json.loads(_text(answered)) == {"booked": True, "restaurant": "Chez Ada", "people": 4}
     assert _booked(url_b, token) == before + 1
 
 
@@ -217,11 +225,12 @@ def test_the_round_cap_holds_across_gateways(served_pair: Any, modern_agent: tup
         if not isinstance(got, types.InputRequiredResult):
             break
         state = got.request_state
-        responses = {key: types.ElicitResult(action="accept", content={"ok": True}) for key in got.input_requests}
+        responses = {key: types.ElicitResult(action="accept", content={"ok": True})
+                     for key in got.input_requests or {}}
     else:
         raise AssertionError("still asking past the round cap")
     assert turn == int(settings.TOOLHUB_MCP_INPUT_ROUNDS)
-    assert isinstance(got, types.CallToolResult) and got.is_error and "more than" in got.content[0].text, got
+    assert isinstance(got, types.CallToolResult) and got.is_error and "more than" in _text(got), got
 
 
 def test_a_2025_upstreams_question_is_answered_only_where_it_was_asked(served_pair: Any, tenant: Any,
@@ -244,7 +253,7 @@ def test_a_2025_upstreams_question_is_answered_only_where_it_was_asked(served_pa
 
     first = asyncio.run(_by_hand(url_a, token, *call))
     assert isinstance(first, types.InputRequiredResult), first
-    answer = {key: types.ElicitResult(action="accept", content={"people": 2}) for key in first.input_requests}
+    answer = {key: types.ElicitResult(action="accept", content={"people": 2}) for key in first.input_requests or {}}
     elsewhere = asyncio.run(_by_hand(url_b, token, *call, answer, first.request_state))
     assert isinstance(elsewhere, MCPError), elsewhere
     assert elsewhere.error.data == {"code": "invalid_request_state", "reason": "upstream_session_bound"}
@@ -274,7 +283,7 @@ def test_a_2026_upstreams_question_in_a_prompt_or_resource_is_answered_on_anothe
     for kind in ("prompt", "resource"):
         first = asyncio.run(by_hand(url_a, kind))
         assert isinstance(first, types.InputRequiredResult), first
-        assert [r.params.message for r in first.input_requests.values()] == ["How many people for the booking?"]
+        assert _asked(first) == ["How many people for the booking?"]
         answered = asyncio.run(by_hand(url_b, kind, _people(first, 7), first.request_state))
         if kind == "prompt":
             assert answered.messages[0].content.text == "Book a table for 7."

@@ -776,9 +776,10 @@ class Connection:
         except InputHandedBack as exc:
             # Not a result yet: the caller (a 2026 gateway client) answers and calls again, on any process.
             asked = len(exc.payload["requests"])
-            return ToolResult.ok(text=f"{self._where()} asked for input ({asked} question(s), round "
-                                      f"{exc.payload['rounds']}); handed to the caller, who answers by calling again",
-                                 **{INPUT_REQUIRED: exc.payload})
+            handed = ToolResult.ok(text=f"{self._where()} asked for input ({asked} question(s), round "
+                                        f"{exc.payload['rounds']}); handed to the caller, who answers by calling again")
+            handed.meta[INPUT_REQUIRED] = exc.payload
+            return handed
         except InputStateStale as exc:
             return ToolResult.fail(BUSINESS_ERROR, exc.message, **{INPUT_STATE_STALE: True})
         except InputRoundsExceeded as exc:

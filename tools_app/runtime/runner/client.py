@@ -228,7 +228,7 @@ class RunnerPool:
 class _Recorded(Exception):
     def __init__(self, method: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         super().__init__(method)
-        self.method, self.args, self.kwargs = method, args, kwargs
+        self.method, self.positional, self.keywords = method, args, kwargs
 
 
 class _Recorder:
@@ -251,7 +251,7 @@ def _recorded(send: Callable[[Any, Any, str | None], Awaitable[Any]]) -> tuple[s
     except _Recorded as sent:
         if sent.method not in ASKING_METHODS:
             raise ConnectionFailed(f"{sent.method} is not served through a runner with questions") from None
-        return sent.method, sent.args, {k: v for k, v in sent.kwargs.items() if k not in _SENT_PER_ROUND}
+        return sent.method, sent.positional, {k: v for k, v in sent.keywords.items() if k not in _SENT_PER_ROUND}
     raise ConnectionFailed("the request sent nothing")
 
 
