@@ -1,12 +1,19 @@
 """An upstream server's question mid-call, relayed to a 2026-07-28 gateway client as an input request.
 
 On the 2026-07-28 wire the gateway cannot send its client a request: a question has to ride a result
-(`input_required`) and its answer the client's retry. The upstream call, though, is in flight in a worker
-thread, waiting for the answer (tools_app.runtime.mcp.client_requests). So the call keeps running in this
-process: the first round answers the question as an input request whose sealed requestState names the call,
-the retry hands the answer to the waiting call and answers whatever comes next (another question, or the
-result). The retry must reach this process (it holds the call): another process answers a typed refusal,
-and a call nobody answers within TOOLHUB_MCP_ELICIT_TIMEOUT_S is declined to the server, as in the 2025 era.
+(`input_required`) and its answer the client's retry. How the retry finds the upstream call depends on the
+upstream's era:
+
+- A 2026-07-28 upstream is stateless too: its question is an `input_required` result of its own. The gateway's
+  call (or prompt get, or resource read) ends there (tools_app.runtime.mcp.client_requests.Resume), and the upstream's requestState, what Toolhub
+  answered itself (roots), the round count and the tool revision ride INSIDE the gateway's sealed requestState
+  (`hand_back`). The client's retry, on whichever web process it lands, re-issues the upstream request with its answers
+  and the upstream's requestState (`stateless_of`): nothing is held in memory between the rounds.
+- A 2025 upstream asks by a request on its session, and the call is in flight in a worker thread waiting for the
+  answer. So the call keeps running in this process: the question rides an input request whose sealed
+  requestState names the held call (`Relay`), and the retry hands the answer to it. That retry must reach this
+  process: another one answers a typed refusal (`invalid_request_state`, reason `upstream_session_bound`), and a
+  call nobody answers within TOOLHUB_MCP_ELICIT_TIMEOUT_S is declined to the server, as in the 2025 era.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
+from pydantic import TypeAdapter
 
 from core.codes import ApiCode
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused
+from tools_app.runtime.mcp.client_requests import ClientRequestRefused, Resume
 
 QUESTION_KEY = "upstream-elicitation"
 _ME = secrets.token_hex(8)  # this process: a requestState naming another one's call is refused at once
@@ -38,6 +46,7 @@ class RelayRefused(Exception):
     """The retry names a call this process does not hold (another process asked, or it ended)."""
 
     code = ApiCode.INVALID_REQUEST_STATE
+    reason = "upstream_session_bound"
 
 
 class Relay:
@@ -115,7 +124,47 @@ def resume(params: types.CallToolRequestParams, owner: str) -> Relay:
     relay = _held.pop(str(state.get("relay")), None) if here else None
     if relay is None or relay.owner != owner:
         where = "this call, which has ended" if here else "another Toolhub process"
-        raise RelayRefused(f"the server's question was asked by {where}; call the tool again")
+        raise RelayRefused(f"the upstream server speaks MCP 2025 (its question is a request on its session, held by "
+                           f"the process that asked), and it was asked by {where}; call the tool again")
     answer = (params.input_responses or {}).get(QUESTION_KEY)
     relay.answer(answer if isinstance(answer, types.ElicitResult) else None)
     return relay
+
+
+# --- a 2026-07-28 upstream: stateless rounds, its state sealed inside the gateway's ---------------------------
+
+UPSTREAM = "upstream"  # the gateway's requestState of a round handed back: {"upstream": {...}}
+_INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
+
+
+def hand_back(asked: dict[str, Any]) -> types.InputRequiredResult:
+    """The upstream's questions (ToolResult.meta[INPUT_REQUIRED]) as this gateway's own input request, under the
+    upstream's keys. The requestState carries what re-issuing the upstream call needs besides the client's answers
+    (the call itself, its tool, function and arguments, is bound by the seal: modern.state_boundary); the
+    boundary seals it on the way out, so the client can neither read the upstream's state nor alter any of it."""
+    requests = {str(key): _INPUT_REQUEST.validate_python(raw) for key, raw in dict(asked["requests"]).items()}
+    state = {UPSTREAM: {"state": asked.get("state"), "answered": dict(asked.get("answered") or {}),
+                        "asked": sorted(requests), "rounds": int(asked["rounds"]),
+                        "revision": [int(v) for v in asked["revision"]]}}
+    return types.InputRequiredResult(input_requests=requests, request_state=json.dumps(state))
+
+
+def stateless_of(params: Any) -> Resume | None:
+    """The upstream round a retry's (verified, opened) requestState resumes, with the client's answers to it: an
+    answer missing, or not an elicitation result, is a decline. None when the state is no such round."""
+    try:
+        state = json.loads(params.request_state or "")
+    except ValueError:
+        return None
+    upstream = state.get(UPSTREAM) if isinstance(state, dict) else None
+    if not isinstance(upstream, dict):
+        return None
+    given = params.input_responses or {}
+    responses = dict(upstream.get("answered") or {})
+    for key in upstream.get("asked") or []:
+        answer = given.get(key)
+        chosen = answer if isinstance(answer, types.ElicitResult) else types.ElicitResult(action="decline")
+        responses[key] = chosen.model_dump(by_alias=True, mode="json", exclude_none=True)
+    revision = upstream.get("revision") or []
+    return Resume(responses=responses, state=upstream.get("state"), rounds=int(upstream.get("rounds") or 0),
+                  revision=(int(revision[0]), int(revision[1])))

@@ -40,7 +40,13 @@ from core.exceptions import unavailable_service
 from core.secrets import scrub_text
 from tools_app.runtime import approval_policy
 from tools_app.runtime import result as codes
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
+from tools_app.runtime.mcp.client_requests import (
+    INPUT_REQUIRED,
+    INPUT_STATE_STALE,
+    ClientRequestRefused,
+    ClientRequests,
+    Resume,
+)
 from tools_app.runtime.mcp.discovery import RESULT_META, UPSTREAM_ERROR
 
 logger = logging.getLogger(__name__)
@@ -96,6 +102,15 @@ class Refused(MCPError):
 
     def __init__(self, refusal: service.Refusal) -> None:
         super().__init__(code=self.CODE, message=refusal.message, data={"code": refusal.code, **refusal.details})
+
+
+def _refused(refusal: service.Refusal) -> MCPError:
+    """A refusal as its JSON-RPC error: a requestState that cannot be resumed is invalid params (as the seal's own
+    refusals are), the rest Toolhub's typed refusal."""
+    if refusal.code == ApiCode.INVALID_REQUEST_STATE:
+        return MCPError(code=types.INVALID_PARAMS, message=refusal.message,
+                        data={"code": refusal.code, **refusal.details})
+    return Refused(refusal)
 
 
 async def db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -297,7 +312,8 @@ def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progres
           ) -> tuple[CallOutcome, types.CallToolResult | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
     outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
-    return outcome, (None if outcome.held else _content(principal, outcome))
+    unfinished = outcome.result.meta.get(INPUT_REQUIRED) or outcome.result.meta.get(INPUT_STATE_STALE)
+    return outcome, (None if outcome.held or unfinished else _content(principal, outcome))
 
 
 def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float, float | None, str | None], None] | None:
@@ -323,7 +339,8 @@ NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not dec
                 "the server's {request}")
 
 
-def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay | None = None) -> ClientRequests:
+def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay | None = None,
+                     stateless: Resume | None = None) -> ClientRequests:
     """The upstream server's own requests during this call (sampling, elicitation), forwarded to this gateway
     client when it declared the capability, on this call's stream; declined with the reason otherwise. They run
     on the call's worker thread and wait here for the client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most)."""
@@ -373,7 +390,7 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
     return ClientRequests(
         sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
         no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
-        no_elicit=NOT_DECLARED.format(what="elicitation", request="question"))
+        no_elicit=NOT_DECLARED.format(what="elicitation", request="question"), stateless=stateless)
 
 
 def _base_url(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -580,24 +597,36 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         the answer resumes the call this process holds (agents_app.gateway.relay)."""
         ran: tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult = await _relaying(
             ctx, principal, params, lambda asks: db(_call, principal, params.name, arguments,
-                                                    _progress_forwarder(ctx), asks, _base_url(ctx)))
+                                                    _progress_forwarder(ctx), asks, _base_url(ctx)), stateless=True)
+        if isinstance(ran, types.InputRequiredResult):
+            return ran
+        meta = ran[0].result.meta
+        if meta.get(INPUT_STATE_STALE):
+            raise MCPError(code=types.INVALID_PARAMS, message=ran[0].result.error or "requestState is stale",
+                           data={"code": ApiCode.INVALID_REQUEST_STATE, "reason": "tool_changed"})
+        if meta.get(INPUT_REQUIRED):  # a 2026 upstream asked: its state rides ours (relay.hand_back)
+            return relay.hand_back(meta[INPUT_REQUIRED])
         return ran
 
     async def _relaying(ctx: ServerRequestContext[Any, Any], principal: Principal, params: Any,
-                        job: Callable[[ClientRequests], Awaitable[Any]]) -> Any:
+                        job: Callable[[ClientRequests], Awaitable[Any]], *, stateless: bool = False) -> Any:
         """A 2026-07-28 request whose upstream may ask (tools/call, prompts/get, resources/read): `job`'s answer, or
-        the upstream's question as an input request; a retry carrying the answer resumes the job this process
-        holds (agents_app.gateway.relay)."""
+        a 2025 upstream's question as an input request, whose retry resumes the job this process holds. With
+        `stateless`, a 2026 upstream's questions end the job instead (its answer carries them, for relay.hand_back)
+        and a retry naming such a round re-issues the job with the client's answers, on any process
+        (agents_app.gateway.relay)."""
         owner = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
         if relay.relay_of(params) is not None:
             try:
                 held = relay.resume(params, owner)
             except relay.RelayRefused as exc:
-                raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"code": exc.code}) from None
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc),
+                               data={"code": exc.code, "reason": exc.reason}) from None
         else:
+            resume = (relay.stateless_of(params) or Resume()) if stateless else None
             held = relay.Relay(asyncio.get_running_loop())
             held.owner = owner
-            held.start(job(_client_requests(ctx, held)))
+            held.start(job(_client_requests(ctx, held, resume)))
         return await held.next()
 
 
@@ -643,16 +672,18 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
                 got = await _relaying(ctx, principal, params, lambda asks: db(
-                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks))
+                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks), stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
+                if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
+                    return relay.hand_back(got[INPUT_REQUIRED])
             else:
                 got = await db(service.get_prompt, principal, params.name, params.arguments,
                                client_requests=_client_requests(ctx))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}") from None
         except service.Refusal as refusal:
-            raise Refused(refusal) from None
+            raise _refused(refusal) from None
         return types.GetPromptResult.model_validate(got)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -669,15 +700,17 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
                 got = await _relaying(ctx, principal, params, lambda asks: db(
-                    service.read_resource, principal, str(params.uri), client_requests=asks))
+                    service.read_resource, principal, str(params.uri), client_requests=asks), stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
+                if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
+                    return relay.hand_back(got[INPUT_REQUIRED])
             else:
                 got = await db(service.read_resource, principal, str(params.uri), client_requests=_client_requests(ctx))
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}") from None
         except service.Refusal as refusal:
-            raise Refused(refusal) from None
+            raise _refused(refusal) from None
         return types.ReadResourceResult.model_validate(got)
 
     server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,

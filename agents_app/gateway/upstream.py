@@ -23,7 +23,12 @@ from tools_app.models import (
     ToolType,
 )
 from tools_app.runtime import result as codes
-from tools_app.runtime.mcp.client_requests import ClientRequests
+from tools_app.runtime.mcp.client_requests import (
+    INPUT_REQUIRED,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+)
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.screen.results import META_KEY, screened_answer
 from tools_app.services import screening
@@ -73,7 +78,9 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
 
     `op(session, input_responses, request_state)` sends it. With `client_requests` the server's questions during
     it (a 2025 server's requests, a 2026 server's input_required rounds) go to the gateway's client as a tool
-    call's do; without, a 2025 server's are declined and a 2026 server's question fails the request."""
+    call's do; without, a 2025 server's are declined and a 2026 server's question fails the request. With stateless
+    rounds (`client_requests.stateless`, a 2026 gateway client) a 2026 server's questions end it: the answer is
+    `{INPUT_REQUIRED: ...}` (agents_app.gateway.relay.hand_back makes the client's input request of it)."""
     with through_client(principal.client):
         return _audited_upstream(principal, tool, function, arguments, op, title, client_requests)
 
@@ -114,6 +121,17 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
     started = time.monotonic()
     try:
         answer = _dump(_send(principal, tool, op, title, client_requests), secrets)
+    except InputHandedBack as exc:
+        # A 2026 server asked (stateless rounds): its questions go to the client, the answer comes with its retry.
+        asked = ToolResult.ok(text=f"{tool.name} asked for input ({len(exc.payload['requests'])} question(s), "
+                                   f"round {exc.payload['rounds']}); handed to the caller, who answers by asking again")
+        asked.cost_ms = int((time.monotonic() - started) * 1000)
+        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+              result=asked, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        return {INPUT_REQUIRED: exc.payload}
+    except InputStateStale as exc:
+        raise refuse(ToolResult.fail(codes.BUSINESS_ERROR, exc.message), ApiCode.INVALID_REQUEST_STATE,
+                     reason="tool_changed") from None
     except Exception as exc:  # noqa: BLE001 - the server's failure is the caller's answer, typed and audited
         message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
         failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
@@ -222,6 +240,6 @@ def read_resource(principal: Principal, uri: str, client_requests: ClientRequest
 
     result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200],
                        client_requests)
-    for item in result.get("contents", []):
+    for item in result.get("contents", []):  # none in a round handed back (INPUT_REQUIRED)
         item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
     return result

@@ -34,7 +34,15 @@ from tools_app.runtime.errors import (
     ToolTimeout,
     WrongTransport,
 )
-from tools_app.runtime.mcp.client_requests import NOBODY, ClientRequestRefused, ClientRequests
+from tools_app.runtime.mcp.client_requests import (
+    INPUT_REQUIRED,
+    INPUT_STATE_STALE,
+    NOBODY,
+    ClientRequestRefused,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+)
 from tools_app.runtime.mcp.discovery import (
     Discovery,
     FunctionInfo,
@@ -70,6 +78,9 @@ STDERR_SETTLE_S = 0.5
 
 # Rounds of 2026-07-28 `input_required` answers one call may take before Toolhub gives up (TOOLHUB_MCP_INPUT_ROUNDS).
 DEFAULT_INPUT_ROUNDS = 10
+# A 2026 round with nothing to ask (requestState only) is retried after this, doubling to the cap (as the SDK's driver).
+STATE_ONLY_BACKOFF_S = 0.05
+STATE_ONLY_BACKOFF_CAP_S = 0.25
 # Every MCP revision Toolhub's client speaks, oldest first (server/discover first, the initialize handshake after).
 CLIENT_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
@@ -606,10 +617,24 @@ class Connection:
                          asker: ClientRequests, what: str) -> Any:
         """One request (tools/call, prompts/get, resources/read) whose 2026-07-28 `input_required` answers are
         answered by the request's own handlers and the request sent again with the answers and the server's
-        `requestState` as it came, for at most `max_input_rounds` rounds. `send(responses, state)` sends it."""
-        first = await send(None, None)
+        `requestState` as it came, for at most `max_input_rounds` rounds. `send(responses, state)` sends it.
+
+        With `asker.stateless` a 2026 server's questions for the caller end the request instead (InputHandedBack),
+        and a resumed one is sent first with the caller's answers and the server's requestState (Resume)."""
+        resume = asker.stateless
+        rounds = 0
+        if resume is not None and resume.resumed:
+            if not self.modern or resume.revision != (self.spec.tool_id, self.spec.config_version):
+                raise InputStateStale(f"the tool changed since {self._where()} asked for input during {what}; "
+                                      "call again without a requestState")
+            first = await send(_input_responses(resume.responses), resume.state)
+            rounds = resume.rounds
+        else:
+            first = await send(None, None)
         if not isinstance(first, types.InputRequiredResult):
             return first
+        if resume is not None and self.modern:
+            return await self._hand_back(first, send, asker, what, rounds)
 
         declined: list[str] = []
 
@@ -634,6 +659,43 @@ class Connection:
                 details={"max_rounds": self.max_input_rounds},
             ) from None
         return result
+
+    async def _hand_back(self, current: Any, send: Callable[[types.InputResponses | None, str | None], Awaitable[Any]],
+                         asker: ClientRequests, what: str, rounds: int) -> Any:
+        """Stateless rounds: answer here what Toolhub answers itself (roots; sampling and elicitation it may not
+        relay are declined, ending the request as in place), and hand the caller's questions back (InputHandedBack)
+        with the server's requestState; a round with nothing to ask is retried after a short backoff, as the SDK's
+        driver does. Every round counts against `max_input_rounds`, resumed or not."""
+        delay = STATE_ONLY_BACKOFF_S
+        while isinstance(current, types.InputRequiredResult):
+            rounds += 1
+            if rounds > self.max_input_rounds:
+                raise InputRoundsExceeded(
+                    f"{self._where()} asked for input more than {self.max_input_rounds} times during {what}",
+                    details={"max_rounds": self.max_input_rounds})
+            requests = dict(current.input_requests or {})
+            relayed = {key: request for key, request in requests.items()
+                       if isinstance(request, types.ElicitRequest) and self.spec.target.elicitation
+                       and asker.elicit is not None}
+            answered: dict[str, Any] = {}
+            for key, request in requests.items():
+                if key in relayed:
+                    continue
+                answer = await self._answer_input(asker, request)
+                if isinstance(answer, types.ErrorData):
+                    raise InputDeclined(self.redact(f"{self._where()} asked for input during {what}: "
+                                                    f"{answer.message}"))
+                answered[key] = answer
+            if relayed:
+                raise InputHandedBack({
+                    "requests": {key: _wire(request) for key, request in relayed.items()},
+                    "state": current.request_state, "answered": {key: _wire(a) for key, a in answered.items()},
+                    "rounds": rounds, "revision": [self.spec.tool_id, self.spec.config_version]})
+            if not requests:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, STATE_ONLY_BACKOFF_CAP_S)
+            current = await send(answered or None, current.request_state)
+        return current
 
     async def asking(self, send: Callable[[ClientSession, types.InputResponses | None, str | None], Awaitable[Any]],
                      asker: ClientRequests, what: str) -> Any:
@@ -711,6 +773,15 @@ class Connection:
             )
         except InputDeclined as exc:
             return ToolResult.fail(BUSINESS_ERROR, exc.message, input_declined=True)
+        except InputHandedBack as exc:
+            # Not a result yet: the caller (a 2026 gateway client) answers and calls again, on any process.
+            asked = len(exc.payload["requests"])
+            handed = ToolResult.ok(text=f"{self._where()} asked for input ({asked} question(s), round "
+                                        f"{exc.payload['rounds']}); handed to the caller, who answers by calling again")
+            handed.meta[INPUT_REQUIRED] = exc.payload
+            return handed
+        except InputStateStale as exc:
+            return ToolResult.fail(BUSINESS_ERROR, exc.message, **{INPUT_STATE_STALE: True})
         except InputRoundsExceeded as exc:
             return ToolResult.fail(EXECUTION_ERROR, exc.message, error_type=exc.code, **exc.details)
         except (RuntimeError, pydantic.ValidationError) as exc:
@@ -735,6 +806,19 @@ class InputDeclined(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+_RESPONSES: pydantic.TypeAdapter[types.InputResponses] = pydantic.TypeAdapter(types.InputResponses)
+
+
+def _input_responses(raw: dict[str, Any] | None) -> types.InputResponses | None:
+    """Wire answers (a Resume's) as the SDK's typed input responses."""
+    return _RESPONSES.validate_python(raw) if raw else None
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
 
 
 def _brief(exc: BaseException) -> str:

@@ -10,6 +10,8 @@ whoever holds the secret does not thereby get to run code on the runner's host o
 A call whose caller listens for progress or answers a server's input requests goes to `call-stream`: the answer is
 newline-delimited JSON events (`progress`, `ask`, then one `result`), and each `ask` (an elicitation or sampling
 request of either MCP era) waits until the caller posts its answer to `answer` (or the call's timeout passes).
+A prompts/get or resources/read whose caller answers questions goes to `session-stream` the same way (`ask`
+events, then one `answer` or `error`; with stateless rounds, `handed_back` or `stale`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from core.errors import RuntimeToolError
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
+from tools_app.runtime.mcp.client_requests import (
+    ClientRequestRefused,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+    Resume,
+)
 from tools_app.runtime.mcp.pool import SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.packages.errors import PackageStoreUnavailable
@@ -50,6 +58,9 @@ SESSION_METHODS: dict[str, type[Any]] = {
     "list_prompts": types.ListPromptsResult,
     "get_prompt": types.GetPromptResult,
 }
+
+# The session requests whose server may ask for input (either era), served streamed (`session-stream`).
+ASKING_METHODS = ("get_prompt", "read_resource")
 
 
 def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
@@ -133,7 +144,8 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
 
     return Starlette(routes=[route("/v1/call", call), route("/v1/probe", probe), route("/v1/session", session),
                              route("/v1/close", close), route("/v1/stats", stats, "GET"),
-                             route("/v1/call-stream", streams.respond), route("/v1/answer", streams.answer)])
+                             route("/v1/call-stream", streams.respond), route("/v1/answer", streams.answer),
+                             route("/v1/session-stream", streams.respond_session)])
 
 
 class StreamedCalls:
@@ -174,6 +186,7 @@ class StreamedCalls:
             elicit=self._asker("elicit", emit, bound_s) if offered.get("elicit") else None,
             no_sample=str(offered.get("no_sample") or defaults.no_sample),
             no_elicit=str(offered.get("no_elicit") or defaults.no_elicit),
+            stateless=Resume.from_json(offered["stateless"]) if isinstance(offered.get("stateless"), dict) else None,
         )
 
     async def respond(self, body: dict[str, Any]) -> StreamingResponse:
@@ -191,6 +204,51 @@ class StreamedCalls:
         task = loop.create_task(self.pool.acall(
             spec, str(body["function"]), dict(body.get("arguments") or {}), timeout,
             progress if body.get("progress") else None, self._requests(body, emit, timeout)))
+        return self._streamed(task, events, lambda done: {"result": result_to_json(done)})
+
+    async def respond_session(self, body: dict[str, Any]) -> StreamingResponse:
+        """A prompts/get or resources/read whose server may ask (either era), streamed as a call is: each question an
+        `ask` event the caller answers through `answer`; then one `answer` event (the result) or `error`."""
+        method = str(body.get("method"))
+        if method not in ASKING_METHODS:
+            raise RuntimeToolError(f"session method {method!r} is not served with questions; accepted: "
+                                   f"{', '.join(ASKING_METHODS)}")
+        spec = self.checked(body["spec"])
+        timeout = float(body.get("timeout_s") or spec.call_timeout_s)
+        args, kwargs = list(body.get("args") or []), dict(body.get("kwargs") or {})
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def emit(event: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        async def send(session: Any, responses: Any, state: str | None) -> Any:
+            return await getattr(session, method)(*args, input_responses=responses, request_state=state,
+                                                  allow_input_required=True, **kwargs)
+
+        async def run() -> dict[str, Any]:
+            try:
+                found = await anyio.to_thread.run_sync(
+                    self.pool.asking_request, spec, send, self._requests(body, emit, timeout),
+                    str(body.get("what") or method), timeout)
+            except RuntimeToolError as exc:
+                return {"error": error_to_json(exc)}
+            except InputHandedBack as exc:  # stateless rounds: the questions go back to the caller
+                return {"handed_back": exc.payload}
+            except InputStateStale as exc:
+                return {"stale": exc.message}
+            except Exception as exc:  # noqa: BLE001 - the server's refusal (or a declined question): its message
+                message = getattr(getattr(exc, "error", None), "message", None) or getattr(exc, "message", None)
+                return {"error": {"type": type(exc).__name__, "message": str(message or type(exc).__name__),
+                                  "details": {}}}
+            return {"answer": found.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+        return self._streamed(loop.create_task(run()), events, lambda done: done)
+
+    def _streamed(self, task: asyncio.Task[Any], events: asyncio.Queue[dict[str, Any]],
+                  last: Callable[[Any], dict[str, Any]]) -> StreamingResponse:
+        """The events as newline-delimited JSON while `task` runs, then `last(its result)`."""
+        loop = asyncio.get_running_loop()
 
         async def lines() -> AsyncIterator[bytes]:
             try:
@@ -204,7 +262,7 @@ class StreamedCalls:
                     while not events.empty():
                         yield (json.dumps(events.get_nowait()) + "\n").encode()
                     break
-                yield (json.dumps({"result": result_to_json(task.result())}) + "\n").encode()
+                yield (json.dumps(last(task.result())) + "\n").encode()
             finally:
                 if not task.done():  # the caller went away: the call is not left running for nobody
                     task.cancel()

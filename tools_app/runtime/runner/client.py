@@ -5,7 +5,8 @@ request or close goes to the runner that owns the server key `(tool_id, config_v
 be reached the registry is read again and the call goes to the key's new owner (a dead runner's servers start
 again elsewhere on their next call). A call whose caller listens for progress or can answer a server's sampling or
 elicitation requests (either MCP era) is streamed: progress comes back as it happens, and each question is put to the
-caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as in-process.
+caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as in-process. A
+prompts/get or resources/read whose server may ask is streamed the same way.
 """
 
 from __future__ import annotations
@@ -24,12 +25,17 @@ import httpx2
 
 from core.codes import ApiCode
 from tools_app.runtime.errors import ConnectionFailed
-from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
+from tools_app.runtime.mcp.client_requests import (
+    ClientRequestRefused,
+    ClientRequests,
+    InputHandedBack,
+    InputStateStale,
+)
 from tools_app.runtime.mcp.discovery import Discovery
 from tools_app.runtime.mcp.pool import SYNC_SLACK_S, SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.result import EXECUTION_ERROR, ToolResult
-from tools_app.runtime.runner.app import SESSION_METHODS
+from tools_app.runtime.runner.app import ASKING_METHODS, SESSION_METHODS
 from tools_app.runtime.runner.placement import Registry, RunnerInfo, owner
 from tools_app.runtime.runner.wire import discovery_from_json, error_from_json, result_from_json, spec_to_json
 
@@ -167,13 +173,20 @@ class RunnerPool:
         offered = answers or ClientRequests()
         request = {**request, "progress": on_progress is not None, "client_requests": {
             "sample": offered.sample is not None, "elicit": offered.elicit is not None,
-            "no_sample": offered.no_sample, "no_elicit": offered.no_elicit}}
+            "no_sample": offered.no_sample, "no_elicit": offered.no_elicit,
+            # Stateless rounds (a 2026 gateway client): the server's questions come back in the result's meta.
+            **({"stateless": offered.stateless.to_json()} if offered.stateless is not None else {})}}
+        return result_from_json(self._stream(spec, "/v1/call-stream", request, on_progress, offered, timeout)["result"])
+
+    def _stream(self, spec: ServerSpec, path: str, request: dict[str, Any], on_progress: Any,
+                offered: ClientRequests, timeout: float) -> dict[str, Any]:
+        """A streamed request to the key's runner: progress passed on, questions put to `offered` here (their
+        answers posted back), until the last event (a call's `result`, a session request's `answer` or `error`)."""
         refused: set[str] = set()
         while True:
             runner = self.owner_of(spec, frozenset(refused))
             try:
-                with self.client.stream("POST", runner.url + "/v1/call-stream", json=request,
-                                        timeout=timeout) as response:
+                with self.client.stream("POST", runner.url + path, json=request, timeout=timeout) as response:
                     if response.status_code != 200:
                         answer = json.loads(response.read() or b"{}")
                         raise error_from_json(answer.get("error") or {"message": f"runner answered {response.status_code}"})
@@ -181,8 +194,9 @@ class RunnerPool:
                         if not line:
                             continue
                         event = json.loads(line)
-                        if "result" in event:
-                            return result_from_json(event["result"])
+                        if event.keys() & {"result", "answer", "error", "handed_back", "stale"}:
+                            last: dict[str, Any] = event
+                            return last
                         if "progress" in event and on_progress is not None:
                             try:
                                 on_progress(*event["progress"])
@@ -225,15 +239,30 @@ class RunnerPool:
 
     def asking_request(self, spec: ServerSpec, send: Callable[[Any, Any, str | None], Awaitable[T]],
                        client_requests: ClientRequests, what: str, timeout_s: float | None = None) -> T:
-        """As SessionPool.asking_request. A LOCAL server on a runner is asked once, without answers: its questions
-        during a prompt or resource do not cross the runner yet (a tool call's do, by /v1/call-stream)."""
+        """As SessionPool.asking_request. For a LOCAL server the request goes to its runner streamed
+        (/v1/session-stream): the server's questions (either era) come back here to `client_requests`, as a tool
+        call's do by /v1/call-stream. `send` is read once against a recorder for the method and arguments it sends
+        (the runner sends it again with the answers)."""
         if not isinstance(spec.target, LocalSpec):
             return self.local.asking_request(spec, send, client_requests, what, timeout_s)
-
-        async def once(session: Any) -> T:
-            return await send(session, None, None)
-
-        return self.session_request(spec, once, timeout_s)
+        method, args, kwargs = _recorded(send)
+        timeout = timeout_s or spec.call_timeout_s
+        offered = client_requests
+        request = {"spec": spec_to_json(spec), "method": method, "args": args, "kwargs": kwargs, "what": what,
+                   "timeout_s": timeout, "client_requests": {
+                       "sample": offered.sample is not None, "elicit": offered.elicit is not None,
+                       "no_sample": offered.no_sample, "no_elicit": offered.no_elicit,
+                       **({"stateless": offered.stateless.to_json()} if offered.stateless is not None else {})}}
+        last = self._stream(spec, "/v1/session-stream", request, None, offered,
+                            spec.startup_timeout_s + timeout + SYNC_SLACK_S)
+        if "error" in last:
+            raise error_from_json(last["error"])
+        if "handed_back" in last:
+            raise InputHandedBack(last["handed_back"])
+        if "stale" in last:
+            raise InputStateStale(str(last["stale"]))
+        answer: T = SESSION_METHODS[method].model_validate(last["answer"])
+        return answer
 
     def close(self, tool_id: int) -> None:
         self.local.close(tool_id)
@@ -284,6 +313,36 @@ class RunnerPool:
             if "error" in answer:
                 raise error_from_json(answer["error"])
             return answer
+
+
+class _Recorded(Exception):
+    def __init__(self, method: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        super().__init__(method)
+        self.method, self.positional, self.keywords = method, args, kwargs
+
+
+class _Recorder:
+    """Stands in for the SDK ClientSession once, to learn which request a `send` makes (nothing is sent)."""
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
+        async def record(*args: Any, **kwargs: Any) -> Any:
+            raise _Recorded(method, list(args), kwargs)
+
+        return record
+
+
+_SENT_PER_ROUND = ("input_responses", "request_state", "allow_input_required")
+
+
+def _recorded(send: Callable[[Any, Any, str | None], Awaitable[Any]]) -> tuple[str, list[Any], dict[str, Any]]:
+    """The method and arguments of the request `send(session, None, None)` makes (the per-round ones left out)."""
+    try:
+        anyio.run(send, _Recorder(), None, None)
+    except _Recorded as sent:
+        if sent.method not in ASKING_METHODS:
+            raise ConnectionFailed(f"{sent.method} is not served through a runner with questions") from None
+        return sent.method, sent.positional, {k: v for k, v in sent.keywords.items() if k not in _SENT_PER_ROUND}
+    raise ConnectionFailed("the request sent nothing")
 
 
 def _named(exc: BaseException) -> str:

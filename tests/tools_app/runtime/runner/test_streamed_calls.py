@@ -6,6 +6,7 @@ is tested here (tests/tools_app/test_runners.py covers it), so the web side's re
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -113,3 +114,59 @@ def test_a_streamed_call_keeps_the_runners_sandbox_rule(make_pool: Any, specs: S
         facade.shutdown()
         server.should_exit = True
         thread.join(10)
+
+
+async def _prompt(session: Any, responses: Any, state: str | None) -> Any:
+    return await session.get_prompt("booking", {}, input_responses=responses, request_state=state,
+                                    allow_input_required=True)
+
+
+async def _resource(session: Any, responses: Any, state: str | None) -> Any:
+    return await session.read_resource("booking://table", input_responses=responses, request_state=state,
+                                       allow_input_required=True)
+
+
+def test_a_local_servers_question_in_a_prompt_or_resource_crosses_the_runner(web: RunnerPool, specs: Specs) -> None:
+    """prompts/get and resources/read of a LOCAL server on a runner: the server's question (a 2026 input_required
+    round) reaches the web side's handler and the answer the server, as a tool call's do."""
+    asked: list[str] = []
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["message"])
+        return {"action": "accept", "content": {"people": 5}}
+
+    spec = specs.local(MODERN_ONLY)
+    prompt = web.asking_request(spec, _prompt, ClientRequests(elicit=elicit), "prompt booking")
+    resource = web.asking_request(spec, _resource, ClientRequests(elicit=elicit), "booking://table")
+    assert prompt.messages[0].content.text == "Book a table for 5."
+    assert resource.contents[0].text == "table for 5"
+    assert asked == ["How many people for the booking?"] * 2
+
+
+def test_a_prompts_question_nobody_may_answer_fails_it_with_the_reason_across_the_runner(web: RunnerPool,
+                                                                                       specs: Specs) -> None:
+    with pytest.raises(Exception, match="did not declare elicitation"):
+        web.asking_request(specs.local(MODERN_ONLY), _prompt,
+                           ClientRequests(no_elicit="declined: the client did not declare elicitation"), "prompt")
+
+
+def test_a_stateless_round_crosses_the_runner(web: RunnerPool, specs: Specs) -> None:
+    """Stateless rounds (a 2026 gateway client): the server's question comes back in the result, not to a handler,
+    and the next call sends the answer with the server's requestState; both cross the runner."""
+    from tools_app.runtime.mcp.client_requests import INPUT_REQUIRED, Resume
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("handed back, not asked in place")
+
+    spec = specs.local(MODERN_ONLY, tool_id=7, version=3)
+    first = web.call(spec, "book_table", {"restaurant": "Chez Ada"},
+                     client_requests=ClientRequests(elicit=elicit, stateless=Resume()))
+    asked = first.meta[INPUT_REQUIRED]
+    assert [q["params"]["message"] for q in asked["requests"].values()] == ["How many people for Chez Ada?"]
+    assert asked["rounds"] == 1 and asked["revision"] == [7, 3]
+    answers = {key: {"action": "accept", "content": {"people": 6}} for key in asked["requests"]}
+    resume = Resume(responses=answers, state=asked["state"], rounds=1, revision=(7, 3))
+    done = web.call(spec, "book_table", {"restaurant": "Chez Ada"},
+                    client_requests=ClientRequests(elicit=elicit, stateless=resume))
+    assert done.success and INPUT_REQUIRED not in done.meta, done
+    assert json.loads(done.text) == {"booked": True, "restaurant": "Chez Ada", "people": 6}
