@@ -318,6 +318,11 @@ def _content(principal: Principal, outcome: CallOutcome) -> Wire:
     return wire
 
 
+def _for_wire(ctx: ServerRequestContext[Any, Any], rendered: Wire) -> Wire:
+    """A rendered result as this request's revision wants it: a 2026-07-28 result names its `resultType`."""
+    return {"resultType": "complete", **rendered} if modern.is_modern(ctx) else rendered
+
+
 def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None,
           client_requests: ClientRequests | None = None, base_url: str = ""
           ) -> tuple[CallOutcome, Wire | None]:
@@ -605,7 +610,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
             page = outcome.result.meta.get(service.CONNECTIONS_URL)
             if page and _may_elicit_url(ctx):
                 raise _keys_first(params.name, str(page), outcome.call_id)
-            return rendered
+            return _for_wire(ctx, rendered)
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
@@ -665,7 +670,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
         if decided is None:
             return _pending(ctx, outcome)
-        return await db(_content, principal, decided)
+        return _for_wire(ctx, await db(_content, principal, decided))
 
     async def _resume(ctx: ServerRequestContext[Any, Any], principal: Principal,
                       params: types.CallToolRequestParams, arguments: dict[str, Any], approval_id: int
