@@ -14,6 +14,12 @@ With `--profile PREFIX` the gateway process runs under cProfile (every thread: t
 threads the database work hops to) for the timed calls only, one era at a time; PREFIX-2025.prof / PREFIX-2026.prof
 and a top-40 text of each (by cumulative time, per call) are written, with the count of SQL statements and Redis
 commands per call.
+
+After the timed samples, a counting phase makes `--count` (default 200) more calls of each kind one kind at a
+time and reads, from /proc, what they cost each process: CPU time (every thread's schedstat run time) and
+voluntary context switches (a thread that blocked to wait for another: the thread hand-offs) per call, of the
+gateway process, the upstream server and this client. These hardly move with the machine's load, so they are
+what a change is checked against when the latencies cannot be trusted.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 WARMUP = 30
+COUNT = 200
 PROFILED_APP = "bench._profiled_asgi:application"
 
 
@@ -64,8 +71,39 @@ async def _profiling(base: str, token: str, label: str | None) -> None:
         resp.raise_for_status()
 
 
-async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool
-              ) -> dict[str, list[float]]:
+def _pid_serving(port: str, marker: str) -> int | None:
+    """The process whose command line names `marker` and `port` (uvicorn or the upstream server)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        if any(marker in w for w in words) and port in words:
+            return int(entry)
+    return None
+
+
+def _proc_usage(pid: int | None) -> tuple[float, int]:
+    """(CPU ms, voluntary context switches) of every thread of `pid` so far."""
+    if pid is None:
+        return 0.0, 0
+    cpu_ns, switches = 0, 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            cpu_ns += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    switches += int(line.split()[1])
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return cpu_ns / 1e6, switches
+
+
+async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
+              count: int = COUNT) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
         clients = {
             "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
@@ -92,6 +130,25 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
             turn = order[i % 3:] + order[:i % 3]
             for label in turn:
                 samples[label].append(await once(label))
+        if count:
+            pids = {"gateway": _pid_serving(base.rsplit(":", 1)[1], "uvicorn"),
+                    "upstream": _pid_serving(upstream.rsplit(":", 1)[1].split("/")[0], "inventory_server"),
+                    "client": os.getpid()}
+            print(f"per call, over {count} calls of each kind made one kind at a time (/proc: CPU ms of every "
+                  "thread, voluntary context switches):")
+            for label in clients:
+                before = {who: _proc_usage(pid) for who, pid in pids.items()}
+                for _ in range(count):
+                    await once(label)
+                after = {who: _proc_usage(pid) for who, pid in pids.items()}
+                cells = []
+                for who in pids:
+                    cpu = (after[who][0] - before[who][0]) / count
+                    switches = (after[who][1] - before[who][1]) / count
+                    COUNTS[f"{label}_{who}_cpu_ms"] = round(cpu, 3)
+                    COUNTS[f"{label}_{who}_switches"] = round(switches, 2)
+                    cells.append(f"{who} {cpu:.3f} ms CPU, {switches:.2f} switches")
+                print(f"  {label:>6}: " + "; ".join(cells))
         if profile:
             for era in ("2025", "2026"):
                 await _profiling(base, token, era)
@@ -101,17 +158,22 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
         return samples
 
 
+COUNTS: dict[str, float] = {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=300)
     parser.add_argument("--profile", metavar="PREFIX", help="keep a cProfile of the gateway process per era")
+    parser.add_argument("--count", type=int, default=COUNT, help="calls of each kind in the counting phase (0: none)")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     with toolhub(args.profile) as (base, token), http_upstream() as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
-        samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile)))
+        samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
+                                  args.count))
     direct = pct(samples["direct"], 50)
     out: dict[str, Any] = {"direct_p50_ms": round(direct, 2), "goal_minus_direct_p50_ms": 3}
     print(f"direct to the upstream (SDK Client, warm):  {summary(samples['direct'])}")
@@ -122,6 +184,7 @@ def main() -> None:
         out.update({f"gateway_{era}_p50_ms": round(p50, 2), f"gateway_{era}_p95_ms": round(pct(samples[era], 95), 2),
                     f"gateway_{era}_minus_direct_p50_ms": round(p50 - direct, 2),
                     f"gateway_{era}_over_direct_p50": round(p50 / direct, 2)})
+    out.update(COUNTS)
     print(json.dumps(out))
     print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
 

@@ -36,9 +36,11 @@ from agents_app.gateway.server import (
     GENERATIONS_KEY,
     PRINCIPAL_KEY,
     TRACE_KEY,
+    CallSchemas,
     ListChangedWatcher,
     ServiceUnavailable,
     build_server,
+    call_schemas,
     db,
     message_generations,
 )
@@ -174,7 +176,8 @@ class GatewayApp:
         self.watcher = ListChangedWatcher(
             float(settings.TOOLHUB_MCP_WATCH_S if watch_interval_s is None else watch_interval_s))
         self.hub = ChangeHub()  # subscriptions/listen streams hear committed changes (agents_app.gateway.listen)
-        self.server = build_server(self.watcher, self.hub)
+        self.schemas = CallSchemas()  # a 2026 tools/call's Mcp-Param-* check reads its caller's kept listing
+        self.server = build_server(self.watcher, self.hub, self.schemas)
         self.manager = SharedSessionManager(
             app=self.server, stateless=self.stateless, json_response=False,
             session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
@@ -315,13 +318,20 @@ class GatewayApp:
             await _json(send, 401, error_body(ApiCode.NOT_AUTHENTICATED, message),
                         [(b"www-authenticate", header.encode())])
             return
+        schemas = None
         if scope.get("method") == "POST" and is_modern_request(scope):
             # Mcp-Method/Mcp-Name answer a viewer's call or a spent throttle before the body is parsed.
-            early = routing.early_refusal(principal, _header(scope, b"mcp-method"), _header(scope, b"mcp-name"))
+            method = _header(scope, b"mcp-method")
+            early = routing.early_refusal(principal, method, _header(scope, b"mcp-name"))
             if early is not None:
                 await _drain(receive, scope)  # discarded unparsed, so the connection stays reusable
                 await _json(send, early.status, early.body(), early.headers)
                 return
+            if method in ("tools/call", None):
+                # The SDK checks a call's Mcp-Param-* headers against the tool's schema as this caller was listed it
+                # (server.tool_input_schema): read from the listing kept on the loop, not a tools/list dispatched.
+                with message_generations(generations):  # the message's one read of the generations
+                    schemas = await self.schemas.of(principal)
         user = principal.user
         await self.start()
         # The session is bound to this credential and this agent: another token or another agent's URL
@@ -331,7 +341,8 @@ class GatewayApp:
         counted = sessions.caps(token_digest=digest, tenant_id=principal.tenant.pk, user_id=user.pk)
         scope = {**scope, PRINCIPAL_KEY: principal, "user": AuthenticatedUser(owner), COUNTED_KEY: counted,
                  GENERATIONS_KEY: generations}
-        await self._route(scope, receive, send, match, counted)
+        with call_schemas(schemas):
+            await self._route(scope, receive, send, match, counted)
 
     async def _principal(self, token: str | None, match: re.Match[str],
                          generations: dict[str, int]) -> service.Principal | None:

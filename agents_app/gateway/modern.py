@@ -164,30 +164,43 @@ def sorted_by(items: list[Any], key: str) -> list[Any]:
 # server's own tools/list handler (to check Mcp-Param-* headers against the body's arguments): a whole listing,
 # with its database hop, on every call. That check is consistency, not authority (the call itself is authorised
 # from the database), and a client may itself hold a listing for `ttlMs`; so the listing is kept per caller on
-# the event loop for as long, and the schema check of a call reads it.
+# the event loop for as long, and the schema check of a call reads it. The SDK reads it through the server's
+# `get_tool_input_schema` (agents_app.gateway.server.tool_input_schema): the gateway's ASGI layer puts the caller's
+# schemas in the request's context before the SDK sees the request, so the check no longer dispatches a whole
+# tools/list (middleware, handler, the listing's pydantic validation and dump) through the server on every call.
 
 MEMO_SIZE = 2048
 
 
 class SchemaListings:
-    """Per caller (tenant, member, agent): the last listing answered and when, loop-side (no locks, no hops)."""
+    """Per caller (tenant, member, agent): the last listing answered and when, loop-side (no locks, no hops), with
+    each tool's input schema by name (what a call's Mcp-Param-* check reads: `schemas`)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
-        self._kept: dict[str, tuple[float, list[Any]]] = {}
+        self._kept: dict[str, tuple[float, list[Any], dict[str, Any]]] = {}
 
-    def get(self, caller: str) -> list[Any] | None:
+    def _fresh(self, caller: str) -> tuple[float, list[Any], dict[str, Any]] | None:
         kept = self._kept.get(caller)
         ttl_s = int(settings.TOOLHUB_MCP_LIST_TTL_MS) / 1000
         if kept is None or self.clock() - kept[0] >= ttl_s:
             return None
-        return kept[1]
+        return kept
+
+    def get(self, caller: str) -> list[Any] | None:
+        kept = self._fresh(caller)
+        return None if kept is None else kept[1]
+
+    def schemas(self, caller: str) -> dict[str, Any] | None:
+        """Each listed tool's input schema by name, while the listing is kept."""
+        kept = self._fresh(caller)
+        return None if kept is None else kept[2]
 
     def put(self, caller: str, tools: list[Any]) -> None:
         self._kept.pop(caller, None)
         if len(self._kept) >= MEMO_SIZE:
             self._kept.pop(next(iter(self._kept)))  # the oldest written
-        self._kept[caller] = (self.clock(), tools)
+        self._kept[caller] = (self.clock(), tools, {tool.name: tool.input_schema for tool in tools})
 
 
 def resolves_call_schema(headers: Mapping[str, str] | None) -> bool:

@@ -13,10 +13,10 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -71,6 +71,28 @@ def message_generations(memo: dict[str, int] | None) -> Iterator[None]:
         yield
     finally:
         _message_generations.reset(token)
+# The input schemas by tool name the caller of one 2026 tools/call was listed (gateway.modern.SchemaListings), set by
+# the ASGI layer around the request: the SDK's Mcp-Param-* header check reads them (`tool_input_schema`).
+_call_schemas: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "toolhub_gateway_call_schemas", default=None)
+
+
+@contextmanager
+def call_schemas(schemas: Mapping[str, Any] | None) -> Iterator[None]:
+    token = _call_schemas.set(schemas)
+    try:
+        yield
+    finally:
+        _call_schemas.reset(token)
+
+
+def tool_input_schema(name: str) -> Any:
+    """The Server's `get_tool_input_schema`: the called tool's input schema as this caller was listed it; None when
+    the listing does not have it (the SDK then checks nothing, as it does for a tool its listing lacks)."""
+    schemas = _call_schemas.get()
+    return None if schemas is None else schemas.get(name)
+
+
 SERVER_VERSION = "1"
 # The `_meta` key of Toolhub's own typed refusals in a tools/call result (error_code, approval_id, approve_url).
 REFUSAL_META = "toolhub/refusal"
@@ -257,8 +279,13 @@ def _visible_listing(principal: Principal, session_id: str | None = None
     return meta, shown, fingerprint
 
 
-def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
-    """The ToolResult as MCP content: the server's own content list whole when the runtime kept it."""
+# A tools/call result as its wire dict: the SDK validates a handler's result for the negotiated revision once on the
+# way out (ServerRunner._serialize); a CallToolResult model built here would be validated, dumped and validated again.
+Wire = dict[str, Any]
+
+
+def _content(principal: Principal, outcome: CallOutcome) -> Wire:
+    """The ToolResult as MCP content (the wire dict): the server's own content list whole when the runtime kept it."""
     result = outcome.result
     upstream = bool(result.meta.get(UPSTREAM_ERROR))
     if not result.success and not upstream:
@@ -278,8 +305,7 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
         elif page:
             typed["connections_url"] = page
             message += f" Set your own keys at {page}, then call this tool again."
-        return types.CallToolResult.model_validate(
-            {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {REFUSAL_META: typed}})
+        return {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {REFUSAL_META: typed}}
     secrets = service.secrets_of(principal, outcome.function)
 
     def scrub(text: str) -> str:
@@ -297,19 +323,24 @@ def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult
     elif result.meta.get(service.HANDED_OVER) and outcome.function is not None and outcome.function.output_schema:
         # A result Toolhub rebuilt without the structured part (an approved run handed over from its audit row,
         # too large to keep whole) cannot meet the declared outputSchema: say so rather than break the client.
-        return types.CallToolResult(content=[types.TextContent(type="text", text=(
+        return {"content": [{"type": "text", "text": (
             f"{codes.EXECUTION_ERROR}: the call ran (call {outcome.call_id}) but its structured result was not "
-            "kept; see it in Toolhub's audit log"))], is_error=True)
+            "kept; see it in Toolhub's audit log")}], "isError": True}
     meta = result.meta.get(RESULT_META)
     if isinstance(meta, dict) and meta:
         wire["_meta"] = json.loads(scrub(json.dumps(meta, default=str)))
     # The server's own isError result passes through whole: its content parts, structuredContent, _meta.
-    return types.CallToolResult.model_validate(wire)
+    return wire
+
+
+def _for_wire(ctx: ServerRequestContext[Any, Any], rendered: Wire) -> Wire:
+    """A rendered result as this request's revision wants it: a 2026-07-28 result names its `resultType`."""
+    return {"resultType": "complete", **rendered} if modern.is_modern(ctx) else rendered
 
 
 def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None,
           client_requests: ClientRequests | None = None, base_url: str = ""
-          ) -> tuple[CallOutcome, types.CallToolResult | None]:
+          ) -> tuple[CallOutcome, Wire | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
     outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
     unfinished = outcome.result.meta.get(INPUT_REQUIRED) or outcome.result.meta.get(INPUT_STATE_STALE)
@@ -482,28 +513,57 @@ def _keys_first(name: str, page: str, call_id: Any) -> UrlElicitationRequiredErr
         message=f"{ResultCode.CREDENTIALS_REQUIRED}: set your own keys for {name} first ({page})")
 
 
-def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> Server[Any]:  # noqa: C901 - one handler per MCP method, registered together
-    """The one MCP server of this process; identity comes from each request's principal."""
+def _caller(principal: Principal) -> str:
+    return f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
 
-    schema_listings = modern.SchemaListings(time.monotonic)  # a 2026 call's Mcp-Param-* check (gateway.modern)
+
+def _tools(meta: list[dict[str, Any]], functions: list[GatewayFunction]) -> list[types.Tool]:
+    return [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
+
+
+class CallSchemas:
+    """What a 2026 tools/call's Mcp-Param-* check reads: the caller's listing kept on the loop for ttlMs
+    (gateway.modern.SchemaListings), listed afresh (one hop, as tools/list) once it ran out."""
+
+    def __init__(self) -> None:
+        self.listings = modern.SchemaListings(time.monotonic)
+
+    async def modern_listing(self, principal: Principal) -> list[types.Tool]:
+        """A 2026 client's tools/list: the toolset in one order whatever its assembly did, kept for the schema check."""
+        meta, functions, _fingerprint = await db(_visible_listing, principal, None)
+        tools = modern.sorted_by(_tools(meta, functions), "name")
+        self.listings.put(_caller(principal), tools)
+        return tools
+
+    async def of(self, principal: Principal) -> Mapping[str, Any]:
+        """The input schemas by tool name of the caller's kept listing (listing first when none is kept)."""
+        schemas = self.listings.schemas(_caller(principal))
+        if schemas is None:
+            await self.modern_listing(principal)
+            schemas = self.listings.schemas(_caller(principal)) or {}
+        return schemas
+
+
+def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # noqa: C901 - one handler per MCP method, registered together
+                 schemas: CallSchemas | None = None) -> Server[Any]:
+    """The one MCP server of this process; identity comes from each request's principal. `schemas` keeps the
+    listings a 2026 call's Mcp-Param-* check reads (the ASGI layer sets them per request: `call_schemas`)."""
+
+    kept = schemas or CallSchemas()  # a 2026 call's Mcp-Param-* check (gateway.modern)
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         principal = principal_of(ctx)
-        caller = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
-        resolving = modern.is_modern(ctx) and modern.resolves_call_schema(getattr(ctx.request, "headers", None))
-        if resolving and (kept := schema_listings.get(caller)) is not None:
-            return types.ListToolsResult(tools=kept, **modern.list_hints())
-        # A 2025 session lists what search found in it too.
-        session_id = None if modern.is_modern(ctx) else getattr(_connection(ctx), "session_id", None)
-        meta, functions, fingerprint = await db(_visible_listing, principal, session_id)
-        tools = [types.Tool.model_validate(m) for m in meta] + [_mcp_tool(f) for f in functions]
         if modern.is_modern(ctx):  # cache hints, and one order whatever the toolset's assembly did
-            tools = modern.sorted_by(tools, "name")
-            schema_listings.put(caller, tools)
+            resolving = modern.resolves_call_schema(getattr(ctx.request, "headers", None))
+            listed = kept.listings.get(_caller(principal)) if resolving else None
+            tools = listed if listed is not None else await kept.modern_listing(principal)
             return types.ListToolsResult(tools=tools, **modern.list_hints())
+        # A 2025 session lists what search found in it too.
+        session_id = getattr(_connection(ctx), "session_id", None)
+        meta, functions, fingerprint = await db(_visible_listing, principal, session_id)
         watcher.watch(_connection(ctx), principal, fingerprint)
-        return types.ListToolsResult(tools=tools)
+        return types.ListToolsResult(tools=_tools(meta, functions))
 
     async def listing_fingerprint(principal: Principal) -> str:
         # A listen stream outlives its message: each check reads the generations afresh, never the memo of the
@@ -524,7 +584,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
             instructions=principal.agent.description or None, **modern.list_hints())
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-                        ) -> types.CallToolResult | types.InputRequiredResult:
+                        ) -> types.CallToolResult | types.InputRequiredResult | Wire:
         if not tracing.enabled():
             return await _call_tool(ctx, params)
         # The handler runs in the session's task: its span hangs under this message's HTTP request span.
@@ -534,7 +594,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
             return await _call_tool(ctx, params)
 
     async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-                         ) -> types.CallToolResult | types.InputRequiredResult:
+                         ) -> types.CallToolResult | types.InputRequiredResult | Wire:
         principal = principal_of(ctx)
         arguments = dict(params.arguments or {})
         if params.name in search.META_NAMES:  # search_functions answers here; `call` runs the function it names
@@ -567,7 +627,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
             page = outcome.result.meta.get(service.CONNECTIONS_URL)
             if page and _may_elicit_url(ctx):
                 raise _keys_first(params.name, str(page), outcome.call_id)
-            return rendered
+            return _for_wire(ctx, rendered)
         if not (_may_elicit(ctx) and await db(service.self_approval_allowed, principal, outcome.approval_id)):
             return _pending(ctx, outcome)
         shown = await db(service.redacted_arguments, principal, outcome.function, arguments)
@@ -592,10 +652,10 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
 
     async def _relayed(ctx: ServerRequestContext[Any, Any], principal: Principal,
                        params: types.CallToolRequestParams, arguments: dict[str, Any]
-                       ) -> tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult:
+                       ) -> tuple[CallOutcome, Wire | None] | types.InputRequiredResult:
         """A 2026-07-28 call: its result, or an upstream server's question as an input request; a retry carrying
         the answer resumes the call this process holds (agents_app.gateway.relay)."""
-        ran: tuple[CallOutcome, types.CallToolResult | None] | types.InputRequiredResult = await _relaying(
+        ran: tuple[CallOutcome, Wire | None] | types.InputRequiredResult = await _relaying(
             ctx, principal, params, lambda asks: db(_call, principal, params.name, arguments,
                                                     _progress_forwarder(ctx), asks, _base_url(ctx)), stateless=True)
         if isinstance(ran, types.InputRequiredResult):
@@ -631,7 +691,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
 
 
     async def _answered(ctx: ServerRequestContext[Any, Any], principal: Principal, outcome: CallOutcome,
-                        answer: types.ElicitResult | None) -> types.CallToolResult:
+                        answer: types.ElicitResult | None) -> types.CallToolResult | Wire:
         """The person's answer to the approval question (either era): accepting runs the call once."""
         if answer is None or answer.action == "cancel":
             return _pending(ctx, outcome)
@@ -639,11 +699,11 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
         if decided is None:
             return _pending(ctx, outcome)
-        return await db(_content, principal, decided)
+        return _for_wire(ctx, await db(_content, principal, decided))
 
     async def _resume(ctx: ServerRequestContext[Any, Any], principal: Principal,
                       params: types.CallToolRequestParams, arguments: dict[str, Any], approval_id: int
-                      ) -> types.CallToolResult | types.InputRequiredResult | None:
+                      ) -> types.CallToolResult | types.InputRequiredResult | Wire | None:
         """A 2026-07-28 client's retry of a call held for approval, its requestState naming the approval: the
         answer decides it. None when that request is no longer pending (decided in Toolhub meanwhile, expired):
         the call then goes its ordinary way (an approved run is handed over, a new request is held)."""
@@ -713,11 +773,14 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
             raise _refused(refusal) from None
         return types.ReadResourceResult.model_validate(got)
 
-    server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
+    # call_tool answers a wire dict where it renders a result (Wire): the runner serializes a dict as it does a model.
+    server: Server[Any] = Server("toolhub", version=SERVER_VERSION, on_list_tools=list_tools,
+                                 on_call_tool=cast(Any, call_tool),
                                  on_list_prompts=list_prompts, on_get_prompt=get_prompt,
                                  on_list_resources=list_resources, on_read_resource=read_resource,
                                  on_subscriptions_listen=(None if hub is None else
                                                           ListenHandler(hub, principal_of, listing_fingerprint)))
+    server.get_tool_input_schema = tool_input_schema
     server.add_request_handler("server/discover", types.RequestParams, discover)
     server.middleware.append(_MessageScope())
     server.middleware.append(_IdentityMiddleware(watcher))
