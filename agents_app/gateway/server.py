@@ -81,11 +81,11 @@ class ServiceUnavailable(MCPError):
     CODE = -32001  # JSON-RPC's implementation-defined server error range
     RETRY_AFTER_S = 2
 
-    def __init__(self, service: str) -> None:
-        self.service = service
-        super().__init__(code=self.CODE, message=f"The {service} is briefly unavailable; retry shortly.",
-                         data={"code": ApiCode.SERVICE_UNAVAILABLE, "service": service,
-                               "retry_after_s": self.RETRY_AFTER_S})
+    def __init__(self, service: str, *, api_code: str = ApiCode.SERVICE_UNAVAILABLE, message: str = "") -> None:
+        self.service, self.api_code = service, api_code
+        self.text = message or f"The {service} is briefly unavailable; retry shortly."
+        super().__init__(code=self.CODE, message=self.text,
+                         data={"code": api_code, "service": service, "retry_after_s": self.RETRY_AFTER_S})
 
 
 class Refused(MCPError):
@@ -245,6 +245,10 @@ def _visible_listing(principal: Principal, session_id: str | None = None
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
     """The ToolResult as MCP content: the server's own content list whole when the runtime kept it."""
     result = outcome.result
+    if not result.success and result.meta.get("outage"):
+        # The deployment's outage (no LOCAL server runner reachable, e.g. while Redis restarts), not the tool's
+        # error result: the typed JSON-RPC error a client retries, as for a database or cache outage.
+        raise ServiceUnavailable("runner", api_code=str(result.meta["outage"]), message=result.error or "")
     upstream = bool(result.meta.get(UPSTREAM_ERROR))
     if not result.success and not upstream:
         # Toolhub's own refusal (validation, role, breaker, approval...): typed by its code.
