@@ -242,13 +242,19 @@ def _visible_listing(principal: Principal, session_id: str | None = None
     return meta, shown, fingerprint
 
 
+def _rendered(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
+    """The outcome as MCP content; the deployment's outage (no LOCAL server runner reachable, e.g. while Redis
+    restarts) is not the tool's error result but the typed JSON-RPC error a client retries, as for a database or
+    cache outage."""
+    result = outcome.result
+    if not result.success and result.meta.get("outage"):
+        raise ServiceUnavailable("runner", api_code=str(result.meta["outage"]), message=result.error or "")
+    return _content(principal, outcome)
+
+
 def _content(principal: Principal, outcome: CallOutcome) -> types.CallToolResult:
     """The ToolResult as MCP content: the server's own content list whole when the runtime kept it."""
     result = outcome.result
-    if not result.success and result.meta.get("outage"):
-        # The deployment's outage (no LOCAL server runner reachable, e.g. while Redis restarts), not the tool's
-        # error result: the typed JSON-RPC error a client retries, as for a database or cache outage.
-        raise ServiceUnavailable("runner", api_code=str(result.meta["outage"]), message=result.error or "")
     upstream = bool(result.meta.get(UPSTREAM_ERROR))
     if not result.success and not upstream:
         # Toolhub's own refusal (validation, role, breaker, approval...): typed by its code.
@@ -301,7 +307,7 @@ def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progres
           ) -> tuple[CallOutcome, types.CallToolResult | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
     outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
-    return outcome, (None if outcome.held else _content(principal, outcome))
+    return outcome, (None if outcome.held else _rendered(principal, outcome))
 
 
 def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float, float | None, str | None], None] | None:
@@ -614,7 +620,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None) -> S
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
         if decided is None:
             return _pending(ctx, outcome)
-        return await db(_content, principal, decided)
+        return await db(_rendered, principal, decided)
 
     async def _resume(ctx: ServerRequestContext[Any, Any], principal: Principal,
                       params: types.CallToolRequestParams, arguments: dict[str, Any], approval_id: int
