@@ -259,6 +259,9 @@ def kill_web_worker() -> str:
         f"its master started a new one in {back:.1f}s" if back is not None else "no new worker within 60s")
 
 
+FAULT_AT: dict[str, float] = {}  # when a fault that prepared first (kill_runner_server) actually struck
+
+
 def cpu_ticks(pid: int) -> int:
     """utime + stime of `pid` (clock ticks), 0 when it is gone."""
     try:
@@ -291,6 +294,7 @@ def kill_runner_server() -> str:
         return (f"no sandboxed LOCAL server under the runners serves calls ({len(boxes)} sandbox(es), none using "
                 "CPU under load): nothing to kill, NOT tested")
     others = [sb for sb in boxes if sb.bwrap != victim.bwrap]
+    FAULT_AT["at"] = time.time()
     os.kill(victim.server, signal.SIGKILL)
     old = {sb.bwrap for sb in boxes}
 
@@ -376,6 +380,9 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
             at = time.time()
             lines = count_calls(call_log)
             what = action()
+            # A fault that first looks at the load (which sandbox serves the calls) says when it struck: its window
+            # starts there, not at the look.
+            at = FAULT_AT.pop("at", at)
             marks.append((name, at, lines, what, time.time()))
             time.sleep(max(0.0, phase_start + warm + gap * (i + 1) - time.time()))
     finally:
