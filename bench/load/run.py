@@ -21,6 +21,8 @@ own. In one run (about 10 minutes on 2 CPUs) it prints:
   upstream, side by side, with throughput and p50 ratios.
 With --profile SECONDS it also records a web worker and a runner with py-spy during a 32-user mixed run and writes
 the collapsed stacks and a summary of the hottest functions into bench/load/profile/ (see bench/load/PROFILE.md).
+With --quotas SECONDS it runs the quota phase (bench/load/quotas.py): a second tenant saturating a tool quota over both
+web processes while tenant prod's mix runs; overshoot per window and prod's p95 loaded vs unloaded.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import quotas  # noqa: E402
 from _common import free_port, prod_topology  # noqa: E402
 from proctree import Sandbox, Topology, own_supervisor  # noqa: E402
 from services import OwnPostgres, OwnRedis  # noqa: E402
@@ -730,6 +733,7 @@ def main() -> None:
     parser.add_argument("--cf-users", type=int, default=32, help="users of the ContextForge comparison")
     parser.add_argument("--contextforge", choices=("auto", "no"), default="auto",
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
+    quotas.add_arguments(parser)
     args = parser.parse_args()
     began = time.monotonic()
     locust_bin = ensure_locust()
@@ -756,6 +760,8 @@ def main() -> None:
                 report[f"u{users}"] = r = read_stats(f"u{users}")
                 print_stats(f"{users:>4} users (Toolhub, 2 web processes x {os.environ.get('WEB_CONCURRENCY', '2')} "
                             f"workers)", r)
+            if args.quotas:  # before the faults, which restart the Redis the quota counters live in
+                report["quotas"] = quotas.phase(sys.modules[__name__], locust_bin, env, args)
             if args.profile:
                 report["profile"] = profile(locust_bin, env, 32, args.profile)
             if args.soak_calls:
