@@ -99,6 +99,8 @@ class ApiCode(StrEnum):
     INPUT_ROUNDS_EXCEEDED = "input_rounds_exceeded"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     SANDBOX_PATH_REFUSED = "sandbox_path_refused"
+    #: No LOCAL server runner can take the call (all down, or none announced yet): the deployment's outage, a 503 with
+    #: Retry-After (invoke) or a JSON-RPC error (gateway); the call is audited and the tool's breaker does not count it.
     RUNNER_UNAVAILABLE = "runner_unavailable"
     # the package store (tools_app.runtime.packages): a LOCAL server run from an npm or PyPI package
     PACKAGE_NOT_INSTALLABLE = "package_not_installable"

@@ -289,8 +289,8 @@ class GatewayApp:
             if not body_read:
                 await _drain(receive, scope)
             retry = str(ServiceUnavailable.RETRY_AFTER_S).encode()
-            await _json(send, 503, error_body(ApiCode.SERVICE_UNAVAILABLE,
-                                              f"The {service} is briefly unavailable; retry shortly.",
+            typed = exc if isinstance(exc, ServiceUnavailable) else ServiceUnavailable(service)
+            await _json(send, 503, error_body(typed.api_code, typed.text,
                                               {"service": service, "retry_after_s": ServiceUnavailable.RETRY_AFTER_S}),
                         [(b"retry-after", retry)])
 

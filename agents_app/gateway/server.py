@@ -109,11 +109,11 @@ class ServiceUnavailable(MCPError):
     CODE = -32001  # JSON-RPC's implementation-defined server error range
     RETRY_AFTER_S = 2
 
-    def __init__(self, service: str) -> None:
-        self.service = service
-        super().__init__(code=self.CODE, message=f"The {service} is briefly unavailable; retry shortly.",
-                         data={"code": ApiCode.SERVICE_UNAVAILABLE, "service": service,
-                               "retry_after_s": self.RETRY_AFTER_S})
+    def __init__(self, service: str, *, api_code: str = ApiCode.SERVICE_UNAVAILABLE, message: str = "") -> None:
+        self.service, self.api_code = service, api_code
+        self.text = message or f"The {service} is briefly unavailable; retry shortly."
+        super().__init__(code=self.CODE, message=self.text,
+                         data={"code": api_code, "service": service, "retry_after_s": self.RETRY_AFTER_S})
 
 
 class Refused(MCPError):
@@ -284,6 +284,16 @@ def _visible_listing(principal: Principal, session_id: str | None = None
 Wire = dict[str, Any]
 
 
+def _rendered(principal: Principal, outcome: CallOutcome) -> Wire:
+    """The outcome as MCP content; the deployment's outage (no LOCAL server runner reachable, e.g. while Redis
+    restarts) is not the tool's error result but the typed JSON-RPC error a client retries, as for a database or
+    cache outage."""
+    result = outcome.result
+    if not result.success and result.meta.get("outage"):
+        raise ServiceUnavailable("runner", api_code=str(result.meta["outage"]), message=result.error or "")
+    return _content(principal, outcome)
+
+
 def _content(principal: Principal, outcome: CallOutcome) -> Wire:
     """The ToolResult as MCP content (the wire dict): the server's own content list whole when the runtime kept it."""
     result = outcome.result
@@ -344,7 +354,7 @@ def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progres
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
     outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
     unfinished = outcome.result.meta.get(INPUT_REQUIRED) or outcome.result.meta.get(INPUT_STATE_STALE)
-    return outcome, (None if outcome.held or unfinished else _content(principal, outcome))
+    return outcome, (None if outcome.held or unfinished else _rendered(principal, outcome))
 
 
 def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float, float | None, str | None], None] | None:
@@ -699,7 +709,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         decided = await db(service.decide_and_run, principal, outcome, approve=approve)
         if decided is None:
             return _pending(ctx, outcome)
-        return _for_wire(ctx, await db(_content, principal, decided))
+        return _for_wire(ctx, await db(_rendered, principal, decided))
 
     async def _resume(ctx: ServerRequestContext[Any, Any], principal: Principal,
                       params: types.CallToolRequestParams, arguments: dict[str, Any], approval_id: int

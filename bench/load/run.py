@@ -262,18 +262,58 @@ def kill_web_worker() -> str:
         f"its master started a new one in {back:.1f}s" if back is not None else "no new worker within 60s")
 
 
+FAULT_AT: dict[str, float] = {}  # when a fault that prepared first (kill_runner_server) actually struck
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of `pid` (clock ticks), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def serving_sandbox(boxes: list[Sandbox], sample_s: float = 1.5) -> Sandbox | None:
+    """The sandbox whose server answers the load's calls: the one whose processes used CPU over `sample_s` under
+    load. A runner may also hold a health probe's short-lived sandbox (beat probes every LOCAL tool each minute)
+    or, were placement to leak, an idle server of a key another runner owns: killing either tests nothing."""
+    if not boxes:
+        return None
+    before = {sb.bwrap: sum(cpu_ticks(p) for p in sb.inside) for sb in boxes}
+    time.sleep(sample_s)
+    grew = {sb.bwrap: sum(cpu_ticks(p) for p in sb.inside) - before[sb.bwrap] for sb in boxes}
+    busiest = max(boxes, key=lambda sb: grew[sb.bwrap])
+    return busiest if grew[busiest.bwrap] > 0 else None
+
+
 def kill_runner_server() -> str:
-    """SIGKILL the sandboxed LOCAL server inside a runner (the innermost process of its sandbox); the next call
-    must start a new one."""
-    before = runner_sandboxes()
-    if not before:
-        return "no sandboxed LOCAL server found under the runners (nothing to kill: NOT tested)"
-    victim = before[0]
+    """SIGKILL the sandboxed LOCAL server that serves the calls (the innermost process of its sandbox, on the runner
+    that owns the tool's key); the next call must start a new one, on the same runner (nothing else moved)."""
+    by_runner = STACK.tree.sandboxes_by_runner()
+    boxes = [sb for found in by_runner.values() for sb in found]
+    victim = serving_sandbox(boxes)
+    if victim is None:
+        return (f"no sandboxed LOCAL server under the runners serves calls ({len(boxes)} sandbox(es), none using "
+                "CPU under load): nothing to kill, NOT tested")
+    others = [sb for sb in boxes if sb.bwrap != victim.bwrap]
+    FAULT_AT["at"] = time.time()
     os.kill(victim.server, signal.SIGKILL)
-    old = {sb.bwrap for sb in before}
-    back = wait_until(lambda: any(sb.bwrap not in old for sb in runner_sandboxes()), 30)
-    return (f"sandboxed server {victim.server} (bwrap {victim.bwrap}, runner {victim.holder}) SIGKILLed; "
-            + (f"a new sandbox was started {back:.1f}s later" if back is not None else "NO new sandbox within 30s"))
+    old = {sb.bwrap for sb in boxes}
+
+    def replacement() -> Sandbox | None:
+        return next((sb for sb in runner_sandboxes() if sb.bwrap not in old), None)
+
+    back = wait_until(lambda: replacement() is not None, 30)
+    new = replacement()
+    where = ("" if new is None else " on the same runner" if new.holder == victim.holder
+             else f" on ANOTHER runner ({new.holder}: the key moved)")
+    extra = (f"; {len(others)} other sandbox(es) under the runners at the kill (a health probe's, or a LEAK if it "
+             f"stays: {', '.join(f'{sb.bwrap} in runner {sb.holder}' for sb in others)})" if others else "")
+    return (f"sandboxed server {victim.server} (bwrap {victim.bwrap}, runner {victim.holder}, the one serving the "
+            "calls) SIGKILLed; "
+            + (f"the next call started a new sandbox {back:.1f}s later{where}" if back is not None
+               else "NO new sandbox within 30s") + extra)
 
 
 def _alive(pid: int) -> bool:
@@ -343,6 +383,9 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
             at = time.time()
             lines = count_calls(call_log)
             what = action()
+            # A fault that first looks at the load (which sandbox serves the calls) says when it struck: its window
+            # starts there, not at the look.
+            at = FAULT_AT.pop("at", at)
             marks.append((name, at, lines, what, time.time()))
             time.sleep(max(0.0, phase_start + warm + gap * (i + 1) - time.time()))
     finally:
@@ -545,26 +588,60 @@ def print_stats(label: str, r: dict[str, float]) -> None:
 def soak(locust_bin: Path, env: dict[str, str], call_log: Path, calls: int, users: int) -> dict[str, float]:
     """Footprint after warm-up vs after `calls` more invokes; MCP server processes back to baseline."""
     rss0, fds0 = footprint()
-    servers0, runners0 = len(STACK.tree.sandboxes()), len(STACK.tree.runners())
+    placed0 = placement()
+    servers0, runners0 = sum(placed0.values()), len(STACK.tree.runners())
     start_calls = count_calls(call_log)
     proc = locust(locust_bin, env, users, 3600, "soak")
     deadline = time.monotonic() + 900
     while count_calls(call_log) - start_calls < calls and time.monotonic() < deadline:
         time.sleep(1)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(60)
+    stop_locust(proc)
     rss1, fds1 = footprint()
     done = count_calls(call_log) - start_calls
-    servers1, runners1 = len(STACK.tree.sandboxes()), len(STACK.tree.runners())
+    # A health probe (beat probes every LOCAL tool each minute) runs a short-lived sandbox of its own next to the
+    # tool's server: the count is taken once that is over (a server that stays is one too many).
+    settled = wait_until(lambda: sum(placement().values()) <= servers0, 30)
+    placed1 = placement()
+    servers1, runners1 = sum(placed1.values()), len(STACK.tree.runners())
     print(f"soak over {done} invokes ({users} users): web RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB "
           f"({(rss1 - rss0) / max(rss0, 1):+.1%}), open fds {fds0} -> {fds1} ({(fds1 - fds0) / max(fds0, 1):+.1%}); "
           f"goal: within 10%")
-    print(f"sandboxed MCP servers (bwrap trees under web workers and runners): {servers0} before the soak, "
-          f"{servers1} after (goal: back to baseline: one per tool on its owning runner); runners: {runners0} before, "
-          f"{runners1} after (goal: {RUNNERS})")
+    # The design: each server key runs on exactly one runner of the deployment (rendezvous placement), so the one
+    # tool of the load has one sandbox in all, on its owner, and none under the web workers.
+    print(f"sandboxed MCP servers (bwrap trees under web workers and runners): {servers0} before the soak "
+          f"({placement_text(placed0)}), {servers1} after ({placement_text(placed1)}"
+          f"{'' if settled is None else f'; settled {settled:.1f}s after the load'}) (goal: back to baseline: one per "
+          f"tool, on its owning runner only); runners: {runners0} before, {runners1} after (goal: {RUNNERS})")
     return {"invokes": done, "rss_change": (rss1 - rss0) / max(rss0, 1), "fds_change": (fds1 - fds0) / max(fds0, 1),
             "servers_before": servers0, "servers_after": servers1, "runners_before": runners0,
-            "runners_after": runners1}
+            "runners_after": runners1, "holders_after": sum(1 for n in placed1.values() if n)}
+
+
+def placement() -> dict[str, int]:
+    """Sandboxed servers per holder: "runner <pid>" for each runner (0 included), "web <pid>" for a web worker
+    that holds one (with runners, none should)."""
+    out = {f"runner {pid}": len(boxes) for pid, boxes in STACK.tree.sandboxes_by_runner().items()}
+    for sb in STACK.tree.sandboxes(STACK.tree.web_workers()):
+        out[f"web {sb.holder}"] = out.get(f"web {sb.holder}", 0) + 1
+    return out
+
+
+def placement_text(placed: dict[str, int]) -> str:
+    return ", ".join(f"{holder}: {n}" for holder, n in sorted(placed.items())) or "no holders"
+
+
+def stop_locust(proc: subprocess.Popen[bytes]) -> None:
+    """Stop an open-ended Locust run: SIGTERM (it stops its users and writes its CSVs; a SIGINT left it running a
+    minute more on a loaded machine), then SIGKILL if it has not ended."""
+    for sig, wait_s in ((signal.SIGTERM, 60), (signal.SIGKILL, 15)):
+        if proc.poll() is not None:
+            return
+        proc.send_signal(sig)
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            print(f"  locust did not stop within {wait_s}s of {signal.Signals(sig).name}", flush=True)
 
 
 def _frame(raw: str) -> str:

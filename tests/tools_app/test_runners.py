@@ -26,13 +26,13 @@ import pytest
 import redis
 
 from core.outbound import OutboundPolicy
-from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
+from tests.fixtures.mcp_servers import COUNTER, HERE, INVENTORY, MINI, free_port
 from tests.waiting import PROCESS_BOUND_S, wait_until
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.runner.client import RunnerPool
-from tools_app.runtime.runner.placement import Registry
+from tools_app.runtime.runner.placement import Registry, RunnerInfo, owner
 from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerSandbox
 
 REPO = Path(__file__).resolve().parents[2]
@@ -202,6 +202,18 @@ def marked(marker: str) -> list[int]:
                     found.append(int(entry.name))
             except OSError:
                 continue
+    return found
+
+
+def servers(marker: str) -> list[int]:
+    """The marked MCP server processes themselves (not their bwrap), skipping any that ended meanwhile."""
+    found = []
+    for pid in marked(marker):
+        try:
+            if "bwrap" not in Path(f"/proc/{pid}/cmdline").read_text():
+                found.append(pid)
+        except OSError:
+            continue
     return found
 
 
@@ -445,3 +457,97 @@ def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(runners: Runn
         assert other.success, (other.error_code, other.error)
         assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
         assert [f.result().success for f in slow] == [True, True]
+
+
+def test_a_redis_restart_keeps_the_verified_runners_until_their_signed_expiry() -> None:
+    """Redis only carries the announcements: a restarted Redis comes back empty, and one that is down cannot be read;
+    neither takes a runner out before its signed expiry (LOCAL calls go on). A signed withdrawal does."""
+    server = redis.Redis.from_url(REDIS_URL)
+    server.flushdb()
+    registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
+    registry.announce(RunnerInfo(id="r1", url="http://127.0.0.1:1", since=time.time()))
+    registry.announce(RunnerInfo(id="r2", url="http://127.0.0.1:2", since=time.time()))
+    reader = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
+    assert [r.id for r in reader.runners(max_age_s=0)] == ["r1", "r2"]
+
+    server.flushdb()  # Redis restarted without its data, before the runners' next heartbeat
+    assert [r.id for r in reader.runners(max_age_s=0)] == ["r1", "r2"]
+    assert Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0) == []  # nothing to go on
+
+    reader.redis = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)  # down
+    started = time.monotonic()
+    assert [r.id for r in reader.runners(max_age_s=0)] == ["r1", "r2"] and reader.redis_down
+    assert time.monotonic() - started < 1  # no retries with backoff on the call's path
+    reader.redis = server
+    registry.withdraw("r1")  # r1 stopped: its withdrawal, signed, takes it out at once
+    assert [r.id for r in reader.runners(max_age_s=0)] == ["r2"] and not reader.redis_down
+    forged = {"withdrawn": {"id": "r2", "at": time.time()}, "sig": "0" * 64}
+    server.set("toolhub:runner:r2", json.dumps(forged))  # an unsigned withdrawal is ignored like any forgery
+    assert [r.id for r in reader.runners(max_age_s=0)] == ["r2"]
+    assert reader.rejected == 1
+
+
+def test_calls_go_on_through_a_redis_restart(runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+    runners.start("r1")
+    runners.start("r2")
+    spec = counter_spec(tmp_path, uuid.uuid4().hex)
+    assert count(web[0], spec)["count"] == 1
+    redis.Redis.from_url(REDIS_URL).flushdb()  # the restarted Redis holds no announcement yet
+    web[0].registry.forget()
+    assert count(web[0], spec)["count"] == 2  # the same server on the same runner, no "no runner is live"
+
+
+def test_a_runner_closes_an_idle_server_whose_key_another_runner_owns_now(runners: Runners, web: list[RunnerPool],
+                                                                          tmp_path: Path) -> None:
+    """A key runs on one runner: one placed elsewhere for a while (its owner was away, then came back) does not
+    leave a second, idle server behind until the pool's idle TTL."""
+    spec = counter_spec(tmp_path, marker := uuid.uuid4().hex)
+    key = f"{spec.tool_id}:{spec.config_version}"
+    first = RunnerInfo(id="r1", url="")
+    back = next(name for name in (f"r2-{i}" for i in range(64))
+                if getattr(owner(key, [first, RunnerInfo(id=name, url="")]), "id", None) == name)  # the key's owner once it is up
+    runners.start("r1")
+    assert count(web[0], spec)["count"] == 1  # only r1 is live: the server runs there
+    on_first = set(servers(marker))
+    assert len(on_first) == 1
+    runners.start(back)
+    web[0].registry.forget()
+    assert web[0].owner_of(spec).id == back
+    assert count(web[0], spec)["count"] == 1  # a new server on the owner
+    # r1 closes its server once it has been idle a while (on a slow machine, maybe before the call above).
+    assert wait_until(lambda: not on_first & set(servers(marker)), 20), "r1 kept the server of a key r2 owns"
+    assert len(servers(marker)) == 1
+    assert count(web[1], spec)["count"] == 2  # the owner's server is the one left
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_invoke_no_runner_can_take_answers_the_typed_503_and_spares_the_breaker(api: Any) -> None:
+    """No LOCAL server runner reachable (all down, or none announced yet): the deployment's outage, answered as the
+    API's typed 503 with Retry-After (as for a database or cache outage), audited, and not the tool's failure."""
+    from tools_app.models import CallStatus, Tool, ToolCall
+    from tools_app.wiring.pool import pool, swap_pool
+
+    resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20}}, format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    nobody = Registry(f"redis://127.0.0.1:{free_port()}/0", ttl_s=RUNNER_TTL_S, secret=SECRET)  # no runner known
+    old = swap_pool(RunnerPool(SessionPool(policy=OutboundPolicy.build("")), nobody, SECRET))
+    try:
+        for _ in range(4):  # more than the breaker's threshold
+            resp = api.post(f"/api/v1/tools/{tool_id}/invoke/",
+                            {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}, format="json")
+            assert resp.status_code == 503 and resp["Retry-After"] == "2", resp.content
+            error = resp.json()["error"]
+            assert error["code"] == "runner_unavailable" and "runner" in error["message"]
+            assert error["details"]["service"] == "runner" and error["details"]["retry_after_s"] == 2
+        assert ToolCall.objects.get(pk=error["details"]["call_id"]).status == CallStatus.ERROR
+        tool = Tool.objects.get(pk=tool_id)
+        assert tool.consecutive_failures == 0 and tool.disabled_until is None
+    finally:
+        swap_pool(old)
+        pool().close_all()
+    resp = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}},
+                    format="json")
+    assert resp.status_code == 200 and resp.json()["success"], resp.content

@@ -244,6 +244,12 @@ class ToolViewSet(TenantViewSet):
             arguments=body.validated_data.get("arguments", {}),
             dry_run=body.validated_data.get("dry_run", False),
         )
+        outage = done.outage()
+        if outage is not None:
+            # The deployment's outage (no LOCAL server runner reachable, e.g. while Redis restarts), not the tool's
+            # failure: the API's typed 503 with Retry-After, as for a database or cache outage; the call is audited.
+            return Response(outage, status=http.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(invoke.OUTAGE_RETRY_AFTER_S)})
         answer = done.body()
         if answer.get("error_code") == "AUTHORIZATION_REQUIRED":
             # The caller's own link when they may connect it (the shared connection: owners/admins).

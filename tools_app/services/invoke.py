@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache, tracing
-from core.codes import Reason
+from core.codes import Reason, error_body
 from core.db import release_pooled_connection
 from core.secrets import scrubber
 from tenants_app.models import Tenant
@@ -62,6 +62,8 @@ REFUSED_CODES = (codes.INVALID_PARAMS, codes.REFUSED)
 BREAKER_CODES = {codes.EXECUTION_ERROR, codes.TIMEOUT}
 # Failures that say what this caller lacks (a connection, their own keys): nothing about the server's health.
 CALLER_CODES = {codes.AUTHORIZATION_REQUIRED, codes.CREDENTIALS_REQUIRED}
+# Seconds a caller is told to wait after a deployment outage (no LOCAL server runner reachable).
+OUTAGE_RETRY_AFTER_S = 2
 
 
 @dataclass
@@ -71,6 +73,15 @@ class Invocation:
     approval: Approval | None = None  # set when the call was held for a person
     changes: dict[str, Any] | None = None  # a trial run's rolled-back changes
     withheld: bool = False  # a trial run of a call that needs approval: its result is not handed out
+
+    def outage(self) -> dict[str, Any] | None:
+        """The error envelope of a call the deployment could not run (`runner_unavailable`: no LOCAL server runner
+        reachable), or None: an outage is answered as the API's typed 503, never as the tool's EXECUTION_ERROR."""
+        code = self.result.meta.get("outage")
+        if self.result.success or not code:
+            return None
+        return error_body(str(code), self.result.error or "the deployment could not run the call; retry shortly",
+                          {"service": "runner", "retry_after_s": OUTAGE_RETRY_AFTER_S, "call_id": self.call.pk})
 
     def body(self) -> dict[str, Any]:
         out = {**self.result.as_dict(), "call_id": self.call.pk}

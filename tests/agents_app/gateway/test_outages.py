@@ -104,3 +104,43 @@ def test_sessions_are_recorded_again_when_redis_comes_back_empty(served_pair: An
     listed = _post(url_b, setup.token, tools_list, session_id)
     assert listed.status_code == 200 and "inventory__get_inventory" in listed.text
     assert cache.get(sessions._key(ended)) is None  # an ended session is not brought back
+
+
+def test_no_runner_for_a_local_tool_is_a_typed_outage_not_the_tools_error(served: Any, setup: Any) -> None:
+    """No LOCAL server runner reachable (all down, or none announced yet after a Redis restart): tools/call answers
+    the typed JSON-RPC error a client retries (`runner_unavailable`), not an isError result from the tool, and the
+    next call after the runners are back works."""
+    from core.outbound import OutboundPolicy
+    from tests.fixtures.mcp_servers import free_port
+    from tools_app.runtime.mcp import SessionPool
+    from tools_app.runtime.runner.client import RunnerPool
+    from tools_app.runtime.runner.placement import Registry
+    from tools_app.wiring.pool import swap_pool
+
+    nobody = Registry(f"redis://127.0.0.1:{free_port()}/0", ttl_s=30, secret="s")  # no runner known, Redis away
+    old = swap_pool(RunnerPool(SessionPool(policy=OutboundPolicy.build("")), nobody, "s"))
+
+    async def scenario() -> tuple[Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            try:
+                await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+            except Exception as exc:  # noqa: BLE001 - the SDK raises the JSON-RPC error
+                failed: Any = exc
+            else:
+                failed = None
+            swap_pool(old)
+            return failed, await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    try:
+        failed, after = asyncio.run(scenario())
+    finally:
+        swap_pool(old)
+    assert failed is not None, "a runner outage came back as the tool's own result"
+    assert failed.error.code == server.ServiceUnavailable.CODE
+    assert failed.error.data == {"code": "runner_unavailable", "service": "runner", "retry_after_s": 2}
+    assert "runner" in failed.error.message
+    assert not after.is_error and "DEMO-001" in after.content[0].text
+    from tools_app.models import Tool
+
+    tool = Tool.objects.get(pk=setup.tool_id)  # the breaker did not count the outage
+    assert tool.consecutive_failures == 0 and tool.disabled_until is None

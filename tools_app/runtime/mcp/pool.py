@@ -81,7 +81,8 @@ class SessionPool:
         self._probing: dict[int, str] = {}
         self._bg: set[asyncio.Task[Any]] = set()
         self._reaper_task: asyncio.Task[None] | None = None
-        self._counters = {"processes_spawned": 0, "sessions_opened": 0, "probes": 0, "recycled": 0, "reaped": 0, "evicted": 0}
+        self._counters = {"processes_spawned": 0, "sessions_opened": 0, "probes": 0, "recycled": 0, "reaped": 0, "evicted": 0,
+                          "moved": 0}
         # A forked child (Celery prefork, gunicorn) has none of the parent's loop thread or sessions.
         on_fork_in_child(self._forget_after_fork)
 
@@ -208,6 +209,23 @@ class SessionPool:
             loop.call_soon_threadsafe(loop.stop)
             if thread is not None:
                 thread.join(5)
+
+    def retire_idle_unless(self, keep: Callable[[Key], bool], idle_s: float) -> None:
+        """Close, in the background, every session idle for `idle_s` whose key `keep` refuses (a runner's servers
+        whose keys another runner owns now). Does not wait for the pool's loop."""
+        if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self._retire_idle_unless(keep, idle_s), self._loop)
+
+    async def _retire_idle_unless(self, keep: Callable[[Key], bool], idle_s: float) -> None:
+        now = time.monotonic()
+        for key, conn in list(self._conns.items()):
+            if conn.inflight == 0 and now - conn.last_used >= idle_s and not keep(key):
+                self._counters["moved"] += 1
+                self._retire(conn)
+
+    def open_sessions(self) -> int:
+        """How many sessions are open, read without waiting for the pool's loop (a runner's heartbeat must not)."""
+        return len(self._conns)
 
     def stats(self) -> dict[str, Any]:
         if self._loop is None:

@@ -46,7 +46,7 @@ from tools_app.runtime.mcp.pool import SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.packages.errors import PackageStoreUnavailable
 from tools_app.runtime.packages.store import MARKER
-from tools_app.runtime.runner.placement import Registry, RunnerInfo
+from tools_app.runtime.runner.placement import Registry, RunnerInfo, owner
 from tools_app.runtime.runner.wire import discovery_to_json, error_to_json, result_to_json, spec_from_json
 from tools_app.runtime.sandbox import SandboxUnavailable
 
@@ -279,7 +279,12 @@ class StreamedCalls:
 
 class Heartbeat:
     """Announce this runner in the registry every `interval_s` seconds (default: a third of the registry's TTL)
-    until stopped; withdraw it on stop."""
+    until stopped; withdraw it on stop. A beat that failed (Redis restarting) is tried again after RETRY_S, not a
+    whole interval later: readers keep a verified announcement only until its signed expiry."""
+
+    RETRY_S = 0.25
+    # How long a server whose key another runner owns stays unused before this runner closes it.
+    UNOWNED_IDLE_S = 5.0
 
     def __init__(self, registry: Registry, pool: SessionPool, *, runner_id: str, url: str,
                  interval_s: float | None = None) -> None:
@@ -294,16 +299,38 @@ class Heartbeat:
         self._thread.start()
 
     def beat(self) -> None:
-        servers = int(self.pool.stats().get("open_sessions", 0))
+        # Not pool.stats(): that waits for the pool's event loop, which a runner under load keeps busy for seconds,
+        # and a beat held that long let the announcement lapse (the key moved, and its server ran on two runners).
+        servers = self.pool.open_sessions()
         self.registry.announce(RunnerInfo(id=self.runner_id, url=self.url, servers=servers, since=self.since,
                                           draining=self.registry.draining(self.runner_id, self.since)))
+        self.release_unowned()
+
+    def release_unowned(self) -> None:
+        """Close this runner's idle servers whose keys another live runner owns now. A key runs on one runner, but
+        for a moment a web process may place it on another (this runner restarted and took its keys back, a runner
+        stopped draining, an announcement late under load): the server started there meanwhile would sit idle until
+        the pool's idle TTL, a second process for one key. Only with this runner among the live ones (a full
+        picture), and only servers idle for a while (a web process may still hold the older list for a second)."""
+        live = self.registry.runners(max_age_s=0)
+        if not any(r.id == self.runner_id for r in live):
+            return
+
+        def mine(key: tuple[int, int, str]) -> bool:
+            found = owner(f"{key[0]}:{key[1]}", live)
+            return found is None or found.id == self.runner_id
+
+        self.pool.retire_idle_unless(mine, idle_s=max(self.UNOWNED_IDLE_S, 2 * self.interval_s))
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        wait_s = self.interval_s
+        while not self._stop.wait(wait_s):
             try:
                 self.beat()
-            except Exception:  # noqa: BLE001 - Redis away for a moment: the next beat tries again
-                continue
+            except Exception:  # noqa: BLE001 - Redis away for a moment: the next beat tries again, soon
+                wait_s = min(self.RETRY_S, self.interval_s)
+            else:
+                wait_s = self.interval_s
 
     def stop(self) -> None:
         self._stop.set()

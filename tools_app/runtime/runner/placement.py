@@ -12,6 +12,12 @@ start time). A reader takes only announcements whose signature holds and whose e
 key. A forged entry that overwrites a real runner's key does not evict it either: the last verified announcement of
 that runner stays in use until its own signed expiry. So calls, and the secret in their `Authorization` header, only
 ever go to a URL a holder of the secret announced.
+
+Redis only carries the announcements; their signature and expiry say how long each holds. So a reader keeps using a
+verified announcement until its signed expiry when Redis cannot be reached (a restart) or no longer holds the key (a
+restarted Redis comes back empty, before the runner's next heartbeat): LOCAL calls go on through a Redis restart
+instead of failing with "no runner" until every runner has announced itself again. What takes a runner out before
+its expiry is its signed withdrawal (written when it stops), a draining announcement, or its refused connection.
 """
 
 from __future__ import annotations
@@ -25,10 +31,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 PREFIX = "toolhub:runner:"
 DRAIN_SUFFIX = ":drain"
 log = logging.getLogger("toolhub.runner")
+# Redis away (restarting): the reader goes on with what it verified, the heartbeat tries again soon.
+REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,11 @@ def announcement_mac(secret: str, info: RunnerInfo, expires: float) -> str:
                 repr(float(expires)))
 
 
+def withdrawal_mac(secret: str, runner_id: str, at: float) -> str:
+    """The signature of a withdrawal: every announcement of `runner_id` that started before `at` is void."""
+    return _mac(secret, "withdraw", runner_id, repr(float(at)))
+
+
 def drain_mac(secret: str, runner_id: str, since: float) -> str:
     """The signature of a draining mark for one run of one runner (a new start is not drained by an old mark)."""
     return _mac(secret, "drain", runner_id, repr(float(since)))
@@ -69,13 +84,16 @@ class Registry:
     def __init__(self, url: str, *, ttl_s: float = 10.0, secret: str) -> None:
         if not secret:
             raise ValueError("the runner registry needs TOOLHUB_RUNNER_SECRET: announcements are signed with it")
-        self.redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        # One immediate retry (a connection a Redis restart closed reconnects), no backoff: redis-py's default
+        # (10 retries with backoff) held each lookup for seconds while Redis was down, where the verified list does.
+        self.redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 1))
         self.ttl_s = ttl_s
         self._secret = secret
         self._cache: tuple[float, list[RunnerInfo]] = (0.0, [])
         # The last verified announcement of each runner and its signed expiry: a forged overwrite does not evict it.
         self._verified: dict[str, tuple[RunnerInfo, float]] = {}
         self.rejected = 0  # announcements and draining marks refused since start (forged, unsigned, expired)
+        self.redis_down = False  # the last read found Redis unreachable
 
     def announce(self, info: RunnerInfo) -> None:
         expires = time.time() + self.ttl_s
@@ -83,7 +101,11 @@ class Registry:
         self.redis.set(PREFIX + info.id, json.dumps(signed), px=int(self.ttl_s * 1000))
 
     def withdraw(self, runner_id: str) -> None:
-        self.redis.delete(PREFIX + runner_id, PREFIX + runner_id + DRAIN_SUFFIX)
+        """A signed withdrawal in place of the announcement (a missing key is not one: Redis may have lost it)."""
+        at = time.time()
+        signed = {"withdrawn": {"id": runner_id, "at": at}, "sig": withdrawal_mac(self._secret, runner_id, at)}
+        self.redis.set(PREFIX + runner_id, json.dumps(signed), px=int(self.ttl_s * 1000))
+        self.redis.delete(PREFIX + runner_id + DRAIN_SUFFIX)
 
     def set_draining(self, runner_id: str) -> bool:
         """Mark a runner draining (its servers move on their next call); False when no such runner is live."""
@@ -112,21 +134,29 @@ class Registry:
         return valid
 
     def runners(self, *, max_age_s: float = 1.0) -> list[RunnerInfo]:
-        """The live, verified runners (read at most once per `max_age_s`: calls do not each pay a Redis scan)."""
+        """The live, verified runners (read at most once per `max_age_s`: calls do not each pay a Redis scan).
+
+        Redis unreachable: the runners verified before, until their signed expiry (logged once per outage)."""
         at, cached = self._cache
         now = time.monotonic()
         if now - at < max_age_s:
             return cached
-        seen: set[str] = set()
-        for key in self.redis.scan_iter(match=PREFIX + "*", count=100):
-            name = key.decode()
-            if name.endswith(DRAIN_SUFFIX):
-                continue
-            seen.add(name[len(PREFIX):])
-            self._read(name)
+        try:
+            for key in self.redis.scan_iter(match=PREFIX + "*", count=100):
+                name = key.decode()
+                if not name.endswith(DRAIN_SUFFIX):
+                    self._read(name)
+        except REDIS_DOWN as exc:
+            if not self.redis_down:
+                log.warning("runner registry: Redis unreachable (%s); calls go on to the runners verified before, "
+                            "until their announcements expire", type(exc).__name__,
+                            extra={"event": "runner_registry_redis_down"})
+            self.redis_down = True
+        else:
+            self.redis_down = False
         wall = time.time()
         for runner_id, (_, expires) in list(self._verified.items()):
-            if runner_id not in seen or expires < wall:  # withdrawn (its key deleted) or its signature has lapsed
+            if expires < wall:  # its signature has lapsed (a missing key alone is not a withdrawal: see the module)
                 del self._verified[runner_id]
         found = sorted((info for info, _ in self._verified.values()), key=lambda r: r.id)
         self._cache = (now, found)
@@ -139,6 +169,9 @@ class Registry:
             return None
         try:
             signed = json.loads(raw)
+            if "withdrawn" in signed:
+                self._withdrawn(key, signed)
+                return None
             info = RunnerInfo(**signed["info"])
             expires = float(signed["expires"])
             valid = (info.id == key[len(PREFIX):]
@@ -153,6 +186,18 @@ class Registry:
             return None
         self._verified[info.id] = (info, expires)
         return info
+
+    def _withdrawn(self, key: str, signed: dict[str, Any]) -> None:
+        """A withdrawal at `key`: forget the runner's announcements from before it, if a holder of the secret wrote it."""
+        runner_id = key[len(PREFIX):]
+        at = float(signed["withdrawn"]["at"])
+        if signed["withdrawn"].get("id") != runner_id or not hmac.compare_digest(
+                str(signed["sig"]), withdrawal_mac(self._secret, runner_id, at)):
+            self._reject(key, "runner withdrawal without a valid signature")
+            return
+        known = self._verified.get(runner_id)
+        if known is not None and known[0].since <= at:
+            del self._verified[runner_id]
 
     def _reject(self, key: str, why: str) -> None:
         self.rejected += 1
