@@ -39,10 +39,11 @@ handler404 = "core.api_root.not_found"
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
-    path("accounts/connections/", include("tools_app.connections_views")),
+    # A member's connections (Toolhub signing in upstream): /connections/, plus the URLs upstream servers
+    # registered (/oauth/callback/, /oauth/client-metadata.json) and the old homes, forwarded (tools_app.connections).
+    path("", include("tools_app.connections.urls")),
     path("accounts/sso/", include("identity_app.views")),
     path("accounts/", include("tenants_app.accounts")),
-    path("oauth/", include("tools_app.oauth_views")),
     # Toolhub as the gateway's OAuth authorization server (agents_app.gateway.oauth), and its discovery documents.
     path("oauth/", include(gateway_oauth_urls)),
     path("", include(gateway_oauth_urls.well_known)),

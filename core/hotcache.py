@@ -46,20 +46,21 @@ _request_memo: ContextVar[dict[str, int] | None] = ContextVar("toolhub_hotcache_
 
 
 @contextmanager
-def request_scope(memo: dict[str, int] | None = None) -> Iterator[None]:
+def request_scope(memo: dict[str, int] | None = None, *, hints: tuple[str, ...] = ()) -> Iterator[None]:
     """Around one HTTP request or gateway message (core.logging's middleware, the gateway's ASGI app).
 
     `memo` shares one message's reads between the hops that serve it (the gateway's authentication and its
     handler run in different threads): a dict made for that message, never one that outlives it. A scope
     opened inside another (one tool call of a chat turn) reads afresh, and the outer scope forgets its reads
-    when the inner one ends: whatever the inner one changed, the rest of the request sees."""
+    when the inner one ends: whatever the inner one changed, the rest of the request sees. `hints` names the
+    scopes the work inside will read (as `hint_tenant` does): the first read fetches them all in one round trip."""
     outer = _request_memo.get()
     token = _request_memo.set({} if memo is None else memo)
-    hints = _request_hints.set(())
+    hinted = _request_hints.set(tuple(hints))
     try:
         yield
     finally:
-        _request_hints.reset(hints)
+        _request_hints.reset(hinted)
         _request_memo.reset(token)
         if outer is not None and outer is not memo:
             outer.clear()

@@ -138,7 +138,11 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
     return "operator", manage(env, "create_token", "operator")
 
 
-def wait_http(url: str, deadline_s: float = 60) -> None:
+# How long start-up may take (web processes answering, runners announced): a busy machine boots Django slowly.
+START_WAIT_S = float(os.environ.get("TOOLHUB_PROD_LOCAL_START_S", "60"))
+
+
+def wait_http(url: str, deadline_s: float = START_WAIT_S) -> None:
     end = time.monotonic() + deadline_s
     while True:
         try:
@@ -193,7 +197,7 @@ def respawn(proc: subprocess.Popen[bytes], env: dict[str, str]) -> subprocess.Po
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def wait_runners(env: dict[str, str], count: int, deadline_s: float = 60) -> None:
+def wait_runners(env: dict[str, str], count: int, deadline_s: float = START_WAIT_S) -> None:
     """Until `count` runners announce themselves in Redis (calls before that find no runner)."""
     import redis
 

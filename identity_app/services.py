@@ -354,16 +354,16 @@ def member_offboard(*, tenant: Tenant, user: Any, actor: str, reason: str) -> di
     upstream where offered), personal keys, sessions, pending approvals they asked for (expired, saying why), and
     the membership. A user left with no tenant is deactivated. Returns what was ended, by kind."""
     from agents_app.gateway.oauth.authorizations import authorizations_revoke_bound
+    from tools_app.connections import grants as oauth_grants
     from tools_app.models import Approval, ApprovalStatus, ExpiryReason, UserCredential
     from tools_app.services import approvals as approval_services
-    from tools_app.services import oauth as oauth_services
 
     if getattr(user, "is_superuser", False):
         raise PermissionDenied("a platform operator is not deprovisioned through a tenant")
     ended: dict[str, int] = {}
     ended["api_tokens"] = Token.objects.filter(user=user).delete()[0]
     ended["gateway_grants"] = authorizations_revoke_bound(tenant=tenant, user_id=user.pk)
-    ended["oauth_connections"] = oauth_services.oauth_forget_user(tenant=tenant, user=user)
+    ended["oauth_connections"] = oauth_grants.oauth_forget_user(tenant=tenant, user=user)
     ended["personal_keys"] = UserCredential.objects.filter(tenant=tenant, user=user).delete()[0]
     pending = list(Approval.objects.filter(tenant=tenant, requested_by=user, status=ApprovalStatus.PENDING)
                    .select_related("tool_call").select_for_update(of=("self",)))

@@ -37,6 +37,24 @@ def chromium(monkeypatch: Any) -> Iterator[Any]:
             browser.close()
 
 
+@pytest.fixture(scope="module")
+def module_chromium() -> Iterator[Any]:
+    """One headless Chromium for the browser tests of a module: its start (Playwright's driver and the browser
+    process) is most of what a short browser test costs. Not longer-lived: while it runs, Playwright's event loop
+    is this thread's running loop, which only browser modules are written for (the ORM told, no asyncio.run)."""
+    with pytest.MonkeyPatch.context() as patch, chromium(patch) as browser:
+        yield browser
+
+
+@pytest.fixture
+def browser(module_chromium: Any) -> Iterator[Any]:
+    """The module's Chromium. Each `browser.new_page()` opens a context of its own (cookies, storage, cache, as a
+    new browser profile would), and every context a test opened is closed when it ends."""
+    yield module_chromium
+    for context in list(module_chromium.contexts):
+        context.close()
+
+
 def login(page: Any, base_url: str, username: str, password: str, next_url: str = "/admin/") -> None:
     page.set_default_timeout(20_000)
     page.goto(f"{base_url}/admin/login/?next={next_url}")

@@ -17,6 +17,7 @@ from core.errors import NotFound
 from core.ids import as_id
 from tenants_app.models import Tenant
 from tools_app.configs import secret_values
+from tools_app.configs.auth import declared_keys, is_oauth_tool, is_per_user
 from tools_app.errors import ToolNotFound
 from tools_app.models import (
     Approval,
@@ -184,14 +185,12 @@ def approvals_of(*, tenant: Tenant, ids: list[int], pending_only: bool = False) 
     return qs.order_by("id")
 
 
-def oauth_state(*, tenant: Tenant, tool_id: Any, user: Any, config: dict[str, Any] | None) -> dict[str, Any] | None:
+def oauth_state(*, tenant: Tenant, tool: Tool, user: Any) -> dict[str, Any] | None:
     """The detail's `oauth` block as this caller sees it: the shared connection, or their own (per_user)."""
-    auth = (config or {}).get("auth") or {}
-    if auth.get("type") != "oauth2":
+    if not is_oauth_tool(tool):
         return None
-    per_user = bool(auth.get("per_user"))
-    connection = OAuthConnection.objects.filter(
-        tenant=tenant, tool_id=as_id(tool_id) or 0, user=user if per_user else None).first()
+    per_user = is_per_user(tool)
+    connection = OAuthConnection.objects.filter(tenant=tenant, tool_id=tool.pk, user=user if per_user else None).first()
     status = connection.status if connection is not None else "not_connected"
     return {"type": "oauth2", "per_user": per_user, "connected": status == "connected", "status": status,
             "scopes": connection.scopes.split() if connection is not None else [],
@@ -222,7 +221,7 @@ class UserKeys:
 
 def user_keys(*, tool: Tool, user: Any) -> UserKeys | None:
     """This member's values for the tool's per-user keys; None for a tool without such keys (no query)."""
-    declared = list((tool.config or {}).get("user_secrets") or [])
+    declared = declared_keys(tool)
     if not declared:
         return None
     user_id = getattr(user, "pk", None)
@@ -247,7 +246,7 @@ def member_connections(*, tenant: Tenant, user: Any) -> list[dict[str, Any]]:
     rows = []
     tools = USE_TOOL.tools(tenant=tenant, user=user).filter(type__in=(ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP))
     for tool in tools.order_by("name"):
-        oauth = oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+        oauth = oauth_state(tenant=tenant, tool=tool, user=user)
         keys = user_credentials_state(tool=tool, user=user)
         if oauth is not None or keys is not None:
             rows.append({"tool": tool, "oauth": oauth, "my_credentials": keys})
@@ -256,7 +255,7 @@ def member_connections(*, tenant: Tenant, user: Any) -> list[dict[str, Any]]:
 
 def user_secret_values(*, tool: Tool) -> list[str]:
     """Every member's values for a tool's per-user keys (the scrubber masks them); none for other tools (no query)."""
-    if not (tool.config or {}).get("user_secrets"):
+    if not declared_keys(tool):
         return []
     return [str(v) for values in UserCredential.objects.filter(tool=tool).values_list("values", flat=True)
             for v in (values or {}).values() if v]
@@ -270,7 +269,7 @@ def live_secret_values(*, tenant: Tenant, tool: Tool) -> list[str]:
 
 def oauth_token_values(*, tenant: Tenant, tool: Tool) -> list[str]:
     """The tokens of a tool's OAuth connections (the scrubber masks them); none for other tools (no query)."""
-    if ((tool.config or {}).get("auth") or {}).get("type") != "oauth2":
+    if not is_oauth_tool(tool):
         return []
     values: list[str] = []
     for tokens in OAuthConnection.objects.filter(tenant=tenant, tool=tool).values_list("tokens", flat=True):

@@ -1,4 +1,5 @@
-"""Celery tasks of the tools app: thin, idempotent, id-based."""
+"""Celery tasks of the tools app: thin, idempotent, id-based. Beat's tasks here; the tasks the services schedule
+themselves live with them (`tools_app.services.tasks`, imported here so the worker's autodiscovery registers them)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 from celery import shared_task
 
-from core.codes import ApiCode
 from tools_app.services import health
+from tools_app.services.tasks import refresh_functions
 
 
 @shared_task(name="tools.check_health")
@@ -37,13 +38,4 @@ def check_tool(tool_id: int) -> bool:
     return health.check_tool(tool_id)
 
 
-@shared_task(name="tools.refresh_functions")
-def refresh_functions(tool_id: int) -> dict[str, Any]:
-    """Rediscover a tool's functions (after create or a config change) as the system."""
-    from tools_app.models import Tool
-    from tools_app.services.discovery import rediscover
-
-    tool = Tool.objects.filter(pk=tool_id).select_related("tenant").first()
-    if tool is None:
-        return {"ok": False, "error": {"code": ApiCode.NOT_FOUND, "message": "tool not found"}}
-    return rediscover(tool)
+__all__ = ["check_tool", "check_tools_health", "expire_approvals", "refresh_functions", "replay_audit_spool"]

@@ -12,8 +12,9 @@ from core.codes import ResultCode
 from core.db import release_connection
 from core.secrets import redact
 from tools_app import selectors as tool_selectors
+from tools_app.connections import oauth_flow, paths
 from tools_app.models import ApprovalVia, Tool
-from tools_app.services import oauth, plugins
+from tools_app.services import plugins
 from tools_app.services.approvals import approval_request
 from tools_app.services.invoke import REFUSED_CODES, call_refused
 
@@ -92,9 +93,9 @@ def _connection_required(run: RunState, data: dict[str, Any]) -> dict[str, Any] 
         state = tool_selectors.user_credentials_state(tool=tool, user=run.actor) if tool is not None else None
         release_connection()
         return {**event, "missing": (state or {}).get("missing", []),
-                "connections_url": f"{base}/accounts/connections/?tenant={run.tenant.slug}"}
-    link = oauth.authorize_link_or_none(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id,
-                                        base_url=run.base_url) if run.base_url else None
+                "connections_url": paths.home_url(base, run.tenant.slug)}
+    link = oauth_flow.authorize_link_or_none(tenant=run.tenant, actor=run.actor, tool_id=fn.tool_id,
+                                             base_url=run.base_url) if run.base_url else None
     release_connection()
     return {**event, "authorize_url": link}
 

@@ -44,9 +44,9 @@ def executor(run: RunState) -> loop.Execute:
 
     def execute(fn: Any, arguments: dict[str, Any], call_id: str) -> ToolResult:
         try:
-            # Each call reads the hot cache's generations once (one round trip) and afresh: a change made while
-            # the turn runs holds on its next call.
-            with hotcache.request_scope():
+            # Each call reads the hot cache's generations once (one round trip: the tenant's and the identities'
+            # together, both of which a call reads) and afresh: a change made while the turn runs holds on its next call.
+            with hotcache.request_scope(hints=(hotcache.AUTH, hotcache.tenant_scope(run.tenant.pk))):
                 done = tool_invoke(
                     tenant=run.tenant,
                     actor=run.actor,

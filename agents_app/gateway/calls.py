@@ -23,6 +23,7 @@ from core.secrets import scrub_text
 from core.throttle import take as take_throttle
 from tenants_app.models import Tenant
 from tools_app import selectors as tool_selectors
+from tools_app.connections import oauth_flow, paths
 from tools_app.models import (
     Approval,
     ApprovalStatus,
@@ -35,7 +36,6 @@ from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.discovery import RESULT_META
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.screen.results import META_KEY
-from tools_app.services import oauth
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
 from tools_app.services.audit import through_client
 from tools_app.services.invoke import CallRefused, check_callable, tool_invoke
@@ -160,12 +160,12 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
                        client_requests=client_requests)
     if done.result.error_code == codes.AUTHORIZATION_REQUIRED and base_url:
         # The caller's own connect link when they may connect it (the shared connection: owners and admins).
-        link = oauth.authorize_link_or_none(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
-                                            base_url=base_url)
+        link = oauth_flow.authorize_link_or_none(tenant=principal.tenant, actor=principal.user,
+                                                 tool_id=target.tool_id, base_url=base_url)
         if link:
             done.result.meta[AUTHORIZE_URL] = link
     elif done.result.error_code == codes.CREDENTIALS_REQUIRED and base_url:
-        done.result.meta[CONNECTIONS_URL] = f"{base_url.rstrip('/')}/accounts/connections/?tenant={principal.tenant.slug}"
+        done.result.meta[CONNECTIONS_URL] = paths.home_url(base_url, principal.tenant.slug)
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
 

@@ -11,6 +11,8 @@ processes under it.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,3 +139,95 @@ def own_supervisor() -> int:
         if any(a.endswith("deploy/prod_local.py") for a in argv(pid)):
             return pid
     raise LookupError("no deploy/prod_local.py started by this process")
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot, every core added."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / CLOCK_TICKS, sum(values) / CLOCK_TICKS
+
+
+class CpuMeter:
+    """CPU seconds spent by each class of the topology's processes (web workers, runners, sandboxed servers, Celery,
+    PostgreSQL, Redis, the load generator) between `start()` and `stop()`, sampled every `every_s` so processes that
+    come or go in between are counted for the time they were seen. `extra` names more roots: {class: pid}."""
+
+    def __init__(self, topology: Topology, extra: dict[str, int], every_s: float = 1.0) -> None:
+        self.topology, self.extra, self.every_s = topology, extra, every_s
+        self._first: dict[int, tuple[str, float]] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._machine = (0.0, 0.0)
+
+    def _classes(self) -> dict[int, str]:
+        procs = snapshot()
+        out: dict[int, str] = {}
+        runners = set(self.topology.runners())
+        # The supervisor's children: gunicorn masters (their workers), runners, Celery worker and beat.
+        for pid in children(procs, self.topology.supervisor):
+            args = " ".join(argv(pid))
+            if "gunicorn" in args:
+                out[pid] = "web (masters)"
+                for worker in children(procs, pid):
+                    out[worker] = "web workers"
+                    for below in descendants(procs, worker):
+                        out[below] = "MCP servers (sandboxed)"
+            elif pid in runners:
+                out[pid] = "runners"
+                for below in descendants(procs, pid):
+                    out[below] = "MCP servers (sandboxed)"
+            else:
+                out[pid] = "celery" if "celery" in args else "other"
+                for below in descendants(procs, pid):
+                    out[below] = out[pid]
+        for name, root in self.extra.items():
+            out[root] = name
+            for below in descendants(procs, root):
+                out[below] = name
+        return out
+
+    def _sample(self) -> None:
+        for pid, name in self._classes().items():
+            spent = cpu_seconds(pid)
+            if pid not in self._first:
+                self._first[pid] = (name, spent)
+            self._last[pid] = spent
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def start(self) -> CpuMeter:
+        self._machine = machine_cpu()
+        self._began = time.monotonic()
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds per class, plus `wall` (seconds), `machine` (busy CPU seconds of every process on the machine)
+        and `capacity` (CPU seconds the machine had)."""
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        out: dict[str, float] = {}
+        for pid, (name, first) in self._first.items():
+            out[name] = out.get(name, 0.0) + max(0.0, self._last.get(pid, first) - first)
+        busy, total = machine_cpu()
+        out["wall"] = time.monotonic() - self._began
+        out["machine"] = busy - self._machine[0]
+        out["capacity"] = total - self._machine[1]
+        return out

@@ -21,6 +21,8 @@ own. In one run (about 10 minutes on 2 CPUs) it prints:
   upstream, side by side, with throughput and p50 ratios.
 With --profile SECONDS it also records a web worker and a runner with py-spy during a 32-user mixed run and writes
 the collapsed stacks and a summary of the hottest functions into bench/load/profile/ (see bench/load/PROFILE.md).
+With --quotas SECONDS it runs the quota phase (bench/load/quotas.py): a second tenant saturating a tool quota over both
+web processes while tenant prod's mix runs; overshoot per window and prod's p95 loaded vs unloaded.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import quotas  # noqa: E402
 from _common import free_port, prod_topology  # noqa: E402
-from proctree import Sandbox, Topology, own_supervisor  # noqa: E402
+from proctree import CpuMeter, Sandbox, Topology, own_supervisor  # noqa: E402
 from services import OwnPostgres, OwnRedis  # noqa: E402
 
 BENCH_VENV = ROOT / "var" / "bench-venv"
@@ -512,6 +515,28 @@ def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str]
     return out
 
 
+def cpu_meter(locust_pid: int) -> CpuMeter:
+    """CPU per process class of the topology during a phase, with the load generator, PostgreSQL and Redis."""
+    extra = {"locust (load generator)": locust_pid}
+    postmaster = STACK.pg.postmaster()
+    if postmaster is not None:
+        extra["postgresql"] = postmaster
+    if STACK.redis.proc is not None:
+        extra["redis"] = STACK.redis.proc.pid
+    return CpuMeter(STACK.tree, extra).start()
+
+
+def print_cpu(cpu: dict[str, float], requests: float) -> None:
+    """Where the machine's CPU went in a phase: per class, CPU seconds, share of the phase and ms per request."""
+    wall, per = cpu["wall"] or 1.0, 1000.0 / (requests or 1.0)
+    ours = {k: v for k, v in cpu.items() if k not in ("wall", "machine", "capacity")}
+    others = max(0.0, cpu["machine"] - sum(ours.values()))
+    print(f"    CPU over {wall:.0f}s (2 cores = {2 * wall:.0f} CPU-s; the machine used {cpu['machine']:.0f}, "
+          f"{cpu['machine'] / (cpu['capacity'] or 1):.0%} of what it had):")
+    for name, spent in sorted({**ours, "others on the machine": others}.items(), key=lambda kv: -kv[1]):
+        print(f"      {name:<26} {spent:6.1f} CPU-s  {spent / wall:5.0%} of a core  {spent * per:5.2f} ms/request")
+
+
 def print_stats(label: str, r: dict[str, float]) -> None:
     print(f"{label}: {r['rps']:.0f} req/s  p50 {r['p50']:.0f} ms  p95 {r['p95']:.0f} ms  p99 {r['p99']:.0f} ms  "
           f"errors {r['error_rate']:.2%}  ({r['requests']:.0f} requests)")
@@ -653,6 +678,7 @@ def main() -> None:
     parser.add_argument("--cf-users", type=int, default=32, help="users of the ContextForge comparison")
     parser.add_argument("--contextforge", choices=("auto", "no"), default="auto",
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
+    quotas.add_arguments(parser)
     args = parser.parse_args()
     began = time.monotonic()
     locust_bin = ensure_locust()
@@ -675,10 +701,17 @@ def main() -> None:
                    "LOAD_TOOL_ID": str(tool_id), "LOAD_AGENT_ID": str(agent_id), "LOAD_TOOL_NAME": tool_name,
                    "LOAD_CALL_LOG": str(call_log)}
             for users in user_counts:
-                locust(locust_bin, env, users, args.duration, f"u{users}").wait()
+                phase = locust(locust_bin, env, users, args.duration, f"u{users}")
+                meter = cpu_meter(phase.pid)
+                phase.wait()
+                cpu = meter.stop()
                 report[f"u{users}"] = r = read_stats(f"u{users}")
+                r["cpu"] = cpu
                 print_stats(f"{users:>4} users (Toolhub, 2 web processes x {os.environ.get('WEB_CONCURRENCY', '2')} "
                             f"workers)", r)
+                print_cpu(cpu, r["requests"])
+            if args.quotas:  # before the faults, which restart the Redis the quota counters live in
+                report["quotas"] = quotas.phase(sys.modules[__name__], locust_bin, env, args)
             if args.profile:
                 report["profile"] = profile(locust_bin, env, 32, args.profile)
             if args.soak_calls:

@@ -79,6 +79,13 @@ class OwnPostgres:
             raise RuntimeError(f"pg_ctl {action} failed: {(exc.stderr or exc.stdout).strip()[-500:]} "
                                f"(see {self.folder / 'postgres.log'})") from None
 
+    def postmaster(self) -> int | None:
+        """The running server's pid (the first line of postmaster.pid), None when it is not running."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def restart(self) -> None:
         """Fast shutdown (open connections are cut, as in a real restart) and start again."""
         self._pg_ctl("restart", "-m", "fast")

@@ -6,7 +6,7 @@ from typing import Any
 
 from agents_app.models import Agent, IntentNode
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, dead_links, login, overflows, shot
+from tests.browser import MARKS, dead_links, login, overflows, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
 from tools_app.models import ToolFunction
 
@@ -20,93 +20,91 @@ def tool_with(tenant: Any, name: str, *functions: str) -> Any:
     return tool
 
 
-def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="ada", password="pw-agent-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     inventory = tool_with(tenant, "inventory", "get_stock", "list_products", "set_price")
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "ada", "pw-agent-1", next_url="/admin/agents_app/agent/add/")
-        page.fill("#id_name", "stock-helper")
-        page.fill("#id_system_prompt", "Answer stock questions briefly.")
-        row = page.locator("#agent_tools-0")
-        expect(row.locator("div.toolhub-fn-picker")).to_be_empty()
-        # The tool is an autocomplete: type, pick, and its functions appear as checkboxes.
-        row.locator(".select2-selection").click()
-        page.locator(".select2-search__field").fill("inv")
-        page.locator(".select2-results__option", has_text="inventory").click()
-        picker = row.locator("div.toolhub-fn-picker")
-        expect(picker.locator("input[type=checkbox]")).to_have_count(3)
-        picker.get_by_label("get_stock").check()
-        expect(row.locator("input[value=only]")).to_be_checked()  # ticking one means "only these"
-        row.get_by_label("Always ask: every call from this agent waits for a person").check()
-        assert not overflows(page)
-        row.scroll_into_view_if_needed()
-        shot(page, "admin-agent-function-picker", docs="agent-function-picker")
-        page.click("input[name=_continue]")
-        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
-        link = Agent.objects.get(name="stock-helper").agent_tools.get()
-        assert (link.tool_id, link.allowed_functions, link.requires_approval) == (inventory.pk, ["get_stock"], True)
-        expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
-        expect(page.locator("#agent_tools-0 input[value=set_price]")).not_to_be_checked()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "ada", "pw-agent-1", next_url="/admin/agents_app/agent/add/")
+    page.fill("#id_name", "stock-helper")
+    page.fill("#id_system_prompt", "Answer stock questions briefly.")
+    row = page.locator("#agent_tools-0")
+    expect(row.locator("div.toolhub-fn-picker")).to_be_empty()
+    # The tool is an autocomplete: type, pick, and its functions appear as checkboxes.
+    row.locator(".select2-selection").click()
+    page.locator(".select2-search__field").fill("inv")
+    page.locator(".select2-results__option", has_text="inventory").click()
+    picker = row.locator("div.toolhub-fn-picker")
+    expect(picker.locator("input[type=checkbox]")).to_have_count(3)
+    picker.get_by_label("get_stock").check()
+    expect(row.locator("input[value=only]")).to_be_checked()  # ticking one means "only these"
+    row.get_by_label("Always ask: every call from this agent waits for a person").check()
+    assert not overflows(page)
+    row.scroll_into_view_if_needed()
+    shot(page, "admin-agent-function-picker", docs="agent-function-picker")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    link = Agent.objects.get(name="stock-helper").agent_tools.get()
+    assert (link.tool_id, link.allowed_functions, link.requires_approval) == (inventory.pk, ["get_stock"], True)
+    expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
+    expect(page.locator("#agent_tools-0 input[value=set_price]")).not_to_be_checked()
 
-        # A name the tool does not offer is refused by the service, at the picker, with the ticks kept. (The
-        # checkboxes only offer known names: the server drops `set_price` between loading the page and saving.)
-        page.locator("#agent_tools-0").get_by_label("set_price").check()
-        ToolFunction.objects.filter(tool=inventory, name="set_price").delete()
-        page.click("input[name=_continue]")
-        error = page.locator("#agent_tools-0 .errorlist")
-        expect(error).to_contain_text("offers no function set_price; accepted: get_stock, list_products")
-        expect(page.locator("#agent_tools-0 input[value=set_price]")).to_be_checked()
-        expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
-        shot(page, "admin-agent-function-picker-refused", full_page=False)
-        links = list(Agent.objects.get(name="stock-helper").agent_tools.values_list("pk", "allowed_functions"))
-        assert links == [(link.pk, ["get_stock"])], (link.pk, links)  # nothing changed
-        page.locator("#agent_tools-0").get_by_label("set_price").uncheck()
-        page.locator("#agent_tools-0").get_by_label("list_products").check()
-        page.click("input[name=_continue]")
-        expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
-        link = Agent.objects.get(name="stock-helper").agent_tools.get()  # links are replaced on save
-        assert link.allowed_functions == ["get_stock", "list_products"]
+    # A name the tool does not offer is refused by the service, at the picker, with the ticks kept. (The
+    # checkboxes only offer known names: the server drops `set_price` between loading the page and saving.)
+    page.locator("#agent_tools-0").get_by_label("set_price").check()
+    ToolFunction.objects.filter(tool=inventory, name="set_price").delete()
+    page.click("input[name=_continue]")
+    error = page.locator("#agent_tools-0 .errorlist")
+    expect(error).to_contain_text("offers no function set_price; accepted: get_stock, list_products")
+    expect(page.locator("#agent_tools-0 input[value=set_price]")).to_be_checked()
+    expect(page.locator("#agent_tools-0 input[value=get_stock]")).to_be_checked()
+    shot(page, "admin-agent-function-picker-refused", full_page=False)
+    links = list(Agent.objects.get(name="stock-helper").agent_tools.values_list("pk", "allowed_functions"))
+    assert links == [(link.pk, ["get_stock"])], (link.pk, links)  # nothing changed
+    page.locator("#agent_tools-0").get_by_label("set_price").uncheck()
+    page.locator("#agent_tools-0").get_by_label("list_products").check()
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    link = Agent.objects.get(name="stock-helper").agent_tools.get()  # links are replaced on save
+    assert link.allowed_functions == ["get_stock", "list_products"]
 
 
-def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="ida", password="pw-intent-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     weather = tool_with(tenant, "weather", "forecast")
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "ida", "pw-intent-1", next_url="/admin/agents_app/intentnode/add/")
-        expect(page.locator(".field-function_refs .help")).to_contain_text("as <tool>__<function>")
-        page.fill("#id_code", "info-weather")
-        page.fill("#id_name", "Weather questions")
-        page.fill("#id_description", "Forecasts for the next days")
-        page.get_by_label("forecast", exact=True).check()
-        page.fill("#id_examples-0-text", "will it rain in Paris tomorrow")
-        ToolFunction.objects.filter(tool=weather).delete()
-        page.click("input[name=_save]")
-        # The refusal (here: a function of another tenant would be the same) comes back at the picker; to make one,
-        # the tool loses its function between loading the form and saving it.
-        errors = page.locator(".field-function_refs .errorlist")
-        expect(errors).to_contain_text("unknown function(s) weather__forecast")
-        expect(page.locator("#id_name")).to_have_value("Weather questions")
-        expect(page.locator("#id_description")).to_have_value("Forecasts for the next days")
-        expect(page.locator("#id_examples-0-text")).to_have_value("will it rain in Paris tomorrow")
-        expect(page.locator("input[name=function_refs][value=weather__forecast]")).to_be_checked()
-        shot(page, "admin-intent-refused-keeps-input")
-        ToolFunction.objects.create(tool=weather, name="forecast", input_schema={"type": "object"})
-        page.click("input[name=_save]")
-        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
-        node = IntentNode.objects.get(tenant=tenant, code="info-weather")
-        assert [e.text for e in node.examples.all()] == ["will it rain in Paris tomorrow"]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "ida", "pw-intent-1", next_url="/admin/agents_app/intentnode/add/")
+    expect(page.locator(".field-function_refs .help")).to_contain_text("as <tool>__<function>")
+    page.fill("#id_code", "info-weather")
+    page.fill("#id_name", "Weather questions")
+    page.fill("#id_description", "Forecasts for the next days")
+    page.get_by_label("forecast", exact=True).check()
+    page.fill("#id_examples-0-text", "will it rain in Paris tomorrow")
+    ToolFunction.objects.filter(tool=weather).delete()
+    page.click("input[name=_save]")
+    # The refusal (here: a function of another tenant would be the same) comes back at the picker; to make one,
+    # the tool loses its function between loading the form and saving it.
+    errors = page.locator(".field-function_refs .errorlist")
+    expect(errors).to_contain_text("unknown function(s) weather__forecast")
+    expect(page.locator("#id_name")).to_have_value("Weather questions")
+    expect(page.locator("#id_description")).to_have_value("Forecasts for the next days")
+    expect(page.locator("#id_examples-0-text")).to_have_value("will it rain in Paris tomorrow")
+    expect(page.locator("input[name=function_refs][value=weather__forecast]")).to_be_checked()
+    shot(page, "admin-intent-refused-keeps-input")
+    ToolFunction.objects.create(tool=weather, name="forecast", input_schema={"type": "object"})
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    node = IntentNode.objects.get(tenant=tenant, code="info-weather")
+    assert [e.text for e in node.examples.all()] == ["will it rain in Paris tomorrow"]
 
 
 def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_conversation_and_agent(
-        live_server: Any, tenant: Any, start_llm: Any, monkeypatch: Any) -> None:
+        live_server: Any, tenant: Any, start_llm: Any, browser: Any) -> None:
     """A DESTRUCTIVE call held in a chat: Approve in the queue asks for confirmation first and links the
     conversation, which finishes the run when reopened; the approval then links the call that ran, and that
     call's page links its approval, its conversation and its agent (and the conversation its calls)."""
@@ -132,37 +130,36 @@ def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_convers
     conversation_id = approval.tool_call.conversation_id
     assert conversation_id is not None
 
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        login(page, live_server.url, "oli", "pw-approve-1", next_url="/admin/tools_app/approval/")
-        page.locator("#result_list tbody tr", has_text="old.log").locator("button.toolhub-approve").click()
-        expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
-        assert target.exists()  # nothing decided before the confirmation
-        approval.refresh_from_db()
-        assert approval.status == "pending"
-        page.click("#confirm-batch")
-        message = page.locator(".messagelist")
-        expect(message).to_contain_text("approved; the conversation continues when it is resumed")
-        expect(message.locator("a", has_text="the conversation")).to_have_attribute(
-            "href", f"/admin/agents_app/conversation/{conversation_id}/change/")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    login(page, live_server.url, "oli", "pw-approve-1", next_url="/admin/tools_app/approval/")
+    page.locator("#result_list tbody tr", has_text="old.log").locator("button.toolhub-approve").click()
+    expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
+    assert target.exists()  # nothing decided before the confirmation
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    page.click("#confirm-batch")
+    message = page.locator(".messagelist")
+    expect(message).to_contain_text("approved; the conversation continues when it is resumed")
+    expect(message.locator("a", has_text="the conversation")).to_have_attribute(
+        "href", f"/admin/agents_app/conversation/{conversation_id}/change/")
 
-        page.goto(f"{live_server.url}/playground/?conversation={conversation_id}")  # reopened: the run resumes
-        expect(page.locator(".assistant").last).to_have_text("Deleted old.log.")
-        assert not target.exists()
+    page.goto(f"{live_server.url}/playground/?conversation={conversation_id}")  # reopened: the run resumes
+    expect(page.locator(".assistant").last).to_have_text("Deleted old.log.")
+    assert not target.exists()
 
-        page.goto(f"{live_server.url}/admin/tools_app/approval/{approval.pk}/change/")
-        assert dead_links(page) == {}
-        page.click("#toolhub-result-call")
-        page.wait_for_url("**/admin/tools_app/toolcall/*/change/")
-        expect(page.locator("#toolhub-approval")).to_contain_text(f"approval #{approval.pk}")
-        expect(page.locator(".field-agent a")).to_have_text("janitor")
-        conversation = page.locator(".field-conversation a")
-        expect(conversation).to_have_attribute("href", f"/admin/agents_app/conversation/{conversation_id}/change/")
-        shot(page, "admin-approval-result-call", full_page=False, docs="approval-result-call")
-        expect(page.locator(".field-actor_name")).to_contain_text("oli")
-        assert dead_links(page) == {}  # a tenant admin cannot open Django's user admin: no link there
-        conversation.click()
-        expect(page.locator(".field-agent a")).to_have_text("janitor")
-        assert dead_links(page) == {}
-        page.click("#toolhub-conversation-calls")
-        expect(page.locator("#result_list tbody tr")).to_have_count(2)  # the held call and the one that ran
+    page.goto(f"{live_server.url}/admin/tools_app/approval/{approval.pk}/change/")
+    assert dead_links(page) == {}
+    page.click("#toolhub-result-call")
+    page.wait_for_url("**/admin/tools_app/toolcall/*/change/")
+    expect(page.locator("#toolhub-approval")).to_contain_text(f"approval #{approval.pk}")
+    expect(page.locator(".field-agent a")).to_have_text("janitor")
+    conversation = page.locator(".field-conversation a")
+    expect(conversation).to_have_attribute("href", f"/admin/agents_app/conversation/{conversation_id}/change/")
+    shot(page, "admin-approval-result-call", full_page=False, docs="approval-result-call")
+    expect(page.locator(".field-actor_name")).to_contain_text("oli")
+    assert dead_links(page) == {}  # a tenant admin cannot open Django's user admin: no link there
+    conversation.click()
+    expect(page.locator(".field-agent a")).to_have_text("janitor")
+    assert dead_links(page) == {}
+    page.click("#toolhub-conversation-calls")
+    expect(page.locator("#result_list tbody tr")).to_have_count(2)  # the held call and the one that ran

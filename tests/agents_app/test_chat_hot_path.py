@@ -56,6 +56,35 @@ def test_a_warm_turn_reads_only_its_conversation(member: Any, agent: tuple[int, 
     assert len(statements) == 5, statements
 
 
+def test_a_warm_turn_calling_a_tool_reads_the_generations_once_more(
+        tenant: Any, member: Any, agent: tuple[int, int, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The turn reads the hot-cache generations once; its tool call reads them afresh (a change made meanwhile
+    holds), the identities' and the tenant's together in one read rather than one each."""
+    from django.core.cache import caches
+
+    agent_id, _tool, llm = agent
+    conversation: dict[str, int] = {}
+    llm.repeat_last = False
+    llm.script += [call(INV, {"sku": "DEMO-001"}), text("twelve")]
+    turn(member, agent_id, conversation)
+    reads: list[tuple[str, ...]] = []
+    # On the class: the tool call runs in another thread, whose cache backend is another instance.
+    backend = type(caches["default"])
+    real = backend.get_many
+
+    def get_many(self: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+        if any("toolhub:gen:" in str(key) for key in keys):
+            reads.append(tuple(sorted(str(key).rsplit("gen:", 1)[1] for key in keys)))
+        return real(self, keys, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "get_many", get_many)
+    llm.script += [call(INV, {"sku": "DEMO-001"}), text("twelve")]
+    body = turn(member, agent_id, conversation)
+    assert body["status"] == "completed" and body["message"] == "twelve", body
+    # The turn's read, then its one tool call's: each the identities' and the tenant's generation together.
+    assert reads == [("auth", f"tenant:{tenant.pk}")] * 2, reads
+
+
 def test_an_agent_disabled_or_unlinked_holds_on_the_next_turn(api: Any, member: Any,
                                                              agent: tuple[int, int, Any]) -> None:
     agent_id, tool_id, llm = agent

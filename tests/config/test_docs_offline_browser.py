@@ -6,31 +6,30 @@ from typing import Any
 
 import pytest
 
-from tests.browser import MARKS, chromium, login, shot
+from tests.browser import MARKS, login, shot
 from tests.factories import UserFactory
 
 pytestmark = MARKS
 
 
 @pytest.mark.parametrize("path", ["/api/v1/redoc/", "/api/v1/docs/"])
-def test_docs_fetch_nothing_from_another_host(live_server: Any, monkeypatch: Any, path: str) -> None:
+def test_docs_fetch_nothing_from_another_host(live_server: Any, browser: Any, path: str) -> None:
     UserFactory(username="doc", password="pw-docs-1", is_staff=True)
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "doc", "pw-docs-1")
-        foreign: list[str] = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "doc", "pw-docs-1")
+    foreign: list[str] = []
 
-        def guard(route: Any) -> None:
-            url = route.request.url
-            if url.startswith(live_server.url) or url.startswith("data:") or url.startswith("blob:"):
-                route.continue_()
-            else:
-                foreign.append(url)
-                route.abort()
+    def guard(route: Any) -> None:
+        url = route.request.url
+        if url.startswith(live_server.url) or url.startswith("data:") or url.startswith("blob:"):
+            route.continue_()
+        else:
+            foreign.append(url)
+            route.abort()
 
-        page.route("**/*", guard)
-        page.goto(f"{live_server.url}{path}")
-        page.wait_for_load_state("networkidle")
-        page.wait_for_timeout(1500)  # ReDoc renders its menu (and its footer logo) after the schema arrives
-        shot(page, "api-docs-" + path.strip("/").split("/")[-1], full_page=False)
-        assert foreign == []
+    page.route("**/*", guard)
+    page.goto(f"{live_server.url}{path}")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(1500)  # ReDoc renders its menu (and its footer logo) after the schema arrives
+    shot(page, "api-docs-" + path.strip("/").split("/")[-1], full_page=False)
+    assert foreign == []

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, login, overflows, shot
+from tests.browser import MARKS, login, overflows, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
 from tools_app.models import CallStatus, ToolCall
 
@@ -42,7 +42,7 @@ def busy_tenant(tenant: Any) -> None:
     tripped.save()
 
 
-def test_switch_tenants_from_the_header(live_server: Any, tenant: Any, other_tenant: Any, monkeypatch: Any) -> None:
+def test_switch_tenants_from_the_header(live_server: Any, tenant: Any, other_tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="both", password="pw-browser-3", is_staff=True)
@@ -51,51 +51,49 @@ def test_switch_tenants_from_the_header(live_server: Any, tenant: Any, other_ten
     ToolFactory(tenant=tenant, name="alpha-tool")
     ToolFactory(tenant=other_tenant, name="omega-tool")
 
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        login(page, live_server.url, "both", "pw-browser-3", next_url="/admin/tools_app/tool/")
-        expect(page.locator("#toolhub-tenant-select")).to_have_value(str(tenant.pk))
-        expect(page.locator("#result_list")).to_contain_text("alpha-tool")
-        expect(page.locator("#result_list")).not_to_contain_text("omega-tool")
-        page.select_option("#toolhub-tenant-select", str(other_tenant.pk))
-        page.wait_for_load_state()
-        expect(page.locator(".messagelist")).to_contain_text(f"Now working in tenant {other_tenant.slug}")
-        expect(page.locator("#result_list")).to_contain_text("omega-tool")
-        expect(page.locator("#result_list")).not_to_contain_text("alpha-tool")
-        shot(page, "admin-tenant-switched")
-        page.goto(f"{live_server.url}/admin/")  # the choice is kept in the session
-        expect(page.locator("#toolhub-tenant-select")).to_have_value(str(other_tenant.pk))
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    login(page, live_server.url, "both", "pw-browser-3", next_url="/admin/tools_app/tool/")
+    expect(page.locator("#toolhub-tenant-select")).to_have_value(str(tenant.pk))
+    expect(page.locator("#result_list")).to_contain_text("alpha-tool")
+    expect(page.locator("#result_list")).not_to_contain_text("omega-tool")
+    page.select_option("#toolhub-tenant-select", str(other_tenant.pk))
+    page.wait_for_load_state()
+    expect(page.locator(".messagelist")).to_contain_text(f"Now working in tenant {other_tenant.slug}")
+    expect(page.locator("#result_list")).to_contain_text("omega-tool")
+    expect(page.locator("#result_list")).not_to_contain_text("alpha-tool")
+    shot(page, "admin-tenant-switched")
+    page.goto(f"{live_server.url}/admin/")  # the choice is kept in the session
+    expect(page.locator("#toolhub-tenant-select")).to_have_value(str(other_tenant.pk))
 
 
-def test_dashboard_at_desktop_and_phone_width(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_dashboard_at_desktop_and_phone_width(live_server: Any, tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="dash", password="pw-browser-4", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
     busy_tenant(tenant)
 
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "dash", "pw-browser-4")
-        health = page.locator("#panel-health")
-        expect(health).to_contain_text("crm-remote")
-        expect(health).to_contain_text("min left")
-        expect(page.locator("#calls-chart rect")).not_to_have_count(0)
-        expect(page.locator("#cost-per-tool")).to_contain_text("inventory")
-        expect(page.locator("#panel-market")).to_contain_text("1 available")
-        assert not overflows(page)
-        shot(page, "admin-dashboard-1280", docs="dashboard")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "dash", "pw-browser-4")
+    health = page.locator("#panel-health")
+    expect(health).to_contain_text("crm-remote")
+    expect(health).to_contain_text("min left")
+    expect(page.locator("#calls-chart rect")).not_to_have_count(0)
+    expect(page.locator("#cost-per-tool")).to_contain_text("inventory")
+    expect(page.locator("#panel-market")).to_contain_text("1 available")
+    assert not overflows(page)
+    shot(page, "admin-dashboard-1280", docs="dashboard")
 
-        phone = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True)
-        login(phone, live_server.url, "dash", "pw-browser-4")
-        expect(phone.locator("#panel-health")).to_be_visible()
-        assert not overflows(phone)
-        box = phone.locator("#panel-activity").bounding_box()
-        assert box is not None and box["width"] <= 390
-        shot(phone, "admin-dashboard-phone")
+    phone = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True)
+    login(phone, live_server.url, "dash", "pw-browser-4")
+    expect(phone.locator("#panel-health")).to_be_visible()
+    assert not overflows(phone)
+    box = phone.locator("#panel-activity").bounding_box()
+    assert box is not None and box["width"] <= 390
+    shot(phone, "admin-dashboard-phone")
 
 
-def test_a_refused_membership_save_keeps_what_was_typed(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_a_refused_membership_save_keeps_what_was_typed(live_server: Any, tenant: Any, browser: Any) -> None:
     """Adding a member by a username that does not exist: the service's refusal is shown at the username, the
     typed name and the chosen role stay; corrected, it saves. A role the service refuses is shown at the role."""
     from playwright.sync_api import expect
@@ -106,28 +104,27 @@ def test_a_refused_membership_save_keeps_what_was_typed(live_server: Any, tenant
     admin_user = UserFactory(username="lead", password="pw-members-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=admin_user, role=Role.ADMIN)
     UserFactory(username="newcomer-eu")
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        login(page, live_server.url, "lead", "pw-members-1", next_url="/admin/tenants_app/membership/add/")
-        page.fill("#id_username", "newcomer-ue")  # a typo
-        page.select_option("#id_role", "viewer")
-        page.click("input[name=_save]")
-        expect(page.locator(".field-username .errorlist")).to_have_text(NO_SUCH_USER)
-        expect(page.locator("#id_username")).to_have_value("newcomer-ue")
-        expect(page.locator("#id_role")).to_have_value("viewer")
-        assert not overflows(page)
-        shot(page, "admin-membership-refused-keeps-input", full_page=False, docs="failed-save-keeps-input")
-        assert not Membership.objects.filter(tenant=tenant, user__username__startswith="newcomer").exists()
-        page.fill("#id_username", "newcomer-eu")
-        page.click("input[name=_save]")
-        expect(page.locator(".messagelist")).to_contain_text("was added successfully")
-        assert Membership.objects.get(tenant=tenant, user__username="newcomer-eu").role == Role.VIEWER
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    login(page, live_server.url, "lead", "pw-members-1", next_url="/admin/tenants_app/membership/add/")
+    page.fill("#id_username", "newcomer-ue")  # a typo
+    page.select_option("#id_role", "viewer")
+    page.click("input[name=_save]")
+    expect(page.locator(".field-username .errorlist")).to_have_text(NO_SUCH_USER)
+    expect(page.locator("#id_username")).to_have_value("newcomer-ue")
+    expect(page.locator("#id_role")).to_have_value("viewer")
+    assert not overflows(page)
+    shot(page, "admin-membership-refused-keeps-input", full_page=False, docs="failed-save-keeps-input")
+    assert not Membership.objects.filter(tenant=tenant, user__username__startswith="newcomer").exists()
+    page.fill("#id_username", "newcomer-eu")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    assert Membership.objects.get(tenant=tenant, user__username="newcomer-eu").role == Role.VIEWER
 
-        own = Membership.objects.get(tenant=tenant, user=admin_user)
-        page.goto(f"{live_server.url}/admin/tenants_app/membership/{own.pk}/change/")
-        page.select_option("#id_role", "owner")  # an admin cannot make anyone owner, themselves included
-        page.click("input[name=_save]")
-        expect(page.locator(".field-role .errorlist")).to_contain_text("owner")
-        expect(page.locator("#id_role")).to_have_value("owner")
-        own.refresh_from_db()
-        assert own.role == Role.ADMIN
+    own = Membership.objects.get(tenant=tenant, user=admin_user)
+    page.goto(f"{live_server.url}/admin/tenants_app/membership/{own.pk}/change/")
+    page.select_option("#id_role", "owner")  # an admin cannot make anyone owner, themselves included
+    page.click("input[name=_save]")
+    expect(page.locator(".field-role .errorlist")).to_contain_text("owner")
+    expect(page.locator("#id_role")).to_have_value("owner")
+    own.refresh_from_db()
+    assert own.role == Role.ADMIN

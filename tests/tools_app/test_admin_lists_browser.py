@@ -12,7 +12,7 @@ from agents_app.models import Agent, ChatModel, Conversation, IntentNode
 from identity_app.models import IdentityEvent, IdentityProvider
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, dead_links, login, shot
+from tests.browser import MARKS, dead_links, login, shot
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
 from tools_app.models import Approval, CallStatus, Quota, Tool, ToolCall, ToolFunction
 from tools_app.runtime import result as codes
@@ -112,101 +112,97 @@ def stocked_everywhere(tenant: Any, user: Any) -> None:
                                  message="signed in through Acme Entra ID with a long display name")
 
 
-def test_no_list_clips_a_column_at_1280_or_1366(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_no_list_clips_a_column_at_1280_or_1366(live_server: Any, tenant: Any, browser: Any) -> None:
     """Every change list the admin index offers a tenant admin (read from the index, so a new list is covered),
     each with rows: no header or cell is cut or scrolls, and neither does the results box or the page."""
     user = UserFactory(username="lena", password="pw-lists-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     stocked_everywhere(tenant, user)
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        login(page, live_server.url, "lena", "pw-lists-1")
-        lists = page.eval_on_selector_all(
-            "#toolhub-sections tr[class^=model-] th a",
-            "links => links.map(a => new URL(a.href).pathname)")
-        assert len(lists) >= 12 and "/admin/tools_app/tool/" in lists, lists
-        clipped, empty = {}, []
-        for width in (1280, 1366):
-            page.set_viewport_size({"width": width, "height": 800})
-            for path in lists:
-                page.goto(f"{live_server.url}{path}")
-                if page.locator("#result_list tbody tr").count() == 0:
-                    empty.append(path)
-                    continue
-                found = page.evaluate(CLIPPED_JS)
-                if found:
-                    clipped[f"{path} at {width}"] = found
-                if width == 1280:
-                    shot(page, "admin-list-" + path.strip("/").replace("/", "-").replace("admin-", ""),
-                         full_page=False)
-        assert empty == [], f"lists without rows (stock them above): {empty}"
-        assert clipped == {}
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    login(page, live_server.url, "lena", "pw-lists-1")
+    lists = page.eval_on_selector_all(
+        "#toolhub-sections tr[class^=model-] th a",
+        "links => links.map(a => new URL(a.href).pathname)")
+    assert len(lists) >= 12 and "/admin/tools_app/tool/" in lists, lists
+    clipped, empty = {}, []
+    for width in (1280, 1366):
+        page.set_viewport_size({"width": width, "height": 800})
+        for path in lists:
+            page.goto(f"{live_server.url}{path}")
+            if page.locator("#result_list tbody tr").count() == 0:
+                empty.append(path)
+                continue
+            found = page.evaluate(CLIPPED_JS)
+            if found:
+                clipped[f"{path} at {width}"] = found
+            if width == 1280:
+                shot(page, "admin-list-" + path.strip("/").replace("/", "-").replace("admin-", ""),
+                     full_page=False)
+    assert empty == [], f"lists without rows (stock them above): {empty}"
+    assert clipped == {}
 
 
-def test_every_page_a_list_opens_has_no_dead_link(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_every_page_a_list_opens_has_no_dead_link(live_server: Any, tenant: Any, browser: Any) -> None:
     """From every list on the admin index, the first row's page: each link in it opens for a tenant admin (none
     leads to a page they may not see, such as Django's user admin)."""
     user = UserFactory(username="noel", password="pw-lists-4", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     stocked_everywhere(tenant, user)
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        login(page, live_server.url, "noel", "pw-lists-4")
-        lists = page.eval_on_selector_all("#toolhub-sections tr[class^=model-] th a",
-                                          "links => links.map(a => new URL(a.href).pathname)")
-        dead = {}
-        for path in lists:
-            page.goto(f"{live_server.url}{path}")
-            page.locator("#result_list tbody tr").first.locator("th a, td a").first.click()
-            page.wait_for_url("**/change/")
-            found = dead_links(page)
-            if found:
-                dead[page.url.removeprefix(live_server.url)] = found
-        assert dead == {}
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    login(page, live_server.url, "noel", "pw-lists-4")
+    lists = page.eval_on_selector_all("#toolhub-sections tr[class^=model-] th a",
+                                      "links => links.map(a => new URL(a.href).pathname)")
+    dead = {}
+    for path in lists:
+        page.goto(f"{live_server.url}{path}")
+        page.locator("#result_list tbody tr").first.locator("th a, td a").first.click()
+        page.wait_for_url("**/change/")
+        found = dead_links(page)
+        if found:
+            dead[page.url.removeprefix(live_server.url)] = found
+    assert dead == {}
 
 
-def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_tools_list_shows_health_badges_and_mcp_tools_first(live_server: Any, tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="hugo", password="pw-lists-2", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     stocked(tenant)
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "hugo", "pw-lists-2", next_url="/admin/tools_app/tool/")
-        names = page.locator("#result_list tbody th.field-name").all_inner_texts()
-        assert names[:3] == ["crm-remote", "inventory-service-eu", "weather-forecasts"]  # built-ins after them
-        health = page.locator("#result_list tbody tr", has_text="weather-forecasts").locator(".toolhub-badge")
-        expect(health.first).to_have_class("toolhub-badge bad")
-        expect(health.first).to_contain_text("paused")
-        ok = page.locator("#result_list tbody tr", has_text="inventory-service-eu").locator(".toolhub-badge.ok")
-        expect(ok).to_have_count(1)
-        shot(page, "admin-tools-list", docs="tools-list")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "hugo", "pw-lists-2", next_url="/admin/tools_app/tool/")
+    names = page.locator("#result_list tbody th.field-name").all_inner_texts()
+    assert names[:3] == ["crm-remote", "inventory-service-eu", "weather-forecasts"]  # built-ins after them
+    health = page.locator("#result_list tbody tr", has_text="weather-forecasts").locator(".toolhub-badge")
+    expect(health.first).to_have_class("toolhub-badge bad")
+    expect(health.first).to_contain_text("paused")
+    ok = page.locator("#result_list tbody tr", has_text="inventory-service-eu").locator(".toolhub-badge.ok")
+    expect(ok).to_have_count(1)
+    shot(page, "admin-tools-list", docs="tools-list")
 
 
-def test_tool_calls_filter_by_tool_agent_via_and_date(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_tool_calls_filter_by_tool_agent_via_and_date(live_server: Any, tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="vic", password="pw-lists-3", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     stocked(tenant)
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "vic", "pw-lists-3", next_url="/admin/tools_app/toolcall/")
-        expect(page.locator("#result_list thead")).to_contain_text("Via")
-        filters = page.locator("#changelist-filter")
-        for title in ("By tool", "By agent", "By via", "By created at"):
-            expect(filters).to_contain_text(title)
-        filters.get_by_role("link", name="weather-forecasts").click()
-        expect(page.locator("#result_list tbody tr")).to_have_count(15)
-        filters.get_by_role("link", name="MCP gateway").click()
-        expect(page.locator("#result_list tbody tr")).to_have_count(5)
-        filters.get_by_role("link", name="Past 7 days").click()
-        midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)  # as the filter counts
-        count = ToolCall.objects.filter(tenant=tenant, tool__name="weather-forecasts", via="gateway",
-                                        created_at__gte=midnight - timedelta(days=7)).count()
-        expect(page.locator("#result_list tbody tr")).to_have_count(count)
-        shot(page, "admin-tool-calls-filtered")
-        page.goto(f"{live_server.url}/admin/tools_app/toolcall/")
-        page.locator("#changelist-filter").get_by_role("link", name="stock-helper").click()
-        expect(page.locator("#result_list tbody tr")).to_have_count(10)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "vic", "pw-lists-3", next_url="/admin/tools_app/toolcall/")
+    expect(page.locator("#result_list thead")).to_contain_text("Via")
+    filters = page.locator("#changelist-filter")
+    for title in ("By tool", "By agent", "By via", "By created at"):
+        expect(filters).to_contain_text(title)
+    filters.get_by_role("link", name="weather-forecasts").click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(15)
+    filters.get_by_role("link", name="MCP gateway").click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(5)
+    filters.get_by_role("link", name="Past 7 days").click()
+    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)  # as the filter counts
+    count = ToolCall.objects.filter(tenant=tenant, tool__name="weather-forecasts", via="gateway",
+                                    created_at__gte=midnight - timedelta(days=7)).count()
+    expect(page.locator("#result_list tbody tr")).to_have_count(count)
+    shot(page, "admin-tool-calls-filtered")
+    page.goto(f"{live_server.url}/admin/tools_app/toolcall/")
+    page.locator("#changelist-filter").get_by_role("link", name="stock-helper").click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(10)

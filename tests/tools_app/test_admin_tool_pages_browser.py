@@ -31,31 +31,23 @@ pytestmark = [
 
 
 @pytest.fixture
-def page(live_server: Any, tenant: Any, monkeypatch: Any) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
+def page(live_server: Any, tenant: Any, browser: Any) -> Iterator[Any]:
+    """A page of the module's Chromium, in a context of its own, signed in as tenant admin tina."""
     user = UserFactory(username="tina", password="pw-browser-2", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
-    # Playwright's sync API keeps an event loop in this thread; the ORM calls in the test are sync.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-background-networking", "--headless=new"]
-        )
-        try:
-            p = browser.new_page(viewport={"width": 1280, "height": 900})
-            p.set_default_timeout(20_000)
-            p.goto(f"{live_server.url}/admin/login/?next=/admin/")
-            p.fill("#id_username", "tina")
-            p.fill("#id_password", "pw-browser-2")
-            p.click("input[type=submit]")
-            p.wait_for_url("**/admin/")
-            p.base = live_server.url  # type: ignore[attr-defined]  # the tests' own attribute on the page
-            yield p
-        finally:
-            browser.close()
-            pool().close_all()
+    try:
+        p = browser.new_page(viewport={"width": 1280, "height": 900})
+        p.set_default_timeout(20_000)
+        p.goto(f"{live_server.url}/admin/login/?next=/admin/")
+        p.fill("#id_username", "tina")
+        p.fill("#id_password", "pw-browser-2")
+        p.click("input[type=submit]")
+        p.wait_for_url("**/admin/")
+        p.base = live_server.url  # the tests' own attribute on the page
+        yield p
+    finally:
+        pool().close_all()
 
 
 def shot(page: Any, name: str, readme: str = "") -> None:

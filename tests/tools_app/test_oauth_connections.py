@@ -54,7 +54,10 @@ def test_shared_connection_end_to_end(api: Any, server_url: str) -> None:
     assert body["authorize_url"].startswith("http://testserver/oauth/start/") and body["expires_in"] > 0
     browser = signed_in(api.user)
     query = provider_answer(browser, body["authorize_url"])
-    done = browser.get("/oauth/callback/?" + urlencode(query))
+    # The provider sends the browser to the redirect URI it registered: it forwards for good, the query kept whole.
+    landed = browser.get("/oauth/callback/?" + urlencode(query))
+    assert landed.status_code == 308 and landed["Location"] == "/connections/oauth/callback/?" + urlencode(query)
+    done = browser.get(landed["Location"])
     assert done.status_code == 200, done.content.decode()[:800]
     assert "linear is connected with the shared account" in done.content.decode()
     connection = OAuthConnection.objects.get(tool_id=tool_id)
@@ -71,7 +74,7 @@ def test_shared_connection_end_to_end(api: Any, server_url: str) -> None:
         assert secret not in raw
         assert secret not in done.content.decode() and secret not in resp.content.decode()
     # The code is good once: replaying the callback connects nothing more.
-    again = browser.get("/oauth/callback/?" + urlencode(query))
+    again = browser.get("/oauth/callback/", query, follow=True)
     assert again.status_code == 400 and query["code"] not in again.content.decode()
     # A second connect reuses the registration made for this authorization server.
     assert api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").status_code == 200
@@ -88,9 +91,9 @@ def test_a_link_opened_by_another_user_connects_nothing(api: Any, member_client:
     # Nor can the other user finish a flow the owner started: the callback checks user and session.
     owner = signed_in(api.user)
     query = provider_answer(owner, link)
-    stolen = signed_in(mallory).get("/oauth/callback/?" + urlencode(query))
+    stolen = signed_in(mallory).get("/oauth/callback/", query, follow=True)
     assert stolen.status_code == 400
-    other_session = signed_in(api.user).get("/oauth/callback/?" + urlencode(query))
+    other_session = signed_in(api.user).get("/oauth/callback/", query, follow=True)
     assert other_session.status_code == 400 and "another browser" in other_session.content.decode()
     assert not OAuthConnection.objects.exists()
     # A signed-out visitor is sent to the member sign-in first.
@@ -115,7 +118,7 @@ def connect_shared(api: Any, tool_id: int) -> dict[str, str]:
     link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
     browser = signed_in(api.user)
     query = provider_answer(browser, link)
-    assert browser.get("/oauth/callback/?" + urlencode(query)).status_code == 200
+    assert browser.get("/oauth/callback/", query, follow=True).status_code == 200
     return query
 
 
@@ -188,9 +191,9 @@ def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, m
                                                                     server_url: str) -> None:
     from tools_app.models import Tool
     from tools_app.runtime.mcp import oauth
-    from tools_app.services.oauth_tokens import client_of as _client
-    from tools_app.services.oauth_tokens import discovery_of as _discovery
     from tools_app.wiring.http import outbound_policy
+    from tools_app.wiring.tokens import client_of as _client
+    from tools_app.wiring.tokens import discovery_of as _discovery
 
     tool_id = make_tool(api, server_url, name="revoked")
     connect_shared(api, tool_id)
@@ -234,8 +237,8 @@ def test_detail_shows_the_callers_view_and_disconnect_revokes(api: Any, member_c
     assert api.get(f"/api/v1/tools/{tool_id}/").json()["oauth"]["connected"] is False
     # Revoked upstream too: the refresh token no longer works at the provider.
     from tools_app.runtime.mcp import oauth
-    from tools_app.services.oauth_tokens import client_of as _client
     from tools_app.wiring.http import outbound_policy
+    from tools_app.wiring.tokens import client_of as _client
 
     registration = OAuthRegistration.objects.get()
     found = oauth.discover(server_url, outbound_policy())

@@ -4,6 +4,7 @@ the whole deployment, whichever web process calls; a dead or draining runner's s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ import redis
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
-from tests.waiting import wait_until
+from tests.waiting import PROCESS_BOUND_S, wait_until
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec
@@ -59,25 +61,47 @@ pytestmark = [
 ]
 
 
+_tool_ids = itertools.count(100)
+
+
 class Runners:
-    """Real runner processes announcing themselves in a Redis namespace of their own (a key prefix per test)."""
+    """Real runner processes announcing themselves in the Redis database these tests flush."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
         self.tmp_path = tmp_path
+        self.used: set[int] = set()
 
-    def start(self, runner_id: str, **settings: str) -> None:
-        port = free_port()
+    def tool_id(self) -> int:
+        """A tool id no other test used (a server key is the tool id and config version): its server starts
+        afresh whatever ran on the runners before."""
+        tool_id = next(_tool_ids)
+        self.used.add(tool_id)
+        return tool_id
+
+    def start(self, *runner_ids: str, **settings: str) -> None:
+        """Start runners (together: their Django start-ups overlap) and wait until each has announced itself."""
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
                "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S),
                "TOOLHUB_RUNNER_HEARTBEAT_S": str(RUNNER_HEARTBEAT_S),
                **settings}
-        self.procs[runner_id] = subprocess.Popen(
-            [sys.executable, "manage.py", "toolhub_runner", "--port", str(port), "--id", runner_id], cwd=REPO,
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        assert wait_until(lambda: runner_id in {r.id for r in self.registry.runners(max_age_s=0)}), \
-            f"runner {runner_id} never announced itself"
+        for runner_id in runner_ids:
+            # Its output to a file: a pipe nobody reads fills up (its servers' logs pass through it) and blocks the
+            # runner, heartbeat and all, once it has lived a few tests.
+            with open(self.tmp_path / f"{runner_id}.log", "ab") as log:
+                self.procs[runner_id] = subprocess.Popen(
+                    [sys.executable, "manage.py", "toolhub_runner", "--port", str(free_port()), "--id", runner_id],
+                    cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        for runner_id in runner_ids:
+            assert wait_until(partial(self.announced, runner_id), PROCESS_BOUND_S), \
+                f"runner {runner_id} never announced itself: {self.log_tail(runner_id)}"
+
+    def announced(self, runner_id: str) -> bool:
+        return runner_id in {r.id for r in self.registry.runners(max_age_s=0)}
+
+    def log_tail(self, runner_id: str) -> str:
+        return (self.tmp_path / f"{runner_id}.log").read_text(errors="replace")[-2000:]
 
     def kill(self, runner_id: str) -> None:
         os.killpg(self.procs[runner_id].pid, signal.SIGKILL)
@@ -92,13 +116,58 @@ class Runners:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
 
+    def restore(self, *runner_ids: str) -> None:
+        """Each of `runner_ids` live and not draining again: one a test killed or drained is started anew (a new
+        run of a runner is not drained by its old mark, which `withdraw` deletes too)."""
+        alive = {i for i in runner_ids if i in self.procs and self.procs[i].poll() is None}
+        # A running runner is announced again by its next heartbeat: the Redis database may just have been emptied
+        # (with REDIS_URL set, the cache is in it, and each test starts with the cache cleared).
+        wait_until(lambda: alive <= {r.id for r in self.registry.runners(max_age_s=0)})
+        live = {r.id: r for r in self.registry.runners(max_age_s=0)}
+        gone = [i for i in runner_ids if i not in alive or i not in live or live[i].draining]
+        for runner_id in gone:
+            if runner_id in alive:
+                self.kill(runner_id)
+            self.registry.withdraw(runner_id)
+        if gone:
+            self.start(*gone)
+
 
 @pytest.fixture
 def runners(tmp_path: Path) -> Iterator[Runners]:
+    """Runners of this test's own, none running before it (for tests that need particular runner settings, or none)."""
     redis.Redis.from_url(REDIS_URL).flushdb()
     started = Runners(tmp_path)
     yield started
     started.stop_all()
+
+
+@pytest.fixture(scope="class")
+def _tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runners]:
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    tier = Runners(tmp_path_factory.mktemp("tier"))
+    tier.start("r1", "r2")
+    yield tier
+    tier.stop_all()
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+@pytest.fixture
+def tier(_tier: Runners) -> Iterator[Runners]:
+    """Two runners with the default settings, r1 and r2, shared by the tests of one class (a runner's start-up is a
+    Django process start: seconds of CPU): each test finds both live and not draining (one an earlier test killed or
+    drained starts again), uses tool ids no other test uses (a server key is the tool id and config version), and
+    its servers are closed when it ends."""
+    _tier.restore("r1", "r2")
+    yield _tier
+    used, _tier.used = _tier.used, set()
+    with httpx2.Client(headers={"Authorization": f"Bearer {SECRET}"}, trust_env=False) as closing:
+        for runner in Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0):
+            for tool_id in used:
+                try:
+                    closing.post(runner.url + "/v1/close", json={"tool_id": tool_id}, timeout=30)
+                except httpx2.HTTPError:
+                    continue
 
 
 @pytest.fixture
@@ -111,14 +180,15 @@ def web() -> Iterator[list[RunnerPool]]:
         pool.shutdown()
 
 
-def counter_spec(tmp_path: Path, marker: str, *, version: int = 1, sandboxed: bool = True) -> ServerSpec:
+def counter_spec(tmp_path: Path, marker: str, *, version: int = 1, sandboxed: bool = True,
+                 tool_id: int = 41) -> ServerSpec:
     workspace = tmp_path / "tenant.1"
     workspace.mkdir(exist_ok=True)
     box = ServerSandbox(policy=SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE))),
                         tenant_key="1", workspace=str(workspace), uid=100001)
     config = {"command": sys.executable, "args": [str(COUNTER)], "env": {"TOOLHUB_TEST_MARKER": marker},
               "startup_timeout_s": 20}
-    return server_spec(tool_id=41, config_version=version, tenant_key="1", tool_type="LOCAL", config=config,
+    return server_spec(tool_id=tool_id, config_version=version, tenant_key="1", tool_type="LOCAL", config=config,
                        sandbox=box if sandboxed else None)
 
 
@@ -139,66 +209,6 @@ def count(pool: RunnerPool, spec: ServerSpec) -> dict[str, int]:
     result = pool.call(spec, "count", {})
     assert result.success, (result.error_code, result.error)
     return dict(json.loads(result.text)) if result.data is None else dict(result.data)
-
-
-def test_one_server_one_state_whichever_web_process_calls(runners: Runners, web: list[RunnerPool],
-                                                          tmp_path: Path) -> None:
-    runners.start("r1")
-    runners.start("r2")
-    marker = uuid.uuid4().hex
-    spec = counter_spec(tmp_path, marker)
-    answers = [count(web[i % 2], spec) for i in range(12)]
-    assert [a["count"] for a in answers] == list(range(1, 13)), answers  # one state, not one per process
-    assert len([p for p in marked(marker) if "bwrap" not in Path(f"/proc/{p}/cmdline").read_text()]) == 1
-    # The web processes started nothing themselves.
-    assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
-
-
-def test_a_dead_runners_server_starts_again_on_another(runners: Runners, web: list[RunnerPool],
-                                                       tmp_path: Path) -> None:
-    runners.start("r1")
-    runners.start("r2")
-    marker = uuid.uuid4().hex
-    spec = counter_spec(tmp_path, marker)
-    assert count(web[0], spec)["count"] == 1
-    before = set(marked(marker))
-    owner = web[0].owner_of(spec).id
-    runners.kill(owner)  # SIGKILL: no goodbye, its heartbeat simply stops
-    assert wait_until(lambda: marked(marker) == []), "the killed runner's server outlived it"
-    assert count(web[1], spec)["count"] == 1  # a new server (its state starts over) on the other runner
-    assert marked(marker) and not set(marked(marker)) & before
-    assert web[1].owner_of(spec, frozenset({owner})).id != owner
-
-
-def test_close_ends_the_server_on_its_runner_and_drain_moves_it(runners: Runners, web: list[RunnerPool],
-                                                                tmp_path: Path) -> None:
-    runners.start("r1")
-    runners.start("r2")
-    marker = uuid.uuid4().hex
-    spec = counter_spec(tmp_path, marker)
-    count(web[0], spec)
-    assert marked(marker)
-    web[1].close(spec.tool_id)  # a disable or config change made through the other web process
-    assert wait_until(lambda: marked(marker) == []), "close did not end the server on its runner"
-
-    owner = web[0].owner_of(spec).id
-    assert web[0].registry.set_draining(owner)
-    web[0].registry.forget()
-    assert wait_until(lambda: web[0].owner_of(spec).id != owner)
-    assert count(web[0], spec)["count"] == 1
-
-
-def test_a_runner_answers_only_with_the_secret(runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
-    runners.start("r1")
-    url = web[0].registry.runners(max_age_s=0)[0].url
-    spec = counter_spec(tmp_path, uuid.uuid4().hex)
-    from tools_app.runtime.runner.wire import spec_to_json
-
-    body = {"spec": spec_to_json(spec), "function": "count", "arguments": {}}
-    for headers in ({}, {"Authorization": "Bearer wrong"}):
-        refused = httpx2.post(url + "/v1/call", json=body, headers=headers, timeout=10)
-        assert refused.status_code == 401
-    assert web[0].registry.runners(max_age_s=0)[0].servers == 0
 
 
 class Catcher:
@@ -231,46 +241,142 @@ class Catcher:
         self.sock.close()
 
 
-def test_a_forged_announcement_and_draining_mark_do_not_move_a_call(runners: Runners, web: list[RunnerPool],
-                                                                    tmp_path: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
-    """What a tenant on the host's network did with a Redis it could reach: mark the real runner draining and
-    announce its own address. The next LOCAL call still goes to the real runner; nothing reaches the forged one."""
-    runners.start("r1")
-    marker = uuid.uuid4().hex
-    spec = counter_spec(tmp_path, marker)
-    assert count(web[0], spec)["count"] == 1
-    catcher = Catcher()
-    attacker = redis.Redis.from_url(REDIS_URL)
-    assert wait_until(lambda: attacker.get("toolhub:runner:r1") is not None)
-    real = json.loads(attacker.get("toolhub:runner:r1") or b"{}")
-    forged = {"id": "r0-evil", "url": catcher.url, "draining": False, "servers": 0, "since": time.time()}
-    # The layout before signing, the signed layout with a made-up signature, and the real runner's entry replayed
-    # with draining set and a new URL: none is signed with the secret.
-    attacker.set("toolhub:runner:r0-evil", json.dumps(forged))
-    attacker.set("toolhub:runner:r0-evil2", json.dumps({"info": {**forged, "id": "r0-evil2"},
-                                                         "expires": time.time() + 600, "sig": "0" * 64}))
-    attacker.set("toolhub:runner:r1", json.dumps({**real, "info": {**real["info"], "draining": True,
-                                                                     "url": catcher.url}}))
-    attacker.set("toolhub:runner:r1:drain", "1")
-    try:
-        with caplog.at_level(logging.WARNING, logger="toolhub.runner"):
-            web[0].registry.forget()
-            assert count(web[0], spec)["count"] == 2  # the same server, on the real runner
-            assert [r.id for r in web[0].registry.runners(max_age_s=0)] == ["r1"]
-            # The runner's next heartbeat read the forged draining mark and did not drain.
-            assert wait_until(lambda: Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0))
-            assert not Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0)[0].draining
-            assert count(web[1], spec)["count"] == 3  # another web process, reading Redis afresh
-            web[1].close(spec.tool_id)  # close goes to every live runner: only verified ones
-        assert catcher.received == []
-        assert web[0].registry.rejected >= 3
-        assert web[0].stats()["runner_announcements_rejected"] == web[0].registry.rejected
-        logged = " ".join(r.getMessage() for r in caplog.records)
-        assert "toolhub:runner:r0-evil" in logged and "toolhub:runner:r0-evil2" in logged
-        assert "toolhub:runner:r1" in logged
-    finally:
-        catcher.close()
+class TestOnOneTier:
+    """Tests on the shared pair of default runners (`tier`)."""
+
+    def test_one_server_one_state_whichever_web_process_calls(self, tier: Runners, web: list[RunnerPool],
+                                                              tmp_path: Path) -> None:
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+        answers = [count(web[i % 2], spec) for i in range(12)]
+        assert [a["count"] for a in answers] == list(range(1, 13)), answers  # one state, not one per process
+        assert len([p for p in marked(marker) if "bwrap" not in Path(f"/proc/{p}/cmdline").read_text()]) == 1
+        # The web processes started nothing themselves.
+        assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
+
+    def test_a_dead_runners_server_starts_again_on_another(self, tier: Runners, web: list[RunnerPool],
+                                                           tmp_path: Path) -> None:
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+        assert count(web[0], spec)["count"] == 1
+        before = set(marked(marker))
+        owner = web[0].owner_of(spec).id
+        tier.kill(owner)  # SIGKILL: no goodbye, its heartbeat simply stops
+        assert wait_until(lambda: marked(marker) == []), "the killed runner's server outlived it"
+        assert count(web[1], spec)["count"] == 1  # a new server (its state starts over) on the other runner
+        assert marked(marker) and not set(marked(marker)) & before
+        assert web[1].owner_of(spec, frozenset({owner})).id != owner
+
+    def test_close_ends_the_server_on_its_runner_and_drain_moves_it(self, tier: Runners, web: list[RunnerPool],
+                                                                    tmp_path: Path) -> None:
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+        count(web[0], spec)
+        assert marked(marker)
+        web[1].close(spec.tool_id)  # a disable or config change made through the other web process
+        assert wait_until(lambda: marked(marker) == []), "close did not end the server on its runner"
+
+        owner = web[0].owner_of(spec).id
+        assert web[0].registry.set_draining(owner)
+        web[0].registry.forget()
+        assert wait_until(lambda: web[0].owner_of(spec).id != owner)
+        assert count(web[0], spec)["count"] == 1
+
+    def test_a_runner_answers_only_with_the_secret(self, tier: Runners, web: list[RunnerPool],
+                                                   tmp_path: Path) -> None:
+        url = web[0].registry.runners(max_age_s=0)[0].url
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+        from tools_app.runtime.runner.wire import spec_to_json
+
+        body = {"spec": spec_to_json(spec), "function": "count", "arguments": {}}
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            refused = httpx2.post(url + "/v1/call", json=body, headers=headers, timeout=10)
+            assert refused.status_code == 401
+        assert marked(marker) == []  # no server started for the refused calls
+
+    def test_a_forged_announcement_and_draining_mark_do_not_move_a_call(self, tier: Runners, web: list[RunnerPool],
+                                                                        tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+        """What a tenant on the host's network did with a Redis it could reach: mark the real runner that owns the
+        server draining and announce its own address. The next LOCAL call still goes to the real runner; nothing
+        reaches the forged one."""
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+        assert count(web[0], spec)["count"] == 1
+        real_id = web[0].owner_of(spec).id
+        key = f"toolhub:runner:{real_id}"
+        catcher = Catcher()
+        attacker = redis.Redis.from_url(REDIS_URL)
+        assert wait_until(lambda: attacker.get(key) is not None)
+        real = json.loads(attacker.get(key) or b"{}")
+        forged = {"id": "r0-evil", "url": catcher.url, "draining": False, "servers": 0, "since": time.time()}
+        # The layout before signing, the signed layout with a made-up signature, and the real runner's entry replayed
+        # with draining set and a new URL: none is signed with the secret.
+        attacker.set("toolhub:runner:r0-evil", json.dumps(forged))
+        attacker.set("toolhub:runner:r0-evil2", json.dumps({"info": {**forged, "id": "r0-evil2"},
+                                                             "expires": time.time() + 600, "sig": "0" * 64}))
+        attacker.set(key, json.dumps({**real, "info": {**real["info"], "draining": True, "url": catcher.url}}))
+        attacker.set(f"{key}:drain", "1")
+
+        def fresh() -> dict[str, Any]:
+            return {r.id: r for r in Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0)}
+
+        try:
+            with caplog.at_level(logging.WARNING, logger="toolhub.runner"):
+                web[0].registry.forget()
+                assert count(web[0], spec)["count"] == 2  # the same server, on the real runner
+                assert [r.id for r in web[0].registry.runners(max_age_s=0)] == ["r1", "r2"]
+                # The runner's next heartbeat read the forged draining mark and did not drain.
+                assert wait_until(lambda: real_id in fresh())
+                assert not fresh()[real_id].draining
+                assert count(web[1], spec)["count"] == 3  # another web process, reading Redis afresh
+                web[1].close(spec.tool_id)  # close goes to every live runner: only verified ones
+            assert catcher.received == []
+            assert web[0].registry.rejected >= 3
+            assert web[0].stats()["runner_announcements_rejected"] == web[0].registry.rejected
+            logged = " ".join(r.getMessage() for r in caplog.records)
+            assert "toolhub:runner:r0-evil" in logged and "toolhub:runner:r0-evil2" in logged
+            assert key in logged
+        finally:
+            catcher.close()
+            attacker.delete("toolhub:runner:r0-evil", "toolhub:runner:r0-evil2", f"{key}:drain")
+
+    def test_a_runner_runs_a_server_from_the_package_store_it_shares_and_names_one_it_does_not_see(
+            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+        """LOCAL servers of packages run from the store the web process resolved: a runner that sees the store (the
+        same path) starts the server from it, read-only; one that does not says so, naming the setting, before
+        anything runs."""
+        from tools_app.runtime.packages.errors import PackageStoreUnavailable
+        from tools_app.runtime.packages.store import MARKER, _read_only, remove
+
+        installed = tmp_path / "store" / "pypi" / "counter" / "1.0"  # an installed package's folder, as in the store
+        installed.mkdir(parents=True)
+        (installed / "counter.py").write_text(COUNTER.read_text())
+        (installed / MARKER).write_text(json.dumps({"manager": "pypi", "name": "counter", "version": "1.0"}))
+        _read_only(installed)
+        try:
+            marker = uuid.uuid4().hex
+            base = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+            assert isinstance(base.target, LocalSpec) and base.target.sandbox is not None
+            box = base.target.sandbox
+            from_store = dataclasses.replace(base.target, args=(str(installed / "counter.py"),),
+                                             sandbox=dataclasses.replace(box, policy=dataclasses.replace(
+                                                 box.policy, store_paths=(str(installed),))))
+            assert count(web[0], dataclasses.replace(base, target=from_store))["count"] == 1
+
+            missing = str(tmp_path / "elsewhere" / "pypi" / "counter" / "1.0")
+            unseen = dataclasses.replace(from_store, sandbox=dataclasses.replace(
+                box, policy=dataclasses.replace(box.policy, store_paths=(missing,))))
+            other = uuid.uuid4().hex
+            with pytest.raises(PackageStoreUnavailable) as refused:
+                web[1].probe(dataclasses.replace(
+                    counter_spec(tmp_path, other, version=2, tool_id=base.tool_id),
+                    target=dataclasses.replace(unseen, env=(("TOOLHUB_TEST_MARKER", other),))))
+            assert missing in refused.value.message and "TOOLHUB_PACKAGE_STORE" in refused.value.message
+            assert refused.value.code == "package_store_unavailable" and marked(other) == []
+        finally:
+            remove(installed)
 
 
 def test_a_runner_refuses_a_server_without_sandbox_unless_its_own_settings_allow_it(
@@ -307,41 +413,6 @@ def test_a_runner_refuses_a_heartbeat_that_would_let_its_announcement_lapse(sett
     settings.TOOLHUB_RUNNER_TTL_S, settings.TOOLHUB_RUNNER_HEARTBEAT_S = 6, 6
     with pytest.raises(CommandError, match="must be below TOOLHUB_RUNNER_TTL_S"):
         call_command("toolhub_runner", "--port", str(free_port()), "--id", "lapsing")
-
-
-def test_a_runner_runs_a_server_from_the_package_store_it_shares_and_names_one_it_does_not_see(
-        runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
-    """LOCAL servers of packages run from the store the web process resolved: a runner that sees the store (the same
-    path) starts the server from it, read-only; one that does not says so, naming the setting, before anything runs."""
-    from tools_app.runtime.packages.errors import PackageStoreUnavailable
-    from tools_app.runtime.packages.store import MARKER, _read_only, remove
-
-    runners.start("r1")
-    installed = tmp_path / "store" / "pypi" / "counter" / "1.0"  # an installed package's folder, as the store has it
-    installed.mkdir(parents=True)
-    (installed / "counter.py").write_text(COUNTER.read_text())
-    (installed / MARKER).write_text(json.dumps({"manager": "pypi", "name": "counter", "version": "1.0"}))
-    _read_only(installed)
-    try:
-        marker = uuid.uuid4().hex
-        base = counter_spec(tmp_path, marker)
-        assert isinstance(base.target, LocalSpec) and base.target.sandbox is not None
-        box = base.target.sandbox
-        from_store = dataclasses.replace(base.target, args=(str(installed / "counter.py"),), sandbox=dataclasses.replace(
-            box, policy=dataclasses.replace(box.policy, store_paths=(str(installed),))))
-        assert count(web[0], dataclasses.replace(base, target=from_store))["count"] == 1
-
-        missing = str(tmp_path / "elsewhere" / "pypi" / "counter" / "1.0")
-        unseen = dataclasses.replace(from_store, sandbox=dataclasses.replace(
-            box, policy=dataclasses.replace(box.policy, store_paths=(missing,))))
-        other = uuid.uuid4().hex
-        with pytest.raises(PackageStoreUnavailable) as refused:
-            web[1].probe(dataclasses.replace(counter_spec(tmp_path, other, version=2), target=dataclasses.replace(
-                unseen, env=(("TOOLHUB_TEST_MARKER", other),))))
-        assert missing in refused.value.message and "TOOLHUB_PACKAGE_STORE" in refused.value.message
-        assert refused.value.code == "package_store_unavailable" and marked(other) == []
-    finally:
-        remove(installed)
 
 
 def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> ServerSpec:

@@ -167,21 +167,21 @@ def test_a_member_sets_keys_and_connects_on_their_own_page(api: Any, member_clie
     make(api, "plain", "REMOTE", {"url": leaky_url})
     bob = member_client(tenant, Role.MEMBER)
     browser = Client()
-    assert browser.get("/accounts/connections/").status_code == 302  # signed out: sign in first
+    assert browser.get("/connections/").status_code == 302  # signed out: sign in first
     browser.force_login(bob.user)
-    page = browser.get("/accounts/connections/?tenant=acme")
+    page = browser.get("/connections/?tenant=acme")
     html = page.content.decode()
     assert page.status_code == 200 and "keyed" in html and "missing: X-Leak" in html
     assert "plain" not in html  # a tool that needs nothing of the member is not listed
-    saved = browser.post("/accounts/connections/?tenant=acme",
+    saved = browser.post("/connections/?tenant=acme",
                          {"action": "set_keys", "tool": keyed, "value:X-Leak": BOB_KEY}, follow=True)
     html = saved.content.decode()
     assert "Saved." in html and BOB_KEY not in html and "missing: X-Leak" not in html
     assert invoke(bob, keyed, "fingerprint")["text"] == fingerprint_of(BOB_KEY)
-    refused = browser.post("/accounts/connections/?tenant=acme",
+    refused = browser.post("/connections/?tenant=acme",
                            {"action": "set_keys", "tool": keyed, "value:X-Other": "x"}, follow=True)
     assert "Not saved: X-Other is not a per-user key" in refused.content.decode()
-    cleared = browser.post("/accounts/connections/?tenant=acme", {"action": "clear_keys", "tool": keyed}, follow=True)
+    cleared = browser.post("/connections/?tenant=acme", {"action": "clear_keys", "tool": keyed}, follow=True)
     assert "cleared" in cleared.content.decode()
     assert invoke(bob, keyed, "fingerprint")["error_code"] == "CREDENTIALS_REQUIRED"
-    assert browser.get("/accounts/connections/?tenant=globex").status_code == 404
+    assert browser.get("/connections/?tenant=globex").status_code == 404

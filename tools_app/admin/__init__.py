@@ -266,8 +266,7 @@ class ToolAdmin(ToolPagesMixin, ServiceAdminMixin, _ToolAdmin):
             context["recent_calls"] = list(ToolCall.objects.filter(tenant=obj.tenant, tool=obj)
                                            .order_by("-created_at", "-id")[:RECENT_CALLS])
             context["tool_enabled"] = obj.status == ToolStatus.ENABLED
-            context["oauth"] = selectors.oauth_state(tenant=obj.tenant, tool_id=obj.pk, user=request.user,
-                                                     config=obj.config)
+            context["oauth"] = selectors.oauth_state(tenant=obj.tenant, tool=obj, user=request.user)
             entry = obj.market_entry
             context["market_update"] = entry is not None and entry.content_hash != obj.market_hash \
                 and entry.status != "removed"

@@ -22,10 +22,11 @@ from django.utils.safestring import SafeString
 from core.errors import DomainError
 from core.links import public_base
 from tools_app.admin import screen as screen_admin
+from tools_app.connections import grants, oauth_flow
 from tools_app.models import ApprovalVia, FunctionState, ScreenStatus, Tool, ToolFunction, ToolStatus
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.screen import reveal
-from tools_app.services import discovery, oauth, screening, tool_set_status
+from tools_app.services import discovery, screening, tool_set_status
 from tools_app.services.invoke import tool_invoke
 
 MAX_RESULT_CHARS = 20_000
@@ -258,8 +259,8 @@ class ToolPagesMixin:
         self._post_only(request)
         tool = self._tool(request, object_id)
         try:
-            link = oauth.oauth_connect(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
-                                       base_url=public_base(request))["authorize_url"]
+            link = oauth_flow.oauth_connect(tenant=tool.tenant, actor=request.user, tool_id=tool.pk,
+                                            base_url=public_base(request))["authorize_url"]
         except (DomainError, RuntimeToolError) as exc:
             messages.error(request, f"Connect: {exc.message}")
             return self._back(tool)
@@ -270,7 +271,7 @@ class ToolPagesMixin:
         self._post_only(request)
         tool = self._tool(request, object_id)
         try:
-            oauth.oauth_disconnect(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
+            grants.oauth_disconnect(tenant=tool.tenant, actor=request.user, tool_id=tool.pk)
         except DomainError as exc:
             messages.error(request, f"Disconnect: {exc.message}")
             return self._back(tool)

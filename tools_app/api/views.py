@@ -25,7 +25,8 @@ from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tools_app import selectors, services
 from tools_app.api import serializers as s
-from tools_app.services import approvals, discovery, invoke, oauth, user_credentials
+from tools_app.connections import grants, keys, oauth_flow
+from tools_app.services import approvals, discovery, invoke
 from tools_app.services.tools import parse_ids
 
 LIST_FILTERS = [
@@ -53,7 +54,7 @@ def _detail(tenant: Any, pk: Any, user: Any) -> dict[str, Any]:
     if tool.market_entry_id is not None:
         body["market"] = s.market_block(selectors.tool_market(tenant=tenant, tool_id=tool.pk))
     # The caller's own view of the connection (no query for a tool without OAuth): never in the shared cache.
-    body["oauth"] = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+    body["oauth"] = selectors.oauth_state(tenant=tenant, tool=tool, user=user)
     body["my_credentials"] = selectors.user_credentials_state(tool=tool, user=user)
     return body
 
@@ -186,7 +187,7 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(request=None, responses={204: None})
     @action(detail=True, methods=["delete"], url_path="oauth")
     def oauth_disconnect(self, request: Request, pk: Any = None) -> Response:
-        oauth.oauth_disconnect(tenant=self.tenant, actor=request.user, tool_id=pk)
+        grants.oauth_disconnect(tenant=self.tenant, actor=request.user, tool_id=pk)
         return Response(status=http.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=s.MyCredentialsIn, responses={200: dict, 204: None})
@@ -195,20 +196,20 @@ class ToolViewSet(TenantViewSet):
         """The caller's own values for the tool's per-user keys: PUT sets (write-only), DELETE clears, GET says
         which are set (never a value)."""
         if request.method == "DELETE":
-            user_credentials.my_credentials_clear(tenant=self.tenant, actor=request.user, tool_id=pk)
+            keys.my_credentials_clear(tenant=self.tenant, actor=request.user, tool_id=pk)
             return Response(status=http.HTTP_204_NO_CONTENT)
         if request.method == "PUT":
             body = s.MyCredentialsIn(data=request.data)
             body.is_valid(raise_exception=True)
-            return Response(user_credentials.my_credentials_set(
+            return Response(keys.my_credentials_set(
                 tenant=self.tenant, actor=request.user, tool_id=pk, values=body.validated_data["values"]))
-        return Response(user_credentials.my_credentials_get(tenant=self.tenant, actor=request.user, tool_id=pk))
+        return Response(keys.my_credentials_get(tenant=self.tenant, actor=request.user, tool_id=pk))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="oauth/connect")
     def oauth_connect(self, request: Request, pk: Any = None) -> Response:
-        return Response(oauth.oauth_connect(tenant=self.tenant, actor=request.user, tool_id=pk,
-                                            base_url=public_base(request)))
+        return Response(oauth_flow.oauth_connect(tenant=self.tenant, actor=request.user, tool_id=pk,
+                                                 base_url=public_base(request)))
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="test", throttle_classes=[ScopedWindowThrottle])
@@ -226,8 +227,8 @@ class ToolViewSet(TenantViewSet):
         """A Test or Refresh that needed the caller's connection says so with their own link (when they may
         connect it) instead of only failing."""
         if (body.get("error") or {}).get("code") == "authorization_required":
-            body["authorize_url"] = oauth.authorize_link_or_none(tenant=self.tenant, actor=request.user, tool_id=pk,
-                                                                 base_url=public_base(request))
+            body["authorize_url"] = oauth_flow.authorize_link_or_none(
+                tenant=self.tenant, actor=request.user, tool_id=pk, base_url=public_base(request))
         return body
 
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
@@ -246,7 +247,7 @@ class ToolViewSet(TenantViewSet):
         answer = done.body()
         if answer.get("error_code") == "AUTHORIZATION_REQUIRED":
             # The caller's own link when they may connect it (the shared connection: owners/admins).
-            answer["authorize_url"] = oauth.authorize_link_or_none(
+            answer["authorize_url"] = oauth_flow.authorize_link_or_none(
                 tenant=self.tenant, actor=request.user, tool_id=pk, base_url=public_base(request))
         elif answer.get("error_code") == "CREDENTIALS_REQUIRED":
             # Which of the tool's per-user keys the caller still has to set (PUT .../my-credentials/).

@@ -21,9 +21,9 @@ from tools_app.configs.base import (
     timeout,
     user_secrets_field,
 )
+from tools_app.runtime.http_tool import PLACEHOLDER  # the runtime fills the templates this config holds
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-PLACEHOLDER = re.compile(r"\$\{(input|secret)\.([A-Za-z_][A-Za-z0-9_]*)\}")
 ANY_PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 

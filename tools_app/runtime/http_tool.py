@@ -1,4 +1,7 @@
-"""HTTP tools: fill `${input.x}` / `${secret.y}` templates safely, send through the outbound guard."""
+"""HTTP tools: fill `${input.x}` / `${secret.y}` templates safely, send through the outbound guard.
+
+The request is any `HttpRequestTemplate` (the saved tool's `tools_app.configs.http.HttpConfig` is one): the runtime
+owns the placeholder grammar and the configs build on it, never the reverse."""
 
 from __future__ import annotations
 
@@ -7,18 +10,39 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from core import secrets as secret_rules
 from core.outbound import OutboundPolicy, fetch, safe_url
 from core.secrets import Scrubber
-from tools_app.configs.http import PLACEHOLDER, HttpConfig
 from tools_app.runtime.errors import InvalidParams, RuntimeToolError
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, ToolResult
 from tools_app.runtime.schemas import validate_arguments
 
 EXCERPT_CHARS = 500
+PLACEHOLDER = re.compile(r"\$\{(input|secret)\.([A-Za-z_][A-Za-z0-9_]*)\}")  # ${input.x} / ${secret.y}
+
+
+class HttpRequestTemplate(Protocol):
+    """One templated request as an HTTP tool sends it (validated when the tool was saved)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def query(self) -> Mapping[str, str]: ...
+    @property
+    def body(self) -> Any: ...
+    @property
+    def secrets(self) -> Mapping[str, str]: ...
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+    @property
+    def timeout_s(self) -> float: ...
 
 
 # -- substitution --------------------------------------------------------------------------------
@@ -83,7 +107,7 @@ def build_url(template: str, filler: _Filler) -> str:
 # -- running -------------------------------------------------------------------------------------
 
 
-def run_http_tool(config: HttpConfig, arguments: dict[str, Any], *, policy: OutboundPolicy) -> ToolResult:
+def run_http_tool(config: HttpRequestTemplate, arguments: dict[str, Any], *, policy: OutboundPolicy) -> ToolResult:
     """Call the configured endpoint with `arguments`; never raises, never shows a secret.
 
     `config` was validated when the tool was saved: it is taken as it is.
@@ -102,7 +126,7 @@ def run_http_tool(config: HttpConfig, arguments: dict[str, Any], *, policy: Outb
     return result
 
 
-def _run(config: HttpConfig, arguments: Any, policy: OutboundPolicy, scrubber: Scrubber) -> ToolResult:
+def _run(config: HttpRequestTemplate, arguments: Any, policy: OutboundPolicy, scrubber: Scrubber) -> ToolResult:
     if not isinstance(arguments, dict):
         raise InvalidParams("arguments must be a JSON object")
     validate_arguments(config.input_schema, arguments)  # the one argument rule (invoke checks it too)
@@ -162,4 +186,4 @@ def _run(config: HttpConfig, arguments: Any, policy: OutboundPolicy, scrubber: S
 
 
 
-__all__ = ["run_http_tool"]
+__all__ = ["PLACEHOLDER", "HttpRequestTemplate", "run_http_tool"]

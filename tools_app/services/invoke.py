@@ -20,6 +20,7 @@ from core.secrets import scrubber
 from tenants_app.models import Tenant
 from tools_app import selectors
 from tools_app.configs import secret_values
+from tools_app.configs.auth import acts_as_user
 from tools_app.models import (
     Approval,
     ApprovalVia,
@@ -39,7 +40,7 @@ from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.runtime.screen.results import screened
-from tools_app.services import breaker, oauth_tokens, plugins, quotas
+from tools_app.services import breaker, plugins, quotas
 from tools_app.services.approval_gate import (
     approval_message,
     approval_request,
@@ -50,7 +51,8 @@ from tools_app.services.audit import audit
 from tools_app.wiring import pool as wiring_pool
 from tools_app.wiring import specs as wiring_specs
 from tools_app.wiring.http import outbound_policy
-from tools_app.wiring.specs import acts_as_user, builtin_context, http_spec
+from tools_app.wiring.specs import builtin_context, http_spec
+from tools_app.wiring.tokens import not_connected
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +105,7 @@ def check_callable(*, tenant: Tenant, actor: Any, tool: Tool, function: str, arg
         if refusal.reason == Reason.FUNCTION_MISSING and not functions:
             # An OAuth tool never connected was never listed: connecting it comes first (with the link), as for
             # a connected one whose grant expired.
-            unconnected = oauth_tokens.not_connected(tenant=tenant, tool=tool, user=actor)
+            unconnected = not_connected(tenant=tenant, tool=tool, user=actor)
             if unconnected:
                 raise CallRefused(codes.AUTHORIZATION_REQUIRED, unconnected)
         raise CallRefused(refusal.code, refusal.message, reason=refusal.reason)

@@ -92,9 +92,9 @@ def _functions_follow_config(tool: Tool) -> None:
 
         store_functions(tool=tool, offered=probe_tool(tool).functions)
     elif tool.type in (ToolType.LOCAL, ToolType.REMOTE) and settings.TOOLHUB_DISCOVER_ON_SAVE:
-        from tools_app import tasks
+        from tools_app.services.tasks import refresh_functions
 
-        transaction.on_commit(functools.partial(tasks.refresh_functions.delay, tool.pk))
+        transaction.on_commit(functools.partial(refresh_functions.delay, tool.pk))
 
 
 @transaction.atomic

@@ -12,6 +12,7 @@ from django.conf import settings
 from core.errors import RuntimeToolError
 from tenants_app.models import Tenant
 from tools_app import configs, selectors
+from tools_app.configs.auth import is_oauth_tool, is_per_user
 from tools_app.models import Tool
 from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
@@ -22,6 +23,7 @@ from tools_app.runtime.runner.placement import RunnerInfo
 from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
 from tools_app.wiring.pool import pool
 from tools_app.wiring.sql import sql_tables, sql_url
+from tools_app.wiring.tokens import token_provider
 from tools_app.wiring.workspaces import workspace_for, workspace_of
 
 
@@ -61,22 +63,13 @@ def server_spec(tool: Tool, user: Any = None, *, user_values_needed: bool = True
         else:
             target = dataclasses.replace(target, env=tuple(sorted({**dict(target.env), **values}.items())))
         spec = dataclasses.replace(spec, target=target, principal=principal)
-    auth = (tool.config or {}).get("auth") or {}
-    if tool.type == "REMOTE" and auth.get("type") == "oauth2" and isinstance(spec.target, RemoteSpec):
-        from tools_app.services.oauth_tokens import token_provider
-
-        per_user = bool(auth.get("per_user"))
+    if tool.type == "REMOTE" and is_oauth_tool(tool) and isinstance(spec.target, RemoteSpec):
+        per_user = is_per_user(tool)
         user_id = getattr(user, "pk", None) if per_user else None
         provider = token_provider(tenant_id=tool.tenant_id, tool_id=tool.pk, user_id=user_id, per_user=per_user)
         spec = dataclasses.replace(spec, target=dataclasses.replace(spec.target, token=provider),
                                    principal=spec.principal or (f"user:{user_id}" if per_user else ""))
     return spec
-
-
-def acts_as_user(tool: Tool) -> bool:
-    """The tool reaches its server as each calling user (per-user keys or per-user OAuth), not as one account."""
-    config = tool.config or {}
-    return bool(config.get("user_secrets")) or bool((config.get("auth") or {}).get("per_user"))
 
 
 def user_values(tool: Tool, user: Any) -> tuple[dict[str, str], str] | None:
@@ -90,7 +83,7 @@ def user_values(tool: Tool, user: Any) -> tuple[dict[str, str], str] | None:
         raise CredentialsNeeded(
             f"tool {tool.name!r} acts as each user and needs your own {', '.join(missing)}: set "
             f"{'it' if len(missing) == 1 else 'them'} with PUT /api/v1/tools/{tool.pk}/my-credentials/ "
-            '{"values": {...}} or on your connections page (/accounts/connections/)',
+            '{"values": {...}} or on your connections page (/connections/)',
             details={"missing": missing, "keys": keys.declared, "tool_id": tool.pk})
     assert keys.updated_at is not None  # every key set: a stored row
     return ({key: keys.values[key] for key in keys.declared},

@@ -1,7 +1,7 @@
-"""A member's own connections page (`/accounts/connections/`): their OAuth accounts and per-user keys, per tenant.
+"""A member's own connections page (`paths.HOME_PATH`): their OAuth accounts and per-user keys, per tenant.
 
 Thin over the services: connecting starts the same flow as `POST /tools/{id}/oauth/connect/`, keys go through
-`my_credentials_set` (write-only: a value is never shown again, not even after a refused save).
+`keys.my_credentials_set` (write-only: a value is never shown again, not even after a refused save).
 """
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import path, reverse
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
 from core.errors import DomainError, NotFound, RuntimeToolError
 from core.links import public_base
 from tenants_app.selectors import membership_get, memberships_for_user
 from tools_app import selectors
-from tools_app.services import oauth, user_credentials
+from tools_app.connections import grants, keys, oauth_flow
 
 KEY_FIELD = "value:"  # form fields "value:<key>" carry the member's new values
+TEMPLATE = "connections/home.html"
 
 
 @never_cache
@@ -30,8 +31,7 @@ def connections(request: HttpRequest) -> HttpResponse:
     memberships = list(memberships_for_user(user=request.user))
     slug = request.GET.get("tenant", "").strip() or (memberships[0].tenant.slug if len(memberships) == 1 else "")
     if not slug:
-        return render(request, "oauth/connections.html", {"memberships": memberships, "tenant": None,
-                                                           "title": "My connections"})
+        return render(request, TEMPLATE, {"memberships": memberships, "tenant": None, "title": "My connections"})
     try:
         tenant = membership_get(user=request.user, tenant_slug=slug).tenant
     except NotFound:
@@ -39,7 +39,7 @@ def connections(request: HttpRequest) -> HttpResponse:
     here = reverse("my-connections") + f"?tenant={tenant.slug}"
     if request.method == "POST":
         return _act(request, tenant, here)
-    return render(request, "oauth/connections.html", {
+    return render(request, TEMPLATE, {
         "memberships": memberships, "tenant": tenant, "title": "My connections",
         "rows": selectors.member_connections(tenant=tenant, user=request.user),
     })
@@ -49,20 +49,19 @@ def _act(request: HttpRequest, tenant: Any, here: str) -> HttpResponse:
     action, tool_id = request.POST.get("action", ""), request.POST.get("tool", "")
     try:
         if action == "connect":
-            link = oauth.oauth_connect(tenant=tenant, actor=request.user, tool_id=tool_id,
-                                       base_url=public_base(request))
+            link = oauth_flow.oauth_connect(tenant=tenant, actor=request.user, tool_id=tool_id,
+                                            base_url=public_base(request))
             return HttpResponseRedirect(str(link["authorize_url"]))
         if action == "disconnect":
-            oauth.oauth_disconnect(tenant=tenant, actor=request.user, tool_id=tool_id)
+            grants.oauth_disconnect(tenant=tenant, actor=request.user, tool_id=tool_id)
             messages.success(request, "Disconnected: your calls no longer use that account.")
         elif action == "set_keys":
             values = {k.removeprefix(KEY_FIELD): v for k, v in request.POST.items() if k.startswith(KEY_FIELD) and v}
-            state = user_credentials.my_credentials_set(tenant=tenant, actor=request.user, tool_id=tool_id,
-                                                        values=values)
+            state = keys.my_credentials_set(tenant=tenant, actor=request.user, tool_id=tool_id, values=values)
             missing = ", ".join(state["missing"])
             messages.success(request, "Saved." + (f" Still to set: {missing}." if missing else ""))
         elif action == "clear_keys":
-            user_credentials.my_credentials_clear(tenant=tenant, actor=request.user, tool_id=tool_id)
+            keys.my_credentials_clear(tenant=tenant, actor=request.user, tool_id=tool_id)
             messages.success(request, "Your keys for that tool are cleared.")
         else:
             messages.error(request, f"unknown action {action[:40]!r}; accepted: connect, disconnect, set_keys, "
@@ -70,6 +69,3 @@ def _act(request: HttpRequest, tenant: Any, here: str) -> HttpResponse:
     except (DomainError, RuntimeToolError) as exc:
         messages.error(request, f"Not saved: {exc.message}")
     return HttpResponseRedirect(here)
-
-
-urlpatterns = [path("", connections, name="my-connections")]

@@ -1,6 +1,7 @@
-"""The REMOTE runtime's access tokens of OAuth tools: the shared or per-user connection's token, refreshed before
-expiry or after a 401, and why a call must be authorized first. Below tool discovery and the invoke path (the
-connect flow that stores the grants is tools_app.services.oauth, above them)."""
+"""The access token an OAuth tool's REMOTE spec carries (`RemoteSpec.token`): the shared or per-user connection's
+token, refreshed before expiry or after a 401, and why a call must be authorized first. A runtime input made from
+rows, so it lives with the other wiring, below tool discovery and the invoke path; the connect flow that stores
+the grants is `tools_app.connections`, above them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from tenants_app.models import Tenant
 from tools_app import selectors
+from tools_app.configs.auth import is_per_user
 from tools_app.models import OAuthConnection, OAuthRegistration, OAuthStatus, Tool
 from tools_app.runtime.errors import AuthorizationNeeded
 from tools_app.runtime.mcp import oauth
@@ -70,10 +72,10 @@ def _needs_authorization(tool_id: Any, *, per_user: bool, revoked: bool) -> str:
 def not_connected(*, tenant: Tenant, tool: Tool, user: Any) -> str | None:
     """Why a call of an OAuth tool needs authorization first: the caller has no connected connection to it (the
     shared one, or their own with `per_user`). None for other tools and for a connected caller."""
-    state = selectors.oauth_state(tenant=tenant, tool_id=tool.pk, user=user, config=tool.config)
+    state = selectors.oauth_state(tenant=tenant, tool=tool, user=user)
     if state is None or state["connected"]:
         return None
-    return _needs_authorization(tool.pk, per_user=state["per_user"], revoked=state["status"] != "not_connected")
+    return _needs_authorization(tool.pk, per_user=is_per_user(tool), revoked=state["status"] != "not_connected")
 
 
 @transaction.atomic

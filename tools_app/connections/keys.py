@@ -14,6 +14,7 @@ from core.errors import ValidationFailed
 from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors
+from tools_app.configs.auth import declared_keys
 from tools_app.errors import ToolError, ToolNotFound
 from tools_app.models import Tool, ToolType, UserCredential
 from tools_app.policies import USE_TOOL
@@ -28,7 +29,7 @@ def _declaring_tool(*, tenant: Tenant, actor: Any, tool_id: Any) -> tuple[Tool, 
     tool = selectors.tool_get(tenant=tenant, tool_id=tool_id)
     if USE_TOOL.why_not(tenant=tenant, user=actor, tool=tool, any_status=True) is not None:
         raise ToolNotFound()
-    declared = list((tool.config or {}).get("user_secrets") or [])
+    declared = declared_keys(tool)
     if not declared:
         raise ToolError(f"tool {tool.name!r} declares no per-user keys (config.user_secrets is empty): its calls "
                         "use the tool's own configuration", details={"field": "config.user_secrets"})
