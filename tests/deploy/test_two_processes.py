@@ -251,7 +251,7 @@ def _sign_in_and_connect(base: str, authorize_url: str, username: str, password:
         url = authorize_url
         for _ in range(8):
             answer = visit("GET", url)
-            if answer.status_code not in (302, 303):
+            if answer.status_code not in (302, 303, 307, 308):  # 308: the registered callback forwards for good
                 return answer.text
             url = urljoin(url, answer.headers["location"])
     raise AssertionError("the connect link never came back to Toolhub")

@@ -37,7 +37,9 @@ from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerS
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "runner-test-secret"
-REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/13"
+# A database of their own, not the cache's (REDIS_URL, in CI's second pass): each test starts with the cache cleared,
+# which would empty the announcements of the runners the tests of a class share.
+REDIS_URL = os.environ.get("TOOLHUB_TEST_RUNNER_REDIS_URL") or "redis://127.0.0.1:6379/13"
 # Time set, not widened: a runner's announcement lives 30 s, so a runner starved for many seconds on a loaded machine
 # still counts as live (a lapsed one sent a web process to the other runner, and two servers counted from 1), and it
 # renews it every 0.5 s, so a test waiting for its next heartbeat waits half a second. A killed runner is noticed by
