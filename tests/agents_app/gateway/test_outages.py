@@ -42,6 +42,24 @@ def test_an_outage_while_authenticating_answers_503_with_retry_after(
     assert "administrator" not in resp.text and "refused" not in resp.text
 
 
+def _failed_then_after(served: Any, setup: Any, recover: Any) -> tuple[Any, Any]:
+    """One gateway session: a call during the outage (the JSON-RPC error it raised, or None), `recover()`, then the
+    next call's result."""
+
+    async def scenario() -> tuple[Any, Any]:
+        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
+            try:
+                await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+            except Exception as exc:  # noqa: BLE001 - the SDK raises the JSON-RPC error
+                failed: Any = exc
+            else:
+                failed = None
+            recover()
+            return failed, await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
+
+    return asyncio.run(scenario())
+
+
 def test_an_outage_during_tools_call_is_a_typed_error_and_the_next_call_works(
     served: Any, setup: Any, monkeypatch: Any
 ) -> None:
@@ -55,18 +73,7 @@ def test_an_outage_during_tools_call_is_a_typed_error_and_the_next_call_works(
 
     monkeypatch.setattr(server, "_call", flaky)
 
-    async def scenario() -> tuple[Any, Any]:
-        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
-            try:
-                await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
-            except Exception as exc:  # noqa: BLE001 - the SDK raises the JSON-RPC error
-                failed: Any = exc
-            else:
-                failed = None
-            state["down"] = False
-            return failed, await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
-
-    failed, after = asyncio.run(scenario())
+    failed, after = _failed_then_after(served, setup, lambda: state.update(down=False))
     assert failed is not None
     error = failed.error
     assert error.code == server.ServiceUnavailable.CODE
@@ -120,19 +127,8 @@ def test_no_runner_for_a_local_tool_is_a_typed_outage_not_the_tools_error(served
     nobody = Registry(f"redis://127.0.0.1:{free_port()}/0", ttl_s=30, secret="s")  # no runner known, Redis away
     old = swap_pool(RunnerPool(SessionPool(policy=OutboundPolicy.build("")), nobody, "s"))
 
-    async def scenario() -> tuple[Any, Any]:
-        async with connect(served.endpoint("acme", setup.agent_id), setup.token) as (session, _):
-            try:
-                await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
-            except Exception as exc:  # noqa: BLE001 - the SDK raises the JSON-RPC error
-                failed: Any = exc
-            else:
-                failed = None
-            swap_pool(old)
-            return failed, await session.call_tool("inventory__get_inventory", {"sku": "DEMO-001"})
-
     try:
-        failed, after = asyncio.run(scenario())
+        failed, after = _failed_then_after(served, setup, lambda: swap_pool(old))
     finally:
         swap_pool(old)
     assert failed is not None, "a runner outage came back as the tool's own result"
