@@ -96,9 +96,11 @@ def topology() -> Iterator[tuple[list[str], str]]:
         env = {"TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
                "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING",
                "TOOLHUB_PROD_LOCAL_PG": STACK.pg.url, "TOOLHUB_PROD_LOCAL_REDIS_URL": STACK.redis.url,
-               # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it.
+               # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it, and its
+               # packages wherever they are (a venv layered on another by a .pth file reads the other's).
                "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(dict.fromkeys(
-                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix)))}
+                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix,
+                    *(p for p in sys.path if p.endswith("site-packages") and not p.startswith(sys.prefix)))))}
         with prod_topology(db=DB, redis_db=1, env=env, runners=RUNNERS) as (hosts, token):
             STACK.tree = Topology(own_supervisor())
             STACK.hosts = hosts
