@@ -12,5 +12,5 @@ from typing import Any
 from uvicorn_worker import UvicornWorker as _UvicornWorker
 
 
-class UvicornWorker(_UvicornWorker):
+class UvicornWorker(_UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no type hints (Any)
     CONFIG_KWARGS: dict[str, Any] = {"loop": "uvloop", "http": "httptools"}

@@ -50,7 +50,8 @@ def markers_of(result: ToolResult) -> list[str]:
     found: set[str] = set()
     for text in _texts(result):
         if text:
-            found.update(_text_markers(text) if len(text) <= CACHED_TEXT_CHARS else clean_result(text).markers())
+            kept = len(text) <= CACHED_TEXT_CHARS
+            found.update(_text_markers(text) if kept else clean_result(text).markers())
     return sorted(found)
 
 
