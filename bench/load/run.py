@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quotas  # noqa: E402
+import session_soak  # noqa: E402
 from _common import free_port, prod_topology  # noqa: E402
 from proctree import CpuMeter, Sandbox, Topology, own_supervisor  # noqa: E402
 from services import OwnPostgres, OwnRedis  # noqa: E402
@@ -820,6 +821,8 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=30, help="seconds per load phase")
     parser.add_argument("--users", default="32,128", help="user counts of the load phases")
     parser.add_argument("--soak-calls", type=int, default=10_000, help="invokes of the soak (0: no soak)")
+    parser.add_argument("--session-soak", type=int, default=0, metavar="N",
+                        help="open N gateway sessions one after another, open fds sampled (0: none)")
     parser.add_argument("--fault-users", type=int, default=32)
     parser.add_argument("--fault-gap", type=int, default=20, help="seconds between faults")
     parser.add_argument("--skip-faults", action="store_true")
@@ -870,6 +873,8 @@ def main() -> None:
                 report["profile"] = profile(locust_bin, env, 32, args.profile)
             if args.soak_calls:
                 report["soak"] = soak(locust_bin, env, call_log, args.soak_calls, 32)
+            if args.session_soak:
+                report["session_soak"] = session_soak.session_soak(env, args.session_soak, fd_kinds)
             if not args.skip_faults:
                 report["faults"] = run_faults(locust_bin, env, call_log, args.fault_users, args.fault_gap,
                                               [f.strip() for f in args.faults.split(",") if f.strip()])
