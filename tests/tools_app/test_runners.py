@@ -279,25 +279,13 @@ class TestOnOneTier:
         # The web processes started nothing themselves.
         assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
 
-    def test_a_dead_runners_server_starts_again_on_another(self, tier: Runners, web: list[RunnerPool],
-                                                           tmp_path: Path) -> None:
-        marker = uuid.uuid4().hex
-        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
-        assert count(web[0], spec)["count"] == 1
-        before = set(marked(marker))
-        owner = web[0].owner_of(spec).id
-        tier.kill(owner)  # SIGKILL: no goodbye, its heartbeat simply stops
-        assert wait_until(lambda: marked(marker) == []), "the killed runner's server outlived it"
-        assert count(web[1], spec)["count"] == 1  # a new server (its state starts over) on the other runner
-        assert marked(marker) and not set(marked(marker)) & before
-        assert web[1].owner_of(spec, frozenset({owner})).id != owner
-
-    def test_a_runner_killed_fails_only_the_call_it_was_running(self, tier: Runners, web: list[RunnerPool],
-                                                                 tmp_path: Path) -> None:
+    def test_a_dead_runners_server_starts_again_on_another_and_only_its_running_call_fails(
+            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
         """The runner kill of the load bench, made exact: its process stops (as a SIGKILLed process does before the
         kernel has torn it down) while it runs one call, two more calls reach it (one plain, on the connection the
-        call before kept alive unless it aged out meanwhile; one streamed, on a new connection), then it dies. The call it was running fails with the typed
-        runner_unavailable; the two it never read go to the key's next owner and succeed there."""
+        call before kept alive unless it aged out meanwhile; one streamed, on a new connection), then it dies
+        (SIGKILL: no goodbye, its heartbeat simply stops). The call it was running fails with the typed
+        runner_unavailable; the two it never read go to the key's next owner and succeed there, on a new server."""
         marker = uuid.uuid4().hex
         spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
         assert count(web[0], spec)["count"] == 1
@@ -312,6 +300,7 @@ class TestOnOneTier:
             kept_alive = calls.submit(web[1].call, spec, "count", {})
             streamed = calls.submit(web[1].call, spec, "count", {}, None, lambda *_: None)
             assert wait_until(lambda: unread_requests(port) >= 2), "the two calls never reached the stopped runner"
+            before = set(marked(marker))
             tier.kill(owner.id)
             started = time.monotonic()
             failed = running.result(timeout=PROCESS_BOUND_S)
@@ -323,6 +312,7 @@ class TestOnOneTier:
         # A new server (its count starts over) on the other runner, which ran each call once.
         assert sorted(a["count"] for a in answers) == [1, 2] and len({a["pid"] for a in answers}) == 1
         assert web[1].owner_of(spec, frozenset({owner.id})).id != owner.id
+        assert wait_until(lambda: not set(marked(marker)) & before), "the killed runner's server outlived it"
 
     def test_close_ends_the_server_on_its_runner_and_drain_moves_it(self, tier: Runners, web: list[RunnerPool],
                                                                     tmp_path: Path) -> None:

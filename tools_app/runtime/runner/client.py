@@ -1,14 +1,14 @@
 """The web and worker side of the runner tier: a pool facade that sends LOCAL work to the key's runner.
 
 REMOTE servers stay in this process's own pool (they are HTTP already). A LOCAL probe, call, read-only session
-request or close goes to the runner that owns the server key `(tool_id, config_version)`; when that runner cannot
-be reached the registry is read again and the call goes to the key's new owner (a dead runner's servers start
-again elsewhere on their next call). A request whose connection the runner's side reset before it read it (a runner
-killed with the request still in its socket) ran nothing and goes again the same way; a call the runner was running
-when it died fails with the typed RunnerUnavailable. A call whose caller listens for progress or can answer a server's sampling or
-elicitation requests (either MCP era) is streamed: progress comes back as it happens, and each question is put to the
-caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as in-process. A
-prompts/get or resources/read whose server may ask is streamed the same way.
+request or close goes to the runner that owns the server key `(tool_id, config_version)`; when that runner cannot be
+reached the registry is read again and the call goes to the key's new owner (a dead runner's servers start again
+elsewhere on their next call). A request whose connection the runner's side reset before it read it (a runner killed
+with the request still in its socket) ran nothing and goes again the same way; a call the runner was running when it
+died fails with the typed RunnerUnavailable. A call whose caller listens for progress or can answer a server's
+sampling or elicitation requests (either MCP era) is streamed: progress comes back as it happens, and each question
+is put to the caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as
+in-process. A prompts/get or resources/read whose server may ask is streamed the same way.
 """
 
 from __future__ import annotations
