@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def setup(setup_undiscovered: Any) -> Any:
     """What these tests refuse is decided before any tool runs: the inventory tool is not discovered (a start of its
-    server per test was most of this module's time); the one test that calls it discovers it first."""
+    SDK-built server, 1.4 s of CPU, per test saved); the one test that calls it discovers it first."""
     return setup_undiscovered
 
 
