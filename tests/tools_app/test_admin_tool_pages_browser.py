@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.test import Client
 
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
@@ -40,12 +39,11 @@ def page(live_server: Any, tenant: Any, browser: Any) -> Iterator[Any]:
     try:
         p = browser.new_page(viewport={"width": 1280, "height": 900})
         p.set_default_timeout(20_000)
-        # Signed in with a session made as the login form makes one (the admin's sign-in through its form is the
-        # subject of the other admin browser tests; here it was three page loads before each test's first).
-        signed_in = Client()
-        signed_in.force_login(user)
-        p.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
-                                "value": signed_in.cookies[settings.SESSION_COOKIE_NAME].value}])
+        p.goto(f"{live_server.url}/admin/login/?next=/admin/")
+        p.fill("#id_username", "tina")
+        p.fill("#id_password", "pw-browser-2")
+        p.click("input[type=submit]")
+        p.wait_for_url("**/admin/")
         p.base = live_server.url  # the tests' own attribute on the page
         yield p
     finally:
