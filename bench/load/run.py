@@ -69,6 +69,8 @@ class Stack:
 
 
 STACK = Stack()
+# Settings of the topology's processes a phase needs (the quota phase: the runners' server slots).
+EXTRA_ENV: dict[str, str] = {}
 
 
 def ensure_locust() -> Path:
@@ -98,7 +100,7 @@ def topology() -> Iterator[tuple[list[str], str]]:
                "TOOLHUB_PROD_LOCAL_PG": STACK.pg.url, "TOOLHUB_PROD_LOCAL_REDIS_URL": STACK.redis.url,
                # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it.
                "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(dict.fromkeys(
-                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix)))}
+                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix))), **EXTRA_ENV}
         with prod_topology(db=DB, redis_db=1, env=env, runners=RUNNERS) as (hosts, token):
             STACK.tree = Topology(own_supervisor())
             STACK.hosts = hosts
@@ -757,6 +759,7 @@ def main() -> None:
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
     quotas.add_arguments(parser)
     args = parser.parse_args()
+    EXTRA_ENV.update(quotas.topology_env(args))
     began = time.monotonic()
     locust_bin = ensure_locust()
     user_counts = [int(u) for u in args.users.split(",") if u.strip()]
