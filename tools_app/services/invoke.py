@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache, tracing
-from core.codes import Reason, error_body
+from core.codes import ApiCode, Reason, error_body
 from core.db import release_pooled_connection
 from core.secrets import scrubber
 from tenants_app.models import Tenant
@@ -398,10 +398,12 @@ def _trial_run(ctx: _Ctx, spec: Any, fn: ToolFunction, *, approved: bool, scrub:
 
 
 def _record_health(tool: Tool, result: ToolResult) -> None:
-    """An MCP server's outcome for its breaker: a failure to run counts; a tool's own error and an outage of the
-    deployment (no LOCAL runner live) do not."""
+    """An MCP server's outcome for its breaker: a failure to run counts; a tool's own error, an outage of the
+    deployment (no LOCAL runner live) and a refusal of the pool (the tenant at its fair share of server slots: the
+    server never started) do not. Else a tenant hammering past its share would have its tools disabled for the
+    breaker's cool-down, for every member."""
     if tool.type not in (ToolType.LOCAL, ToolType.REMOTE) or result.error_code in CALLER_CODES \
-            or result.meta.get("outage"):
+            or result.meta.get("outage") or result.meta.get("error_type") == ApiCode.CAPACITY_EXCEEDED:
         return
     if result.success or result.error_code not in BREAKER_CODES:
         if tool.consecutive_failures or tool.last_ok_at is None:
