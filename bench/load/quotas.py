@@ -92,7 +92,9 @@ def _manage_env(load: ModuleType) -> dict[str, str]:
     sys.path.insert(0, str(load.ROOT / "deploy"))
     import prod_local
 
-    prod_local.DB_NAME, prod_local.PG = load.DB, load.STACK.pg.url
+    # The topology's own Redis database (run.py: prod_topology(redis_db=1)), where the quota counters and the folded
+    # refusals live: a manage.py run here must read the same one.
+    prod_local.DB_NAME, prod_local.PG, prod_local.REDIS_DB = load.DB, load.STACK.pg.url, 1
     ports = tuple(int(h.rsplit(":", 1)[1]) for h in load.STACK.hosts[:2])
     return dict(prod_local.environment((ports[0], ports[1]), load.STACK.redis.url))
 
