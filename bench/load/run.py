@@ -70,6 +70,8 @@ class Stack:
 
 
 STACK = Stack()
+# Settings of the topology's processes a phase needs (the quota phase: the runners' server slots).
+EXTRA_ENV: dict[str, str] = {}
 
 
 def ensure_locust() -> Path:
@@ -101,7 +103,7 @@ def topology() -> Iterator[tuple[list[str], str]]:
                # packages wherever they are (a venv layered on another by a .pth file reads the other's).
                "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(dict.fromkeys(
                    (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix,
-                    *(p for p in sys.path if p.endswith("site-packages") and not p.startswith(sys.prefix)))))}
+                    *(p for p in sys.path if p.endswith("site-packages") and not p.startswith(sys.prefix))))), **EXTRA_ENV}
         with prod_topology(db=DB, redis_db=1, env=env, runners=RUNNERS) as (hosts, token):
             STACK.tree = Topology(own_supervisor())
             STACK.hosts = hosts
@@ -839,6 +841,7 @@ def main() -> None:
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
     quotas.add_arguments(parser)
     args = parser.parse_args()
+    EXTRA_ENV.update(quotas.topology_env(args))
     began = time.monotonic()
     locust_bin = ensure_locust()
     user_counts = [int(u) for u in args.users.split(",") if u.strip()]
