@@ -72,8 +72,16 @@ def test_an_ip_literal_is_its_own_answer_no_lookup(monkeypatch: Any) -> None:
     assert asked == []  # every request of a warm gateway call to a literal-IP upstream made one lookup before
 
 
-@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data", "http://10.0.0.1/", "http://[::1]/",
-                                 "http://[::ffff:127.0.0.1]/", "http://[fe80::1%25eth0]/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.0.0.1/",
+        "http://[::1]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[fe80::1%25eth0]/",
+    ],
+)
 def test_a_forbidden_literal_is_still_refused_without_a_lookup(url: str, monkeypatch: Any) -> None:
     asked = _lookups(monkeypatch)
     with pytest.raises(OutboundBlocked, match="private, loopback, link-local or reserved"):
