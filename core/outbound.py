@@ -157,7 +157,25 @@ class OutboundPolicy:
         return ip.is_global and not ip.is_multicast
 
 
+def _literal(host: str) -> IPAddress | None:
+    """`host` as an address when it is written as one in its canonical form (no DNS to ask); None for a name.
+
+    Only what `ipaddress` parses strictly: `127.1`, `2130706433` or `0x7f.1` are left to getaddrinfo, which reads
+    them as the C library does, and the address it answers is checked like any other.
+    """
+    try:
+        return ipaddress.ip_address(host.split("%")[0])  # a zone id goes, as from getaddrinfo's answers
+    except ValueError:
+        return None
+
+
 def resolve(host: str, port: int) -> list[IPAddress]:
+    """The addresses `host` stands for: an IP literal is its own answer (no lookup, which on the pool's loop
+    blocked every call to a literal-IP upstream); a name is looked up every time (never cached: a name's next
+    answer may differ, and the pinned address is the one checked)."""
+    literal = _literal(host)
+    if literal is not None:
+        return [literal]
     try:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:

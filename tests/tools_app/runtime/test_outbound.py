@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.outbound import OutboundPolicy, check_url, fetch
+from core.outbound import OutboundPolicy, check_url, fetch, pinned_address
 from tests.fixtures import echo_http
 from tools_app.runtime.errors import OutboundBlocked
 
@@ -49,3 +49,67 @@ def test_dns_rebinding_cannot_redirect_the_connection(server_port: int, monkeypa
     assert response.status == 200
     assert json.loads(response.content)["host"] == f"rebind.test:{server_port}"  # the name, not the address
     assert len(calls) == 1  # connected to the checked address: no second lookup
+
+
+def _lookups(monkeypatch: Any) -> list[str]:
+    """Every host socket.getaddrinfo is asked about from now on (the real lookup still answers)."""
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def counted(host: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(str(host))
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counted)
+    return asked
+
+
+def test_an_ip_literal_is_its_own_answer_no_lookup(monkeypatch: Any) -> None:
+    asked = _lookups(monkeypatch)
+    for _ in range(3):
+        assert str(pinned_address("http://127.0.0.1:8080/mcp", LOOPBACK)) == "127.0.0.1"
+        assert str(pinned_address("http://[::1]:8080/mcp", LOOPBACK)) == "::1"
+    assert asked == []  # every request of a warm gateway call to a literal-IP upstream made one lookup before
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.0.0.1/",
+        "http://[::1]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[fe80::1%25eth0]/",
+    ],
+)
+def test_a_forbidden_literal_is_still_refused_without_a_lookup(url: str, monkeypatch: Any) -> None:
+    asked = _lookups(monkeypatch)
+    with pytest.raises(OutboundBlocked, match="private, loopback, link-local or reserved"):
+        check_url(url, OutboundPolicy.build(""))
+    assert asked == []
+
+
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.0.0.1"])
+def test_a_loose_numeric_host_is_read_by_the_resolver_and_checked(host: str, monkeypatch: Any) -> None:
+    """Only canonical literals skip the lookup; the C library's other spellings of 127.0.0.1 are resolved and refused."""
+    asked = _lookups(monkeypatch)
+    with pytest.raises(OutboundBlocked, match="127.0.0.1"):
+        check_url(f"http://{host}/", OutboundPolicy.build(""))
+    assert asked == [host]
+
+
+def test_a_name_is_looked_up_and_checked_on_every_request(monkeypatch: Any) -> None:
+    """No answer for a name is kept: the next request's lookup may answer a forbidden address, and is refused."""
+    answers = iter(["127.0.0.1", "127.0.0.1", "10.255.255.1"])
+    asked: list[str] = []
+
+    def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    assert str(pinned_address("http://upstream.test:8080/mcp", LOOPBACK)) == "127.0.0.1"
+    assert str(pinned_address("http://upstream.test:8080/mcp", LOOPBACK)) == "127.0.0.1"
+    with pytest.raises(OutboundBlocked, match="10.255.255.1"):
+        pinned_address("http://upstream.test:8080/mcp", LOOPBACK)
+    assert asked == ["upstream.test"] * 3

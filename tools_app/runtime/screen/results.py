@@ -48,7 +48,8 @@ def markers_of(result: ToolResult) -> list[str]:
     if META_KEY in result.meta:
         return list(result.meta[META_KEY].get("markers", []))
     found: set[str] = set()
-    for text in _texts(result):
+    # Each distinct text once: a result's text is usually its text block's too, and often a string of its data.
+    for text in dict.fromkeys(_texts(result)):
         if text:
             kept = len(text) <= CACHED_TEXT_CHARS
             found.update(_text_markers(text) if kept else clean_result(text).markers())
@@ -77,11 +78,16 @@ def _stripped(value: Any) -> Any:
 
 
 def screened(result: ToolResult) -> ToolResult:
-    """The result without invisible characters in anything a model reads, its markers in meta[META_KEY]."""
+    """The result without invisible characters in anything a model reads, its markers in meta[META_KEY].
+
+    A clean result is marked clean there too (`flagged` false, no markers; not in the wire `_meta`), so what reads
+    its markers later (the audit row, chat) does not screen it again.
+    """
     if not result.success or META_KEY in result.meta:
         return result
     markers = markers_of(result)
     if not markers:
+        result.meta[META_KEY] = {"flagged": False, "markers": []}
         return result
     content = [{**b, "text": strip_invisible(b["text"])[0]} if b.get("type") == "text" and isinstance(
         b.get("text"), str) else b for b in result.content]
