@@ -383,8 +383,10 @@ NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not dec
 def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay | None = None,
                      stateless: Resume | None = None) -> ClientRequests:
     """The upstream server's own requests during this call (sampling, elicitation), forwarded to this gateway
-    client when it declared the capability, on this call's stream; declined with the reason otherwise. They run
-    on the call's worker thread and wait here for the client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most)."""
+    client when it declared the capability, on this call's stream (a 2026-07-28 client: as input requests through
+    `relayed`); declined with the reason otherwise. They run on the call's worker thread and wait here for the
+    client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most). Sampling also needs the tool's `sampling` setting
+    (tools_app.runtime.mcp.connection: a tool without it never offers sampling to its server)."""
     loop = asyncio.get_running_loop()
 
     def declared(capability: types.ClientCapabilities) -> bool:
@@ -403,11 +405,7 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
             answer = asyncio.run_coroutine_threadsafe(asyncio.wait_for(ask(), timeout), loop).result(timeout + 5)
         except MCPError as exc:
             raise ClientRequestRefused(f"the gateway's client refused: {exc.error.message}") from None
-        except NoBackChannelError:
-            if modern.is_modern(ctx):
-                raise ClientRequestRefused(
-                    "declined: this gateway client speaks MCP 2026-07-28, where a server's sampling request mid-call "
-                    "is not relayed (its questions are, as input requests)") from None
+        except NoBackChannelError:  # (a 2026-07-28 client is asked through `relayed`, never here)
             raise ClientRequestRefused("declined: this gateway session has no way back to its client "
                                        "(stateless mode)") from None
         except TimeoutError:
@@ -427,7 +425,7 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
     may_sample = declared(types.ClientCapabilities(sampling=types.SamplingCapability()))
     may_elicit = declared(types.ClientCapabilities(elicitation=types.ElicitationCapability()))
     if relayed is not None:  # 2026-07-28: the question rides an input_required result (agents_app.gateway.relay)
-        elicit = relayed.ask
+        elicit, sample = relayed.ask, relayed.sample
     return ClientRequests(
         sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
         no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
