@@ -29,6 +29,7 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
+from django.core.cache import cache
 from pydantic import TypeAdapter
 
 from core.codes import ApiCode
@@ -165,15 +166,17 @@ UPSTREAM = "upstream"  # the gateway's requestState of a round handed back: {"up
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
 
-def hand_back(asked: dict[str, Any]) -> types.InputRequiredResult:
+def hand_back(asked: dict[str, Any], call_id: int | None = None) -> types.InputRequiredResult:
     """The upstream's questions (ToolResult.meta[INPUT_REQUIRED]) as this gateway's own input request, under the
     upstream's keys. The requestState carries what re-issuing the upstream call needs besides the client's answers
     (the call itself, its tool, function and arguments, is bound by the seal: modern.state_boundary); the
-    boundary seals it on the way out, so the client can neither read the upstream's state nor alter any of it."""
+    boundary seals it on the way out, so the client can neither read the upstream's state nor alter any of it.
+    `call_id` is the call's audit row (awaiting input): the round that answers settles it (`continued_call`)."""
     requests = {str(key): _INPUT_REQUEST.validate_python(raw) for key, raw in dict(asked["requests"]).items()}
     state = {UPSTREAM: {"state": asked.get("state"), "answered": dict(asked.get("answered") or {}),
                         "asked": {key: request.method for key, request in sorted(requests.items())},
-                        "rounds": int(asked["rounds"]), "revision": [int(v) for v in asked["revision"]]}}
+                        "rounds": int(asked["rounds"]), "revision": [int(v) for v in asked["revision"]],
+                        **({"call": int(call_id)} if call_id is not None else {})}}
     return types.InputRequiredResult(input_requests=requests, request_state=json.dumps(state))
 
 
@@ -209,3 +212,20 @@ def stateless_of(params: Any) -> Resume | None:
     revision = upstream.get("revision") or []
     return Resume(responses=responses, state=upstream.get("state"), rounds=int(upstream.get("rounds") or 0),
                   revision=(int(revision[0]), int(revision[1])))
+
+
+def continued_call(params: Any) -> int | None:
+    """The audit row of the call a retry continues (tools_app.services.invoke, `continuing`): the call was counted
+    and audited when it began, so its later rounds are not counted again and settle its one row. A sealed round is
+    good for one such retry: the first claims it (shared cache, every process); a replay of the same requestState is
+    a new call, counted and audited on its own. None when the state names no call's round."""
+    try:
+        state = json.loads(params.request_state or "")
+    except ValueError:
+        return None
+    upstream = state.get(UPSTREAM) if isinstance(state, dict) else None
+    call = upstream.get("call") if isinstance(upstream, dict) else None
+    if not isinstance(call, int):
+        return None
+    claim = f"toolhub:gw-round:{call}:{int(upstream.get('rounds') or 0)}"
+    return call if cache.add(claim, 1, timeout=int(settings.TOOLHUB_MCP_REQUEST_STATE_TTL_S) + 60) else None

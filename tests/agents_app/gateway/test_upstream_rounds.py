@@ -6,6 +6,9 @@ round sealed in the gateway's requestState, so the answer may land on any gatewa
 upstream. A 2025 upstream's sampling request reaches a 2026 client the same way. Declined, and never put to the client,
 when the tool's `sampling` setting is off or the client did not declare sampling.
 
+A call of several rounds is one call: one audit row (`awaiting_input` until the last round settles it) and one count
+against the quotas and the throttle; a replayed round is a new call.
+
 One modern_only.py upstream (REMOTE, streamable HTTP) and two gateways are started for the whole module."""
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ import pytest
 
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
-from tests.agents_app.gateway.clients import connect
+from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.gateway.conftest import Served, running_server
 from tests.agents_app.gateway.modern import client
 from tests.agents_app.support import make_agent
 from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, http_server
+from tools_app.models import CallStatus, ToolCall
 from tools_app.wiring.pool import pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -190,3 +194,58 @@ def test_a_2025_upstreams_sampling_request_reaches_a_2026_client(gateways: tuple
     assert [m.content.text for m in asked.messages] == [ASKED]
     assert not answered.is_error, answered
     assert json.loads(_text(answered))["model"] == "client-model-7"
+
+
+# --- a call of several rounds: one audit row, counted once ----------------------------------------------------------
+
+
+def _one_call_a_day(tenant: Any, member_client: Any) -> None:
+    """The tenant's quota: one call a day (the counters are this test's: its tenant is new)."""
+    api = member_client(tenant, Role.ADMIN)
+    made = api.post("/api/v1/quotas/", {"scope": "tenant", "per_day": 1}, format="json")
+    assert made.status_code == 201, made.content
+
+
+def _rows(function: str) -> list[ToolCall]:
+    return list(ToolCall.objects.filter(function=function, via="gateway").order_by("id"))
+
+
+def test_a_call_of_two_rounds_is_audited_and_counted_once(gateways: tuple[Served, Served], tenant: Any,
+                                                         member_client: Any, sampling_agent: tuple[int, str]) -> None:
+    agent_id, token = sampling_agent
+    _one_call_a_day(tenant, member_client)
+    url = gateways[0].endpoint("acme", agent_id)
+    answered = asyncio.run(_call(url, token, "2026", *SUMMARIZE, sampling_callback=Model()))
+    assert not answered.is_error, answered  # its second round was not counted: the quota allows one call
+    (row,) = _rows("summarize")
+    assert row.status == CallStatus.OK and "Tools help agents." in row.result_excerpt, row.result_excerpt
+
+    again = asyncio.run(_call(url, token, "2026", *SUMMARIZE, sampling_callback=Model()))
+    assert again.is_error and refusal(again)["error_code"] == "QUOTA_EXCEEDED", again
+    assert [r.status for r in _rows("summarize")] == [CallStatus.OK, CallStatus.DENIED]
+
+
+def test_a_replayed_round_is_a_new_call(gateways: tuple[Served, Served], tenant: Any, member_client: Any,
+                                        sampling_agent: tuple[int, str]) -> None:
+    """The round's row waits as `awaiting_input`; the answer on the other gateway settles it; the same requestState
+    sent again is a call of its own, counted (here: refused by the spent quota) and audited on its own."""
+    agent_id, token = sampling_agent
+    _one_call_a_day(tenant, member_client)
+    url_a, url_b = (g.endpoint("acme", agent_id) for g in gateways)
+    first = asyncio.run(_by_hand(url_a, token, *SUMMARIZE))
+    assert isinstance(first, types.InputRequiredResult), first
+    (row,) = _rows("summarize")
+    assert row.status == CallStatus.AWAITING_INPUT
+
+    ((key, _),) = (first.input_requests or {}).items()
+    completion = types.CreateMessageResult(role="assistant", model="by-hand",
+                                           content=types.TextContent(type="text", text="Once."))
+    done = asyncio.run(_by_hand(url_b, token, *SUMMARIZE, {key: completion}, first.request_state))
+    assert isinstance(done, types.CallToolResult) and not done.is_error, done
+    (row,) = _rows("summarize")
+    assert row.status == CallStatus.OK and "Once." in row.result_excerpt
+
+    replayed = asyncio.run(_by_hand(url_b, token, *SUMMARIZE, {key: completion}, first.request_state))
+    assert isinstance(replayed, types.CallToolResult) and replayed.is_error, replayed
+    assert refusal(replayed)["error_code"] == "QUOTA_EXCEEDED"
+    assert [r.status for r in _rows("summarize")] == [CallStatus.OK, CallStatus.DENIED]
