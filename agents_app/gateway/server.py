@@ -744,12 +744,13 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         principal = principal_of(ctx)
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
-                got = await _relaying(ctx, principal, params, lambda asks, _continuing: db(
-                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks), stateless=True)
+                got = await _relaying(ctx, principal, params, lambda asks, continuing: db(
+                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks,
+                    continuing=continuing), stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
                 if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
-                    return relay.hand_back(got[INPUT_REQUIRED])
+                    return relay.hand_back(got[INPUT_REQUIRED], got.get(service.CALL))
             else:
                 got = await db(service.get_prompt, principal, params.name, params.arguments,
                                client_requests=_client_requests(ctx))
@@ -772,12 +773,13 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         principal = principal_of(ctx)
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
-                got = await _relaying(ctx, principal, params, lambda asks, _continuing: db(
-                    service.read_resource, principal, str(params.uri), client_requests=asks), stateless=True)
+                got = await _relaying(ctx, principal, params, lambda asks, continuing: db(
+                    service.read_resource, principal, str(params.uri), client_requests=asks, continuing=continuing),
+                    stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
                 if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
-                    return relay.hand_back(got[INPUT_REQUIRED])
+                    return relay.hand_back(got[INPUT_REQUIRED], got.get(service.CALL))
             else:
                 got = await db(service.read_resource, principal, str(params.uri), client_requests=_client_requests(ctx))
         except NotFound:

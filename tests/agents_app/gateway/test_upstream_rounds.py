@@ -249,3 +249,21 @@ def test_a_replayed_round_is_a_new_call(gateways: tuple[Served, Served], tenant:
     assert isinstance(replayed, types.CallToolResult) and replayed.is_error, replayed
     assert refusal(replayed)["error_code"] == "QUOTA_EXCEEDED"
     assert [r.status for r in _rows("summarize")] == [CallStatus.OK, CallStatus.DENIED]
+
+
+def test_a_prompt_get_of_two_rounds_is_audited_once(gateways: tuple[Served, Served],
+                                                    sampling_agent: tuple[int, str]) -> None:
+    """The same for a prompts/get whose upstream asks first (modern_only.py's `booking` prompt)."""
+    agent_id, token = sampling_agent
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"people": 6})
+
+    async def scenario() -> Any:
+        async with client(gateways[1].endpoint("acme", agent_id), token, elicitation_callback=on_elicit) as connected:
+            return await connected.get_prompt("modern__booking", {})
+
+    prompt = asyncio.run(scenario())
+    assert prompt.messages[0].content.text == "Book a table for 6."
+    (row,) = _rows("prompts/get")
+    assert row.status == CallStatus.OK and "Book a table for 6." in row.result_excerpt
