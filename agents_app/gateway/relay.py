@@ -224,8 +224,8 @@ def continued_call(params: Any) -> int | None:
     except ValueError:
         return None
     upstream = state.get(UPSTREAM) if isinstance(state, dict) else None
-    call = upstream.get("call") if isinstance(upstream, dict) else None
-    if not isinstance(call, int):
+    if not isinstance(upstream, dict) or not isinstance(upstream.get("call"), int):
         return None
+    call = int(upstream["call"])
     claim = f"toolhub:gw-round:{call}:{int(upstream.get('rounds') or 0)}"
     return call if cache.add(claim, 1, timeout=int(settings.TOOLHUB_MCP_REQUEST_STATE_TTL_S) + 60) else None

@@ -96,6 +96,13 @@ def _text(result: Any) -> str:
     return str(result.content[0].text)
 
 
+def _said(message: Any) -> str:
+    """A sampling or prompt message's text."""
+    content = message.content
+    assert isinstance(content, types.TextContent), content
+    return content.text
+
+
 @pytest.mark.parametrize("era", ["2025", "2026"])
 def test_a_2026_upstreams_sampling_request_is_answered_by_the_gateway_clients_model(
         gateways: tuple[Served, Served], sampling_agent: tuple[int, str], era: str) -> None:
@@ -104,7 +111,7 @@ def test_a_2026_upstreams_sampling_request_is_answered_by_the_gateway_clients_mo
     answered = asyncio.run(_call(gateways[0].endpoint("acme", agent_id), token, era, *SUMMARIZE,
                                  sampling_callback=model))
     (asked,) = model.asked
-    assert [m.content.text for m in asked.messages] == [ASKED]
+    assert [_said(m) for m in asked.messages] == [ASKED]
     assert asked.system_prompt == "You summarize in five words." and asked.max_tokens == 50
     assert not answered.is_error, answered
     assert json.loads(_text(answered)) == {"summary": "Tools help agents.", "model": "client-model-7"}
@@ -163,7 +170,7 @@ def test_a_sampling_round_asked_on_one_gateway_is_answered_on_another(gateways: 
     assert isinstance(first, types.InputRequiredResult), first
     ((key, request),) = (first.input_requests or {}).items()
     assert isinstance(request, types.CreateMessageRequest), request
-    assert request.params.messages[0].content.text == ASKED
+    assert _said(request.params.messages[0]) == ASKED
     assert "Summarize" not in (first.request_state or "")  # sealed: the client reads nothing of the upstream's round
 
     unanswered = asyncio.run(_by_hand(url_b, token, *SUMMARIZE, {}, first.request_state))
@@ -191,7 +198,7 @@ def test_a_2025_upstreams_sampling_request_reaches_a_2026_client(gateways: tuple
     answered = asyncio.run(_call(gateways[0].endpoint("acme", agent_id), token_for_user(user=api.user), "2026",
                                  "probe__summarize", {"text": "a long story about tools"}, sampling_callback=model))
     (asked,) = model.asked
-    assert [m.content.text for m in asked.messages] == [ASKED]
+    assert [_said(m) for m in asked.messages] == [ASKED]
     assert not answered.is_error, answered
     assert json.loads(_text(answered))["model"] == "client-model-7"
 
@@ -264,6 +271,6 @@ def test_a_prompt_get_of_two_rounds_is_audited_once(gateways: tuple[Served, Serv
             return await connected.get_prompt("modern__booking", {})
 
     prompt = asyncio.run(scenario())
-    assert prompt.messages[0].content.text == "Book a table for 6."
+    assert _said(prompt.messages[0]) == "Book a table for 6."
     (row,) = _rows("prompts/get")
     assert row.status == CallStatus.OK and "Book a table for 6." in row.result_excerpt
