@@ -229,7 +229,7 @@ def tool_invoke(
     to the caller (the row is `awaiting_input`) and this is the round carrying the answers. It is the same call: its
     row takes this round's outcome (no second row), and it was counted against the quotas when it began, so this
     round holds only a concurrent slot while it runs. Set only by the gateway, for a round its sealed requestState
-    vouches for (agents_app.gateway.rounds), never from a caller's input.
+    vouches for (agents_app.gateway.relay.continued_call), never from a caller's input.
     """
     with tracing.span("toolhub.invoke", {"toolhub.tenant": tenant.slug, "toolhub.function": function,
                                          "toolhub.via": via, "toolhub.approved": approved,
