@@ -225,6 +225,17 @@ def count(pool: RunnerPool, spec: ServerSpec) -> dict[str, int]:
     return dict(json.loads(result.text)) if result.data is None else dict(result.data)
 
 
+def unread_requests(port: int) -> int:
+    """TCP connections to 127.0.0.1:`port` holding received data their owner has not read (the rx queue)."""
+    found = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if int(cols[1].rsplit(":", 1)[1], 16) == port and int(cols[4].split(":")[1], 16) > 0:
+                found += 1
+    return found
+
+
 class Catcher:
     """A listener on 127.0.0.1 standing in for an attacker's server: it records every connection made to it."""
 
@@ -268,18 +279,40 @@ class TestOnOneTier:
         # The web processes started nothing themselves.
         assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
 
-    def test_a_dead_runners_server_starts_again_on_another(self, tier: Runners, web: list[RunnerPool],
-                                                           tmp_path: Path) -> None:
+    def test_a_dead_runners_server_starts_again_on_another_and_only_its_running_call_fails(
+            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+        """The runner kill of the load bench, made exact: its process stops (as a SIGKILLed process does before the
+        kernel has torn it down) while it runs one call, two more calls reach it (one plain, on the connection the
+        call before kept alive unless it aged out meanwhile; one streamed, on a new connection), then it dies
+        (SIGKILL: no goodbye, its heartbeat simply stops). The call it was running fails with the typed
+        runner_unavailable; the two it never read go to the key's next owner and succeed there, on a new server."""
         marker = uuid.uuid4().hex
         spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
         assert count(web[0], spec)["count"] == 1
-        before = set(marked(marker))
-        owner = web[0].owner_of(spec).id
-        tier.kill(owner)  # SIGKILL: no goodbye, its heartbeat simply stops
-        assert wait_until(lambda: marked(marker) == []), "the killed runner's server outlived it"
-        assert count(web[1], spec)["count"] == 1  # a new server (its state starts over) on the other runner
-        assert marked(marker) and not set(marked(marker)) & before
-        assert web[1].owner_of(spec, frozenset({owner})).id != owner
+        assert count(web[1], spec)["count"] == 2  # web[1] keeps its connection to the owner alive for the next call
+        owner = web[0].owner_of(spec)
+        port = int(owner.url.rsplit(":", 1)[1])
+        note = tmp_path / "tenant.1" / f"hold-{marker}"
+        with ThreadPoolExecutor(3) as calls:
+            running = calls.submit(web[0].call, spec, "hold", {"seconds": 60, "note": str(note)})
+            assert wait_until(note.exists), "the held call never started"
+            os.kill(tier.procs[owner.id].pid, signal.SIGSTOP)
+            kept_alive = calls.submit(web[1].call, spec, "count", {})
+            streamed = calls.submit(web[1].call, spec, "count", {}, None, lambda *_: None)
+            assert wait_until(lambda: unread_requests(port) >= 2), "the two calls never reached the stopped runner"
+            before = set(marked(marker))
+            tier.kill(owner.id)
+            started = time.monotonic()
+            failed = running.result(timeout=PROCESS_BOUND_S)
+            moved = [future.result(timeout=PROCESS_BOUND_S) for future in (kept_alive, streamed)]
+        assert not failed.success and failed.meta.get("outage") == "runner_unavailable", failed
+        assert time.monotonic() - started < 30  # the held call ended with its runner, not at its 60 s
+        assert all(result.success for result in moved), [(r.error_code, r.error) for r in moved]
+        answers = [dict(r.data or json.loads(r.text)) for r in moved]
+        # A new server (its count starts over) on the other runner, which ran each call once.
+        assert sorted(a["count"] for a in answers) == [1, 2] and len({a["pid"] for a in answers}) == 1
+        assert web[1].owner_of(spec, frozenset({owner.id})).id != owner.id
+        assert wait_until(lambda: not set(marked(marker)) & before), "the killed runner's server outlived it"
 
     def test_close_ends_the_server_on_its_runner_and_drain_moves_it(self, tier: Runners, web: list[RunnerPool],
                                                                     tmp_path: Path) -> None:
