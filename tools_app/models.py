@@ -227,6 +227,9 @@ class CallStatus(models.TextChoices):
     ERROR = "error", "Error"
     DENIED = "denied", "Denied"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    # A 2026-07-28 server's questions were handed back to the caller (a gateway client): the call's one row, its
+    # outcome saved when the caller's last answer completes it (tools_app.services.invoke, `continuing`).
+    AWAITING_INPUT = "awaiting_input", "Awaiting input"
 
 
 class ToolCall(models.Model):

@@ -72,9 +72,12 @@ CONNECTIONS_URL = "connections_url"  # ToolResult.meta: the caller's page to set
 
 def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                   on_progress: Progress | None = None, client_requests: ClientRequests | None = None,
-                  *, base_url: str = "") -> CallOutcome:
+                  *, base_url: str = "", continuing: int | None = None) -> CallOutcome:
+    """`continuing`: the audit row of the call this round continues (a 2026 upstream's questions answered, the round
+    vouched for by the gateway's sealed requestState): counted when it began, so not throttled again."""
     with through_client(principal.client):
-        outcome = _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
+        outcome = _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url,
+                                 continuing=continuing)
     _after(principal, outcome)
     oauth_usage.note_use(principal.token_id, principal.expires_at)
     return outcome
@@ -124,7 +127,7 @@ def _after(principal: Principal, outcome: CallOutcome) -> None:
 
 def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
                    on_progress: Progress | None, client_requests: ClientRequests | None,
-                   *, base_url: str) -> CallOutcome:
+                   *, base_url: str, continuing: int | None = None) -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
@@ -132,7 +135,8 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
     run's result is answered (once) instead of a second run or a second request. Every call counts against
     the user's invoke throttle, as `/tools/{id}/invoke/` does (Refusal `throttled` once it is spent).
     """
-    throttle(principal)
+    if continuing is None:
+        throttle(principal)
     functions = listing(principal).by_name
     fn = functions.get(name)
     if fn is None:
@@ -157,7 +161,7 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
     done = tool_invoke(tenant=principal.tenant, actor=principal.user, tool_id=target.tool_id,
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA,
                        on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)),
-                       client_requests=client_requests)
+                       client_requests=client_requests, continuing=continuing)
     if done.result.error_code == codes.AUTHORIZATION_REQUIRED and base_url:
         # The caller's own connect link when they may connect it (the shared connection: owners and admins).
         link = oauth_flow.authorize_link_or_none(tenant=principal.tenant, actor=principal.user,

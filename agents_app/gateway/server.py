@@ -349,10 +349,11 @@ def _for_wire(ctx: ServerRequestContext[Any, Any], rendered: Wire) -> Wire:
 
 
 def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None,
-          client_requests: ClientRequests | None = None, base_url: str = ""
+          client_requests: ClientRequests | None = None, base_url: str = "", continuing: int | None = None
           ) -> tuple[CallOutcome, Wire | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
-    outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url)
+    outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url,
+                                    continuing=continuing)
     unfinished = outcome.result.meta.get(INPUT_REQUIRED) or outcome.result.meta.get(INPUT_STATE_STALE)
     return outcome, (None if outcome.held or unfinished else _rendered(principal, outcome))
 
@@ -383,8 +384,10 @@ NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not dec
 def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay | None = None,
                      stateless: Resume | None = None) -> ClientRequests:
     """The upstream server's own requests during this call (sampling, elicitation), forwarded to this gateway
-    client when it declared the capability, on this call's stream; declined with the reason otherwise. They run
-    on the call's worker thread and wait here for the client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most)."""
+    client when it declared the capability, on this call's stream (a 2026-07-28 client: as input requests through
+    `relayed`); declined with the reason otherwise. They run on the call's worker thread and wait here for the
+    client's answer (TOOLHUB_MCP_ELICIT_TIMEOUT_S at most). Sampling also needs the tool's `sampling` setting
+    (tools_app.runtime.mcp.connection: a tool without it never offers sampling to its server)."""
     loop = asyncio.get_running_loop()
 
     def declared(capability: types.ClientCapabilities) -> bool:
@@ -403,11 +406,7 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
             answer = asyncio.run_coroutine_threadsafe(asyncio.wait_for(ask(), timeout), loop).result(timeout + 5)
         except MCPError as exc:
             raise ClientRequestRefused(f"the gateway's client refused: {exc.error.message}") from None
-        except NoBackChannelError:
-            if modern.is_modern(ctx):
-                raise ClientRequestRefused(
-                    "declined: this gateway client speaks MCP 2026-07-28, where a server's sampling request mid-call "
-                    "is not relayed (its questions are, as input requests)") from None
+        except NoBackChannelError:  # (a 2026-07-28 client is asked through `relayed`, never here)
             raise ClientRequestRefused("declined: this gateway session has no way back to its client "
                                        "(stateless mode)") from None
         except TimeoutError:
@@ -427,7 +426,7 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
     may_sample = declared(types.ClientCapabilities(sampling=types.SamplingCapability()))
     may_elicit = declared(types.ClientCapabilities(elicitation=types.ElicitationCapability()))
     if relayed is not None:  # 2026-07-28: the question rides an input_required result (agents_app.gateway.relay)
-        elicit = relayed.ask
+        elicit, sample = relayed.ask, relayed.sample
     return ClientRequests(
         sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
         no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
@@ -666,8 +665,9 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         """A 2026-07-28 call: its result, or an upstream server's question as an input request; a retry carrying
         the answer resumes the call this process holds (agents_app.gateway.relay)."""
         ran: tuple[CallOutcome, Wire | None] | types.InputRequiredResult = await _relaying(
-            ctx, principal, params, lambda asks: db(_call, principal, params.name, arguments,
-                                                    _progress_forwarder(ctx), asks, _base_url(ctx)), stateless=True)
+            ctx, principal, params, lambda asks, continuing: db(
+                _call, principal, params.name, arguments, _progress_forwarder(ctx), asks, _base_url(ctx), continuing),
+            stateless=True)
         if isinstance(ran, types.InputRequiredResult):
             return ran
         meta = ran[0].result.meta
@@ -675,16 +675,18 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
             raise MCPError(code=types.INVALID_PARAMS, message=ran[0].result.error or "requestState is stale",
                            data={"code": ApiCode.INVALID_REQUEST_STATE, "reason": "tool_changed"})
         if meta.get(INPUT_REQUIRED):  # a 2026 upstream asked: its state rides ours (relay.hand_back)
-            return relay.hand_back(meta[INPUT_REQUIRED])
+            return relay.hand_back(meta[INPUT_REQUIRED], ran[0].call_id)
         return ran
 
     async def _relaying(ctx: ServerRequestContext[Any, Any], principal: Principal, params: Any,
-                        job: Callable[[ClientRequests], Awaitable[Any]], *, stateless: bool = False) -> Any:
+                        job: Callable[[ClientRequests, int | None], Awaitable[Any]], *, stateless: bool = False
+                        ) -> Any:
         """A 2026-07-28 request whose upstream may ask (tools/call, prompts/get, resources/read): `job`'s answer, or
         a 2025 upstream's question as an input request, whose retry resumes the job this process holds. With
         `stateless`, a 2026 upstream's questions end the job instead (its answer carries them, for relay.hand_back)
         and a retry naming such a round re-issues the job with the client's answers, on any process
-        (agents_app.gateway.relay)."""
+        (agents_app.gateway.relay); `job` is also told the audit row of the call such a retry continues (counted and
+        audited once: relay.continued_call)."""
         owner = f"{principal.tenant.pk}:{principal.user.pk}:{principal.agent.pk}"
         if relay.relay_of(params) is not None:
             try:
@@ -694,9 +696,10 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
                                data={"code": exc.code, "reason": exc.reason}) from None
         else:
             resume = (relay.stateless_of(params) or Resume()) if stateless else None
+            continuing = await db(relay.continued_call, params) if resume is not None and resume.resumed else None
             held = relay.Relay(asyncio.get_running_loop())
             held.owner = owner
-            held.start(job(_client_requests(ctx, held, resume)))
+            held.start(job(_client_requests(ctx, held, resume), continuing))
         return await held.next()
 
 
@@ -741,12 +744,13 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         principal = principal_of(ctx)
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
-                got = await _relaying(ctx, principal, params, lambda asks: db(
-                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks), stateless=True)
+                got = await _relaying(ctx, principal, params, lambda asks, continuing: db(
+                    service.get_prompt, principal, params.name, params.arguments, client_requests=asks,
+                    continuing=continuing), stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
                 if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
-                    return relay.hand_back(got[INPUT_REQUIRED])
+                    return relay.hand_back(got[INPUT_REQUIRED], got.get(service.CALL))
             else:
                 got = await db(service.get_prompt, principal, params.name, params.arguments,
                                client_requests=_client_requests(ctx))
@@ -769,12 +773,13 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         principal = principal_of(ctx)
         try:
             if modern.is_modern(ctx):  # the upstream's question rides an input_required result
-                got = await _relaying(ctx, principal, params, lambda asks: db(
-                    service.read_resource, principal, str(params.uri), client_requests=asks), stateless=True)
+                got = await _relaying(ctx, principal, params, lambda asks, continuing: db(
+                    service.read_resource, principal, str(params.uri), client_requests=asks, continuing=continuing),
+                    stateless=True)
                 if isinstance(got, types.InputRequiredResult):
                     return got
                 if INPUT_REQUIRED in got:  # a 2026 upstream asked: its state rides ours (relay.hand_back)
-                    return relay.hand_back(got[INPUT_REQUIRED])
+                    return relay.hand_back(got[INPUT_REQUIRED], got.get(service.CALL))
             else:
                 got = await db(service.read_resource, principal, str(params.uri), client_requests=_client_requests(ctx))
         except NotFound:

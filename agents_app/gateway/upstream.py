@@ -20,6 +20,7 @@ from tools_app.configs import secret_values
 from tools_app.models import (
     CallStatus,
     Tool,
+    ToolCall,
     ToolType,
 )
 from tools_app.runtime import result as codes
@@ -33,7 +34,7 @@ from tools_app.runtime.result import ToolResult
 from tools_app.runtime.screen.results import META_KEY, screened_answer
 from tools_app.services import screening
 from tools_app.services.approval_gate import needs_approval
-from tools_app.services.audit import audit, through_client
+from tools_app.services.audit import audit, settle, through_client
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec
 
@@ -71,8 +72,12 @@ def _dump(model: Any, secrets: list[str]) -> dict[str, Any]:
     return loaded
 
 
+CALL = "call"  # beside INPUT_REQUIRED in a round handed back: the audit row of the request (awaiting input)
+
+
 def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
-              title: str, client_requests: ClientRequests | None = None) -> dict[str, Any]:
+              title: str, client_requests: ClientRequests | None = None, continuing: int | None = None
+              ) -> dict[str, Any]:
     """A prompt get or resource read under the rules of a tool call: the caller may call (not a viewer), the
     approval rule (tool, link, safety) does not hold it, the throttle has room; audited whatever happens.
 
@@ -80,9 +85,11 @@ def _upstream(principal: Principal, tool: Tool, function: str, arguments: dict[s
     it (a 2025 server's requests, a 2026 server's input_required rounds) go to the gateway's client as a tool
     call's do; without, a 2025 server's are declined and a 2026 server's question fails the request. With stateless
     rounds (`client_requests.stateless`, a 2026 gateway client) a 2026 server's questions end it: the answer is
-    `{INPUT_REQUIRED: ...}` (agents_app.gateway.relay.hand_back makes the client's input request of it)."""
+    `{INPUT_REQUIRED: ..., CALL: its audit row}` (agents_app.gateway.relay.hand_back makes the client's input request
+    of it). `continuing` names that row when a retry answers such a round: the request was throttled and audited when
+    it began, so the round is not throttled again and settles the same row (as a tool call's, invoke `continuing`)."""
     with through_client(principal.client):
-        return _audited_upstream(principal, tool, function, arguments, op, title, client_requests)
+        return _audited_upstream(principal, tool, function, arguments, op, title, client_requests, continuing)
 
 
 def _send(principal: Principal, tool: Tool, op: Any, what: str, client_requests: ClientRequests | None) -> Any:
@@ -96,12 +103,20 @@ def _send(principal: Principal, tool: Tool, op: Any, what: str, client_requests:
 
 
 def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
-                      title: str, client_requests: ClientRequests | None) -> dict[str, Any]:
+                      title: str, client_requests: ClientRequests | None, continuing: int | None) -> dict[str, Any]:
     secrets = secret_values(tool.type, tool.config) + selectors.live_secret_values(tenant=principal.tenant, tool=tool)
+    row = None if continuing is None else ToolCall.objects.filter(
+        pk=continuing, tenant=principal.tenant, tool=tool, function=function, actor=principal.user,
+        status=CallStatus.AWAITING_INPUT).first()
+
+    def write(result: ToolResult, status: str) -> ToolCall:
+        if row is not None:
+            return settle(row, result, status, secrets)
+        return audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
+                     result=result, status=status, secrets=secrets, agent=principal.agent, via=VIA, title=title)
 
     def refuse(result: ToolResult, wire_code: ApiCode, **details: Any) -> Refusal:
-        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
-              result=result, status=CallStatus.DENIED, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        write(result, CallStatus.DENIED)
         reason = {"reason": result.error_reason} if result.error_reason else {}  # the distinct cause (core.codes.Reason)
         return Refusal(wire_code, result.error or "", **reason, **details)
 
@@ -117,7 +132,8 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
             f"{tool.name} needs a person's approval for every use, and a prompt or resource cannot be "
             "held for one: use the tool's functions (their calls are held for approval) or ask an admin "
             "to lift the tool's requires_approval"), ApiCode.APPROVAL_REQUIRED, tool=tool.name)
-    throttle(principal)
+    if row is None:
+        throttle(principal)
     started = time.monotonic()
     try:
         answer = _dump(_send(principal, tool, op, title, client_requests), secrets)
@@ -126,9 +142,7 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
         asked = ToolResult.ok(text=f"{tool.name} asked for input ({len(exc.payload['requests'])} question(s), "
                                    f"round {exc.payload['rounds']}); handed to the caller, who answers by asking again")
         asked.cost_ms = int((time.monotonic() - started) * 1000)
-        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
-              result=asked, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)
-        return {INPUT_REQUIRED: exc.payload}
+        return {INPUT_REQUIRED: exc.payload, CALL: write(asked, CallStatus.AWAITING_INPUT).pk}
     except InputStateStale as exc:
         raise refuse(ToolResult.fail(codes.BUSINESS_ERROR, exc.message), ApiCode.INVALID_REQUEST_STATE,
                      reason="tool_changed") from None
@@ -136,8 +150,7 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
         message = scrub_text(str(getattr(exc, "message", "") or type(exc).__name__), secrets)[:500]
         failed = ToolResult.fail(codes.EXECUTION_ERROR, message)
         failed.cost_ms = int((time.monotonic() - started) * 1000)
-        audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
-              result=failed, status=CallStatus.ERROR, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+        write(failed, CallStatus.ERROR)
         raise Refusal(ApiCode.UPSTREAM_ERROR, f"{tool.name} answered an error: {message}", tool=tool.name) from None
     # Invisible characters out of what the model reads, injection markers named in `_meta` and the audit row.
     markers = screened_answer(answer)
@@ -145,8 +158,7 @@ def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments
     if markers:
         done.meta[META_KEY] = {"flagged": True, "markers": markers}
     done.cost_ms = int((time.monotonic() - started) * 1000)
-    audit(tenant=principal.tenant, actor=principal.user, tool=tool, function=function, arguments=arguments,
-          result=done, status=CallStatus.OK, secrets=secrets, agent=principal.agent, via=VIA, title=title)
+    write(done, CallStatus.OK)
     return answer
 
 
@@ -191,7 +203,7 @@ def _held(principal: Principal, tool: Tool, kind: str, key: str, value: str) -> 
 
 
 def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None,
-               client_requests: ClientRequests | None = None) -> dict[str, Any]:
+               client_requests: ClientRequests | None = None, continuing: int | None = None) -> dict[str, Any]:
     tool, original = _split(principal, name)
     if _held(principal, tool, "prompts", "name", original):
         raise NotFound()
@@ -201,7 +213,7 @@ def get_prompt(principal: Principal, name: str, arguments: dict[str, str] | None
                                         allow_input_required=True)
 
     return _upstream(principal, tool, PROMPT_GET, {"name": original, "arguments": dict(arguments or {})}, op,
-                     f"{tool.name}: prompt {original}"[:200], client_requests)
+                     f"{tool.name}: prompt {original}"[:200], client_requests, continuing)
 
 
 def _resource_uri(tool: Tool, uri: str) -> str:
@@ -222,7 +234,8 @@ def list_resources(principal: Principal) -> list[dict[str, Any]]:
     return resources
 
 
-def read_resource(principal: Principal, uri: str, client_requests: ClientRequests | None = None) -> dict[str, Any]:
+def read_resource(principal: Principal, uri: str, client_requests: ClientRequests | None = None,
+                  continuing: int | None = None) -> dict[str, Any]:
     prefix = f"{RESOURCE_SCHEME}://"
     if not uri.startswith(prefix) or "/" not in uri[len(prefix):]:
         raise NotFound()
@@ -239,7 +252,7 @@ def read_resource(principal: Principal, uri: str, client_requests: ClientRequest
                                            allow_input_required=True)
 
     result = _upstream(principal, tool, RESOURCE_READ, {"uri": original}, op, f"{tool.name}: {original}"[:200],
-                       client_requests)
+                       client_requests, continuing)
     for item in result.get("contents", []):  # none in a round handed back (INPUT_REQUIRED)
         item["uri"] = uri if item.get("uri") == original else _resource_uri(tool, str(item.get("uri", "")))
     return result

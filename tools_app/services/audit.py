@@ -81,16 +81,7 @@ def audit(
 
     A result marked `shown` (drawn for the reader) is kept whole: text and data, uncut.
     """
-    full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
-    if result.success and result.shown and result.data is not None:
-        full = json.dumps({"text": result.text, "data": result.data}, default=str)
-    if not result.success:
-        full = result.error or ""
-    full = scrub_text(full, secrets)  # before the cut: a cut secret no longer matches
-    cap = len(full) if result.success and result.shown else settings.TOOLHUB_AUDIT_RESULT_CHARS
     call = ToolCall(
-        result_content=content_excerpt(result.content, cap, secrets),
-        server_logs=logs_excerpt(result.meta.get("logs"), cap, secrets),
         tenant=tenant,
         tool=tool,
         tool_name=tool.name,
@@ -104,12 +95,7 @@ def audit(
         dry_run=dry_run,
         arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),
         status=status,
-        error_code=result.error_code or "",
-        error=scrub_text(result.error or "", secrets)[:2000],
-        cost_ms=result.cost_ms,
-        result_excerpt=full[:cap],
-        result_size=len(full),
-        result_flags=markers_of(result) if result.success else [],
+        **_outcome(result, secrets),
     )
     try:
         call.save(force_insert=True)  # the warm path's one query
@@ -124,4 +110,34 @@ def audit(
         return call
     if not transaction.get_connection().in_atomic_block:
         audit_spool.replay_if_pending()
+    return call
+
+
+def _outcome(result: ToolResult, secrets: list[str]) -> dict[str, Any]:
+    """The row's fields that say how the call ended: error, cost, the result's excerpt (scrubbed before the cut: a
+    cut secret no longer matches), its content parts and the server's log lines, the screen's markers."""
+    full = result.text or (json.dumps(result.data, default=str) if result.data is not None else "")
+    if result.success and result.shown and result.data is not None:
+        full = json.dumps({"text": result.text, "data": result.data}, default=str)
+    if not result.success:
+        full = result.error or ""
+    full = scrub_text(full, secrets)
+    cap = len(full) if result.success and result.shown else settings.TOOLHUB_AUDIT_RESULT_CHARS
+    return {"result_content": content_excerpt(result.content, cap, secrets),
+            "server_logs": logs_excerpt(result.meta.get("logs"), cap, secrets),
+            "error_code": result.error_code or "", "error": scrub_text(result.error or "", secrets)[:2000],
+            "cost_ms": result.cost_ms, "result_excerpt": full[:cap], "result_size": len(full),
+            "result_flags": markers_of(result) if result.success else []}
+
+
+def settle(call: ToolCall, result: ToolResult, status: str, secrets: list[str]) -> ToolCall:
+    """A later round of the same call (a 2026-07-28 server's questions answered by the caller): the call's one row
+    takes this round's outcome (`awaiting_input` again when the server asks more), its time the sum of the rounds'.
+    Saved whole, so the audit stream and the metrics see the outcome once, when it is final."""
+    spent = call.cost_ms or 0
+    for name, value in _outcome(result, secrets).items():
+        setattr(call, name, value)
+    call.cost_ms = spent + (result.cost_ms or 0)
+    call.status = status
+    call.save()
     return call

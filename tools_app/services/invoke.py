@@ -35,7 +35,7 @@ from tools_app.runtime import registry
 from tools_app.runtime import result as codes
 from tools_app.runtime.errors import RuntimeToolError
 from tools_app.runtime.http_tool import run_http_tool
-from tools_app.runtime.mcp.client_requests import ClientRequests
+from tools_app.runtime.mcp.client_requests import INPUT_REQUIRED, ClientRequests
 from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
@@ -47,7 +47,7 @@ from tools_app.services.approval_gate import (
     approval_screen,
     needs_approval,
 )
-from tools_app.services.audit import audit
+from tools_app.services.audit import audit, settle
 from tools_app.wiring import pool as wiring_pool
 from tools_app.wiring import specs as wiring_specs
 from tools_app.wiring.http import outbound_policy
@@ -211,6 +211,7 @@ def tool_invoke(
     via: str = ApprovalVia.INVOKE,
     dry_run: bool = False,
     client_requests: ClientRequests | None = None,
+    continuing: int | None = None,
 ) -> Invocation:
     """Check, call and audit. `approved` is set only by the approval flow, never by a caller's input.
 
@@ -225,13 +226,19 @@ def tool_invoke(
 
     `client_requests` answers the server's sampling and elicitation requests during the call (the chat's);
     without it they are declined with the reason.
+
+    `continuing` names the audit row of a call this one continues: a 2026-07-28 server's questions were handed back
+    to the caller (the row is `awaiting_input`) and this is the round carrying the answers. It is the same call: its
+    row takes this round's outcome (no second row), and it was counted against the quotas when it began, so this
+    round holds only a concurrent slot while it runs. Set only by the gateway, for a round its sealed requestState
+    vouches for (agents_app.gateway.relay.continued_call), never from a caller's input.
     """
     with tracing.span("toolhub.invoke", {"toolhub.tenant": tenant.slug, "toolhub.function": function,
                                          "toolhub.via": via, "toolhub.approved": approved,
                                          "toolhub.dry_run": dry_run}) as current:
         done = _invoke(tenant=tenant, actor=actor, tool_id=tool_id, function=function, arguments=arguments,
                        approved=approved, agent=agent, conversation=conversation, on_progress=on_progress, via=via,
-                       dry_run=dry_run, client_requests=client_requests)
+                       dry_run=dry_run, client_requests=client_requests, continuing=continuing)
         tracing.set_attributes(current, **{"toolhub.tool": done.call.tool_name, "toolhub.call_id": done.call.pk,
                                            "toolhub.status": done.call.status,
                                            "error.type": done.result.error_code or None})
@@ -253,20 +260,25 @@ class _Ctx:
     title: str
     dry_run: bool
     secrets: list[str]
+    continuing: ToolCall | None = None  # the row of the call this round continues (awaiting input)
 
     def audit(self, result: ToolResult, status: str) -> ToolCall:
+        if self.continuing is not None:
+            return settle(self.continuing, result, status, self.secrets)
         return audit(tenant=self.tenant, actor=self.actor, tool=self.tool, function=self.function,
                      arguments=self.arguments, result=result, status=status, secrets=self.secrets, agent=self.agent,
                      conversation=self.conversation, via=self.via, title=self.title, dry_run=self.dry_run)
 
     def audit_outcome(self, result: ToolResult) -> ToolCall:
+        if result.success and result.meta.get(INPUT_REQUIRED):  # handed back: the call goes on in a later round
+            return self.audit(result, CallStatus.AWAITING_INPUT)
         return self.audit(result, CallStatus.OK if result.success else CallStatus.ERROR)
 
 
 def _invoke(
     *, tenant: Tenant, actor: Any, tool_id: Any, function: str, arguments: Any, approved: bool, agent: Any,
     conversation: Any, on_progress: Callable[[float, float | None, str | None], None] | None, via: str,
-    dry_run: bool, client_requests: ClientRequests | None = None,
+    dry_run: bool, client_requests: ClientRequests | None = None, continuing: int | None = None,
 ) -> Invocation:
     # Warm, the tool, its functions and who may use it come from this process's memory (no query); any
     # change to them drops the snapshot in every process first (tools_app.selectors.tool_snapshot). A call
@@ -276,7 +288,8 @@ def _invoke(
     tool = snapshot.tool(tenant)
     ctx = _Ctx(tenant=tenant, actor=actor, tool=tool, function=function, arguments=arguments, agent=agent,
                conversation=conversation, via=via, title=plugins.call_title(tool, function, arguments),
-               dry_run=dry_run, secrets=list(snapshot.secrets))
+               dry_run=dry_run, secrets=list(snapshot.secrets),
+               continuing=_awaiting_input(tenant, actor, tool, function, continuing))
     # The one boundary: every result (body, audit, chat, breaker) is scrubbed here, before any cut.
     scrub = scrubber(ctx.secrets)
     spec = plugins.spec_for(tool)
@@ -292,7 +305,8 @@ def _invoke(
         return held
     try:
         # The one admission check of every call (API, chat, gateway, approvals): held while the call runs.
-        with quotas.admitted(tenant=tenant, actor=actor, tool=tool, agent=agent):
+        with quotas.admitted(tenant=tenant, actor=actor, tool=tool, agent=agent,
+                             counted=ctx.continuing is not None):
             return _admitted(ctx, checked_against, spec, fn, on_progress, client_requests, approved=approved,
                              scrub=scrub)
     except quotas.QuotaExceeded as spent:
@@ -326,6 +340,15 @@ def _refusal_audit(ctx: _Ctx, result: ToolResult, spent: quotas.QuotaExceeded, *
     if nth == 1:
         quota_refusals.recorded(refusal, call.pk)
     return call
+
+
+def _awaiting_input(tenant: Tenant, actor: Any, tool: Tool, function: str, call_id: int | None) -> ToolCall | None:
+    """The row a continuing round settles: this caller's call of this function, still awaiting input."""
+    if call_id is None:
+        return None
+    return ToolCall.objects.filter(pk=call_id, tenant=tenant, tool=tool, function=function[:128],
+                                   actor=actor if getattr(actor, "pk", None) else None,
+                                   status=CallStatus.AWAITING_INPUT).first()
 
 
 def _admitted(ctx: _Ctx, checked_against: selectors.ToolSnapshot | None, spec: Any,

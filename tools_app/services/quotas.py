@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -206,12 +206,17 @@ def clock() -> float:
 
 
 @contextmanager
-def admitted(*, tenant: Tenant, actor: Any, tool: Tool, agent: Any) -> Iterator[None]:
+def admitted(*, tenant: Tenant, actor: Any, tool: Tool, agent: Any, counted: bool = False) -> Iterator[None]:
     """Count one call against its quotas for as long as it runs; raises QuotaExceeded when one is spent.
+
+    `counted`: a later round of a call already counted when it began (a 2026-07-28 server's questions answered by
+    the caller): it takes no minute or day, only a concurrent slot while it runs.
 
     A store that cannot be reached admits the call (logged): a Redis outage must not stop every tool call.
     """
     limits = applicable(tenant=tenant, actor=actor, tool=tool, agent=agent)
+    if counted:
+        limits = [replace(limit, per_minute=None, per_day=None) for limit in limits if limit.concurrent is not None]
     if not limits:
         yield
         return

@@ -31,7 +31,7 @@ class ClientRequestRefused(Exception):
 
 
 # ToolResult.meta of a call whose 2026-07-28 server asked questions handed back to the caller (`Resume`):
-# {"requests": {key: ElicitRequest wire}, "state": the server's requestState, "answered": {key: answer wire} (what
+# {"requests": {key: ElicitRequest or CreateMessageRequest wire}, "state": the server's requestState, "answered": {key: answer wire} (what
 # Toolhub answered itself, roots), "rounds": rounds taken, "revision": [tool id, config version]}.
 INPUT_REQUIRED = "input_required"
 # ToolResult.meta of a resumed call refused before it was sent: the tool changed (or no longer speaks 2026-07-28)
@@ -92,7 +92,8 @@ class ClientRequests:
     elicit: Handler | None = None
     no_sample: str = NO_SAMPLING
     no_elicit: str = NO_ELICITATION
-    # Set: a 2026 server's questions that `elicit` would answer are handed back to the caller instead (Resume).
+    # Set: a 2026 server's questions that `elicit` or `sample` would answer are handed back to the caller instead
+    # (Resume); the handlers' presence says the caller can answer them.
     stateless: Resume | None = None
 
 

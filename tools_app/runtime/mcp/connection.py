@@ -663,7 +663,8 @@ class Connection:
     async def _hand_back(self, current: Any, send: Callable[[types.InputResponses | None, str | None], Awaitable[Any]],
                          asker: ClientRequests, what: str, rounds: int) -> Any:
         """Stateless rounds: answer here what Toolhub answers itself (roots; sampling and elicitation it may not
-        relay are declined, ending the request as in place), and hand the caller's questions back (InputHandedBack)
+        relay are declined, ending the request as in place), and hand the caller's questions (elicitation, sampling:
+        `_hands_back`) back (InputHandedBack)
         with the server's requestState; a round with nothing to ask is retried after a short backoff, as the SDK's
         driver does. Every round counts against `max_input_rounds`, resumed or not."""
         delay = STATE_ONLY_BACKOFF_S
@@ -674,9 +675,7 @@ class Connection:
                     f"{self._where()} asked for input more than {self.max_input_rounds} times during {what}",
                     details={"max_rounds": self.max_input_rounds})
             requests = dict(current.input_requests or {})
-            relayed = {key: request for key, request in requests.items()
-                       if isinstance(request, types.ElicitRequest) and self.spec.target.elicitation
-                       and asker.elicit is not None}
+            relayed = {key: request for key, request in requests.items() if self._hands_back(asker, request)}
             answered: dict[str, Any] = {}
             for key, request in requests.items():
                 if key in relayed:
@@ -696,6 +695,17 @@ class Connection:
                 delay = min(delay * 2, STATE_ONLY_BACKOFF_CAP_S)
             current = await send(answered or None, current.request_state)
         return current
+
+    def _hands_back(self, asker: ClientRequests, request: types.InputRequest) -> bool:
+        """A question the caller answers (stateless rounds): an elicitation where the tool allows it, a sampling
+        request where the tool's `sampling` setting allows it, each only when the caller can answer it (its
+        handler is set: a gateway client that declared the capability). Roots are Toolhub's own answer."""
+        target = self.spec.target
+        if isinstance(request, types.ElicitRequest):
+            return target.elicitation and asker.elicit is not None
+        if isinstance(request, types.CreateMessageRequest):
+            return target.sampling and asker.sample is not None
+        return False
 
     async def asking(self, send: Callable[[ClientSession, types.InputResponses | None, str | None], Awaitable[Any]],
                      asker: ClientRequests, what: str) -> Any:
