@@ -150,7 +150,7 @@ def test_each_member_and_function_has_its_own_first_row(tenant: Any, owner: Any,
         429,
     ]
     first_rows = ToolCall.objects.filter(tenant=tenant, status=CallStatus.DENIED)
-    assert sorted(r.actor_id for r in first_rows) == sorted([owner.user.pk, other.user.pk])
+    assert sorted(r.actor_id or 0 for r in first_rows) == sorted([owner.user.pk, other.user.pk])
     assert quota_refusals.fold(now=T0 + 150) == {"rows": 2, "refusals": 2}
 
 

@@ -281,11 +281,11 @@ def test_a_result_text_is_screened_once_for_its_screen_and_its_audit(monkeypatch
     assert len(screened_texts) == 2 * 3 + 2 * 2
 def _screens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every text the result screen reads from now on (the real screen still answers)."""
+    from tools_app.runtime.screen import clean_result as real
     from tools_app.runtime.screen import results
 
     results._text_markers.cache_clear()  # texts an earlier test screened are remembered per process
     read: list[str] = []
-    real = results.clean_result
 
     def counted(text: str, **kwargs: Any) -> Any:
         read.append(text)
