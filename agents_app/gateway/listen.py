@@ -105,13 +105,28 @@ class ChangeHub:
                 self._redis_stop.wait(1.0)
 
 
+_publishers: dict[str, Any] = {}
+_publishers_lock = threading.Lock()
+
+
+def _publisher(url: str) -> Any:
+    """One client per Redis URL for the process: its connection pool is reused by every committed change (a new
+    client per publish paid a connect and a handshake on each commit; redis-py's pool reconnects itself after a
+    Redis restart and after a fork)."""
+    import redis
+
+    with _publishers_lock:
+        client = _publishers.get(url)
+        if client is None:
+            client = _publishers[url] = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        return client
+
+
 def _publish(scopes: Scopes) -> None:
     import redis
 
     try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-        client.publish(CHANNEL, json.dumps(list(scopes)))
-        client.close()
+        _publisher(settings.REDIS_URL).publish(CHANNEL, json.dumps(list(scopes)))
     except redis.RedisError as exc:
         logger.warning("gateway list-change publish failed: %s", type(exc).__name__)
 

@@ -1,88 +1,22 @@
 """The OpenAPI schema is the contract: schemathesis fuzzes every operation against it: no 5xx, no response that breaks it.
 
-Checks: `not_a_server_error` (no 500 for any generated input) and `response_schema_conformance` (every
-documented response matches its schema). Bounded: a few examples per operation, no shrinking, so the
-whole run stays well under the CI budget.
+This module fuzzes the first half of the operations (label order, every other one), `test_api_schema_rest.py`
+the second; the machinery and the checks are in `tests/config/schema_fuzz.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import schemathesis
-from django.core.signals import request_finished, request_started
-from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
-from hypothesis import HealthCheck, Phase, given, settings
-from schemathesis.checks import not_a_server_error
-from schemathesis.generation import GenerationMode
-from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tenants_app.models import Role
-from tenants_app.services import token_for_user
-from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tests.config.schema_fuzz import api_schema, fuzz, operations_of_part, wsgi_app
 
-# ~1,500 requests: under a loaded CI, and taken first by a parallel run (slowest modules first), they outlast the
+# ~750 requests: under a loaded CI, and taken first by a parallel run (slowest modules first), they outlast the
 # suite's 120 s per-test timeout (which then interrupts Hypothesis mid-example and reads as a flaky operation).
 pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(360)]
-
-MAX_EXAMPLES = 25
-
-# Operations that reach out on purpose (chat to a model, tests and refreshes of remote servers, MCP
-# discovery): with generated URLs they would wait on the network, not exercise input handling.
-NETWORK_BOUND = r"/(chat|test|refresh|resume)/$|/batch-load/$|/entries/\{id\}/load/$|/market-update/$"
-
-
-@pytest.fixture
-def wsgi_app(db: Any) -> Iterator[Any]:
-    """The real WSGI app, minus the per-request connection close (as Django's test client does)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield get_wsgi_application()
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
-
-
-@pytest.fixture
-def api_schema(wsgi_app: Any) -> Any:
-    tenant = TenantFactory(slug="acme")
-    user = UserFactory(username="fuzz-admin")
-    MembershipFactory(tenant=tenant, user=user, role=Role.OWNER)
-    ToolFactory(tenant=tenant, name="remote-one")
-    token = token_for_user(user=user)
-    headers = {"Authorization": f"Token {token}", "X-Tenant": tenant.slug}
-    schema = schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", wsgi_app, headers=headers)
-    return schema.exclude(path_regex=NETWORK_BOUND)
+__all__ = ["api_schema", "wsgi_app"]  # the fixtures, used by name
 
 
 def test_api_conforms_to_its_schema(api_schema: Any) -> None:
-    headers = {"Authorization": f"Token {token_for_user(user=UserFactory(username='fuzz-admin'))}", "X-Tenant": "acme"}
-    failures: list[str] = []
-    operations = [result.ok() for result in api_schema.get_all_operations()]
-    assert len(operations) > 20  # the schema lists the whole API, not a stub
-
-    checks = [not_a_server_error, response_schema_conformance]
-    for operation in operations:
-
-        @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
-        @settings(
-            max_examples=MAX_EXAMPLES,
-            deadline=None,
-            phases=[Phase.explicit, Phase.generate],
-            suppress_health_check=list(HealthCheck),
-            derandomize=True,
-            database=None,
-        )
-        def run(case: Any) -> None:
-            response = case.call(headers=headers)
-            case.validate_response(response, checks=checks)
-
-        try:
-            run()
-        except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - collect every operation's first failure, then report them all
-            # A Flaky/ExceptionGroup hides its causes in .exceptions: report them, not only the wrapper.
-            causes = [repr(sub)[:600] for sub in getattr(exc, "exceptions", ())]
-            failures.append(f"{operation.label}: {str(exc)[:1500]}" + "".join(f"\n  cause: {c}" for c in causes))
-    assert not failures, "\n\n".join(failures)
+    fuzz(operations_of_part(api_schema, 0))

@@ -62,12 +62,15 @@ PROD_ENV = {
 }
 
 
-def _load_settings(env: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:
-    """Import the settings in a fresh interpreter (settings are read once per process)."""
+def _load_settings(env: dict[str, str], code: str = "", *, apps: bool = False) -> subprocess.CompletedProcess[str]:
+    """Import the settings in a fresh interpreter (settings are read once per process); with `apps`, load every app
+    too (django.setup: ~4 s of CPU, five times the settings alone), for a check that needs more than the settings."""
     # CI's second pass exports the PostgreSQL/Redis/broker URLs: each check starts from embedded defaults.
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("DJANGO_", "TOOLHUB_", "ALLOWED_HOSTS", "DATABASE_URL", "REDIS_URL", "CELERY_"))}
-    script = "import django; django.setup(); from django.conf import settings; " + (code or "pass")
+    # Reading one setting imports the whole settings module: its refusals (ImproperlyConfigured) are raised there.
+    load = "import django; django.setup(); " if apps else ""
+    script = load + "from django.conf import settings; settings.INSTALLED_APPS; " + (code or "pass")
     return subprocess.run(
         [sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True, timeout=PROCESS_BOUND_S,
         cwd=str(Path(__file__).resolve().parents[2]),
@@ -89,6 +92,7 @@ def test_production_loads_with_everything_set_and_hides_the_demo() -> None:
         "assert settings.SECRET_KEY.startswith('a-long'); assert not settings.TOOLHUB_DEMO_ENABLED\n"
         "assert getattr(settings, 'SECURE_HSTS_SECONDS', 0) == 0\n"
         "try:\n    resolve('/market/demo-catalog.json'); print('SERVED')\nexcept Resolver404:\n    print('HIDDEN')",
+        apps=True,  # the URL conf imports every app's views
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "HIDDEN"

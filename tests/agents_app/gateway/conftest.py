@@ -54,6 +54,23 @@ def served(transactional_db: Any) -> Iterator[Served]:
     pool().close_all()
 
 
+@pytest.fixture(scope="module")
+def module_server(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Served]:
+    """One server (one gateway) for every test of a module: starting and stopping uvicorn and its gateway per test
+    cost a few seconds each on a loaded machine. Each test still commits its own rows (and the database is emptied
+    after it), and the pool's server processes are closed after each test (`module_served`); the gateway keeps
+    nothing of a test but closed sessions, and its caches are keyed by generations the per-test cache clear renews."""
+    with django_db_blocker.unblock(), running_server() as one:
+        yield one
+
+
+@pytest.fixture
+def module_served(module_server: Served, transactional_db: Any) -> Iterator[Served]:
+    """The module's server for one test (as `served`, started once per module: see `module_server`)."""
+    yield module_server
+    pool().close_all()
+
+
 @pytest.fixture
 def served_pair(transactional_db: Any) -> Iterator[tuple[Served, Served]]:
     """Two Toolhub web servers (two gateways) behind which one client is served: shared DB and cache."""

@@ -23,6 +23,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CALL = ("inventory__get_inventory", {"sku": "DEMO-001"})
 
 
+@pytest.fixture
+def served(module_served: Any) -> Any:
+    """The module's one server (conftest `module_server`): started once, not once per test."""
+    return module_served
+
+
 def _needs_approval(setup: Any) -> None:
     resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
                            format="json")

@@ -25,6 +25,12 @@ pytestmark = [
 ]
 
 
+@pytest.fixture
+def served(module_served: Any) -> Any:
+    """The module's one server (conftest `module_server`): started once, not once per test."""
+    return module_served
+
+
 @pytest.fixture(scope="session")
 def node_folder() -> Path:
     return ensure_installed()

@@ -23,6 +23,12 @@ from tools_app.models import Approval, FunctionState, Tool, ToolCall, ToolFuncti
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def served(module_served: Any) -> Any:
+    """The module's one server (conftest `module_server`): started once, not once per test."""
+    return module_served
+
+
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 def test_lists_and_calls_the_agents_functions(served: Any, setup: Any, transport: str) -> None:
     url = served.endpoint("acme", setup.agent_id)

@@ -23,6 +23,13 @@ from tools_app.models import CallStatus, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture
+def served(module_served: Any) -> Any:
+    """The module's one server (conftest `module_server`): started once, not once per test."""
+    return module_served
+
+
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_servers" / "many_functions.py"
 
 

@@ -24,6 +24,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
+def served(module_served: Any) -> Any:
+    """The module's one server (conftest `module_server`): started once, not once per test."""
+    return module_served
+
+
+@pytest.fixture
 def modern_agent(transactional_db: Any, tenant: Any, member_client: Any) -> tuple[int, str]:
     api = member_client(tenant, Role.ADMIN)
     resp = api.post("/api/v1/tools/", {"name": "modern", "type": "LOCAL", "config": {

@@ -1,0 +1,16 @@
+"""The second half of the OpenAPI fuzz (`test_api_schema.py` has the first): the same checks on the other operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.config.schema_fuzz import api_schema, fuzz, operations_of_part, wsgi_app
+
+pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(360)]
+__all__ = ["api_schema", "wsgi_app"]  # the fixtures, used by name
+
+
+def test_api_conforms_to_its_schema_rest(api_schema: Any) -> None:
+    fuzz(operations_of_part(api_schema, 1))
