@@ -23,10 +23,11 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tests.waiting import scaled
 
 # ~1,500 requests: under a loaded CI, and taken first by a parallel run (slowest modules first), they outlast the
 # suite's 120 s per-test timeout (which then interrupts Hypothesis mid-example and reads as a flaky operation).
-pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(scaled(360))]
 
 MAX_EXAMPLES = 25
 
