@@ -98,7 +98,9 @@ test-plugins: install
 	fi
 
 # The real third-party MCP servers the suite runs (pinned in tests/fixtures/real_servers/), installed into
-# var/test-servers/ from PyPI and npm; without the registries the tests that need them skip, saying why.
+# var/test-servers/ from PyPI and npm, and the package tests' store (var/test-packages/: the five reference packages
+# of tests/tools_app/packages/reference.py, by `manage.py toolhub_packages install`); each once per machine. Without
+# the registries the tests that need them skip, saying why.
 test-servers: install
 	$(BIN)/python -m tests.fixtures.real_servers
 

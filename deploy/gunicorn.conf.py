@@ -5,7 +5,8 @@ from typing import Any
 
 bind = os.environ.get("TOOLHUB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "uvicorn_worker.UvicornWorker"
+# uvicorn on uvloop + httptools (config/workers.py): a missing one fails the start, it does not slow every request.
+worker_class = "config.workers.UvicornWorker"
 # Chat streams and gateway streams stay open; the model timeout bounds them, not the worker timeout.
 timeout = int(os.environ.get("TOOLHUB_WORKER_TIMEOUT_S", "120"))
 graceful_timeout = 30

@@ -19,8 +19,9 @@ _CODES = frozenset(str(code) for code in ResultCode)  # the error label's bounde
 
 
 def _observe_call(sender: Any, instance: ToolCall, **kwargs: Any) -> None:
-    # A call saved as awaiting approval is counted when it settles (its row is saved again then).
-    if instance.status not in _FINAL:
+    # A call saved as awaiting approval is counted when it settles (its row is saved again then); a row of folded
+    # quota refusals was counted refusal by refusal, as each was answered (tools_app.services.quota_refusals).
+    if instance.status not in _FINAL or getattr(instance, "_metrics_counted", False):
         return
     tenant = str(instance.tenant_id)
     metrics.TOOL_CALLS.labels(tenant, instance.tool_name, instance.function, instance.status).inc()

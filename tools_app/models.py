@@ -262,6 +262,9 @@ class ToolCall(models.Model):
     # The row's identity before it is stored: a row spooled during a database outage (services.audit_spool) is
     # inserted once however often it is replayed. Null only on rows written before it existed.
     call_uid = models.UUIDField(null=True, unique=True, editable=False, default=uuid.uuid4)
+    # How many calls the row stands for: 1, except a row of quota refusals folded together (N refused calls of one
+    # member, tool and function in one UTC minute, after the first: tools_app.services.quota_refusals).
+    call_count = models.PositiveIntegerField(default=1)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -33,9 +33,18 @@ def replay_audit_spool() -> dict[str, Any]:
     return replay().as_dict()
 
 
+@shared_task(name="tools.fold_quota_refusals")
+def fold_quota_refusals() -> dict[str, int]:
+    """Beat: write the quota refusals counted in Redis into the audit table, one row per key and minute."""
+    from tools_app.services.quota_refusals import fold
+
+    return fold()
+
+
 @shared_task(name="tools.check_tool")
 def check_tool(tool_id: int) -> bool:
     return health.check_tool(tool_id)
 
 
-__all__ = ["check_tool", "check_tools_health", "expire_approvals", "refresh_functions", "replay_audit_spool"]
+__all__ = ["check_tool", "check_tools_health", "expire_approvals", "fold_quota_refusals", "refresh_functions",
+           "replay_audit_spool"]

@@ -6,8 +6,8 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q
-from django.db.models.functions import TruncHour
+from django.db.models import Q, Sum
+from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -66,15 +66,16 @@ def tool_usage(*, tenant: Tenant, since: datetime, until: datetime) -> list[dict
     errors: dict[Any, Counter[str]] = defaultdict(Counter)
     latencies: dict[Any, list[int]] = defaultdict(list)
     refusals: Counter[Any] = Counter()
-    rows = _calls(tenant, since, until).values_list("tool_id", "tool_name", "status", "error_code", "cost_ms")
-    for tool_id, name, status, code, cost_ms in rows.iterator(chunk_size=2000):
+    rows = _calls(tenant, since, until).values_list("tool_id", "tool_name", "status", "error_code", "cost_ms",
+                                                    "call_count")
+    for tool_id, name, status, code, cost_ms, n in rows.iterator(chunk_size=2000):
         key = tool_id if tool_id is not None else f"deleted:{name}"
         names[key] = name
-        calls[key] += 1
+        calls[key] += n  # a row of folded quota refusals stands for n calls (tools_app.services.quota_refusals)
         if status != CallStatus.OK:
-            errors[key][code or "ERROR"] += 1
+            errors[key][code or "ERROR"] += n
         if code == QUOTA_EXCEEDED:
-            refusals[key] += 1
+            refusals[key] += n
         if status != CallStatus.DENIED:  # a refused call never ran: its latency is not the tool's
             latencies[key].append(int(cost_ms))
     out = []
@@ -88,7 +89,7 @@ def tool_usage(*, tenant: Tenant, since: datetime, until: datetime) -> list[dict
 
 def top_members(*, tenant: Tenant, since: datetime, until: datetime, limit: int = 10) -> list[dict[str, Any]]:
     rows = (_calls(tenant, since, until).exclude(actor=None).values("actor__username")
-            .annotate(calls=Count("id"), errors=Count("id", filter=~Q(status=CallStatus.OK)))
+            .annotate(calls=Sum("call_count"), errors=Coalesce(Sum("call_count", filter=~Q(status=CallStatus.OK)), 0))
             .order_by("-calls", "actor__username")[:limit])
     return [{"member": r["actor__username"], "calls": r["calls"], "errors": r["errors"]} for r in rows]
 
@@ -96,7 +97,7 @@ def top_members(*, tenant: Tenant, since: datetime, until: datetime, limit: int 
 def hourly(*, tenant: Tenant, since: datetime, until: datetime) -> list[dict[str, Any]]:
     """Calls and errors per UTC hour of the window (every hour present, empty ones as 0)."""
     rows = (_calls(tenant, since, until).annotate(hour=TruncHour("created_at", tzinfo=UTC)).values("hour")
-            .annotate(calls=Count("id"), errors=Count("id", filter=~Q(status=CallStatus.OK))))
+            .annotate(calls=Sum("call_count"), errors=Coalesce(Sum("call_count", filter=~Q(status=CallStatus.OK)), 0)))
     counted = {r["hour"].astimezone(UTC).replace(minute=0, second=0, microsecond=0): r for r in rows}
     hour = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     out = []

@@ -223,14 +223,16 @@ def _record(request_type: str, name: str, response_time: float, response_length:
             response: Any = None, **kwargs: Any) -> None:
     if EVENT_LOG is None:
         return
-    outcome = "ok"
+    outcome, detail = "ok", ""
     if exception is not None:
-        outcome = str(exception).split("|", 1)[0]
+        outcome, _, detail = str(exception).partition("|")
         if "|" not in str(exception):
             status = getattr(response, "status_code", 0) or 0
             outcome = "timeout" if "timed out" in str(exception).lower() or "Timeout" in type(exception).__name__ \
                 else ("connection" if not status else f"untyped {status}")
-    EVENT_LOG.write(f"{time.time():.3f}\t{name}\t{outcome}\t{response_time:.1f}\n")
+    # The failure's text last (what run.py prints for the failures a fault report singles out).
+    detail = " ".join((detail or (str(exception) if exception is not None else "")).split())[:200]
+    EVENT_LOG.write(f"{time.time():.3f}\t{name}\t{outcome}\t{response_time:.1f}\t{detail}\n")
 
 
 @events.quitting.add_listener

@@ -3,7 +3,8 @@
 Driven by bench/load/quotas.py through the environment: LOAD_HOSTS (both web processes; users alternate between
 them, as behind a load balancer), LOAD_TOKENS (tenant A's members, one API token each), LOAD_TENANT, LOAD_TOOL_ID,
 LOAD_AGENT_ID, LOAD_TOOL_NAME. Per 6 requests a user sends 5 `POST /tools/{id}/invoke/` and 1 gateway `tools/call`
-of the same tool (both count against the same quota), with no wait between requests. QUOTA_POLITE=1 makes a user
+of the same tool (both count against the same quota), with no wait between requests; with LOAD_SPREAD_TOOLS (A's other
+LOCAL tools) 3 more invokes of one of those, so that A also holds as many runner server slots as its share allows. QUOTA_POLITE=1 makes a user
 sleep what a refusal's Retry-After (or, in the gateway, `details.retry_after`) says, as a well-behaved client would;
 by default it ignores it and hammers.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import time
 from typing import Any
 
@@ -31,6 +33,9 @@ TOOL_ID = os.environ["LOAD_TOOL_ID"]
 AGENT_ID = os.environ["LOAD_AGENT_ID"]
 TOOL_NAME = os.environ["LOAD_TOOL_NAME"]
 POLITE = os.environ.get("QUOTA_POLITE", "0") == "1"
+# Tenant A's other LOCAL tools (ids): hammered too, so that A holds as many of the runners' server slots as its fair
+# share lets it (bench/load/quotas.py); empty: none.
+SPREAD = [t for t in os.environ.get("LOAD_SPREAD_TOOLS", "").split(",") if t]
 LOG = open(os.environ["QUOTA_EVENT_LOG"], "a", buffering=1)
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-06-18"}
@@ -96,6 +101,29 @@ class TenantA(FastHttpUser):
                 self._backoff(retry_after)
             else:
                 resp.failure(f"{code}|{status}")
+
+    @task(3)
+    def local(self) -> None:
+        """An invoke of one of A's other LOCAL tools: `ok`, QUOTA_EXCEEDED (their concurrent quota) or
+        `capacity_exceeded` (the runner's fair share of server slots refused A a new server)."""
+        if not SPREAD:
+            return
+        started = time.monotonic()
+        tool = random.choice(SPREAD)
+        with self.client.post(f"{self.base}/api/v1/tools/{tool}/invoke/", headers=self.headers, name="A local",
+                              json={"function": "get_inventory", "arguments": {"sku": "DEMO-001"}},
+                              catch_response=True) as resp:
+            status = resp.status_code or 0
+            body = _json(resp.text or "") if status else None
+            body = body if isinstance(body, dict) else {}
+            if status == 200 and body.get("success"):
+                outcome = "ok"
+            elif "capacity_exceeded" in str(body.get("error") or ""):
+                outcome = "capacity_exceeded"
+            else:
+                outcome = str(body.get("error_code") or ("connection" if not status else "untyped"))
+            _record("local", status, outcome, "", str((resp.headers or {}).get("Retry-After") or ""), started)
+            resp.success()
 
     def _rpc(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any] | None, Any]:
         self.rpc_id += 1

@@ -53,6 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--quota-concurrent", type=int, default=3)
     group.add_argument("--quota-modes", default="hammer",
                        help="A's clients per loaded phase: hammer (ignore Retry-After), polite (honour it); comma list")
+    group.add_argument("--quota-local-tools", type=int, default=4,
+                       help="A's other LOCAL tools its users hammer too (each its own server on a runner), so that A "
+                            "takes what the runners' fair share of server slots lets it (0: none)")
+    group.add_argument("--quota-local-concurrent", type=int, default=2,
+                       help="the concurrent quota of each of those tools (the tool scope's default)")
+    group.add_argument("--quota-runner-slots", type=int, default=6,
+                       help="server slots of each runner in the quota run (TOOLHUB_POOL_MAX_TOTAL; 0: the default)")
+
+
+def topology_env(args: argparse.Namespace) -> dict[str, str]:
+    """Settings the topology's processes need for the quota phase: few server slots per runner, so that tenant A's
+    LOCAL tools reach its fair share of them (max(1, slots // (tenants holding slots + 1)) per runner)."""
+    if not args.quotas or not args.quota_runner_slots:
+        return {}
+    return {"TOOLHUB_POOL_MAX_TOTAL": str(args.quota_runner_slots)}
 
 
 def _load() -> str:
@@ -63,9 +78,10 @@ class TenantA:
     """What the phase set up for tenant A."""
 
     def __init__(self, tenant_id: int, owner: str, tokens: list[str], tool_id: int, tool_name: str, agent_id: int,
-                 quota: dict[str, Any]) -> None:
+                 quota: dict[str, Any], spread: list[int] | None = None) -> None:
         self.tenant_id, self.owner, self.tokens = tenant_id, owner, tokens
         self.tool_id, self.tool_name, self.agent_id, self.quota = tool_id, tool_name, agent_id, quota
+        self.spread = spread or []  # A's other LOCAL tools (the fair share of the runners' server slots)
 
     def key(self, suffix: str) -> str:
         """A Redis counter of the tool quota (tools_app.services.quotas.applicable names them)."""
@@ -76,12 +92,15 @@ def _manage_env(load: ModuleType) -> dict[str, str]:
     sys.path.insert(0, str(load.ROOT / "deploy"))
     import prod_local
 
-    prod_local.DB_NAME, prod_local.PG = load.DB, load.STACK.pg.url
+    # The topology's own Redis database (run.py: prod_topology(redis_db=1)), where the quota counters and the folded
+    # refusals live: a manage.py run here must read the same one.
+    prod_local.DB_NAME, prod_local.PG, prod_local.REDIS_DB = load.DB, load.STACK.pg.url, 1
     ports = tuple(int(h.rsplit(":", 1)[1]) for h in load.STACK.hosts[:2])
     return dict(prod_local.environment((ports[0], ports[1]), load.STACK.redis.url))
 
 
-def setup_tenant_a(load: ModuleType, members: int, per_minute: int, concurrent: int) -> TenantA:
+def setup_tenant_a(load: ModuleType, members: int, per_minute: int, concurrent: int, local_tools: int = 0,
+                   local_concurrent: int = 2) -> TenantA:
     """Tenant A, its owner and members (one manage.py shell), then its tool, agent and the tool's quota (the API)."""
     import httpx2
 
@@ -117,7 +136,77 @@ def setup_tenant_a(load: ModuleType, members: int, per_minute: int, concurrent: 
                                             "concurrent": concurrent})
     if quota.status_code not in (200, 201):
         raise SystemExit(f"the quota was not created: {quota.status_code} {quota.text[:300]}")
-    return TenantA(tenant_id, owner, tokens, int(tool["id"]), str(tool["name"]), int(agent["id"]), quota.json())
+    spread = []
+    for i in range(local_tools):
+        made = c.post("/api/v1/tools/", json={"name": f"quota-spread-{i + 1}", "type": "LOCAL", "config": {
+            "command": sys.executable, "args": [str(load.ROOT / "toolhub_demo" / "inventory_server.py")],
+            "startup_timeout_s": 60}}).json()
+        c.post(f"/api/v1/tools/{made['id']}/refresh/")  # its functions (a probe may meet A's share: retried below)
+        spread.append(int(made["id"]))
+    if spread:
+        # Each of them: the tool scope's default quota (a named tool quota, A's first tool's, overrides it).
+        default = c.post("/api/v1/quotas/", json={"scope": "tool", "concurrent": local_concurrent})
+        if default.status_code not in (200, 201):
+            raise SystemExit(f"the default tool quota was not created: {default.status_code} {default.text[:300]}")
+    return TenantA(tenant_id, owner, tokens, int(tool["id"]), str(tool["name"]), int(agent["id"]), quota.json(),
+                   spread)
+
+
+class RunnerSampler(threading.Thread):
+    """Polls every runner's pool (`GET /v1/stats`, the runner secret) while a loaded phase runs: the most server slots
+    each tenant held on each runner, and how many idle servers the runners evicted to make room."""
+
+    def __init__(self, client: Any, secret: str) -> None:
+        super().__init__(daemon=True)
+        self.client, self.secret = client, secret
+        self.stop = threading.Event()
+        self.peaks: dict[str, dict[str, int]] = {}  # runner id -> tenant -> most slots held at once
+        self.first: dict[str, dict[str, int]] = {}
+        self.last: dict[str, dict[str, int]] = {}
+        self.max_total: dict[str, int] = {}
+
+    def _runners(self) -> dict[str, str]:
+        import json
+
+        out = {}
+        for key in self.client.scan_iter(match="toolhub:runner:*"):
+            if key.endswith(b":drain"):
+                continue
+            try:
+                info = json.loads(self.client.get(key) or b"{}").get("info") or {}
+            except ValueError:
+                continue
+            if info.get("url"):
+                out[str(info["id"])] = str(info["url"])
+        return out
+
+    def run(self) -> None:
+        import httpx2
+
+        http = httpx2.Client(headers={"Authorization": f"Bearer {self.secret}"}, timeout=5, trust_env=False)
+        runners: dict[str, str] = {}
+        looked = 0.0
+        while not self.stop.is_set():
+            if time.monotonic() - looked > 5:
+                runners, looked = self._runners(), time.monotonic()
+            for rid, url in runners.items():
+                try:
+                    stats = http.get(url + "/v1/stats").json()["stats"]
+                except Exception:  # noqa: BLE001 - a runner busy or restarting: the next poll
+                    continue
+                peaks = self.peaks.setdefault(rid, {})
+                for tenant, n in (stats.get("tenants") or {}).items():
+                    peaks[str(tenant)] = max(peaks.get(str(tenant), 0), int(n))
+                counters = {k: int(stats.get(k) or 0) for k in ("evicted", "processes_spawned", "sessions_opened")}
+                self.first.setdefault(rid, counters)
+                self.last[rid] = counters
+            time.sleep(0.5)
+        http.close()
+
+    def summary(self) -> dict[str, Any]:
+        return {rid: {"peak_slots_by_tenant": self.peaks.get(rid, {}),
+                      **{k: self.last[rid][k] - self.first[rid][k] for k in self.last[rid]}}
+                for rid in sorted(self.last)}
 
 
 class Sampler(threading.Thread):
@@ -153,7 +242,8 @@ def _locust_a(load: ModuleType, locust_bin: Path, a: TenantA, users: int, second
     log.unlink(missing_ok=True)
     env = {**os.environ, "LOAD_HOSTS": ",".join(load.STACK.hosts), "LOAD_TOKENS": ",".join(a.tokens),
            "LOAD_TENANT": TENANT_A, "LOAD_TOOL_ID": str(a.tool_id), "LOAD_AGENT_ID": str(a.agent_id),
-           "LOAD_TOOL_NAME": a.tool_name, "QUOTA_EVENT_LOG": str(log), "QUOTA_POLITE": "1" if polite else "0"}
+           "LOAD_TOOL_NAME": a.tool_name, "QUOTA_EVENT_LOG": str(log), "QUOTA_POLITE": "1" if polite else "0",
+           "LOAD_SPREAD_TOOLS": ",".join(str(t) for t in a.spread)}
     return subprocess.Popen(
         [str(locust_bin), "-f", str(HERE / "quota_locustfile.py"), "--headless", "-u", str(users), "-r", str(users),
          "-t", f"{seconds}s", "--csv", str(load.OUT / f"{tag}-a"), "--only-summary", "--stop-timeout", "5"],
@@ -171,11 +261,20 @@ def _rows(load: ModuleType, tag: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def _starved(load: ModuleType, tag: str) -> int:
+    """B's requests refused for want of a runner server slot (the fair share failing B): goal 0."""
+    path = load.OUT / f"{tag}_failures.csv"
+    if not path.exists():
+        return 0
+    with open(path) as fh:
+        return sum(int(r["Occurrences"]) for r in csv.DictReader(fh) if "capacity_exceeded" in r["Error"])
+
+
 def _b_run(load: ModuleType, locust_bin: Path, b_env: dict[str, str], users: int, seconds: int,
            tag: str) -> dict[str, Any]:
     load.locust(locust_bin, b_env, users, seconds, tag).wait()
     rows = _rows(load, tag)
-    return {"rows": rows, "load": _load()}
+    return {"rows": rows, "load": _load(), "starved": _starved(load, tag)}
 
 
 def _align(seconds: int) -> None:
@@ -191,14 +290,19 @@ def _loaded(load: ModuleType, locust_bin: Path, b_env: dict[str, str], a: Tenant
             tag: str, polite: bool, redis_client: Any) -> dict[str, Any]:
     sampler = Sampler(redis_client, a)
     sampler.start()
+    slots = RunnerSampler(redis_client, _manage_env(load)["TOOLHUB_RUNNER_SECRET"])
+    slots.start()
     began = time.time()
     proc = _locust_a(load, locust_bin, a, args.quota_a_users, args.quotas + 4, tag, polite)
     time.sleep(2)  # A's users are all hammering before B starts
     b = _b_run(load, locust_bin, b_env, args.quota_b_users, args.quotas, f"{tag}-b")
     proc.wait()
     sampler.stop.set()
+    slots.stop.set()
     sampler.join(5)
+    slots.join(10)
     return {"b": b, "began": began, "ended": time.time(), "peak_concurrent_redis": sampler.peak_concurrent,
+            "runners": slots.summary(),
             "redis_minutes": sampler.minutes, "events": _events(load.OUT / f"{tag}-a-events.tsv")}
 
 
@@ -218,7 +322,7 @@ def judge_refusals(events: list[tuple[float, str, int, str, str, str, float]]) -
     untyped_refusals = no_retry_after = wrong_reset = 0
     for t, kind, status, outcome, limit, retry_after, latency_ms in events:
         outcomes[f"{kind} {outcome}"] += 1
-        if outcome != "QUOTA_EXCEEDED":
+        if outcome != "QUOTA_EXCEEDED" or kind == "local":  # the spread tools' refusals: counted in outcomes only
             continue
         limits[limit or "?"] += 1
         if kind == "invoke" and status != 429:
@@ -243,7 +347,7 @@ def audit_windows(load: ModuleType, a: TenantA) -> dict[str, Any]:
     import psycopg
 
     with psycopg.connect(load.pg_url()) as conn:
-        rows = conn.execute("SELECT extract(epoch FROM created_at)::float8, cost_ms, status, error_code, via "
+        rows = conn.execute("SELECT extract(epoch FROM created_at)::float8, cost_ms, status, error_code, via, call_count "
                             "FROM tools_app_toolcall WHERE tool_id = %s ORDER BY created_at", (a.tool_id,)).fetchall()
     admitted: dict[int, int] = defaultdict(int)
     worst: dict[int, int] = defaultdict(int)
@@ -251,11 +355,13 @@ def audit_windows(load: ModuleType, a: TenantA) -> dict[str, Any]:
     other: Counter[str] = Counter()
     by_via: Counter[str] = Counter()
     edges: list[tuple[float, int]] = []
-    for created, cost_ms, status, code, via in rows:
+    refusal_rows = 0
+    for created, cost_ms, status, code, via, count in rows:
         start = float(created) - int(cost_ms) / 1000
         minute = int(start // 60)
         if code == "QUOTA_EXCEEDED":
-            refused[minute] += 1
+            refused[minute] += int(count)  # a row of folded refusals stands for `count` (tools_app.services.quota_refusals)
+            refusal_rows += 1
             continue
         if status not in ("ok", "error"):
             other[f"{status} {code}"] += 1
@@ -273,7 +379,18 @@ def audit_windows(load: ModuleType, a: TenantA) -> dict[str, Any]:
         running += step
         peak = max(peak, running)
     return {"admitted": dict(admitted), "worst": dict(worst), "refused": dict(refused), "other": dict(other),
-            "admitted_via": dict(by_via), "peak_overlap": peak, "rows": len(rows)}
+            "admitted_via": dict(by_via), "peak_overlap": peak, "rows": len(rows), "refusal_rows": refusal_rows,
+            "refusals": sum(refused.values())}
+
+
+def fold_refusals(load: ModuleType) -> str:
+    """Write the refusals counted in Redis into the audit table now (beat does it a minute or two after each minute;
+    the phase reads the audit table at once)."""
+    code = ("import time\nfrom tools_app.services.quota_refusals import fold\n"
+            "print('folded', fold(now=time.time() + 180))\n")
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=load.ROOT, env=_manage_env(load),
+                         capture_output=True, text=True)
+    return next((line for line in out.stdout.splitlines() if line.startswith("folded")), out.stderr[-300:])
 
 
 def _utc(minute: int) -> str:
@@ -285,7 +402,8 @@ def phase(load: ModuleType, locust_bin: Path, b_env: dict[str, str], args: argpa
     import redis
 
     per_minute, concurrent = args.quota_per_minute, args.quota_concurrent
-    a = setup_tenant_a(load, args.quota_members, per_minute, concurrent)
+    a = setup_tenant_a(load, args.quota_members, per_minute, concurrent, args.quota_local_tools,
+                       args.quota_local_concurrent)
     redis_client = redis.Redis.from_url(f"{load.STACK.redis.url}/1")  # prod_topology(redis_db=1)
     print(f"quota phase: tenant {TENANT_A} ({len(a.tokens)} members, tool {a.tool_id}) has a tool quota of "
           f"{per_minute}/min and {concurrent} at once; tenant prod (B) runs the mixed workload; "
@@ -300,8 +418,9 @@ def phase(load: ModuleType, locust_bin: Path, b_env: dict[str, str], args: argpa
             r[mode] = _loaded(load, locust_bin, b_env, a, args, f"q{index + 1}-{mode}", mode == "polite",
                               redis_client)
         rounds.append(r)
+    print(f"refusals counted in Redis written to the audit table: {fold_refusals(load)}", flush=True)
     audit = audit_windows(load, a)
-    return report(a, rounds, audit, modes, per_minute, concurrent)
+    return report(a, rounds, audit, modes, per_minute, concurrent, args.quota_runner_slots)
 
 
 def _p95(b: dict[str, Any], name: str = "Aggregated") -> float:
@@ -309,7 +428,7 @@ def _p95(b: dict[str, Any], name: str = "Aggregated") -> float:
 
 
 def report(a: TenantA, rounds: list[dict[str, Any]], audit: dict[str, Any], modes: list[str], per_minute: int,
-           concurrent: int) -> dict[str, Any]:
+           concurrent: int, runner_slots: int = 0) -> dict[str, Any]:
     """Print the phase's findings and answer them as a dict (report.json's `quotas`)."""
     redis_minutes: dict[int, int] = {}
     peak_redis = 0
@@ -332,6 +451,8 @@ def report(a: TenantA, rounds: list[dict[str, Any]], audit: dict[str, Any], mode
           f"a slot is held a little longer than the call runs), {peak_redis} by the Redis counter sampled every 10 ms "
           f"(limit {concurrent}; goal ≤ {concurrent + 1})")
     print(f"  A's admitted calls by path: {audit['admitted_via']}")
+    print(f"  A's refused calls of that tool: {audit['refusals']} in {audit['refusal_rows']} audit row(s) (the first "
+          "refusal of each minute per member, function and path its own row, the rest folded into one row per minute)")
     if audit["other"]:
         print(f"  A's other audit rows: {audit['other']}")
     out: dict[str, Any] = {"tenant_a": {"tool": a.tool_id, "per_minute": per_minute, "concurrent": concurrent},
@@ -352,9 +473,19 @@ def report(a: TenantA, rounds: list[dict[str, Any]], audit: dict[str, Any], mode
             print(f"  A {mode} ({a_total} answers, {a_total / span:.0f}/s; load avg {lo['b']['load']}): {judged}")
             per_name = ", ".join(f"{name} {_p95(r['unloaded'], name):.0f}->{_p95(lo['b'], name):.0f}"
                                  for name in b_rows if name != "Aggregated")
+            if a.spread:
+                local = {k.split(" ", 1)[1]: n for k, n in judged["outcomes"].items() if k.startswith("local ")}
+                print(f"    A's other LOCAL tools ({len(a.spread)}; runners of {runner_slots or 'default'} server slots): "
+                      f"{local}; B's requests refused for want of a server slot (starved): {lo['b']['starved']} "
+                      f"(goal 0; unloaded {r['unloaded']['starved']})")
+                for rid, seen in lo["runners"].items():
+                    print(f"      runner {rid}: most slots held per tenant {seen['peak_slots_by_tenant']} (tenant "
+                          f"{a.tenant_id} is A); idle servers evicted {seen['evicted']}, servers started "
+                          f"{seen['processes_spawned']}")
             print(f"    B's p95 loaded {_p95(lo['b']):.0f} ms vs unloaded {base:.0f} ms: ratio {ratio:.2f} "
                   f"(goal ≤ 1.20); B errors {b_rows['Aggregated']['failures']:.0f} of {b_rows['Aggregated']['n']:.0f}; "
                   f"per request p95 ms unloaded->loaded: {per_name}")
-            ro[mode] = {"b": lo["b"], "a": judged, "b_p95_ratio": round(ratio, 2), "a_answers": a_total}
+            ro[mode] = {"b": lo["b"], "a": judged, "b_p95_ratio": round(ratio, 2), "a_answers": a_total,
+                        "runners": lo["runners"], "b_starved": lo["b"]["starved"]}
         out["rounds"].append(ro)
     return out

@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quotas  # noqa: E402
+import session_soak  # noqa: E402
 from _common import free_port, prod_topology  # noqa: E402
 from proctree import CpuMeter, Sandbox, Topology, own_supervisor  # noqa: E402
 from services import OwnPostgres, OwnRedis  # noqa: E402
@@ -69,6 +70,8 @@ class Stack:
 
 
 STACK = Stack()
+# Settings of the topology's processes a phase needs (the quota phase: the runners' server slots).
+EXTRA_ENV: dict[str, str] = {}
 
 
 def ensure_locust() -> Path:
@@ -96,9 +99,11 @@ def topology() -> Iterator[tuple[list[str], str]]:
         env = {"TOOLHUB_THROTTLE_INVOKE": "1000000/min", "TOOLHUB_THROTTLE_CHAT": "1000000/min",
                "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "LOG_LEVEL": "WARNING",
                "TOOLHUB_PROD_LOCAL_PG": STACK.pg.url, "TOOLHUB_PROD_LOCAL_REDIS_URL": STACK.redis.url,
-               # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it.
+               # The sandboxed inventory server runs on this venv's interpreter: the sandbox must see it, and its
+               # packages wherever they are (a venv layered on another by a .pth file reads the other's).
                "TOOLHUB_LOCAL_SANDBOX_RO_PATHS": ":".join(dict.fromkeys(
-                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix)))}
+                   (sys.prefix, os.path.realpath(sys.prefix), sys.base_prefix,
+                    *(p for p in sys.path if p.endswith("site-packages") and not p.startswith(sys.prefix))))), **EXTRA_ENV}
         with prod_topology(db=DB, redis_db=1, env=env, runners=RUNNERS) as (hosts, token):
             STACK.tree = Topology(own_supervisor())
             STACK.hosts = hosts
@@ -192,6 +197,60 @@ def footprint() -> tuple[int, int]:
     return rss, fds
 
 
+def fd_kinds() -> dict[str, int]:
+    """Open fds of the web processes by kind: TCP/Unix sockets by peer (web clients, PostgreSQL, Redis, runners,
+    other), pipes, anon inodes (epoll, eventfd), files. A leak per call or per session shows as one kind growing."""
+    ports = {"postgresql": STACK.pg.port, "redis": STACK.redis.port}
+    web_ports = {int(h.rsplit(":", 1)[1]) for h in STACK.hosts}
+    runner_ports = set()
+    for pid in STACK.tree.runners():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            runner_ports.add(int(argv[argv.index("--port") + 1]))
+        except (OSError, ValueError, IndexError):
+            continue
+    inodes = _tcp_peers()
+    out: dict[str, int] = {}
+    for pid in web_pids():
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        for link in links:
+            if link.startswith("socket:["):
+                peer = inodes.get(link[8:-1])
+                if peer is None:
+                    kind = "socket (unix or listening)"
+                else:
+                    local, remote = peer
+                    kind = next((f"socket to {name}" for name, port in ports.items() if remote == port), "")
+                    kind = kind or ("socket to a runner" if remote in runner_ports else
+                                    "socket from a client" if local in web_ports else "socket (other)")
+            elif link.startswith("pipe:"):
+                kind = "pipe"
+            elif link.startswith("anon_inode:"):
+                kind = link
+            else:
+                kind = "file"
+            out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def _tcp_peers() -> dict[str, tuple[int, int]]:
+    """inode -> (local port, remote port) of every TCP socket on the machine."""
+    found: dict[str, tuple[int, int]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9:
+                found[cols[9]] = (int(cols[1].rsplit(":", 1)[1], 16), int(cols[2].rsplit(":", 1)[1], 16))
+    return found
+
+
 def locust(locust_bin: Path, env: dict[str, str], users: int, seconds: int, tag: str) -> subprocess.Popen[bytes]:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{tag}-events.tsv").unlink(missing_ok=True)
@@ -232,14 +291,18 @@ def gateway_rows_ok(since: float, until: float) -> int:
     return int(row[0] if row else 0)
 
 
-def read_events(tag: str) -> list[tuple[float, str, str, float]]:
-    """(time the answer came, request name, outcome, latency ms) of every request of a Locust run."""
+# (answered at, request name, outcome class or "ok", latency ms, the failure's text)
+Event = tuple[float, str, str, float, str]
+
+
+def read_events(tag: str) -> list[Event]:
+    """(time the answer came, request name, outcome, latency ms, failure text) of every request of a Locust run."""
     out = []
     path = OUT / f"{tag}-events.tsv"
     for line in path.read_text().splitlines() if path.exists() else []:
         parts = line.split("\t")
-        if len(parts) == 4:
-            out.append((float(parts[0]), parts[1], parts[2], float(parts[3])))
+        if len(parts) >= 4:
+            out.append((float(parts[0]), parts[1], parts[2], float(parts[3]), parts[4] if len(parts) > 4 else ""))
     return out
 
 
@@ -256,13 +319,14 @@ def wait_until(check: Callable[[], bool], timeout_s: float) -> float | None:
 def kill_web_worker() -> str:
     before = set(worker_pids())
     victim = sorted(before)[0]
+    FAULT_AT["at"] = time.time()
     os.kill(victim, signal.SIGKILL)
     back = wait_until(lambda: len(set(worker_pids()) - before) >= 1 and len(worker_pids()) >= len(before), 60)
     return f"gunicorn worker {victim} SIGKILLed; " + (
         f"its master started a new one in {back:.1f}s" if back is not None else "no new worker within 60s")
 
 
-FAULT_AT: dict[str, float] = {}  # when a fault that prepared first (kill_runner_server) actually struck
+FAULT_AT: dict[str, float] = {}  # when a fault that looked first (which worker, runner, sandbox) actually struck
 
 
 def cpu_ticks(pid: int) -> int:
@@ -326,6 +390,7 @@ def _alive(pid: int) -> bool:
 def kill_runner() -> str:
     """SIGKILL the runner that holds the server (its sandbox must die with it); the next call must start the
     server on another runner. prod_local starts the killed runner again, as a service manager would."""
+    looked = time.time()
     by_runner = STACK.tree.sandboxes_by_runner()
     holding = [r for r, boxes in by_runner.items() if boxes]
     if not holding:
@@ -333,12 +398,14 @@ def kill_runner() -> str:
     victim = holding[0]
     others = [r for r in by_runner if r != victim]
     orphans = {sb.bwrap for sb in by_runner[victim]}
+    FAULT_AT["at"] = time.time()  # the kill itself: the process-tree scan above takes a while on a loaded machine
     os.kill(victim, signal.SIGKILL)
     moved = wait_until(lambda: any(STACK.tree.sandboxes([r]) for r in others), 30)
     back = wait_until(lambda: len(STACK.tree.runners()) >= len(by_runner) and victim not in STACK.tree.runners(), 60)
     wait_until(lambda: not any(_alive(pid) for pid in orphans), 5)
     left = [pid for pid in orphans if _alive(pid)]
-    return (f"runner {victim} SIGKILLed ({len(by_runner[victim])} sandbox(es)); "
+    return (f"runner {victim} SIGKILLed ({len(by_runner[victim])} sandbox(es); "
+            f"{FAULT_AT['at'] - looked:.2f}s after the look for it began); "
             + (f"the server was started on another runner {moved:.1f}s later" if moved is not None
                else "NO server on another runner within 30s")
             + (f"; the runner was started again in {back:.1f}s" if back is not None else "; runner NOT restarted")
@@ -412,7 +479,6 @@ def run_faults(locust_bin: Path, env: dict[str, str], call_log: Path, users: int
     return report
 
 
-Event = tuple[float, str, str, float]  # (answered at, request name, outcome class or "ok", latency ms)
 
 
 def recovery_of(window: list[Event], failures: list[Event], *, at: float, until: float) -> tuple[bool, float]:
@@ -438,7 +504,8 @@ def fault_report(window: list[Event], *, at: float, until: float, back_at: float
     recovery_text = f"in {recovery:.1f}s" if recovered else "NOT within the window"
     after_back = sum(1 for e in failures if e[0] > back_at + 0.5)
     # A request sent after the kill (answer time minus latency) was not in flight when the process died.
-    sent_after = sum(1 for e in failures if e[0] - e[3] / 1000 > at + 0.05)
+    late = [e for e in failures if e[0] - e[3] / 1000 > at + 0.05]
+    sent_after = len(late)
     slow = sum(1 for e in window if e[3] > SLOW_MS)
     print(f"    {len(failures)} of {len(window)} requests failed ({classes}); untyped/hung: {untyped}; "
           f"recovered {recovery_text}; slowest answer "
@@ -446,6 +513,9 @@ def fault_report(window: list[Event], *, at: float, until: float, back_at: float
     print(f"    failures later than 0.5s after the fault was over: {after_back}; failures of requests sent after "
           f"the fault began (not in flight; for a kill the goal is 0): {sent_after}; answers slower than "
           f"{SLOW_MS / 1000:.0f}s: {slow}")
+    for e in late[:8]:  # what they were: sent how long after the fault, answered how, with which text
+        print(f"      sent {e[0] - e[3] / 1000 - at:+.2f}s, answered {e[0] - at:+.2f}s after the fault: {e[1]} "
+              f"{e[2]}: {e[4][:150]}")
     return {"failed": len(failures), "requests": len(window), "classes": by_class, "untyped": untyped,
             "recovery_s": round(recovery, 1) if recovered else None, "audit_lost": lost,
             "failed_after_back": after_back, "failed_sent_after_fault": sent_after, "slower_than_10s": slow}
@@ -591,13 +661,20 @@ def soak(locust_bin: Path, env: dict[str, str], call_log: Path, calls: int, user
     placed0 = placement()
     servers0, runners0 = sum(placed0.values()), len(STACK.tree.runners())
     start_calls = count_calls(call_log)
+    samples = [(0, fd_kinds())]  # open fds by kind as the soak goes: a leak grows with the calls, a pool does not
     proc = locust(locust_bin, env, users, 3600, "soak")
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 900 * max(1, calls // 10000)
     while count_calls(call_log) - start_calls < calls and time.monotonic() < deadline:
         time.sleep(1)
+        done = count_calls(call_log) - start_calls
+        if done >= calls * len(samples) / 4 and len(samples) < 4:
+            samples.append((done, fd_kinds()))
     stop_locust(proc)
     rss1, fds1 = footprint()
     done = count_calls(call_log) - start_calls
+    samples.append((done, fd_kinds()))
+    time.sleep(8)  # past the runners' keep-alive (5 s): what stays open once the load is over
+    samples.append((-1, fd_kinds()))
     # A health probe (beat probes every LOCAL tool each minute) runs a short-lived sandbox of its own next to the
     # tool's server: the count is taken once that is over (a server that stays is one too many).
     settled = wait_until(lambda: sum(placement().values()) <= servers0, 30)
@@ -606,6 +683,11 @@ def soak(locust_bin: Path, env: dict[str, str], call_log: Path, calls: int, user
     print(f"soak over {done} invokes ({users} users): web RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB "
           f"({(rss1 - rss0) / max(rss0, 1):+.1%}), open fds {fds0} -> {fds1} ({(fds1 - fds0) / max(fds0, 1):+.1%}); "
           f"goal: within 10%")
+    print("  open fds of the web processes by kind, as the soak went (invokes done; 'idle' 8 s after it):")
+    for kind in sorted({k for _, kinds in samples for k in kinds}):
+        print(f"    {kind:<28}" + "".join(f"{kinds.get(kind, 0):>6}" for _, kinds in samples))
+    print(f"    {'total':<28}" + "".join(f"{sum(kinds.values()):>6}" for _, kinds in samples))
+    print(f"    {'(at invokes)':<28}" + "".join(f"{n if n >= 0 else 'idle':>6}" for n, _ in samples))
     # The design: each server key runs on exactly one runner of the deployment (rendezvous placement), so the one
     # tool of the load has one sandbox in all, on its owner, and none under the web workers.
     print(f"sandboxed MCP servers (bwrap trees under web workers and runners): {servers0} before the soak "
@@ -743,6 +825,8 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=30, help="seconds per load phase")
     parser.add_argument("--users", default="32,128", help="user counts of the load phases")
     parser.add_argument("--soak-calls", type=int, default=10_000, help="invokes of the soak (0: no soak)")
+    parser.add_argument("--session-soak", type=int, default=0, metavar="N",
+                        help="open N gateway sessions one after another, open fds sampled (0: none)")
     parser.add_argument("--fault-users", type=int, default=32)
     parser.add_argument("--fault-gap", type=int, default=20, help="seconds between faults")
     parser.add_argument("--skip-faults", action="store_true")
@@ -757,6 +841,7 @@ def main() -> None:
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
     quotas.add_arguments(parser)
     args = parser.parse_args()
+    EXTRA_ENV.update(quotas.topology_env(args))
     began = time.monotonic()
     locust_bin = ensure_locust()
     user_counts = [int(u) for u in args.users.split(",") if u.strip()]
@@ -793,6 +878,8 @@ def main() -> None:
                 report["profile"] = profile(locust_bin, env, 32, args.profile)
             if args.soak_calls:
                 report["soak"] = soak(locust_bin, env, call_log, args.soak_calls, 32)
+            if args.session_soak:
+                report["session_soak"] = session_soak.session_soak(env, args.session_soak, fd_kinds)
             if not args.skip_faults:
                 report["faults"] = run_faults(locust_bin, env, call_log, args.fault_users, args.fault_gap,
                                               [f.strip() for f in args.faults.split(",") if f.strip()])

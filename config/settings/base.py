@@ -321,6 +321,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         # How often beat replays audit rows spooled while the database was away (seconds).
         "schedule": env_float("TOOLHUB_AUDIT_SPOOL_REPLAY_S", 30),
     },
+    "quota-refusals-fold": {
+        "task": "tools.fold_quota_refusals",
+        # How often beat writes the quota refusals counted in Redis into the audit table, one row per member, tool
+        # and function per UTC minute (tools_app.services.quota_refusals; seconds).
+        "schedule": env_float("TOOLHUB_QUOTA_FOLD_S", 30),
+    },
     "oauth-clients-prune": {
         "task": "agents.prune_oauth_clients",
         "schedule": 3600.0,
@@ -454,6 +460,11 @@ TOOLHUB_RUNNER_HEARTBEAT_S = env_float("TOOLHUB_RUNNER_HEARTBEAT_S", 0)
 TOOLHUB_RUNNER_ALLOW_UNSANDBOXED = env_bool("TOOLHUB_RUNNER_ALLOW_UNSANDBOXED", False)
 # Quota counters (tools_app.services.quotas) live in REDIS_URL under this prefix; without REDIS_URL, in the process.
 TOOLHUB_QUOTA_PREFIX = env_str("TOOLHUB_QUOTA_PREFIX", "toolhub:quota:")
+# With REDIS_URL, a quota refusal after the first of its minute (per member, tool, function, agent and path) is
+# counted in Redis instead of written as its own audit row, and the minute's count is written as one row once the
+# minute is over (beat, every TOOLHUB_QUOTA_FOLD_S): saturating a quota costs no database write per refused call.
+# Off: every refusal is its own row.
+TOOLHUB_QUOTA_FOLD_REFUSALS = env_bool("TOOLHUB_QUOTA_FOLD_REFUSALS", True)
 # The audit stream (tools_app.services.audit_stream, docs/operators.md): where `manage.py toolhub_audit_ship` sends
 # every call's audit record (file:/path, syslog://host:port, syslog+tcp://host:port, http(s)://...); empty: off.
 TOOLHUB_AUDIT_STREAM = env_str("TOOLHUB_AUDIT_STREAM", "")

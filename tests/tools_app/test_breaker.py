@@ -64,3 +64,19 @@ def test_an_outage_of_the_deployment_does_not_count_against_the_tool() -> None:
     _record_health(tool, ToolResult.fail("EXECUTION_ERROR", "MCP server exited with status 1"))
     tool.refresh_from_db()
     assert tool.consecutive_failures == 1  # the same family without the outage mark still counts
+
+
+def test_a_refusal_for_want_of_a_server_slot_does_not_count_against_the_tool() -> None:
+    """A tenant at its fair share of a runner's server slots is refused a new server (capacity_exceeded): the
+    server never ran, so its breaker must not open (it would disable the tool for every member for the cool-down)."""
+    from tools_app.models import ToolType
+    from tools_app.runtime.result import ToolResult
+    from tools_app.services.invoke import _record_health
+
+    tool = ToolFactory(type=ToolType.LOCAL)
+    refused = ToolResult.fail("EXECUTION_ERROR", "capacity_exceeded: this tenant already has 2 MCP sessions open",
+                              error_type="capacity_exceeded")
+    for _ in range(5):
+        _record_health(tool, refused)
+    tool.refresh_from_db()
+    assert tool.consecutive_failures == 0 and tool.disabled_until is None

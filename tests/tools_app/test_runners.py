@@ -225,6 +225,17 @@ def count(pool: RunnerPool, spec: ServerSpec) -> dict[str, int]:
     return dict(json.loads(result.text)) if result.data is None else dict(result.data)
 
 
+def unread_requests(port: int) -> int:
+    """TCP connections to 127.0.0.1:`port` holding received data their owner has not read (the rx queue)."""
+    found = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if int(cols[1].rsplit(":", 1)[1], 16) == port and int(cols[4].split(":")[1], 16) > 0:
+                found += 1
+    return found
+
+
 class Catcher:
     """A listener on 127.0.0.1 standing in for an attacker's server: it records every connection made to it."""
 
@@ -268,18 +279,39 @@ class TestOnOneTier:
         # The web processes started nothing themselves.
         assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
 
-    def test_a_dead_runners_server_starts_again_on_another(self, tier: Runners, web: list[RunnerPool],
-                                                           tmp_path: Path) -> None:
+    def test_a_dead_runners_server_starts_again_on_another_and_only_its_running_call_fails(
+            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+        """The runner kill of the load bench, made exact: its process stops (as a SIGKILLed process does before the
+        kernel has torn it down) while it runs one call, two more calls reach it (one plain, on the connection the
+        call before kept alive unless it aged out meanwhile; one streamed, on a new connection), then it dies
+        (SIGKILL: no goodbye, its heartbeat simply stops). The call it was running fails with the typed
+        runner_unavailable; the two it never read go to the key's next owner and succeed there, on a new server."""
         marker = uuid.uuid4().hex
         spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
         assert count(web[0], spec)["count"] == 1
-        before = set(marked(marker))
-        owner = web[0].owner_of(spec).id
-        tier.kill(owner)  # SIGKILL: no goodbye, its heartbeat simply stops
-        assert wait_until(lambda: marked(marker) == []), "the killed runner's server outlived it"
-        assert count(web[1], spec)["count"] == 1  # a new server (its state starts over) on the other runner
-        assert marked(marker) and not set(marked(marker)) & before
-        assert web[1].owner_of(spec, frozenset({owner})).id != owner
+        assert count(web[1], spec)["count"] == 2  # web[1] keeps its connection to the owner alive for the next call
+        owner = web[0].owner_of(spec)
+        port = int(owner.url.rsplit(":", 1)[1])
+        note = tmp_path / "tenant.1" / f"hold-{marker}"
+        with ThreadPoolExecutor(3) as calls:
+            running = calls.submit(web[0].call, spec, "hold", {"seconds": 60, "note": str(note)})
+            assert wait_until(note.exists), "the held call never started"
+            os.kill(tier.procs[owner.id].pid, signal.SIGSTOP)
+            kept_alive = calls.submit(web[1].call, spec, "count", {})
+            streamed = calls.submit(web[1].call, spec, "count", {}, None, lambda *_: None)
+            assert wait_until(lambda: unread_requests(port) >= 2), "the two calls never reached the stopped runner"
+            before = set(marked(marker))
+            tier.kill(owner.id)
+            failed = running.result(timeout=PROCESS_BOUND_S)
+            moved = [future.result(timeout=PROCESS_BOUND_S) for future in (kept_alive, streamed)]
+        # It ended with its runner (runner_unavailable), not at its 60 s (that would be a timeout).
+        assert not failed.success and failed.meta.get("outage") == "runner_unavailable", failed
+        assert all(result.success for result in moved), [(r.error_code, r.error) for r in moved]
+        answers = [dict(r.data or json.loads(r.text)) for r in moved]
+        # A new server (its count starts over) on the other runner, which ran each call once.
+        assert sorted(a["count"] for a in answers) == [1, 2] and len({a["pid"] for a in answers}) == 1
+        assert web[1].owner_of(spec, frozenset({owner.id})).id != owner.id
+        assert wait_until(lambda: not set(marked(marker)) & before), "the killed runner's server outlived it"
 
     def test_close_ends_the_server_on_its_runner_and_drain_moves_it(self, tier: Runners, web: list[RunnerPool],
                                                                     tmp_path: Path) -> None:
@@ -330,7 +362,8 @@ class TestOnOneTier:
         attacker.set("toolhub:runner:r0-evil", json.dumps(forged))
         attacker.set("toolhub:runner:r0-evil2", json.dumps({"info": {**forged, "id": "r0-evil2"},
                                                              "expires": time.time() + 600, "sig": "0" * 64}))
-        attacker.set(key, json.dumps({**real, "info": {**real["info"], "draining": True, "url": catcher.url}}))
+        replay = json.dumps({**real, "info": {**real["info"], "draining": True, "url": catcher.url}})
+        attacker.set(key, replay)
         attacker.set(f"{key}:drain", "1")
 
         def fresh() -> dict[str, Any]:
@@ -346,12 +379,23 @@ class TestOnOneTier:
                 assert not fresh()[real_id].draining
                 assert count(web[1], spec)["count"] == 3  # another web process, reading Redis afresh
                 web[1].close(spec.tool_id)  # close goes to every live runner: only verified ones
+            def logged() -> str:
+                return " ".join(r.getMessage() for r in caplog.records)
+
+            def replay_read_and_refused() -> bool:
+                """The real runner's next heartbeat (every 0.5 s) rewrites its key, on a loaded machine maybe before
+                any read met the replay: replayed again until a read has, it is refused like the forged ones."""
+                attacker.set(key, replay)
+                with caplog.at_level(logging.WARNING, logger="toolhub.runner"):
+                    web[0].registry.forget()
+                    web[0].registry.runners(max_age_s=0)
+                return key in logged()
+
+            assert wait_until(replay_read_and_refused)
             assert catcher.received == []
             assert web[0].registry.rejected >= 3
             assert web[0].stats()["runner_announcements_rejected"] == web[0].registry.rejected
-            logged = " ".join(r.getMessage() for r in caplog.records)
-            assert "toolhub:runner:r0-evil" in logged and "toolhub:runner:r0-evil2" in logged
-            assert key in logged
+            assert "toolhub:runner:r0-evil" in logged() and "toolhub:runner:r0-evil2" in logged()
         finally:
             catcher.close()
             attacker.delete("toolhub:runner:r0-evil", "toolhub:runner:r0-evil2", f"{key}:drain")
@@ -392,21 +436,59 @@ class TestOnOneTier:
         finally:
             remove(installed)
 
+    def test_a_runner_refuses_a_server_without_sandbox_unless_its_own_settings_allow_it(
+            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+        """A default runner refuses it before anything runs (the module's test below starts one whose own settings
+        allow it: a web process cannot ask for less than the runner's settings)."""
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, sandboxed=False, tool_id=tier.tool_id())
+        with pytest.raises(SandboxUnavailable) as refused:
+            web[0].probe(spec)
+        assert "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED" in refused.value.message
+        assert marked(marker) == []  # nothing ran
 
-def test_a_runner_refuses_a_server_without_sandbox_unless_its_own_settings_allow_it(
-        runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
-    runners.start("r1")
+    def test_calls_go_on_through_a_redis_restart(self, tier: Runners, web: list[RunnerPool],
+                                                 tmp_path: Path) -> None:
+        spec = counter_spec(tmp_path, uuid.uuid4().hex, tool_id=tier.tool_id())
+        assert count(web[0], spec)["count"] == 1
+        redis.Redis.from_url(REDIS_URL).flushdb()  # the restarted Redis holds no announcement yet
+        web[0].registry.forget()
+        assert count(web[0], spec)["count"] == 2  # the same server on the same runner, no "no runner is live"
+
+    def test_a_runner_closes_an_idle_server_whose_key_another_runner_owns_now(self, tier: Runners,
+                                                                              web: list[RunnerPool],
+                                                                              tmp_path: Path) -> None:
+        """A key runs on one runner: one placed elsewhere for a while (its owner was away, then came back) does not
+        leave a second, idle server behind until the pool's idle TTL."""
+        spec = counter_spec(tmp_path, marker := uuid.uuid4().hex, tool_id=tier.tool_id())
+        key = f"{spec.tool_id}:{spec.config_version}"
+        found = owner(key, [RunnerInfo(id="r1", url=""), RunnerInfo(id="r2", url="")])
+        assert found is not None
+        back = found.id  # the key's owner once it is up
+        first = "r2" if back == "r1" else "r1"
+        tier.kill(back)  # away: no runner of it live, its withdrawal signed as a stopping runner's is
+        tier.registry.withdraw(back)
+        web[0].registry.forget()
+        assert count(web[0], spec)["count"] == 1  # only the other runner is live: the server runs there
+        on_first = set(servers(marker))
+        assert len(on_first) == 1
+        tier.restore("r1", "r2")  # the owner comes back
+        web[0].registry.forget()
+        assert web[0].owner_of(spec).id == back
+        assert count(web[0], spec)["count"] == 1  # a new server on the owner
+        # The other closes its server once it has been idle a while (on a slow machine, maybe before the call above).
+        assert wait_until(lambda: not on_first & set(servers(marker))), f"{first} kept the server of a key " \
+            f"{back} owns"
+        assert len(servers(marker)) == 1
+        assert count(web[1], spec)["count"] == 2  # the owner's server is the one left
+
+
+def test_a_runner_whose_own_settings_allow_it_runs_a_server_without_sandbox(runners: Runners, web: list[RunnerPool],
+                                                                           tmp_path: Path) -> None:
+    """The other side of TestOnOneTier's refusal: the runner's own setting, not the web process, allows it."""
+    runners.start("r3", TOOLHUB_RUNNER_ALLOW_UNSANDBOXED="on")
     marker = uuid.uuid4().hex
-    spec = counter_spec(tmp_path, marker, sandboxed=False)
-    with pytest.raises(SandboxUnavailable) as refused:
-        web[0].probe(spec)
-    assert "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED" in refused.value.message
-    assert marked(marker) == []  # nothing ran
-    runners.kill("r1")
-    Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).withdraw("r1")
-    runners.start("r2", TOOLHUB_RUNNER_ALLOW_UNSANDBOXED="on")
-    web[0].registry.forget()
-    assert count(web[0], spec)["count"] == 1
+    assert count(web[0], counter_spec(tmp_path, marker, sandboxed=False))["count"] == 1
     assert marked(marker)
 
 
@@ -445,9 +527,11 @@ def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(runners: Runn
     runners.start("r1", TOOLHUB_POOL_MAX_TOTAL="4", TOOLHUB_POOL_MAX_PER_TENANT="10")
     marker = uuid.uuid4().hex
     busy = [mini_spec(tmp_path, marker, tool_id=60 + i, tenant="1") for i in range(2)]
+    release = tmp_path / "tenant.1" / "release"  # in the servers' workspace: the long calls end once it exists
     with ThreadPoolExecutor(max_workers=2) as executor:
         # Tenant 1 alone may hold 4 // (1 + 1) = 2 of the runner's slots: two servers busy with long calls...
-        slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 15}) for i, spec in enumerate(busy)]
+        slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 60, "until": str(release)})
+                for i, spec in enumerate(busy)]
         assert wait_until(lambda: len([p for p in marked(marker) if "bwrap" not in
                                        Path(f"/proc/{p}/cmdline").read_text()]) == 2)
         more = [web[i % 2].call(mini_spec(tmp_path, marker, tool_id=62 + i, tenant="1"), "whoami", {})
@@ -455,9 +539,10 @@ def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(runners: Runn
         # ...more refused (without shares they would take the last two slots), while tenant 2 gets one, from
         # either web process, before those calls end.
         other = web[1].call(mini_spec(tmp_path, marker, tool_id=70, tenant="2"), "whoami", {})
-        assert not all(f.done() for f in slow)
+        assert not any(f.done() for f in slow)  # still holding their slots: nothing released them yet
         assert other.success, (other.error_code, other.error)
         assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
+        release.touch()
         assert [f.result().success for f in slow] == [True, True]
 
 
@@ -488,37 +573,6 @@ def test_a_redis_restart_keeps_the_verified_runners_until_their_signed_expiry() 
     assert reader.rejected == 1
 
 
-def test_calls_go_on_through_a_redis_restart(runners: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
-    runners.start("r1")
-    runners.start("r2")
-    spec = counter_spec(tmp_path, uuid.uuid4().hex)
-    assert count(web[0], spec)["count"] == 1
-    redis.Redis.from_url(REDIS_URL).flushdb()  # the restarted Redis holds no announcement yet
-    web[0].registry.forget()
-    assert count(web[0], spec)["count"] == 2  # the same server on the same runner, no "no runner is live"
-
-
-def test_a_runner_closes_an_idle_server_whose_key_another_runner_owns_now(runners: Runners, web: list[RunnerPool],
-                                                                          tmp_path: Path) -> None:
-    """A key runs on one runner: one placed elsewhere for a while (its owner was away, then came back) does not
-    leave a second, idle server behind until the pool's idle TTL."""
-    spec = counter_spec(tmp_path, marker := uuid.uuid4().hex)
-    key = f"{spec.tool_id}:{spec.config_version}"
-    first = RunnerInfo(id="r1", url="")
-    back = next(name for name in (f"r2-{i}" for i in range(64))
-                if getattr(owner(key, [first, RunnerInfo(id=name, url="")]), "id", None) == name)  # the key's owner once it is up
-    runners.start("r1")
-    assert count(web[0], spec)["count"] == 1  # only r1 is live: the server runs there
-    on_first = set(servers(marker))
-    assert len(on_first) == 1
-    runners.start(back)
-    web[0].registry.forget()
-    assert web[0].owner_of(spec).id == back
-    assert count(web[0], spec)["count"] == 1  # a new server on the owner
-    # r1 closes its server once it has been idle a while (on a slow machine, maybe before the call above).
-    assert wait_until(lambda: not on_first & set(servers(marker))), "r1 kept the server of a key r2 owns"
-    assert len(servers(marker)) == 1
-    assert count(web[1], spec)["count"] == 2  # the owner's server is the one left
 
 
 @pytest.mark.django_db(transaction=True)

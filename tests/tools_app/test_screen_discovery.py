@@ -101,18 +101,28 @@ def test_stdio_corpus_is_held_or_flagged_by_severity(api: Any, mailer: Any, tech
     assert_screened(api, technique, tool_id)
 
 
-@pytest.mark.parametrize("technique", ["smuggling", "parameter", "shadowing", "exfiltration", "invisible",
-                                       "clean_long", "clean_intl", "server_texts"])
-def test_http_corpus_is_held_or_flagged_by_severity(api: Any, mailer: Any, technique: str) -> None:
-    with http_server(POISONED, extra_args=("--technique", technique)) as url:
-        tool_id = make(api, f"h-{technique}".replace("_", "-"), "REMOTE",
-                       {"url": url, "transport": "streamable_http", "timeout_s": 10})
-        assert_screened(api, technique, tool_id)
+HTTP_TECHNIQUES = ["smuggling", "parameter", "shadowing", "exfiltration", "invisible", "clean_long", "clean_intl",
+                   "server_texts"]
 
 
-def test_smuggled_finding_shows_the_invisible_text(api: Any) -> None:
-    tool_id = make(api, "smuggler", "LOCAL", {"command": sys.executable,
-                                               "args": [str(POISONED), "--technique", "smuggling"]})
+@pytest.fixture(scope="module")
+def http_corpus() -> Iterator[str]:
+    """One process serving each HTTP technique as a server of its own at /<technique>/mcp (one start, not eight);
+    yields the base URL."""
+    with http_server(POISONED, extra_args=("--techniques", ",".join(HTTP_TECHNIQUES))) as url:
+        yield url.removesuffix("/mcp")
+
+
+@pytest.mark.parametrize("technique", HTTP_TECHNIQUES)
+def test_http_corpus_is_held_or_flagged_by_severity(api: Any, mailer: Any, http_corpus: str, technique: str) -> None:
+    tool_id = make(api, f"h-{technique}".replace("_", "-"), "REMOTE",
+                   {"url": f"{http_corpus}/{technique}/mcp", "transport": "streamable_http", "timeout_s": 10})
+    assert_screened(api, technique, tool_id)
+
+
+def test_smuggled_finding_shows_the_invisible_text(api: Any, http_corpus: str) -> None:
+    tool_id = make(api, "smuggler", "REMOTE", {"url": f"{http_corpus}/smuggling/mcp", "transport": "streamable_http",
+                                                "timeout_s": 10})
     findings = discover(api, tool_id)["add"]["screen"]["findings"]
     tags = next(f for f in findings if f["rule"] == "invisible_tags")
     assert tags["field"] == "description" and tags["excerpt"].startswith("⟨U+E0049⟩")

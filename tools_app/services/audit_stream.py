@@ -161,6 +161,8 @@ def record(event_id: int, call: ToolCall) -> dict[str, Any]:
         "status_id": 1 if ok else 2, "status": "Success" if ok else "Failure",
         "status_code": call.error_code or None, "status_detail": (call.error or None) if not ok else None,
         "duration": call.cost_ms,
+        # OCSF's `count`: the calls the record stands for (1, or the quota refusals of one minute folded together).
+        "count": call.call_count,
         "actor": {"user": {"uid": str(call.actor_id) if call.actor_id else None,
                            "name": actor.username if actor is not None else None},
                   "app_name": call.client or None},

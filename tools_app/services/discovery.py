@@ -28,7 +28,8 @@ from tools_app.wiring.specs import server_spec
 CALLER_CODES = {ApiCode.AUTHORIZATION_REQUIRED, ApiCode.CREDENTIALS_REQUIRED}
 # Failures that say nothing about the server's health: the caller's missing connection or keys, and the
 # deployment's outage (no LOCAL runner live, e.g. while Redis restarts).
-NOT_THE_SERVERS = {*CALLER_CODES, ApiCode.RUNNER_UNAVAILABLE}
+# ...nor does a probe the pool refused for want of a server slot (the tenant at its fair share of a runner's slots).
+NOT_THE_SERVERS = {*CALLER_CODES, ApiCode.RUNNER_UNAVAILABLE, ApiCode.CAPACITY_EXCEEDED}
 
 HTTP_FUNCTION = "call"
 

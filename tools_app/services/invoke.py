@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import hotcache, tracing
-from core.codes import Reason, error_body
+from core.codes import ApiCode, Reason, error_body
 from core.db import release_pooled_connection
 from core.secrets import scrubber
 from tenants_app.models import Tenant
@@ -40,7 +40,7 @@ from tools_app.runtime.mcp.spec import ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.schemas import validate_arguments
 from tools_app.runtime.screen.results import screened
-from tools_app.services import breaker, plugins, quotas
+from tools_app.services import breaker, plugins, quota_refusals, quotas
 from tools_app.services.approval_gate import (
     approval_message,
     approval_request,
@@ -85,7 +85,9 @@ class Invocation:
 
     def body(self) -> dict[str, Any]:
         out = {**self.result.as_dict(), "call_id": self.call.pk}
-        if self.call.pk is None:  # the call ran during a database outage: its audit row is spooled, stored later
+        if getattr(self.call, "folded", False):  # a quota refusal counted with others of its minute, stored with them
+            out["audit"] = {"folded": True}
+        elif self.call.pk is None:  # the call ran during a database outage: its audit row is spooled, stored later
             out["audit"] = {"spooled": True, "call_uid": str(self.call.call_uid)}
         if self.call.title:
             out["title"] = self.call.title
@@ -295,7 +297,35 @@ def _invoke(
                              scrub=scrub)
     except quotas.QuotaExceeded as spent:
         result = CallRefused(codes.QUOTA_EXCEEDED, str(spent), quota=spent.details).result().scrubbed(scrub)
-        return Invocation(result, ctx.audit(result, CallStatus.DENIED))
+        return Invocation(result, _refusal_audit(ctx, result, spent, approved=approved))
+
+
+def _refusal_audit(ctx: _Ctx, result: ToolResult, spent: quotas.QuotaExceeded, *, approved: bool) -> ToolCall:
+    """A quota refusal's audit: the first of its minute (per member, tool, function, agent, via) is a row; the ones
+    after it are counted in Redis and folded into one row when the minute is over (tools_app.services.quota_refusals):
+    a tenant hammering past its quota costs no database write per refused call. A call a person approved is never
+    folded (its approval points at its row)."""
+    if approved or not quota_refusals.enabled():
+        return ctx.audit(result, CallStatus.DENIED)
+    refusal = quota_refusals.Refusal(
+        tenant_id=ctx.tenant.pk, tool_id=ctx.tool.pk, tool_name=ctx.tool.name, function=ctx.function[:128],
+        actor_id=getattr(ctx.actor, "pk", None), agent_id=getattr(ctx.agent, "pk", None), via=ctx.via,
+        scope=spent.spent.scope, target=spent.spent.target, limit=spent.spent.limit, minute=int(spent.now // 60))
+    nth = quota_refusals.count(refusal, spent.now)
+    if nth is not None and nth > 1:
+        folded = ToolCall(tenant=ctx.tenant, tool=ctx.tool, tool_name=ctx.tool.name, function=ctx.function[:128],
+                          actor=ctx.actor if getattr(ctx.actor, "pk", None) else None, agent=ctx.agent, via=ctx.via,
+                          title=(ctx.title or ctx.tool.name)[:200], status=CallStatus.DENIED,
+                          error_code=result.error_code or "", error=result.error or "")
+        folded.folded = True  # type: ignore[attr-defined]  # Invocation.body says where its audit is
+        from tools_app import metrics  # as the audit spool does: metrics read the models this module writes
+
+        metrics._observe_call(ToolCall, folded)  # metrics count it now; its row comes with the minute's fold
+        return folded
+    call = ctx.audit(result, CallStatus.DENIED)
+    if nth == 1:
+        quota_refusals.recorded(refusal, call.pk)
+    return call
 
 
 def _admitted(ctx: _Ctx, checked_against: selectors.ToolSnapshot | None, spec: Any,
@@ -368,10 +398,12 @@ def _trial_run(ctx: _Ctx, spec: Any, fn: ToolFunction, *, approved: bool, scrub:
 
 
 def _record_health(tool: Tool, result: ToolResult) -> None:
-    """An MCP server's outcome for its breaker: a failure to run counts; a tool's own error and an outage of the
-    deployment (no LOCAL runner live) do not."""
+    """An MCP server's outcome for its breaker: a failure to run counts; a tool's own error, an outage of the
+    deployment (no LOCAL runner live) and a refusal of the pool (the tenant at its fair share of server slots: the
+    server never started) do not. Else a tenant hammering past its share would have its tools disabled for the
+    breaker's cool-down, for every member."""
     if tool.type not in (ToolType.LOCAL, ToolType.REMOTE) or result.error_code in CALLER_CODES \
-            or result.meta.get("outage"):
+            or result.meta.get("outage") or result.meta.get("error_type") == ApiCode.CAPACITY_EXCEEDED:
         return
     if result.success or result.error_code not in BREAKER_CODES:
         if tool.consecutive_failures or tool.last_ok_at is None:

@@ -152,6 +152,7 @@ class QuotaExceeded(Exception):
 
     def __init__(self, spent: counters.Exceeded, now: float) -> None:
         self.spent = spent
+        self.now = now
         self.retry_after = spent.retry_after(now)
         reset = datetime.fromtimestamp(spent.reset_at, tz=UTC).isoformat().replace("+00:00", "Z")
         self.details = {"scope": spent.scope, "target": spent.target, "limit": spent.limit,

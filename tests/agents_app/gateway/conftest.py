@@ -75,11 +75,22 @@ class Setup:
         return Agent.objects.get(pk=self.agent_id)
 
 
-@pytest.fixture
-def setup(transactional_db: Any, tenant: Any, member_client: Any) -> Setup:
-    """Tenant acme: an admin, the inventory tool (stdio MCP) and agent `helper` linked to it."""
+def build_setup(tenant: Any, member_client: Any, *, discover: bool = True) -> Setup:
     api = member_client(tenant, Role.ADMIN)
-    tool_id = inventory_tool(api)
+    tool_id = inventory_tool(api, discover=discover)
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="helper",
                           description="Answers stock questions for the warehouse team.")
     return Setup(tenant=tenant, api=api, token=token_for_user(user=api.user), agent_id=agent_id, tool_id=tool_id)
+
+
+@pytest.fixture
+def setup(transactional_db: Any, tenant: Any, member_client: Any) -> Setup:
+    """Tenant acme: an admin, the inventory tool (stdio MCP) and agent `helper` linked to it."""
+    return build_setup(tenant, member_client)
+
+
+@pytest.fixture
+def setup_undiscovered(transactional_db: Any, tenant: Any, member_client: Any) -> Setup:
+    """`setup` with the tool saved but not discovered (its server never started, no functions known): for tests of
+    what the gateway decides before any tool runs (sessions, Host and Origin, OAuth), a server start each saved."""
+    return build_setup(tenant, member_client, discover=False)

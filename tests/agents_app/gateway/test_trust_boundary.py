@@ -187,6 +187,8 @@ def test_gateway_calls_count_against_the_invoke_throttle(served: Any, setup: Any
 
 
 # --- sessions per token and per member -------------------------------------------------------------------
+# These and the Host and Origin tests are decided before any tool runs: their inventory tool is not discovered
+# (`setup_undiscovered`, a start of the SDK-built server each saved); tools/list answers from what is known.
 
 
 def _initialize(url: str, token: str, **headers: str) -> httpx2.Response:
@@ -202,7 +204,8 @@ def _lists(url: str, token: str, session_id: str) -> int:
                                                 "Mcp-Protocol-Version": "2025-06-18"}).status_code
 
 
-def test_sessions_per_member_are_capped(served: Any, setup: Any, settings: Any) -> None:
+def test_sessions_per_member_are_capped(served: Any, setup_undiscovered: Any, settings: Any) -> None:
+    setup = setup_undiscovered
     settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = 2
     settings.TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = 10
     other_agent = make_agent(setup.api, model=None, tools=[{"tool": setup.tool_id}], name="second")
@@ -223,8 +226,9 @@ def test_sessions_per_member_are_capped(served: Any, setup: Any, settings: Any) 
 
 
 def test_sessions_per_token_are_capped_across_tenants(
-    served: Any, setup: Any, settings: Any, other_tenant: Any, member_client: Any
+    served: Any, setup_undiscovered: Any, settings: Any, other_tenant: Any, member_client: Any
 ) -> None:
+    setup = setup_undiscovered
     settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = 10
     settings.TOOLHUB_MCP_MAX_SESSIONS_PER_TOKEN = 2
     theirs = member_client(other_tenant, Role.ADMIN, user=setup.api.user)  # the same person, a second tenant
@@ -240,7 +244,8 @@ def test_sessions_per_token_are_capped_across_tenants(
     assert _initialize(served.endpoint("acme", setup.agent_id), token_for_user(user=someone.user)).status_code == 200
 
 
-def test_the_cap_holds_across_web_processes(served_pair: Any, setup: Any, settings: Any) -> None:
+def test_the_cap_holds_across_web_processes(served_pair: Any, setup_undiscovered: Any, settings: Any) -> None:
+    setup = setup_undiscovered
     settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = 2
     settings.TOOLHUB_MCP_SESSION_TOUCH_S = 0
     first, second = served_pair
@@ -251,7 +256,8 @@ def test_the_cap_holds_across_web_processes(served_pair: Any, setup: Any, settin
     assert _lists(first.endpoint("acme", setup.agent_id), setup.token, opened[1]) == 200
 
 
-def test_an_open_sse_stream_counts_as_a_session(served: Any, setup: Any, settings: Any) -> None:
+def test_an_open_sse_stream_counts_as_a_session(served: Any, setup_undiscovered: Any, settings: Any) -> None:
+    setup = setup_undiscovered
     settings.TOOLHUB_MCP_MAX_SESSIONS_PER_MEMBER = 1
     url = served.endpoint("acme", setup.agent_id)
 
@@ -280,7 +286,8 @@ def test_a_continued_session_is_not_counted_again(served: Any, setup: Any, setti
 # --- Host and Origin --------------------------------------------------------------------------------------
 
 
-def test_a_host_outside_allowed_hosts_is_refused(served: Any, setup: Any) -> None:
+def test_a_host_outside_allowed_hosts_is_refused(served: Any, setup_undiscovered: Any) -> None:
+    setup = setup_undiscovered
     url = served.endpoint("acme", setup.agent_id)
     for token in (setup.token, "nope"):
         resp = _initialize(url, token, Host="attacker.example")
@@ -292,7 +299,8 @@ def test_a_host_outside_allowed_hosts_is_refused(served: Any, setup: Any) -> Non
     assert _initialize(url, setup.token, Host="localhost").status_code == 200
 
 
-def test_an_origin_other_than_the_sites_own_is_refused(served: Any, setup: Any, settings: Any) -> None:
+def test_an_origin_other_than_the_sites_own_is_refused(served: Any, setup_undiscovered: Any, settings: Any) -> None:
+    setup = setup_undiscovered
     url = served.endpoint("acme", setup.agent_id)
     for origin in ("http://attacker.example", "null", "http://127.0.0.1.attacker.example:8000"):
         resp = _initialize(url, setup.token, Origin=origin)

@@ -3,12 +3,16 @@ lists them, each with a call that shows it answers. Shared by the package tests 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 Invoke = Callable[[str, dict[str, Any]], dict[str, Any]]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,43 @@ REFERENCE = [
     Reference("fetch", "pypi", "mcp-server-fetch", ("uvx", "mcp-server-fetch"), "2026.10.24"),
 ]
 BY_KEY = {r.key: r for r in REFERENCE}
+
+
+def pinned_line(ref: Reference) -> str:
+    """The runner line naming the reference version exactly (the form an operator pre-warms a store with)."""
+    return f"npx -y {ref.package}@{ref.version}" if ref.manager == "npm" else f"uvx {ref.package}=={ref.version}"
+
+
+def missing_from(store_root: str | Path) -> list[Reference]:
+    """The reference packages whose version the store does not hold (complete) yet."""
+    from tools_app.runtime.packages import store
+
+    return [r for r in REFERENCE if store.installed(store_root, r.manager, r.package, r.version) is None]
+
+
+def prepare_store() -> tuple[bool, str]:
+    """The five reference packages in the test settings' package store (var/test-packages), installed by the
+    product's own installer as an operator pre-warms a store (`manage.py toolhub_packages install` with the pinned
+    lines) unless they are there already. `make test-servers` runs it once per machine, as it installs the real
+    servers: the package tests then run their servers from the store, and only the test about installing installs
+    (into an empty store of its own). Returns (ok, why not)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+    from django.conf import settings
+
+    missing = missing_from(settings.TOOLHUB_PACKAGE_STORE)
+    if not missing:
+        return True, ""
+    try:
+        done = subprocess.run([sys.executable, "manage.py", "toolhub_packages", "install",
+                               *(pinned_line(r) for r in missing)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"preparing the package store failed: {exc}"
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        return False, f"installing the reference packages into the store failed (registry unreachable?): {tail}"
+    return True, ""
 
 
 def answers(ref: Reference, invoke: Invoke, workspace: Path) -> None:

@@ -1,7 +1,12 @@
 """The issue's Done-when with the real registries (issue 41): server-everything, -memory and -filesystem (npm) and
 mcp-server-time and mcp-server-fetch (PyPI), each added as its README says and each loaded in one click from an
 official-registry record, pass Test in the default sandbox (no network) and answer a call. How long the first and
-later Tests take is measured by bench/packages.py, not asserted here."""
+later Tests take is measured by bench/packages.py, not asserted here.
+
+The packages are installed once per machine into the test package store (var/test-packages: `make test-servers`,
+or this module's first test, runs the product's `toolhub_packages install`), so these tests run their servers from
+it; the install itself (a first Test installing into an empty store, npm and PyPI) is the subject of one test here,
+with a store of its own."""
 
 from __future__ import annotations
 
@@ -20,10 +25,11 @@ from tests.fixtures import real_servers as rs
 from tests.fixtures.catalog_server import Registry
 from tests.market_app.test_package_entries import record
 from tests.market_app.test_registry_excerpt import fetched
-from tests.tools_app.packages.reference import BY_KEY, REFERENCE, Reference, answers, fill
+from tests.tools_app.packages.reference import BY_KEY, REFERENCE, Reference, answers, fill, prepare_store
 from tests.waiting import scaled
 from tools_app.models import Tool
 from tools_app.runtime.mcp.spec import LocalSpec
+from tools_app.runtime.packages import store
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec
 from tools_app.wiring.workspaces import workspace_for
@@ -37,6 +43,18 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers,
 def _close_pool() -> Any:
     yield
     pool().close_all()
+
+
+@pytest.fixture(scope="module")
+def _prepared() -> tuple[bool, str]:
+    return prepare_store()  # a no-op once `make test-servers` (or an earlier run) prepared the store
+
+
+@pytest.fixture(autouse=True)
+def _store(_prepared: tuple[bool, str]) -> None:
+    ok, why = _prepared
+    if not ok:
+        pytest.skip(why)
 
 
 def reachable(ref: Reference) -> None:
@@ -86,6 +104,25 @@ def test_added_as_its_readme_says_it_installs_passes_test_and_answers(api: Any, 
     workspace = workspace_for(tenant)
     tool_id = create(api, key, [fill(a, workspace) for a in ref.readme])
     passes_test_and_answers(api, tool_id, ref, workspace)
+
+
+@pytest.mark.parametrize("key", ["memory", "time"])
+def test_the_first_test_installs_the_package_into_an_empty_store(api: Any, tenant: Any, settings: Any,
+                                                                 tmp_path: Path, key: str) -> None:
+    """The install itself, once per package manager (npm's lockfile, PyPI's hash-pinned venv): into a store nothing
+    was installed in, by the tool's first Test, read-only; the server then runs from it and answers."""
+    ref = BY_KEY[key]
+    reachable(ref)
+    empty = tmp_path / "store"
+    settings.TOOLHUB_PACKAGE_STORE = str(empty)
+    workspace = workspace_for(tenant)
+    tool_id = create(api, key, [fill(a, workspace) for a in ref.readme])
+    assert not empty.exists() or not any(empty.iterdir())
+    package = passes_test_and_answers(api, tool_id, ref, workspace)
+    installed = store.installed(empty, ref.manager, ref.package, package["version"])
+    assert installed is not None and package_path(tool_id) == str(Path(installed.path).resolve())
+    assert package["size"] == installed.size > 0 and package["installed_at"]
+    assert not (Path(installed.path).stat().st_mode & 0o222)  # read-only, like every install in the store
 
 
 @pytest.mark.parametrize("key", [r.key for r in REFERENCE])

@@ -1,12 +1,14 @@
 """The web and worker side of the runner tier: a pool facade that sends LOCAL work to the key's runner.
 
 REMOTE servers stay in this process's own pool (they are HTTP already). A LOCAL probe, call, read-only session
-request or close goes to the runner that owns the server key `(tool_id, config_version)`; when that runner cannot
-be reached the registry is read again and the call goes to the key's new owner (a dead runner's servers start
-again elsewhere on their next call). A call whose caller listens for progress or can answer a server's sampling or
-elicitation requests (either MCP era) is streamed: progress comes back as it happens, and each question is put to the
-caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as in-process. A
-prompts/get or resources/read whose server may ask is streamed the same way.
+request or close goes to the runner that owns the server key `(tool_id, config_version)`; when that runner cannot be
+reached the registry is read again and the call goes to the key's new owner (a dead runner's servers start again
+elsewhere on their next call). A request whose connection the runner's side reset before it read it (a runner killed
+with the request still in its socket) ran nothing and goes again the same way; a call the runner was running when it
+died fails with the typed RunnerUnavailable. A call whose caller listens for progress or can answer a server's
+sampling or elicitation requests (either MCP era) is streamed: progress comes back as it happens, and each question
+is put to the caller's handlers here and their answer posted back to the runner, so a LOCAL server behaves as
+in-process. A prompts/get or resources/read whose server may ask is streamed the same way.
 """
 
 from __future__ import annotations
@@ -50,6 +52,31 @@ class _ConnectFailed(Exception):
     """Nobody accepted the connection (refused, unreachable): the runner is not there."""
 
 
+class _NotDelivered(Exception):
+    """The runner's side reset the connection before any answer: its process closed the socket with the request
+    still unread in it (killed before it read it, or closing an idle keep-alive connection as the request came).
+    The request never reached the runner's code, so it can go again without running twice."""
+
+
+# How often one request goes again after a reset that proves it unread, before the runner counts as not answering.
+_RESENDS = 3
+
+
+def _unread_reset(exc: BaseException) -> bool:
+    """Whether `exc` (or what caused it) is the peer's reset of a connection, not its orderly close. Linux resets a
+    TCP connection when its owner closes it (or dies) with received data it never read; after reading a request it
+    closes in order (EOF: http.client's RemoteDisconnected, itself a ConnectionResetError, is that one)."""
+    seen: BaseException | None = exc
+    for _ in range(6):  # httpx wraps the socket's error twice (httpcore's, then its own)
+        if seen is None:
+            return False
+        if isinstance(seen, (ConnectionResetError, BrokenPipeError)) and not isinstance(
+                seen, http.client.RemoteDisconnected):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 # An idle connection older than this is not reused: the runner's server (uvicorn) closes keep-alive connections idle
 # for 5 s, and a request sent on a connection it is closing would fail after the call might have been delivered.
 _IDLE_REUSE_S = 3.0
@@ -90,11 +117,19 @@ class _Transport:
                 return
         conn.close()
 
-    def post(self, base: str, path: str, body: dict[str, Any], timeout: float) -> Any:
-        """POST `body` as JSON to `base + path`; the answer's JSON. Raises _ConnectFailed when nobody accepts the
-        connection, OSError or http.client.HTTPException when the exchange fails after that."""
+    def _drop(self, base: str) -> None:
+        """Close every idle connection to `base` (its runner reset one: the others are as stale)."""
+        with self._lock:
+            idle = self._idle.pop(base, [])
+        for _, conn in idle:
+            conn.close()
+
+    def post(self, base: str, path: str, body: dict[str, Any], timeout: float, *, fresh: bool = False) -> Any:
+        """POST `body` as JSON to `base + path` (on a new connection when `fresh`); the answer's JSON. Raises
+        _ConnectFailed when nobody accepts the connection, _NotDelivered when the runner reset it with the request
+        unread, OSError or http.client.HTTPException when the exchange fails after that."""
         payload = json.dumps(body, separators=(",", ":")).encode()
-        conn = self._take(base)
+        conn = None if fresh else self._take(base)
         if conn is None:
             where = urlsplit(base)
             conn = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port or 80, timeout=timeout)
@@ -110,6 +145,13 @@ class _Transport:
         try:
             conn.request("POST", path, body=payload, headers=self._headers)
             response = conn.getresponse()
+        except BaseException as exc:
+            conn.close()
+            if _unread_reset(exc):  # nothing of an answer came: the runner's process never read the request
+                self._drop(base)
+                raise _NotDelivered(type(exc).__name__) from None
+            raise
+        try:
             raw = response.read()
         except BaseException:
             conn.close()
@@ -118,7 +160,10 @@ class _Transport:
             conn.close()
         else:
             self._give_back(base, conn)
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except ValueError:  # not the runner's app answering (a proxy's or the server's own error page)
+            raise http.client.HTTPException(f"answer {response.status} that is not JSON") from None
 
     def close(self) -> None:
         with self._lock:
@@ -183,10 +228,13 @@ class RunnerPool:
         """A streamed request to the key's runner: progress passed on, questions put to `offered` here (their
         answers posted back), until the last event (a call's `result`, a session request's `answer` or `error`)."""
         refused: set[str] = set()
+        resent = 0
         while True:
             runner = self.owner_of(spec, frozenset(refused))
+            answered = False  # the runner's answer began: from here on a failure is a call in flight
             try:
                 with self.client.stream("POST", runner.url + path, json=request, timeout=timeout) as response:
+                    answered = True
                     if response.status_code != 200:
                         answer = json.loads(response.read() or b"{}")
                         raise error_from_json(answer.get("error") or {"message": f"runner answered {response.status_code}"})
@@ -209,6 +257,10 @@ class RunnerPool:
                 refused.add(runner.id)
                 continue
             except httpx2.TransportError as exc:
+                if not answered and _unread_reset(exc) and resent < _RESENDS:
+                    resent += 1  # as in _post: reset with the request unread, it ran nothing; again, same owner
+                    self.registry.forget()
+                    continue
                 raise RunnerUnavailable(f"the LOCAL server runner {runner.id!r} did not answer: {type(exc).__name__}",
                                         details={"runner": runner.id}) from None
             raise RunnerUnavailable(f"the LOCAL server runner {runner.id!r} ended the call without a result",
@@ -296,10 +348,22 @@ class RunnerPool:
 
     def _post(self, spec: ServerSpec, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         refused: set[str] = set()
+        resent, reset_by = 0, ""
         while True:
             runner = self.owner_of(spec, frozenset(refused))
             try:
-                answer: dict[str, Any] = self.transport.post(runner.url, path, body, timeout)
+                answer: dict[str, Any] = self.transport.post(runner.url, path, body, timeout,
+                                                             fresh=runner.id == reset_by)
+            except _NotDelivered as exc:
+                # Reset with the request unread (a runner killed before it read it, or closing an idle connection
+                # as the request came): it ran nothing. Again to the same owner on a new connection: a dead one
+                # refuses it (and the key moves on as above), a live one answers; never to two runners at once.
+                resent, reset_by = resent + 1, runner.id
+                if resent > _RESENDS:
+                    raise RunnerUnavailable(f"the LOCAL server runner {runner.id!r} did not answer: {exc}",
+                                            details={"runner": runner.id}) from None
+                self.registry.forget()
+                continue
             except _ConnectFailed:
                 # Nobody listens there: a dead runner whose heartbeat has not expired yet. The key goes to its
                 # next owner (the one every process picks once the entry expires). A slow runner is not skipped:
