@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tests.waiting import scaled_ms
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 # Marks for every browser test module: real Chromium, a live server and a transactional database.
@@ -56,7 +58,7 @@ def browser(module_chromium: Any) -> Iterator[Any]:
 
 
 def login(page: Any, base_url: str, username: str, password: str, next_url: str = "/admin/") -> None:
-    page.set_default_timeout(20_000)
+    page.set_default_timeout(scaled_ms(20))
     page.goto(f"{base_url}/admin/login/?next={next_url}")
     page.fill("#id_username", username)
     page.fill("#id_password", password)

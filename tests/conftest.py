@@ -20,6 +20,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.browser import browser, module_chromium  # noqa: F401 - fixtures of the browser tests (one Chromium a module)
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tests.waiting import scaled
 
 
 def make_client(user: Any, tenant_slug: str | None) -> APIClient:
@@ -28,6 +29,16 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
     if tenant_slug:
         client.defaults["HTTP_X_TENANT"] = tenant_slug
     return client
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-timeout's own pytest_configure reads the option
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest's per-test timeout (pyproject.toml's `timeout`, a hang guard) times TOOLHUB_TEST_SLOW_FACTOR, as every
+    other hang guard of the suite (tests/waiting.py). A `--timeout` or PYTEST_TIMEOUT given by hand is taken as is."""
+    if config.getoption("timeout", None) is None and not os.environ.get("PYTEST_TIMEOUT"):
+        base = config.getini("timeout")
+        if base:
+            config.option.timeout = scaled(float(base))
 
 
 # --- Slowest modules first -------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol
 from core.secrets import SECRET_KEY_RE, require_secrets_on_move
 from market_app.errors import SecretInArguments
 from market_app.models import EntryKind, MarketEntry
+from tools_app.configs.auth import Draft, is_oauth_tool
 from tools_app.runtime.mcp.oauth import asks_for_oauth
 from tools_app.wiring.http import outbound_policy
 
@@ -213,7 +214,7 @@ class RemoteInstall:
         """A remote that declares no header but answers 401 naming its OAuth metadata (RFC 9728) loads as an oauth2
         tool (190 of the registry's 450 remotes are such servers): one probe of its URL, through the outbound
         guard."""
-        if entry.required_headers or config.get("headers") or config.get("auth"):
+        if entry.required_headers or config.get("headers") or is_oauth_tool(Draft(config)):
             return config
         if asks_for_oauth(str(config.get("url") or ""), outbound_policy()):
             return {**config, "auth": {"type": "oauth2"}}

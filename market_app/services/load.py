@@ -24,6 +24,7 @@ from tenants_app.models import Role, Tenant
 from tenants_app.permissions import ensure_role
 from tools_app import selectors as tool_selectors
 from tools_app.configs import mask_config, validate_config
+from tools_app.configs.auth import Draft, is_oauth_tool
 from tools_app.errors import InvalidConfig, NameTaken
 from tools_app.models import Tool, ToolStatus
 from tools_app.services import ToolInput, screening, tool_create, tool_update
@@ -244,7 +245,7 @@ def _keep_settings(config: dict[str, Any], old: dict[str, Any], kept_on_update: 
     for key in kept_on_update:
         if old.get(key) is not None:
             config.setdefault(key, old[key])
-    if old.get("auth") and same_origin(str(old.get("url") or ""), str(config.get("url") or "")):
+    if is_oauth_tool(Draft(old)) and same_origin(str(old.get("url") or ""), str(config.get("url") or "")):
         # OAuth is the admin's (or the 401 probe's) setting, kept while the server stays where it was: at another
         # origin it is another authorization server, whose client and connections start again.
         config.setdefault("auth", old["auth"])

@@ -11,6 +11,7 @@ from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import call, text
+from tests.waiting import scaled_ms
 from tools_app.wiring.workspaces import workspace_for
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -65,7 +66,7 @@ def test_chat_with_approval_in_the_browser(live_server: Any, tenant: Any, api: A
         )
         try:
             page = browser.new_page()
-            page.set_default_timeout(20_000)
+            page.set_default_timeout(scaled_ms(20))
             page.goto(f"{live_server.url}/admin/login/?next=/playground/")
             page.fill("#id_username", "pat")
             page.fill("#id_password", "pw-browser-1")
@@ -107,7 +108,7 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
 
     with sync_playwright_browser() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(20_000)
+        page.set_default_timeout(scaled_ms(20))
         page.goto(f"{live_server.url}/admin/login/?next=/playground/")
         page.fill("#id_username", "robin")
         page.fill("#id_password", "pw-browser-5")
@@ -177,7 +178,7 @@ def test_a_member_who_is_not_staff_signs_in_and_chats(live_server: Any, tenant: 
 
     with chromium(monkeypatch) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(20_000)
+        page.set_default_timeout(scaled_ms(20))
         page.goto(f"{live_server.url}/playground/")
         page.wait_for_url("**/accounts/login/**")
         page.fill("#id_username", "mia")

@@ -13,6 +13,7 @@ from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import calls, text
+from tests.waiting import scaled_ms
 from toolhub_demo.records import seed_records
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -55,7 +56,7 @@ def test_show_data_chart_in_the_playground(live_server: Any, tenant: Any, api: A
         )
         try:
             page = browser.new_page(viewport={"width": 1000, "height": 800})
-            page.set_default_timeout(20_000)
+            page.set_default_timeout(scaled_ms(20))
             outside: list[str] = []
             page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(live_server.url)
                     and not r.url.startswith("data:") else None)

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from tests.config.schema_fuzz import api_schema, fuzz, operations_of_part, wsgi_app
+from tests.waiting import scaled
 
 # ~750 requests: under a loaded CI, and taken first by a parallel run (slowest modules first), they outlast the
 # suite's 120 s per-test timeout (which then interrupts Hypothesis mid-example and reads as a flaky operation).
-pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(scaled(360))]
 __all__ = ["api_schema", "wsgi_app"]  # the fixtures, used by name
 
 

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from tests.config.schema_fuzz import api_schema, fuzz, operations_of_part, wsgi_app
+from tests.waiting import scaled
 
-pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(scaled(360))]
 __all__ = ["api_schema", "wsgi_app"]  # the fixtures, used by name
 
 

@@ -12,6 +12,7 @@ from core.exceptions import exception_handler
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.waiting import PROCESS_BOUND_S, scaled
 from tools_app.models import Tool
 
 
@@ -38,7 +39,7 @@ def test_concurrent_writes_all_succeed() -> None:
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {token}", HTTP_X_TENANT="busy")
         try:
-            barrier.wait(timeout=30)
+            barrier.wait(timeout=scaled(30))
             for j in range(3):
                 body = {"name": f"t{i}-{j}", "type": "REMOTE", "config": {"url": "http://127.0.0.1:9/mcp"}}
                 statuses.append(client.post("/api/v1/tools/", body, format="json").status_code)
@@ -49,6 +50,6 @@ def test_concurrent_writes_all_succeed() -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=PROCESS_BOUND_S)
     assert statuses == [201] * (workers * 3)
     assert Tool.objects.filter(tenant=tenant).exclude(type="BUILTIN").count() == workers * 3

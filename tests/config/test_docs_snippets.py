@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tests.waiting import scaled
+
 ROOT = Path(settings.BASE_DIR)
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = re.compile(r"```(?:sh|bash|shell)\n(.*?)```", re.S)
@@ -83,7 +85,7 @@ def test_the_import_example_creates_nothing_that_fails_at_once(api: Any) -> None
                                           re.S | re.M))
     fake_curl = 'curl() { while [ $# -gt 0 ]; do if [ "$1" = -d ]; then printf "%s" "$2"; fi; shift; done; }\n'
     body = subprocess.run(["bash", "-c", fake_curl + 'H=(); ' + command], cwd=ROOT, capture_output=True, text=True,
-                          check=True, timeout=30).stdout
+                          check=True, timeout=scaled(30)).stdout
     resp = api.post("/api/v1/tools/import/", body, content_type="application/json")
     assert resp.status_code in (200, 201), resp.content
     from tools_app.models import Tool

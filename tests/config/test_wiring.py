@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from config.celery import ping
-from tests.waiting import PROCESS_BOUND_S
+from tests.waiting import PROCESS_BOUND_S, scaled
 
 
 def test_openapi_schema_builds(api: Any) -> None:
@@ -33,7 +33,7 @@ def test_swagger_ui_is_served(api: Any) -> None:
 def test_ping_round_trip() -> None:
     """Eager without a broker (pass 1); through Redis and a real worker process in CI (pass 2)."""
     result = ping.delay()
-    assert result.get(timeout=30) == "pong"
+    assert result.get(timeout=scaled(30)) == "pong"
     if settings.TOOLHUB_TEST_CELERY_WORKER:
         assert not settings.CELERY_TASK_ALWAYS_EAGER
         assert result.backend.__class__.__name__ == "RedisBackend"

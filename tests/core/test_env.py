@@ -51,7 +51,7 @@ def _manage(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
     clean["DJANGO_SETTINGS_MODULE"] = "config.settings.dev"
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **environ},
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=PROCESS_BOUND_S)
 
 
 def test_startup_stops_on_a_bad_variable_naming_it() -> None:

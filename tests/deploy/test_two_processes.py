@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.echo_http import echo_server
-from tests.waiting import wait_until
+from tests.waiting import scaled, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.prod_topology, pytest.mark.skipif(
@@ -44,7 +44,7 @@ class Api:
         req = urllib.request.Request(self.base + path, data=data, method=method, headers={
             "Authorization": f"Token {self.token}", "X-Tenant": "prod", "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=scaled(30)) as resp:
                 raw = resp.read()
                 return resp.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as exc:
@@ -240,7 +240,7 @@ def _sign_in_and_connect(base: str, authorize_url: str, username: str, password:
                 jar[name.strip()] = rest.split(";", 1)[0]
         return answer
 
-    with httpx2.Client(follow_redirects=False, timeout=30) as http:
+    with httpx2.Client(follow_redirects=False, timeout=scaled(30)) as http:
         form = visit("GET", base + "/accounts/login/")
         found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
         assert found, form.text[:500]
@@ -294,7 +294,7 @@ def test_an_expired_oauth_token_is_refreshed_once_under_calls_racing_in_both_web
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(90)
+            thread.join(scaled(90))
         assert len(results) == 8 and all(r["success"] and r["text"] == "alice" for r in results), results
         status, stats = api_a("POST", f"/api/v1/tools/{tool['id']}/invoke/", {"function": "stats", "arguments": {}})
         assert status == 200 and stats["success"], stats

@@ -14,6 +14,7 @@ from tenants_app.models import Membership, Role
 from tests.browser import MARKS, chromium, shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.identity_app.oidc_node import node_available, node_provider
+from tests.waiting import scaled_ms
 
 pytestmark = [*MARKS, pytest.mark.skipif(not node_available(), reason="node and npm are not installed")]
 
@@ -31,7 +32,7 @@ def idp(live_server: Any, settings: Any, tmp_path: Any) -> Any:
 
 
 def _sign_in_in_chromium(page: Any, base: str, login: str) -> None:
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(scaled_ms(30))
     page.goto(f"{base}/accounts/login/?next=/playground/")
     page.click("text=Sign in with Acme SSO")
     page.wait_for_selector("input[name=login]")  # the provider's own login page

@@ -14,6 +14,7 @@ from django.utils import timezone
 from market_app import tasks
 from market_app.models import MarketEntry, MarketSource
 from tests.fixtures.catalog_server import CatalogServer
+from tests.waiting import scaled
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def catalog() -> Iterator[CatalogServer]:
 def test_refresh_source_task_round_trip(catalog: CatalogServer) -> None:
     """Eager without a broker; in CI a real worker process reads the committed source row."""
     source = MarketSource.objects.create(name="Task cat", url=catalog.url("/catalog.json"), format="list")
-    result = tasks.refresh_source.delay(source.pk).get(timeout=30)
+    result = tasks.refresh_source.delay(source.pk).get(timeout=scaled(30))
     assert result["ok"] is True and result["added"] == 2
     source.refresh_from_db()
     assert source.last_status == "ok" and source.refreshing_until is None

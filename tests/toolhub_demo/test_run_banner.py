@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tests.waiting import scaled
 from tools_app.runtime.procenv import group_running, kill_process_group
 
-pytestmark: list[Any] = [pytest.mark.timeout(180)]
+pytestmark: list[Any] = [pytest.mark.timeout(scaled(180))]
 
 
 def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from tenants_app.models import Role
 from tests.browser import shot as browser_shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
+from tests.waiting import scaled_ms
 from tools_app.models import FunctionState, Tool, ToolFunction
 from tools_app.wiring.pool import pool
 from tools_app.wiring.workspaces import workspace_for
@@ -38,7 +39,7 @@ def page(live_server: Any, tenant: Any, browser: Any) -> Iterator[Any]:
     SHOTS.mkdir(parents=True, exist_ok=True)
     try:
         p = browser.new_page(viewport={"width": 1280, "height": 900})
-        p.set_default_timeout(20_000)
+        p.set_default_timeout(scaled_ms(20))
         p.goto(f"{live_server.url}/admin/login/?next=/admin/")
         p.fill("#id_username", "tina")
         p.fill("#id_password", "pw-browser-2")

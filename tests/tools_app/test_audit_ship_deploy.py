@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.waiting import wait_until
+from tests.waiting import PROCESS_BOUND_S, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_without_a_target_the_shipper_waits_under_if_set_and_fails_otherwise() -
     assert "TOOLHUB_AUDIT_STREAM is not set" in first
     assert idle.poll() is None  # still running: a Procfile runner does not stop the others
     idle.send_signal(signal.SIGTERM)
-    assert wait_until(lambda: idle.poll() is not None, 30) and idle.returncode == 0
+    assert wait_until(lambda: idle.poll() is not None) and idle.returncode == 0
     refused = _ship()
-    out, _ = refused.communicate(timeout=120)
+    out, _ = refused.communicate(timeout=PROCESS_BOUND_S)
     assert refused.returncode != 0 and "TOOLHUB_AUDIT_STREAM is not set" in out

@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import resolve, reverse
 
 from tenants_app.models import Role
-from tools_app.configs.auth import acts_as_user, declared_keys, is_oauth_tool, is_per_user
+from tools_app.configs.auth import Draft, acts_as_user, declared_keys, is_oauth_tool, is_per_user
 from tools_app.connections import paths
 from tools_app.connections import urls as connection_urls
 
@@ -106,13 +106,16 @@ def test_the_accessors_read_what_the_config_says() -> None:
     for tool, oauth, per_user, keys, as_user in ((shared, True, False, [], False), (own, True, True, [], True),
                                                  (keyed, False, False, ["GITHUB_TOKEN", "ORG"], True),
                                                  (plain, False, False, [], False),
-                                                 (Row(config=None), False, False, [], False)):
+                                                 (Row(config=None), False, False, [], False),
+                                                 (Draft({"auth": {"type": "oauth2", "per_user": True}}), True, True,
+                                                  [], True), (Draft(None), False, False, [], False)):
         assert (is_oauth_tool(tool), is_per_user(tool), declared_keys(tool), acts_as_user(tool)) == \
             (oauth, per_user, keys, as_user), tool.config
 
 
 RAW_READS = re.compile(r"""get\(\s*["'](user_secrets|per_user)["']|\[\s*["'](user_secrets|per_user)["']\s*\]"""
-                       r"""|get\(\s*["']type["']\s*\)\s*[!=]=\s*["']oauth2["']""")
+                       r"""|get\(\s*["']type["']\s*\)\s*[!=]=\s*["']oauth2["']"""
+                       r"""|\b(?:if|and|or|not)\s+[\w.]*get\(\s*["']auth["']\s*\)""")  # "is it OAuth?" as a truth test
 
 
 def test_no_caller_reads_the_connection_keys_of_a_config_raw() -> None:

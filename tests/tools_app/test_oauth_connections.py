@@ -14,6 +14,7 @@ from django.utils import timezone
 from tenants_app.models import Role
 from tests.fixtures.mcp_servers import OAUTH_SERVER, expire_access_tokens, http_server
 from tests.tools_app.runtime.mcp.test_oauth_client import browse
+from tests.waiting import scaled
 from tools_app.models import OAuthConnection, OAuthRegistration, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,7 +173,7 @@ def test_calls_use_the_shared_connection_and_refresh_under_a_race(api: Any, memb
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(scaled(60))
     assert len(results) == 8 and all(r["success"] for r in results), results
     issued.append(OAuthConnection.objects.get(tool_id=tool_id).tokens)
     assert issued[1]["access_token"] != issued[0]["access_token"]  # refreshed (once: no reuse below)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tests.waiting import PROCESS_BOUND_S
+from tests.waiting import PROCESS_BOUND_S, scaled
 
 ROOT = Path(settings.BASE_DIR)
 
@@ -18,7 +18,7 @@ ROOT = Path(settings.BASE_DIR)
 def test_make_test_installs_nothing_into_the_venv() -> None:
     # A dry run prints every command `make test` would run; none may install the sample into the venv.
     out = subprocess.run(["make", "-n", "test", "test-plugins"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+                         timeout=scaled(60))
     assert out.returncode == 0, out.stderr
     installs = [line for line in out.stdout.splitlines() if "pip install" in line and "sample-plugin" in line]
     assert installs == []

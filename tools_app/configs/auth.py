@@ -6,12 +6,14 @@
 - `acts_as_user`: the tool reaches its server as each calling member (either of the last two).
 
 Each takes the tool (anything with the stored `config` mapping, e.g. a `tools_app.models.Tool`): a config saved
-through the typed specs, so the reads trust its shape but never fail on a missing key. Django-free.
+through the typed specs, so the reads trust its shape but never fail on a missing key. A config on no tool (one the
+market builds before it creates the tool, or a tool's previous config) is read as `Draft(config)`. Django-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 
@@ -20,6 +22,13 @@ class Configured(Protocol):
 
     @property
     def config(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A config on no tool, for these accessors: `is_oauth_tool(Draft(config))`."""
+
+    config: Mapping[str, Any] | None
 
 
 def _config(tool: Configured) -> Mapping[str, Any]:
@@ -53,4 +62,4 @@ def acts_as_user(tool: Configured) -> bool:
     return is_per_user(tool) or bool(declared_keys(tool))
 
 
-__all__ = ["Configured", "acts_as_user", "declared_keys", "is_oauth_tool", "is_per_user"]
+__all__ = ["Configured", "Draft", "acts_as_user", "declared_keys", "is_oauth_tool", "is_per_user"]

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from tests.fixtures.npm_lock import install_locked, node_available  # noqa: F401  (node_available: the tests import it here)
+from tests.waiting import PROCESS_BOUND_S, scaled
 
 HERE = Path(__file__).resolve().parent / "node"
 FILES = ("package.json", "package-lock.json", "client.mjs", "fidelity.mjs", "oauth_client.mjs")
@@ -48,7 +49,7 @@ class TsClient:
                 self.events.put(json.loads(line))
         self.events.put({"event": "exit"})
 
-    def next(self, *wanted: str, timeout_s: float = 60) -> dict[str, Any]:
+    def next(self, *wanted: str, timeout_s: float = scaled(60)) -> dict[str, Any]:
         """The next event named one of `wanted` (others are kept in `seen`)."""
         while True:
             event = self.events.get(timeout=timeout_s)
@@ -77,7 +78,7 @@ def inspector(folder: Path, url: str, token: str, *args: str) -> subprocess.Comp
     return subprocess.run(
         [str(folder / "node_modules" / ".bin" / "mcp-inspector"), "--cli", url, "--transport", "http",
          "--header", f"Authorization: Bearer {token}", *args],
-        cwd=folder, capture_output=True, text=True, timeout=120,
+        cwd=folder, capture_output=True, text=True, timeout=PROCESS_BOUND_S,
     )
 
 

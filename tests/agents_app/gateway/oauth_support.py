@@ -22,6 +22,8 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from tests.waiting import scaled
+
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
 CLIENT_NAME = "Test Desktop Client"
 _HIDDEN = re.compile(r'<input type="hidden" name="(?P<name>[^"]+)" value="(?P<value>[^"]*)"')
@@ -59,7 +61,7 @@ class Browser:
 
     def __init__(self, username: str, password: str = "pw", *, allow: bool = True) -> None:
         self.username, self.password, self.allow = username, password, allow
-        self.http = httpx2.AsyncClient(timeout=30)
+        self.http = httpx2.AsyncClient(timeout=scaled(30))
         self.consent_pages: list[str] = []
 
     async def close(self) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.node_clients import ensure_installed, node_available
 from tests.agents_app.gateway.test_fidelity import FIDELITY, TOOLHUB_HINTS, weather  # noqa: F401 - the fixture
+from tests.waiting import PROCESS_BOUND_S
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -28,7 +29,7 @@ pytestmark = [
 
 def _run(folder: Path, *args: str) -> dict[str, Any]:
     done = subprocess.run(["node", str(folder / "fidelity.mjs"), *args], cwd=folder, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=PROCESS_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return answer

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.agents_app.gateway.clients import refusal
 from tests.agents_app.gateway.modern import MODERN, MODES, client
-from tests.waiting import wait_until_async
+from tests.waiting import scaled, wait_until_async
 from tools_app.models import Approval, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -367,7 +367,7 @@ def test_a_change_reaches_listeners_on_every_process_through_redis(lists_over_re
 
 
 def _modern_post(url: str, token: str, body: dict[str, Any], **headers: str) -> httpx2.Response:
-    return httpx2.post(url, json=body, timeout=60, headers={
+    return httpx2.post(url, json=body, timeout=scaled(60), headers={
         "Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}",
         "Mcp-Protocol-Version": MODERN, **headers})
 

@@ -16,6 +16,7 @@ from django.conf import settings
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.node_clients import TsClient, ensure_installed, inspector, node_available
+from tests.waiting import PROCESS_BOUND_S
 from tools_app.models import Approval, ToolCall
 
 pytestmark = [
@@ -161,7 +162,7 @@ def test_inspector_cli_signs_in_through_toolhubs_authorization_server(
         [str(node_folder / "node_modules" / ".bin" / "mcp-inspector"), "--cli", served.endpoint("acme", setup.agent_id),
          "--transport", "http", "--method", "tools/call", "--tool-name", "inventory__get_inventory",
          "--tool-arg", "sku=DEMO-001"],
-        cwd=node_folder, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+        cwd=node_folder, capture_output=True, text=True, timeout=PROCESS_BOUND_S, env=env, stdin=subprocess.DEVNULL)
     assert called.returncode == 0, called.stdout[-2000:] + called.stderr[-3000:]
     assert "DEMO-001" in json.loads(called.stdout)["content"][0]["text"]
     assert log.read_text().split() == ["1", "302"]  # the member was asked once, and allowed

@@ -35,6 +35,7 @@ from tests.agents_app.gateway.oauth_support import (
     provider,
 )
 from tests.fixtures.mcp_servers import free_port, wait_listening
+from tests.waiting import scaled
 from tools_app.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +109,7 @@ def test_the_sdk_signs_in_with_a_client_id_metadata_document(served: Any, setup:
     async def scenario() -> Any:
         auth = provider(url, browser, storage, client_metadata_url=doc_url)
         try:
-            async with httpx2.AsyncClient(auth=auth, timeout=30) as http:
+            async with httpx2.AsyncClient(auth=auth, timeout=scaled(30)) as http:
                 async with streamable_http_client(url, http_client=http) as (read, write):
                     async with ClientSession(read, write) as session:
                         await session.initialize()

@@ -28,6 +28,7 @@ from tests.agents_app.gateway.oauth_support import (
     registered_client,
     tokens_for,
 )
+from tests.waiting import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -282,7 +283,7 @@ def test_a_call_through_a_token_is_its_clients_last_use(served: Any, setup: Any)
 def _call(served: Any, setup: Any, token: str, name: str, arguments: dict[str, Any]) -> bool:
     """initialize, then one tools/call over streamable HTTP with the bearer token: whether it succeeded."""
     url = served.endpoint("acme", setup.agent_id)
-    with httpx2.Client(headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}, timeout=30) as http:
+    with httpx2.Client(headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}, timeout=scaled(30)) as http:
         init = http.post(url, json=INIT)
         session = {"mcp-session-id": init.headers["mcp-session-id"]} if "mcp-session-id" in init.headers else {}
         http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agents_app.gateway import principal, server
 from tests.agents_app.gateway.clients import connect
+from tests.waiting import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,7 +88,7 @@ def _post(url: str, token: str, body: dict[str, Any], session_id: str | None = N
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", "Mcp-Protocol-Version": "2025-06-18"}
     if session_id:
         headers["Mcp-Session-Id"] = session_id
-    return httpx2.request(method, url, json=body if method == "POST" else None, headers=headers, timeout=60)
+    return httpx2.request(method, url, json=body if method == "POST" else None, headers=headers, timeout=scaled(60))
 
 
 def test_sessions_are_recorded_again_when_redis_comes_back_empty(served_pair: Any, setup: Any) -> None:

@@ -17,7 +17,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
-from tests.waiting import wait_until_async
+from tests.waiting import scaled, wait_until_async
 from tools_app.models import Approval, FunctionState, Tool, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -329,7 +329,7 @@ def test_list_changed_is_sent_when_the_toolset_changes(served: Any, setup: Any, 
                            message_handler=on_message) as (session, init):
             before = await session.list_tools()
             await asyncio.to_thread(_disable_echo_env, setup)
-            await wait_until_async(got.is_set, 60)  # the sweep runs every 0.2 s in tests
+            await wait_until_async(got.is_set, scaled(60))  # the sweep runs every 0.2 s in tests
             after = await session.list_tools()
             return init, before, after
 

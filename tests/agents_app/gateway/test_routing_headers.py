@@ -17,6 +17,7 @@ from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.modern import MODERN, client
+from tests.waiting import scaled
 from tools_app.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +26,7 @@ NOT_JSON = b"{this is not JSON"
 
 
 def _raw(url: str, token: str, method: str, name: str = "", body: bytes = NOT_JSON) -> httpx2.Response:
-    return httpx2.post(url, content=body, timeout=60, headers={
+    return httpx2.post(url, content=body, timeout=scaled(60), headers={
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "Authorization": f"Bearer {token}", "Mcp-Protocol-Version": MODERN, "Mcp-Method": method,
         **({"Mcp-Name": name} if name else {})})

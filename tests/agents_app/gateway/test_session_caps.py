@@ -97,7 +97,7 @@ def test_delete_releases_the_session(served: Any, setup: Any, settings: Any) -> 
     session_id = _initialize(url, setup.token).headers["mcp-session-id"]
     assert sessions.open_count(cap) == 1
     assert _delete(url, setup.token, session_id).status_code == 200
-    assert wait_until(lambda: sessions.open_count(cap) == 0, 10)
+    assert wait_until(lambda: sessions.open_count(cap) == 0)
 
 
 def test_the_caps_are_sized_for_real_clients(settings: Any) -> None:

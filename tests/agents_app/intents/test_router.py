@@ -10,6 +10,7 @@ import numpy as np
 from agents_app.runtime.intents import IntentIndex, IntentSpec, default_embedder, features
 from agents_app.runtime.intents.policy import decide
 from agents_app.runtime.intents.router import Match
+from tests.waiting import scaled
 
 
 def test_chinese_text_becomes_character_unigrams_and_bigrams() -> None:
@@ -310,7 +311,7 @@ def test_a_forked_child_embeds_after_its_parent_did() -> None:
             exited.append(os.waitstatus_to_exitcode(status))
         return bool(done)
 
-    if not wait_until(reaped, 60):
+    if not wait_until(reaped, scaled(60)):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         raise AssertionError("the forked child's embed() hung")

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 
 from tests.fixtures import real_servers as rs
+from tests.waiting import PROCESS_BOUND_S, scaled
 from tools_app.models import Tool
 from tools_app.packages.models import PackageInstall, ToolPackage
 from tools_app.runtime.mcp.spec import LocalSpec
@@ -117,7 +118,7 @@ def test_the_store_is_read_only_to_the_server(api: Any, registries_reachable: No
               f'rm -f {victim}; c=$?; echo "$a $b $c"')
     argv = bwrap_argv(box.policy, bwrap=check_available(box.policy), workspace=Path(box.workspace),
                       argv=["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin"}, uid=box.uid)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(30), check=False)
     codes = done.stdout.split()
     assert len(codes) == 3 and all(code != "0" for code in codes), (done.stdout, done.stderr)
     assert "Read-only file system" in done.stderr
@@ -182,7 +183,7 @@ def test_test_waits_for_an_install_in_progress(api: Any, monkeypatch: pytest.Mon
     monkeypatch.setattr(services, "_wait", observed_wait)
 
     def other_process() -> None:
-        assert waiting.wait(120)
+        assert waiting.wait(PROCESS_BOUND_S)
         services._install(ref, PackageInstall.objects.get(pk=row.pk))
         connection.close()
 
@@ -192,7 +193,7 @@ def test_test_waits_for_an_install_in_progress(api: Any, monkeypatch: pytest.Mon
         tool_id = create(api, "everything", "npx", [*EVERYTHING[:1], f"{EVERYTHING[1]}@{version}"])
         tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     finally:
-        worker.join(180)
+        worker.join(PROCESS_BOUND_S)
     assert waiting.is_set() and tested["ok"], tested
     assert PackageInstall.objects.get(pk=row.pk).status == "installed"
 

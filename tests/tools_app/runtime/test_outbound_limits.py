@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from core.outbound import OutboundPolicy, deadline, fetch
+from tests.waiting import scaled
 from tools_app.configs import HttpConfig
 from tools_app.runtime import http_tool
 from tools_app.runtime.errors import OutboundBlocked, ToolTimeout
@@ -90,7 +91,7 @@ def trickle() -> Iterator[tuple[str, Trickle]]:
 
 def _assert_cut_short(state: Trickle) -> None:
     # The server notices the closed connection on its next write.
-    assert state.done.wait(10), "the server never finished: the client kept the connection open"
+    assert state.done.wait(scaled(10)), "the server never finished: the client kept the connection open"
     assert state.disconnected.is_set()
     assert state.sent < TRICKLE_TOTAL // 2
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import scaled
 from tools_app.runtime.sandbox import SandboxPolicy, bwrap_argv, check_available, sandbox_env
 
 pytestmark = pytest.mark.skipif(
@@ -28,7 +29,7 @@ def in_temp() -> Iterator[Path]:
 def sandboxed(policy: SandboxPolicy, workspace: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     full = bwrap_argv(policy, bwrap=check_available(policy), workspace=workspace, argv=list(argv),
                       env=sandbox_env(policy, {}))
-    return subprocess.run(full, capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(full, capture_output=True, text=True, timeout=scaled(60), cwd="/")
 
 
 def test_a_read_only_folder_in_the_temp_folder_is_not_hidden_by_the_sandboxs_tmp(in_temp: Path,

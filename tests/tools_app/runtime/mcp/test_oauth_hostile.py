@@ -11,6 +11,7 @@ import pytest
 
 from core.outbound import OutboundPolicy
 from tests.fixtures.hostile_oauth import Hostile, hostile_server
+from tests.waiting import scaled
 from tools_app.runtime.mcp import oauth
 
 REDIRECT = "http://toolhub.test/oauth/callback/"
@@ -78,7 +79,7 @@ def bounded(call: Callable[[], Any], within_s: float) -> BaseException | None:
 def test_a_trickling_discovery_is_cut_at_the_total_deadline(hostile: Hostile) -> None:
     hostile.metadata_mode = "trickle"
     hostile.trickle_s = 0.5  # well inside the per-read timeout: only a total deadline ends it
-    failure = bounded(lambda: oauth.discover(hostile.url, policy(timeout_s=2)), within_s=60)
+    failure = bounded(lambda: oauth.discover(hostile.url, policy(timeout_s=2)), within_s=scaled(60))
     assert isinstance(failure, oauth.OAuthFailed) and failure.details["cause"] == "timeout", failure
     assert hostile.sent[PRM_PATH] < 10_000
 
@@ -96,11 +97,11 @@ def test_token_requests_go_through_the_same_policy(hostile: Hostile, mode: str, 
     for step in (lambda: oauth.exchange_code(found, client, code="c", code_verifier="v" * 43, redirect_uri=REDIRECT,
                                              policy=pol),
                  lambda: oauth.refresh(found, client, refresh_token="rt", policy=pol)):
-        failure = bounded(step, within_s=60)
+        failure = bounded(step, within_s=scaled(60))
         assert isinstance(failure, oauth.OAuthFailed) and failure.details["cause"] == cause, failure
         assert "hostile-client-secret" not in failure.message
     assert bounded(lambda: oauth.revoke(found, client, token="rt", hint="refresh_token", policy=pol),
-                   within_s=60) is None
+                   within_s=scaled(60)) is None
     assert hostile.sent["/token"] < 32 * 1024 * 1024
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.tools_app.runtime.mcp.conftest import Specs
 from tests.tools_app.runtime.mcp.test_sandbox import call, sandbox_for, sandboxed
-from tests.waiting import wait_until
+from tests.waiting import PROCESS_BOUND_S, scaled, wait_until
 from tools_app.runtime import netjail
 from tools_app.runtime.mcp import SessionPool
 from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable
@@ -48,7 +48,7 @@ class Internet:
                      [*ip, "netns", "exec", self.ns, "ip", "addr", "add", f"{self.address}/30", "dev", self.veth + "p"],
                      [*ip, "netns", "exec", self.ns, "ip", "link", "set", self.veth + "p", "up"],
                      [*ip, "netns", "exec", self.ns, "ip", "link", "set", "lo", "up"]):
-            subprocess.run(argv, check=True, capture_output=True, timeout=30)
+            subprocess.run(argv, check=True, capture_output=True, timeout=scaled(30))
         self.port = 8000 + secrets.randbelow(1000)
         # A server on the internet side, counting the connections it accepts.
         self.server = subprocess.Popen(
@@ -72,8 +72,8 @@ class Internet:
     def close(self) -> None:
         os.killpg(self.server.pid, 9)
         self.server.wait(10)
-        subprocess.run(["ip", "link", "del", self.veth], capture_output=True, timeout=30)
-        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True, timeout=scaled(30))
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=scaled(30))
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_public_reaches_the_internet_side_but_nothing_of_the_host(pool: SessionP
         spec = sandboxed(specs, sandbox_for(tmp_path, 7, public_net=True))
         reached = call(pool, spec, "connect", {"host": internet.address, "port": internet.port})
         assert reached["ok"] is True, reached
-        assert wait_until(lambda: internet.accepted >= 1, 10)
+        assert wait_until(lambda: internet.accepted >= 1)
         # Redis and PostgreSQL on the host's loopback, the runner/web stand-in on every host address, the
         # host-loopback alias of the user-mode stack, the cloud metadata address and private ranges.
         targets: list[tuple[str, int]] = [("127.0.0.1", 6379), ("127.0.0.1", 5432), ("127.0.0.1", service.port),
@@ -156,7 +156,7 @@ def test_where_the_ranges_cannot_be_closed_the_command_never_runs(tmp_path: Path
             "--die-with-parent", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
             "/lib", "--symlink", "usr/lib64", "/lib64", "--bind", str(tmp_path), str(tmp_path), "--proc", "/proc",
             "--dev", "/dev", "--", "/bin/sh", "-c", f"touch {ran}"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode != 0 and "1.2.3.4/40" in done.stderr
     assert not ran.exists()
 
@@ -182,6 +182,6 @@ def test_public_resolves_names_and_fetches_from_the_package_registry(tmp_path: P
     code = ("import urllib.request; print(urllib.request.urlopen('https://pypi.org/simple/mcp/', timeout=30).status)")
     assert isinstance(spec.target, LocalSpec)
     how = launch(sys.executable, spec.target, [sys.executable, "-c", code])
-    done = subprocess.run(how.argv, env=how.env, cwd=how.cwd, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(how.argv, env=how.env, cwd=how.cwd, capture_output=True, text=True, timeout=PROCESS_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "200"

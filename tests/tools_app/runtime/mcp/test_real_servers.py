@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures import real_servers as rs
 from tests.tools_app.runtime.mcp.conftest import Specs
-from tests.waiting import wait_until
+from tests.waiting import scaled, wait_until
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 
 pytestmark = pytest.mark.real_servers
@@ -28,7 +28,7 @@ def everything(request: Any, npm_servers: None, specs: Specs) -> Iterator[Server
     """server-everything as a LOCAL (stdio) or REMOTE (streamable HTTP, SSE) tool spec."""
     if request.param == "stdio":
         yield specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"],
-                          startup_timeout_s=30)
+                          startup_timeout_s=scaled(30))
         return
     served = "streamableHttp" if request.param == "streamable_http" else "sse"
     with rs.everything_http(served) as (url, _proc):
@@ -83,7 +83,7 @@ def test_progress_notifications_reach_the_caller(pool: SessionPool, everything: 
 def test_roots_offered_to_a_local_server(pool: SessionPool, npm_servers: None, specs: Specs,
                                          tmp_path: Any) -> None:
     spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"],
-                       startup_timeout_s=30, roots=[str(tmp_path)])
+                       startup_timeout_s=scaled(30), roots=[str(tmp_path)])
     result = pool.call(spec, "get-roots-list", {})
     assert result.success, result.error
     assert f"file://{tmp_path}" in result.text
@@ -93,7 +93,7 @@ def test_filesystem_server_works_from_roots_alone(pool: SessionPool, npm_servers
                                                   tmp_path: Any) -> None:
     (tmp_path / "hello.txt").write_text("hi from the workspace")
     spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.FILESYSTEM)],  # no directory arguments
-                       startup_timeout_s=30, roots=[str(tmp_path)])
+                       startup_timeout_s=scaled(30), roots=[str(tmp_path)])
     allowed = pool.call(spec, "list_allowed_directories", {})
     assert allowed.success and str(tmp_path) in allowed.text, allowed
     read = pool.call(spec, "read_text_file", {"path": str(tmp_path / "hello.txt")})
@@ -135,13 +135,13 @@ def test_a_stdio_real_server_that_died_is_replaced_for_the_next_call(pool: Sessi
     import os
     import signal
 
-    spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"], startup_timeout_s=30)
+    spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"], startup_timeout_s=scaled(30))
     assert pool.call(spec, "echo", {"message": "one"}).success
     pid = pool._conns[spec.key].pid
     assert pid is not None
     conn = pool._conns[spec.key]
     os.kill(pid, signal.SIGKILL)
-    assert wait_until(conn.exited, 10)  # the pool's loop reaped the child
+    assert wait_until(conn.exited)  # the pool's loop reaped the child
     again = pool.call(spec, "echo", {"message": "two"})
     assert again.success and again.text == "Echo: two", again
     assert pool.stats()["sessions_opened"] == 2

@@ -11,7 +11,7 @@ import pytest
 from core.outbound import OutboundPolicy
 from tests.fixtures.mcp_servers import HTTP_FAULTS, http_server
 from tests.tools_app.runtime.mcp.conftest import Specs
-from tests.waiting import wait_until
+from tests.waiting import scaled, wait_until
 from tools_app.runtime.errors import OutboundBlocked, RemoteHTTPError, RuntimeToolError, WrongTransport
 from tools_app.runtime.mcp import SessionPool
 from tools_app.runtime.mcp.http import HttpChannel
@@ -167,7 +167,7 @@ def test_an_sse_call_the_server_may_have_run_is_not_repeated(pool: SessionPool, 
             pool.call(spec, "slow", {"seconds": 5, "started": str(started)})))
         worker.start()
         assert wait_until(started.exists), "the call never reached the server"
-    worker.join(30)
+    worker.join(scaled(30))
     (failed,) = results
     assert not failed.success and failed.error_code == "EXECUTION_ERROR", failed  # type: ignore[attr-defined]
     assert pool.stats()["sessions_opened"] == 1
