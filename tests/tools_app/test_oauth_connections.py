@@ -85,7 +85,9 @@ def test_shared_connection_end_to_end(api: Any, server_url: str) -> None:
 def test_a_link_opened_by_another_user_connects_nothing(api: Any, member_client: Any, tenant: Any,
                                                        server_url: str) -> None:
     tool_id = make_tool(api, server_url)
-    link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
+    started = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/")
+    assert started.status_code == 200, started.content  # a refusal names its step (seen once under load: a 400)
+    link = started.json()["authorize_url"]
     mallory = member_client(tenant, Role.ADMIN).user
     hijacked = signed_in(mallory).get(urlparse(link).path)
     assert hijacked.status_code == 400 and "not yours" in hijacked.content.decode()
@@ -116,7 +118,9 @@ def test_shared_connection_needs_an_admin_and_a_non_oauth_tool_is_named(api: Any
 
 
 def connect_shared(api: Any, tool_id: int) -> dict[str, str]:
-    link = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/").json()["authorize_url"]
+    started = api.post(f"/api/v1/tools/{tool_id}/oauth/connect/")
+    assert started.status_code == 200, started.content  # a refusal names its step (seen once under load: a 400)
+    link = started.json()["authorize_url"]
     browser = signed_in(api.user)
     query = provider_answer(browser, link)
     assert browser.get("/oauth/callback/", query, follow=True).status_code == 200
