@@ -56,6 +56,17 @@ def _json(text: str) -> Any:
         return None
 
 
+def _answer(resp: Any) -> tuple[int, dict[str, Any]]:
+    """An invoke's HTTP status (0: no answer) and its JSON body ({} when there is none or it is not an object)."""
+    status = resp.status_code or 0
+    body = _json(resp.text or "") if status else None
+    return status, body if isinstance(body, dict) else {}
+
+
+def _retry_after(resp: Any) -> str:
+    return str((resp.headers or {}).get("Retry-After") or "")
+
+
 class TenantA(FastHttpUser):
     wait_time = constant(0)
     host = HOSTS[0]
@@ -82,10 +93,8 @@ class TenantA(FastHttpUser):
         with self.client.post(f"{self.base}/api/v1/tools/{TOOL_ID}/invoke/", headers=self.headers, name="A invoke",
                               json={"function": "get_inventory", "arguments": {"sku": "DEMO-001"}},
                               catch_response=True) as resp:
-            status = resp.status_code or 0
-            body = _json(resp.text or "") if status else None
-            body = body if isinstance(body, dict) else {}
-            retry_after = str((resp.headers or {}).get("Retry-After") or "")
+            status, body = _answer(resp)
+            retry_after = _retry_after(resp)
             if status == 200 and body.get("success"):
                 _record("invoke", status, "ok", "", "", started)
                 resp.success()
@@ -113,16 +122,14 @@ class TenantA(FastHttpUser):
         with self.client.post(f"{self.base}/api/v1/tools/{tool}/invoke/", headers=self.headers, name="A local",
                               json={"function": "get_inventory", "arguments": {"sku": "DEMO-001"}},
                               catch_response=True) as resp:
-            status = resp.status_code or 0
-            body = _json(resp.text or "") if status else None
-            body = body if isinstance(body, dict) else {}
+            status, body = _answer(resp)
             if status == 200 and body.get("success"):
                 outcome = "ok"
             elif "capacity_exceeded" in str(body.get("error") or ""):
                 outcome = "capacity_exceeded"
             else:
                 outcome = str(body.get("error_code") or ("connection" if not status else "untyped"))
-            _record("local", status, outcome, "", str((resp.headers or {}).get("Retry-After") or ""), started)
+            _record("local", status, outcome, "", _retry_after(resp), started)
             resp.success()
 
     def _rpc(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any] | None, Any]:
