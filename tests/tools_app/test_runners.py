@@ -100,7 +100,18 @@ class Runners:
                 f"runner {runner_id} never announced itself: {self.log_tail(runner_id)}"
 
     def announced(self, runner_id: str) -> bool:
-        return runner_id in {r.id for r in self.registry.runners(max_age_s=0)}
+        return runner_id in self.in_redis()
+
+    @staticmethod
+    def in_redis() -> dict[str, RunnerInfo]:
+        """The runners announced in Redis now, read by a registry that remembers nothing: `self.registry` keeps what
+        it verified before until its signed expiry, so after a flush it still lists runners a fresh web process
+        cannot find until their next heartbeat (CI's second pass once failed on exactly that)."""
+        fresh = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
+        try:
+            return {r.id: r for r in fresh.runners(max_age_s=0)}
+        finally:
+            fresh.redis.close()
 
     def log_tail(self, runner_id: str) -> str:
         return (self.tmp_path / f"{runner_id}.log").read_text(errors="replace")[-2000:]
@@ -124,8 +135,8 @@ class Runners:
         alive = {i for i in runner_ids if i in self.procs and self.procs[i].poll() is None}
         # A running runner is announced again by its next heartbeat: the Redis database may just have been emptied
         # (with REDIS_URL set, the cache is in it, and each test starts with the cache cleared).
-        wait_until(lambda: alive <= {r.id for r in self.registry.runners(max_age_s=0)})
-        live = {r.id: r for r in self.registry.runners(max_age_s=0)}
+        wait_until(lambda: alive <= set(self.in_redis()))
+        live = self.in_redis()
         gone = [i for i in runner_ids if i not in alive or i not in live or live[i].draining]
         for runner_id in gone:
             if runner_id in alive:
