@@ -268,6 +268,10 @@ class ToolCall(models.Model):
     # How many calls the row stands for: 1, except a row of quota refusals folded together (N refused calls of one
     # member, tool and function in one UTC minute, after the first: tools_app.services.quota_refusals).
     call_count = models.PositiveIntegerField(default=1)
+    # A call awaiting input: when its server's questions were last handed to the caller, or a round answering them
+    # last began. The caller's sealed requestState expires TOOLHUB_MCP_REQUEST_STATE_TTL_S after; a row still
+    # awaiting input then was abandoned, and the sweep ends it (tools_app.services.abandoned_input). Else null.
+    input_asked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

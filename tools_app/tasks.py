@@ -41,10 +41,18 @@ def fold_quota_refusals() -> dict[str, int]:
     return fold()
 
 
+@shared_task(name="tools.sweep_abandoned_input")
+def sweep_abandoned_input() -> int:
+    """Beat: end the calls still awaiting input whose caller's requestState expired (the caller never answered)."""
+    from tools_app.services.abandoned_input import sweep_abandoned_input as sweep
+
+    return sweep()
+
+
 @shared_task(name="tools.check_tool")
 def check_tool(tool_id: int) -> bool:
     return health.check_tool(tool_id)
 
 
 __all__ = ["check_tool", "check_tools_health", "expire_approvals", "fold_quota_refusals", "refresh_functions",
-           "replay_audit_spool"]
+           "replay_audit_spool", "sweep_abandoned_input"]

@@ -34,7 +34,7 @@ from tools_app.runtime.result import ToolResult
 from tools_app.runtime.screen.results import META_KEY, screened_answer
 from tools_app.services import screening
 from tools_app.services.approval_gate import needs_approval
-from tools_app.services.audit import audit, settle, through_client
+from tools_app.services.audit import audit, resumed, settle, through_client
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec
 
@@ -105,9 +105,8 @@ def _send(principal: Principal, tool: Tool, op: Any, what: str, client_requests:
 def _audited_upstream(principal: Principal, tool: Tool, function: str, arguments: dict[str, Any], op: Any,
                       title: str, client_requests: ClientRequests | None, continuing: int | None) -> dict[str, Any]:
     secrets = secret_values(tool.type, tool.config) + selectors.live_secret_values(tenant=principal.tenant, tool=tool)
-    row = None if continuing is None else ToolCall.objects.filter(
-        pk=continuing, tenant=principal.tenant, tool=tool, function=function, actor=principal.user,
-        status=CallStatus.AWAITING_INPUT).first()
+    row = None if continuing is None else resumed(pk=continuing, tenant=principal.tenant, tool=tool,
+                                                  function=function, actor=principal.user)
 
     def write(result: ToolResult, status: str) -> ToolCall:
         if row is not None:

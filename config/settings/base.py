@@ -327,6 +327,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         # and function per UTC minute (tools_app.services.quota_refusals; seconds).
         "schedule": env_float("TOOLHUB_QUOTA_FOLD_S", 30),
     },
+    "abandoned-input-sweep": {
+        "task": "tools.sweep_abandoned_input",
+        # Calls awaiting a caller's input past their requestState's expiry end as abandoned
+        # (tools_app.services.abandoned_input).
+        "schedule": 60.0,
+    },
     "oauth-clients-prune": {
         "task": "agents.prune_oauth_clients",
         "schedule": 3600.0,

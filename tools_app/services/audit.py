@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from core.exceptions import unavailable_service
 from core.secrets import redact, scrub_text
@@ -95,6 +96,7 @@ def audit(
         dry_run=dry_run,
         arguments=redact(arguments if isinstance(arguments, dict) else {"_": arguments}, secrets),
         status=status,
+        input_asked_at=timezone.now() if status == CallStatus.AWAITING_INPUT else None,
         **_outcome(result, secrets),
     )
     try:
@@ -139,5 +141,17 @@ def settle(call: ToolCall, result: ToolResult, status: str, secrets: list[str]) 
         setattr(call, name, value)
     call.cost_ms = spent + (result.cost_ms or 0)
     call.status = status
+    call.input_asked_at = timezone.now() if status == CallStatus.AWAITING_INPUT else None
     call.save()
     return call
+
+
+def resumed(**match: Any) -> ToolCall | None:
+    """The row of a call awaiting input that a round answering its questions continues (`match`: its pk and whose
+    call it is), or None when there is none (never was, settled, or swept as abandoned). Taking it renews its
+    `input_asked_at`, so the sweep (tools_app.services.abandoned_input) never ends a call whose round is running: the
+    sweep's row lock and this conditional update order the two, and the loser sees the other's outcome."""
+    rows = ToolCall.objects.filter(status=CallStatus.AWAITING_INPUT, **match)
+    if not rows.update(input_asked_at=timezone.now()):
+        return None
+    return rows.first()

@@ -47,7 +47,7 @@ from tools_app.services.approval_gate import (
     approval_screen,
     needs_approval,
 )
-from tools_app.services.audit import audit, settle
+from tools_app.services.audit import audit, resumed, settle
 from tools_app.wiring import pool as wiring_pool
 from tools_app.wiring import specs as wiring_specs
 from tools_app.wiring.http import outbound_policy
@@ -346,9 +346,8 @@ def _awaiting_input(tenant: Tenant, actor: Any, tool: Tool, function: str, call_
     """The row a continuing round settles: this caller's call of this function, still awaiting input."""
     if call_id is None:
         return None
-    return ToolCall.objects.filter(pk=call_id, tenant=tenant, tool=tool, function=function[:128],
-                                   actor=actor if getattr(actor, "pk", None) else None,
-                                   status=CallStatus.AWAITING_INPUT).first()
+    return resumed(pk=call_id, tenant=tenant, tool=tool, function=function[:128],
+                   actor=actor if getattr(actor, "pk", None) else None)
 
 
 def _admitted(ctx: _Ctx, checked_against: selectors.ToolSnapshot | None, spec: Any,

@@ -274,3 +274,70 @@ def test_a_prompt_get_of_two_rounds_is_audited_once(gateways: tuple[Served, Serv
     assert _said(prompt.messages[0]) == "Book a table for 6."
     (row,) = _rows("prompts/get")
     assert row.status == CallStatus.OK and "Book a table for 6." in row.result_excerpt
+
+
+# --- a call whose client never answers: swept once its requestState expired ----------------------------------------
+
+
+def _errors(tenant: Any) -> float:
+    from core import metrics
+
+    value = metrics.REGISTRY.get_sample_value("toolhub_tool_call_errors_total",
+                                              {"tenant": str(tenant.pk), "tool": "modern", "code": "TIMEOUT"})
+    return value or 0.0
+
+
+def test_a_call_whose_client_never_answers_ends_as_abandoned_once_its_state_expired(
+        gateways: tuple[Served, Served], tenant: Any, member_client: Any, sampling_agent: tuple[int, str]) -> None:
+    """The row waits as `awaiting_input` while the requestState may still come back; the beat task leaves it then.
+    Past the state's TTL (shifted by the setting) the task ends it once (`error`, TIMEOUT, counted once by the metrics
+    and the usage report); the expired state's retry is refused, and one that still verifies is a new call: the
+    abandoned one cannot be revived."""
+    from datetime import timedelta
+
+    from django.test import override_settings
+    from django.utils import timezone
+
+    from tools_app import usage
+    from tools_app.tasks import sweep_abandoned_input
+
+    agent_id, token = sampling_agent
+    _one_call_a_day(tenant, member_client)
+    url = gateways[0].endpoint("acme", agent_id)
+    first = asyncio.run(_by_hand(url, token, *SUMMARIZE))
+    assert isinstance(first, types.InputRequiredResult), first
+    errors_before = _errors(tenant)
+
+    assert sweep_abandoned_input() == 0  # the state is good for TOOLHUB_MCP_REQUEST_STATE_TTL_S (900 s)
+    (row,) = _rows("summarize")
+    assert row.status == CallStatus.AWAITING_INPUT and row.input_asked_at is not None
+    since, until = row.created_at - timedelta(minutes=1), timezone.now() + timedelta(minutes=1)
+    assert usage.tool_usage(tenant=tenant, since=since, until=until) == []  # not counted while it may go on
+
+    ((key, _),) = (first.input_requests or {}).items()
+    completion = types.CreateMessageResult(role="assistant", model="late",
+                                           content=types.TextContent(type="text", text="Too late."))
+    with override_settings(TOOLHUB_MCP_REQUEST_STATE_TTL_S=0):  # time moved past the state's expiry
+        assert sweep_abandoned_input() == 1
+        assert sweep_abandoned_input() == 0  # idempotent
+    (row,) = _rows("summarize")
+    assert row.status == CallStatus.ERROR and row.error_code == "TIMEOUT", row
+    assert row.error.startswith("abandoned:") and row.input_asked_at is None
+    assert _errors(tenant) == errors_before + 1
+    (used,) = usage.tool_usage(tenant=tenant, since=since, until=until)
+    assert used["calls"] == 1 and used["errors"] == {"TIMEOUT": 1}, used
+
+    # The state, still good for the gateway (its sealer took the TTL when it started), no longer continues the swept
+    # call: its retry is a new call, counted (here refused: the quota's one call a day was the abandoned one).
+    replayed = asyncio.run(_by_hand(url, token, *SUMMARIZE, {key: completion}, first.request_state))
+    assert isinstance(replayed, types.CallToolResult) and replayed.is_error, replayed
+    assert refusal(replayed)["error_code"] == "QUOTA_EXCEEDED"
+    assert [r.status for r in _rows("summarize")] == [CallStatus.ERROR, CallStatus.DENIED]
+    assert sweep_abandoned_input() == 0
+
+
+def test_the_sweep_is_a_beat_task() -> None:
+    from django.conf import settings
+
+    entry = settings.CELERY_BEAT_SCHEDULE["abandoned-input-sweep"]
+    assert entry["task"] == "tools.sweep_abandoned_input" and float(entry["schedule"]) <= 60  # type: ignore[arg-type]
