@@ -172,3 +172,24 @@ def test_a_tool_call_waits_without_a_pooled_db_connection(api: Any, monkeypatch:
     assert _Recorder.held == [not pooled]
     # The audit row is written after the call all the same (on a connection taken again).
     assert ToolCall.objects.get(pk=resp.json()["call_id"]).status == CallStatus.OK
+
+
+def test_a_warm_invoke_screens_each_text_of_its_result_once(api: Any, inventory: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result is screened where invoke makes it, one pass per distinct text; its audit row reads the verdict
+    in the result's meta (no second pass, no per-process memory of result texts)."""
+    from tools_app.runtime.screen import clean_result as real
+    from tools_app.runtime.screen import results
+
+    assert invoke(api, inventory)["success"]
+    read: list[str] = []
+
+    def counted(text: str, **kwargs: Any) -> Any:
+        read.append(text)
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(results, "clean_result", counted)
+    body = invoke(api, inventory)
+    assert body["success"] and ToolCall.objects.get(pk=body["call_id"]).result_flags == []
+    assert read and len(read) == len(set(read)), read
+    assert any("DEMO-001" in text for text in read), read

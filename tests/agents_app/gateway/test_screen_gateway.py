@@ -194,3 +194,44 @@ def test_prompt_and_resource_answers_are_stripped_and_flagged_like_tool_results(
     rows = {c.function: c for c in ToolCall.objects.filter(function__in=("prompts/get", "resources/read"))}
     assert rows.keys() == {"prompts/get", "resources/read"} and all(c.status == "ok" for c in rows.values())
     assert all("invisible_tags" in (c.result_flags or []) and not _tagged(c.result_excerpt) for c in rows.values())
+
+
+def _screens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the result screen reads from now on (the real screen still answers); the gateway runs in this
+    process (uvicorn in a thread), so its calls are counted too."""
+    from tools_app.runtime.screen import clean_result as real
+    from tools_app.runtime.screen import results
+
+    read: list[str] = []
+
+    def counted(text: str, **kwargs: Any) -> Any:
+        read.append(text)
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(results, "clean_result", counted)
+    return read
+
+
+def test_a_gateway_call_screens_each_text_of_its_result_once(served: Any, setup: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pass per distinct text, where the result is made (invoke): the audit row and the gateway's answer read
+    the verdict in the result's meta, clean or flagged; no per-process memory of texts does it for them."""
+    api = setup.api
+    pages = server_tool(api, "pages", "results")
+    assert api.patch(f"/api/v1/agents/{setup.agent_id}/", {"tools": [{"tool": setup.tool_id}, {"tool": pages}]},
+                     format="json").status_code == 200
+    url = served.endpoint("acme", setup.agent_id)
+
+    async def call(name: str, arguments: dict[str, Any]) -> Any:
+        async with connect(url, setup.token) as (session, _init):
+            return await session.call_tool(name, arguments)
+
+    asyncio.run(call("inventory__get_inventory", {"sku": "DEMO-001"}))  # warm: the pool's server started
+    for name, arguments, flagged in (("inventory__get_inventory", {"sku": "DEMO-001"}, False),
+                                     ("pages__fetch_page", {"url": "https://example.com"}, True)):
+        read = _screens(monkeypatch)
+        result = asyncio.run(call(name, arguments))
+        assert not result.is_error, result
+        assert read and len(read) == len(set(read)), read  # each distinct text once, none again
+        row = ToolCall.objects.filter(function=name.split("__")[1]).latest("id")
+        assert bool(row.result_flags) is flagged, row.result_flags

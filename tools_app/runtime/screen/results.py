@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 from tools_app.runtime.mcp.discovery import RESULT_META
@@ -49,22 +48,12 @@ def markers_of(result: ToolResult) -> list[str]:
         return list(result.meta[META_KEY].get("markers", []))
     found: set[str] = set()
     # Each distinct text once: a result's text is usually its text block's too, and often a string of its data.
+    # A result is screened where it is made (invoke's `screened`); what reads it later (its audit row, chat's loop,
+    # the gateway) reads the verdict in its meta above, clean or flagged, and never the texts again.
     for text in dict.fromkeys(_texts(result)):
         if text:
-            kept = len(text) <= CACHED_TEXT_CHARS
-            found.update(_text_markers(text) if kept else clean_result(text).markers())
+            found.update(clean_result(text).markers())
     return sorted(found)
-
-
-# A clean result is screened where it is made (invoke's `screened`) and again where it is read (its audit row,
-# chat's loop, the gateway's flag check): the markers of recent texts up to this size are kept per process, so a
-# text goes through the rules once (two full screens were a tenth of a warm invoke's CPU in the web process).
-CACHED_TEXT_CHARS = 16_000
-
-
-@lru_cache(maxsize=256)
-def _text_markers(text: str) -> tuple[str, ...]:
-    return tuple(clean_result(text).markers())
 
 
 def _stripped(value: Any) -> Any:
