@@ -145,6 +145,75 @@ def test_a_tool_without_sampling_never_puts_its_servers_request_to_the_client(
     assert model.asked == []
 
 
+# --- a LOCAL upstream on a runner (TOOLHUB_RUNNERS): the same rounds cross the runner's call-stream and answer ----
+
+
+@pytest.fixture
+def on_a_runner() -> Iterator[Any]:
+    """This process's pool sends LOCAL servers to a runner (its app served for real on a loopback port, over a pool of
+    its own), as under `make prod-local`; the gateways run in this process, so their calls go there too."""
+    import threading
+
+    import uvicorn
+
+    from tests.fixtures.mcp_servers import free_port, wait_listening
+    from tests.tools_app.runtime.mcp.conftest import LOOPBACK
+    from tests.tools_app.runtime.runner.test_streamed_calls import SECRET, OneRunner
+    from tools_app.runtime.mcp import SessionPool
+    from tools_app.runtime.runner.app import build_app
+    from tools_app.runtime.runner.client import RunnerPool
+    from tools_app.wiring.pool import swap_pool
+
+    hosted = SessionPool(policy=LOOPBACK)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(hosted, SECRET, allow_unsandboxed=True), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_listening(port)
+    facade = RunnerPool(SessionPool(policy=LOOPBACK), OneRunner(f"http://127.0.0.1:{port}"), SECRET)  # type: ignore[arg-type]
+    replaced = swap_pool(facade)
+    try:
+        yield hosted  # the runner's own pool
+    finally:
+        swap_pool(replaced)
+        facade.shutdown()
+        server.should_exit = True
+        thread.join(10)
+        hosted.shutdown()
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_a_local_2026_upstream_on_a_runner_has_its_sampling_request_answered_by_the_gateway_clients_model(
+        gateways: tuple[Served, Served], tenant: Any, member_client: Any, on_a_runner: Any, era: str) -> None:
+    """A LOCAL modern_only.py on a runner: a 2025 client is asked in place (the runner's `ask` event, its `answer`),
+    a 2026 client by the gateway's input request (the round handed back across the runner, resumed across it on the
+    retry); either way one call, one audit row settled OK."""
+    from tools_app.runtime.runner.client import RunnerPool
+
+    assert isinstance(pool(), RunnerPool)
+    api = member_client(tenant, Role.ADMIN)
+    resp = api.post("/api/v1/tools/", {"name": "modern", "type": "LOCAL", "config": {
+        "command": sys.executable, "args": [str(MODERN_ONLY)], "call_timeout_s": 20, "sampling": True}},
+        format="json")
+    assert resp.status_code == 201, resp.content
+    tool_id = int(resp.json()["id"])
+    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["protocol_version"] == "2026-07-28"
+    agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="summarizer")
+    model = Model()
+    answered = asyncio.run(_call(gateways[0].endpoint("acme", agent_id), token_for_user(user=api.user), era,
+                                 *SUMMARIZE, sampling_callback=model))
+    (asked,) = model.asked
+    assert [_said(m) for m in asked.messages] == [ASKED] and asked.max_tokens == 50
+    assert not answered.is_error, answered
+    assert json.loads(_text(answered)) == {"summary": "Tools help agents.", "model": "client-model-7"}
+    (row,) = _rows("summarize")
+    assert row.status == CallStatus.OK and "Tools help agents." in row.result_excerpt
+    web = pool()
+    assert isinstance(web, RunnerPool)
+    assert on_a_runner.stats()["open_sessions"] == 1 and web.local.stats()["open_sessions"] == 0  # it ran there
+
+
 # --- by hand: the round sealed in the gateway's requestState, answered on the other gateway -----------------------
 
 

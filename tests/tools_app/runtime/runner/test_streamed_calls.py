@@ -170,3 +170,64 @@ def test_a_stateless_round_crosses_the_runner(web: RunnerPool, specs: Specs) -> 
                     client_requests=ClientRequests(elicit=elicit, stateless=resume))
     assert done.success and INPUT_REQUIRED not in done.meta, done
     assert json.loads(done.text) == {"booked": True, "restaurant": "Chez Ada", "people": 6}
+
+
+# --- sampling across the runner: the server asks the caller's model -------------------------------------------------
+
+
+def _completion(text: str, model: str = "client-model-7") -> dict[str, Any]:
+    return {"role": "assistant", "model": model, "content": {"type": "text", "text": text}}
+
+
+@pytest.mark.parametrize("script", [MODERN_ONLY, CLIENT_PROBE], ids=["2026", "2025"])
+def test_a_local_servers_sampling_request_reaches_the_callers_model_across_the_runner(web: RunnerPool, specs: Specs,
+                                                                                     script: Any) -> None:
+    """Asked in place (a chat, a 2025 gateway client): the server's sampling request (a 2026 input_required round, or
+    a 2025 request on its session) reaches the web side's `sample` handler whole, and its completion the server."""
+    asked: list[dict[str, Any]] = []
+
+    def sample(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return _completion("Tools help agents.")
+
+    result = web.call(specs.local(script, tool_id=11, sampling=True), "summarize",
+                      {"text": "a long story about tools"}, client_requests=ClientRequests(sample=sample))
+    assert result.success, result.error
+    (params,) = asked
+    assert params["messages"][0]["content"]["text"] == "Summarize: a long story about tools"
+    assert params["maxTokens"] == 50 and params["systemPrompt"] == "You summarize in five words."
+    answered = json.loads(result.text)  # each server says it its way: the completion's text and model came back
+    assert answered["model"] == "client-model-7" and "Tools help agents." in result.text, answered
+
+
+def test_a_sampling_request_nobody_may_answer_fails_the_call_with_the_reason_across_the_runner(
+        web: RunnerPool, specs: Specs) -> None:
+    result = web.call(specs.local(MODERN_ONLY, tool_id=12, sampling=True), "summarize", {"text": "x"},
+                      client_requests=ClientRequests(no_sample="declined: the client did not declare sampling",
+                                                     elicit=lambda _p: {"action": "decline"}))
+    assert not result.success and "did not declare sampling" in (result.error or ""), result
+
+
+def test_a_stateless_sampling_round_crosses_the_runner(web: RunnerPool, specs: Specs) -> None:
+    """A 2026 gateway client: the server's sampling request comes back in the result (keyed, its method named, its
+    params whole), and the completion the client sends with the server's requestState reaches the server."""
+    from tools_app.runtime.mcp.client_requests import INPUT_REQUIRED, Resume
+
+    def sample(params: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("handed back, not asked in place")
+
+    spec = specs.local(MODERN_ONLY, tool_id=13, version=2, sampling=True)
+    first = web.call(spec, "summarize", {"text": "a long story about tools"},
+                     client_requests=ClientRequests(sample=sample, stateless=Resume()))
+    assert first.success, first.error
+    asked = first.meta[INPUT_REQUIRED]
+    ((key, request),) = asked["requests"].items()
+    assert request["method"] == "sampling/createMessage", request
+    assert request["params"]["messages"][0]["content"]["text"] == "Summarize: a long story about tools"
+    assert asked["rounds"] == 1 and asked["revision"] == [13, 2]
+    resume = Resume(responses={key: _completion("Five words, by hand.", "by-hand")}, state=asked["state"], rounds=1,
+                    revision=(13, 2))
+    done = web.call(spec, "summarize", {"text": "a long story about tools"},
+                    client_requests=ClientRequests(sample=sample, stateless=resume))
+    assert done.success and INPUT_REQUIRED not in done.meta, done
+    assert json.loads(done.text) == {"summary": "Five words, by hand.", "model": "by-hand"}
