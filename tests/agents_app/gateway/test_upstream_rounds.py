@@ -357,11 +357,10 @@ def _errors(tenant: Any) -> float:
 
 
 def test_a_call_whose_client_never_answers_ends_as_abandoned_once_its_state_expired(
-        gateways: tuple[Served, Served], tenant: Any, member_client: Any, sampling_agent: tuple[int, str]) -> None:
+        gateways: tuple[Served, Served], tenant: Any, sampling_agent: tuple[int, str]) -> None:
     """The row waits as `awaiting_input` while the requestState may still come back; the beat task leaves it then.
     Past the state's TTL (shifted by the setting) the task ends it once (`error`, TIMEOUT, counted once by the metrics
-    and the usage report); the expired state's retry is refused, and one that still verifies is a new call: the
-    abandoned one cannot be revived."""
+    and the usage report); a retry whose state still verifies is a new call: the abandoned one cannot be revived."""
     from datetime import timedelta
 
     from django.test import override_settings
@@ -371,7 +370,6 @@ def test_a_call_whose_client_never_answers_ends_as_abandoned_once_its_state_expi
     from tools_app.tasks import sweep_abandoned_input
 
     agent_id, token = sampling_agent
-    _one_call_a_day(tenant, member_client)
     url = gateways[0].endpoint("acme", agent_id)
     first = asyncio.run(_by_hand(url, token, *SUMMARIZE))
     assert isinstance(first, types.InputRequiredResult), first
@@ -383,9 +381,6 @@ def test_a_call_whose_client_never_answers_ends_as_abandoned_once_its_state_expi
     since, until = row.created_at - timedelta(minutes=1), timezone.now() + timedelta(minutes=1)
     assert usage.tool_usage(tenant=tenant, since=since, until=until) == []  # not counted while it may go on
 
-    ((key, _),) = (first.input_requests or {}).items()
-    completion = types.CreateMessageResult(role="assistant", model="late",
-                                           content=types.TextContent(type="text", text="Too late."))
     with override_settings(TOOLHUB_MCP_REQUEST_STATE_TTL_S=0):  # time moved past the state's expiry
         assert sweep_abandoned_input() == 1
         assert sweep_abandoned_input() == 0  # idempotent
@@ -397,11 +392,14 @@ def test_a_call_whose_client_never_answers_ends_as_abandoned_once_its_state_expi
     assert used["calls"] == 1 and used["errors"] == {"TIMEOUT": 1}, used
 
     # The state, still good for the gateway (its sealer took the TTL when it started), no longer continues the swept
-    # call: its retry is a new call, counted (here refused: the quota's one call a day was the abandoned one).
-    replayed = asyncio.run(_by_hand(url, token, *SUMMARIZE, {key: completion}, first.request_state))
-    assert isinstance(replayed, types.CallToolResult) and replayed.is_error, replayed
-    assert refusal(replayed)["error_code"] == "QUOTA_EXCEEDED"
-    assert [r.status for r in _rows("summarize")] == [CallStatus.ERROR, CallStatus.DENIED]
+    # call: its retry is a call of its own, with a row of its own; the abandoned row stays as it ended.
+    ((key, _),) = (first.input_requests or {}).items()
+    completion = types.CreateMessageResult(role="assistant", model="late",
+                                           content=types.TextContent(type="text", text="Too late."))
+    asyncio.run(_by_hand(url, token, *SUMMARIZE, {key: completion}, first.request_state))
+    swept, retried = _rows("summarize")
+    assert swept.pk == row.pk and swept.status == CallStatus.ERROR and swept.error_code == "TIMEOUT"
+    assert retried.status != CallStatus.AWAITING_INPUT
     assert sweep_abandoned_input() == 0
 
 
