@@ -19,7 +19,11 @@ After the timed samples, a counting phase makes `--count` (default 200) more cal
 time and reads, from /proc, what they cost each process: CPU time (every thread's schedstat run time) and
 voluntary context switches (a thread that blocked to wait for another: the thread hand-offs) per call, of the
 gateway process, the upstream server and this client. These hardly move with the machine's load, so they are
-what a change is checked against when the latencies cannot be trusted.
+what a change is checked against when the latencies cannot be trusted. The gateway's busy threads are listed too,
+per call (`main`: uvicorn's loop; the others: the worker threads and the MCP session pool's loop).
+
+`--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
+(bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ from mcp.client.streamable_http import streamable_http_client
 WARMUP = 30
 COUNT = 200
 PROFILED_APP = "bench._profiled_asgi:application"
+POOL_ON_SERVER_LOOP_APP = "bench._pool_on_server_loop:application"
 
 
 @contextmanager
-def toolhub(profile: str | None) -> Iterator[tuple[str, str]]:
+def toolhub(profile: str | None, pool_on_server_loop: bool = False) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
-    with bench_gateway.toolhub(app=PROFILED_APP if profile else "config.asgi:application", name="bench-gateway-eras",
+    app = PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop else "config.asgi:application"
+    with bench_gateway.toolhub(app=app, name="bench-gateway-eras",
                                env_extra={"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else None,
                                quiet=False) as served:
         yield served
@@ -86,20 +92,41 @@ def _pid_serving(port: str, marker: str) -> int | None:
     return None
 
 
-def _proc_usage(pid: int | None) -> tuple[float, int]:
-    """(CPU ms, voluntary context switches) of every thread of `pid` so far."""
+def _threads_usage(pid: int | None) -> dict[int, tuple[float, int]]:
+    """Per thread of `pid`: (CPU ms, voluntary context switches) so far."""
     if pid is None:
-        return 0.0, 0
-    cpu_ns, switches = 0, 0
+        return {}
+    out: dict[int, tuple[float, int]] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            cpu_ns += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            cpu_ns = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            switches = 0
             for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
                 if line.startswith("voluntary_ctxt_switches:"):
-                    switches += int(line.split()[1])
+                    switches = int(line.split()[1])
+            out[int(tid)] = (cpu_ns / 1e6, switches)
         except OSError:
             continue  # a thread that ended meanwhile
-    return cpu_ns / 1e6, switches
+    return out
+
+
+def _proc_usage(pid: int | None) -> tuple[float, int]:
+    """(CPU ms, voluntary context switches) of every thread of `pid` so far."""
+    threads = _threads_usage(pid).values()
+    return sum(cpu for cpu, _ in threads), sum(switches for _, switches in threads)
+
+
+def _busy_threads(pid: int | None, before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]],
+                  count: int) -> str:
+    """The threads that worked during the calls, per call: `main` is the event loop's (uvicorn's) thread; the others
+    are the worker threads the database work hops to and the MCP session pool's loop (by elimination)."""
+    cells = []
+    for tid, (cpu, switches) in after.items():
+        cpu0, switches0 = before.get(tid, (0.0, 0))
+        if switches - switches0 >= count // 10 or cpu - cpu0 >= 0.05 * count:
+            name = "main" if tid == pid else str(tid)
+            cells.append((cpu - cpu0, f"{name} {(cpu - cpu0) / count:.3f} ms/{(switches - switches0) / count:.2f} sw"))
+    return ", ".join(cell for _, cell in sorted(cells, reverse=True))
 
 
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
@@ -137,10 +164,12 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
             print(f"per call, over {count} calls of each kind made one kind at a time (/proc: CPU ms of every "
                   "thread, voluntary context switches):")
             for label in clients:
+                threads_before = _threads_usage(pids["gateway"])
                 before = {who: _proc_usage(pid) for who, pid in pids.items()}
                 for _ in range(count):
                     await once(label)
                 after = {who: _proc_usage(pid) for who, pid in pids.items()}
+                threads_after = _threads_usage(pids["gateway"])
                 cells = []
                 for who in pids:
                     cpu = (after[who][0] - before[who][0]) / count
@@ -149,6 +178,8 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                     COUNTS[f"{label}_{who}_switches"] = round(switches, 2)
                     cells.append(f"{who} {cpu:.3f} ms CPU, {switches:.2f} switches")
                 print(f"  {label:>6}: " + "; ".join(cells))
+                if label != "direct":
+                    print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
         if profile:
             for era in ("2025", "2026"):
                 await _profiling(base, token, era)
@@ -166,10 +197,14 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=300)
     parser.add_argument("--profile", metavar="PREFIX", help="keep a cProfile of the gateway process per era")
     parser.add_argument("--count", type=int, default=COUNT, help="calls of each kind in the counting phase (0: none)")
+    parser.add_argument("--pool-on-server-loop", action="store_true",
+                        help="experiment: the MCP session pool runs on uvicorn's loop (bench/_pool_on_server_loop.py)")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
-    with toolhub(args.profile) as (base, token), http_upstream() as upstream:
+    if args.profile and args.pool_on_server_loop:
+        parser.error("--profile and --pool-on-server-loop are separate runs")
+    with toolhub(args.profile, args.pool_on_server_loop) as (base, token), http_upstream() as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
