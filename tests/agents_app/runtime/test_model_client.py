@@ -94,7 +94,7 @@ def test_the_request_body_is_sent_as_built(fake_llm: FakeFactory) -> None:
     schema = {"type": "object", "properties": {"sku": {"type": "string", "description": "the SKU"},
                                                "when": {"type": "string", "format": "date"}}, "required": ["sku"]}
     tools = [{"type": "function", "function": {"name": "inv__get", "description": "stock", "parameters": schema}}]
-    messages = [{"role": "system", "content": "be brief"}, *USER,
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}, *USER,
                 {"role": "assistant", "content": None, "tool_calls": [
                     {"id": "c1", "type": "function", "function": {"name": "inv__get", "arguments": '{"sku": "A"}'}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "12"}]
