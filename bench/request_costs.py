@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -127,6 +128,25 @@ def warm_then_count(kind: str, request: Callable[[], Any]) -> None:
     request()
     with counting(kind):
         request()
+    # Then CPU and wall time per request over REQUEST_COSTS_REPEAT more (process CPU, every thread: the test
+    # client's side is in it too, the same before and after a change, so compare these side by side only).
+    repeat = int(os.environ.get("REQUEST_COSTS_REPEAT", "0"))
+    if repeat > 0:
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(repeat):
+            request()
+        RESULTS[kind]["cpu_us"] = round((time.process_time() - cpu) / repeat * 1e6)
+        RESULTS[kind]["wall_us"] = round((time.perf_counter() - wall) / repeat * 1e6)
+    wanted = os.environ.get("REQUEST_COSTS_PROFILE")  # a kind (or part of one): its thread-CPU profile
+    if wanted and wanted in kind and repeat > 0:
+        import cProfile
+
+        profiler = cProfile.Profile(time.thread_time)
+        profiler.enable()
+        for _ in range(repeat):
+            request()
+        profiler.disable()
+        profiler.dump_stats(os.environ.get("REQUEST_COSTS_PROFILE_OUT", "/tmp/request_costs.prof"))
 
 
 def gateway_costs(url: str, token: str) -> None:
@@ -152,9 +172,15 @@ def gateway_costs(url: str, token: str) -> None:
             return dict(json.loads(resp.text))
 
         old = {**base, "MCP-Protocol-Version": HANDSHAKE}
-        init = http.post(url, headers=old, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
-        assert init.status_code == 200, init.text
+
+        def initialize() -> Any:
+            init = http.post(url, headers=old, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+            assert init.status_code == 200, init.text
+            return init
+
+        warm_then_count("gateway 2025 initialize", initialize)
+        init = initialize()
         session = {**old, "Mcp-Session-Id": init.headers["mcp-session-id"]}
         http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
         arguments = {"name": "inventory__get_inventory", "arguments": {"sku": "DEMO-001"}}
@@ -179,6 +205,78 @@ def gateway_costs(url: str, token: str) -> None:
                           "io.modelcontextprotocol/clientCapabilities": {}}}
         warm_then_count("gateway 2026 tools/list", listed(modern, meta))
         warm_then_count("gateway 2026 tools/call", called(modern, meta))
+
+
+def _server_cpu_s() -> float:
+    """CPU seconds of every thread of this process but the main one (the client's): the uvicorn server, its
+    request threads, the gateway's executor and the LOCAL pool's loop, i.e. what a web worker spends."""
+    import os as _os
+
+    main = _os.getpid()
+    tick = _os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in _os.listdir(f"/proc/{main}/task"):
+        if int(tid) == main:
+            continue
+        try:
+            fields = Path(f"/proc/{main}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -> None:
+    """The REST kinds and the gateway's tools/call over the real uvicorn server (production's ASGI path), with the
+    server side's CPU per request (every thread but the client's) over REQUEST_COSTS_SERVED requests."""
+    import httpx2
+
+    repeat = int(os.environ.get("REQUEST_COSTS_SERVED", "0"))
+    if repeat <= 0:
+        return
+    rest = {"Authorization": f"Token {token}", "X-Tenant": slug}
+    mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+           "Authorization": f"Bearer {token}", "MCP-Protocol-Version": HANDSHAKE}
+    with httpx2.Client(timeout=60) as http:
+        init = http.post(url, headers=mcp, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        session = {**mcp, "Mcp-Session-Id": init.headers["mcp-session-id"]}
+        http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+        def listing() -> None:
+            assert http.get(f"{base_url}/api/v1/tools/", headers=rest).status_code == 200
+
+        def invoke() -> None:
+            resp = http.post(f"{base_url}/api/v1/tools/{tool_id}/invoke/", headers=rest,
+                             json={"function": "get_inventory", "arguments": {"sku": "DEMO-001"}})
+            assert resp.status_code == 200 and resp.json()["success"], resp.text
+
+        def call() -> None:
+            resp = http.post(url, headers=session, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "inventory__get_inventory", "arguments": {"sku": "DEMO-001"}}})
+            assert resp.status_code == 200 and '"isError":false' in resp.text.replace(" ", ""), resp.text
+
+        def initialize() -> None:
+            resp = http.post(url, headers=mcp, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+            assert resp.status_code == 200, resp.text
+            http.request("DELETE", url, headers={**mcp, "Mcp-Session-Id": resp.headers["mcp-session-id"]})
+
+        for kind, request in (("served GET /tools/", listing), ("served POST invoke", invoke),
+                              ("served MCP tools/call", call), ("served MCP initialize+DELETE", initialize)):
+            for _ in range(5):
+                request()
+            cpu, wall = _server_cpu_s(), time.perf_counter()
+            for _ in range(repeat):
+                request()
+            RESULTS[kind] = {"sql": 0, "redis_trips": 0, "redis_commands": 0,
+                             "cpu_us": round((_server_cpu_s() - cpu) / repeat * 1e6),
+                             "wall_us": round((time.perf_counter() - wall) / repeat * 1e6)}
+        hold = float(os.environ.get("REQUEST_COSTS_HOLD_S", "0"))  # time for an outside profiler (py-spy)
+        until = time.monotonic() + hold
+        while time.monotonic() < until:
+            for request in (listing, invoke, invoke, call):
+                request()
 
 
 # ---- the pytest side (collected from this file by main()) ------------------------------------------------
@@ -239,6 +337,8 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
 
     with running_server() as served:
         gateway_costs(served.endpoint(tenant.slug, agent_id), token_for_user(user=member.user))
+        served_costs(served.base_url, token_for_user(user=member.user), tenant.slug, tool_id,
+                     served.endpoint(tenant.slug, agent_id))
     out = os.environ.get("REQUEST_COSTS_OUT")
     if out:
         Path(out).write_text(json.dumps(RESULTS, indent=1))
@@ -249,14 +349,15 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
 
 def table(now: dict[str, dict[str, int]], before: dict[str, dict[str, int]] | None) -> str:
     width = max(len(kind) for kind in now)
-    cols = ["sql", "redis_trips", "redis_commands"]
+    cols = ["sql", "redis_trips", "redis_commands", *(["cpu_us", "wall_us"] if any(
+        "cpu_us" in got for got in now.values()) else [])]
     head = f"{'request (warm)':<{width}}  " + "  ".join(f"{c:>14}" for c in cols)
     lines = [head, "-" * len(head)]
     for kind, got in now.items():
         cells = []
         for c in cols:
             was = (before or {}).get(kind, {}).get(c)
-            cells.append(f"{(f'{was} -> ' if was is not None else '') + str(got[c]):>14}")
+            cells.append(f"{(f'{was} -> ' if was is not None else '') + str(got.get(c, '-')):>14}")
         lines.append(f"{kind:<{width}}  " + "  ".join(cells))
     return "\n".join(lines)
 

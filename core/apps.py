@@ -12,6 +12,12 @@ class CoreConfig(AppConfig):
     verbose_name = "Toolhub core"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
+        from core.db import revive_cut_connection
+
+        # A pooled PostgreSQL connection cut by a restart is swapped for a live one before its first query.
+        connection_created.connect(revive_cut_connection, dispatch_uid="core.db.revive_cut_connection")
         # Settings only name folders; they are made here, once the settings are loaded (not at import).
         folders = [Path(settings.STATIC_ROOT)]
         transport = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}

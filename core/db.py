@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import select
+import threading
+from typing import Any
+
 from django.db import connections
+
+logger = logging.getLogger(__name__)
 
 
 def release_connection(alias: str = "default") -> bool:
@@ -32,3 +40,55 @@ def release_pooled_connection(alias: str = "default") -> bool:
     (SQLite, unpooled PostgreSQL) no other request could have used it, and giving it back would cost the next
     query a new connection (~1 ms on SQLite), so it is kept. True when a connection was given back."""
     return pooled(alias) and release_connection(alias)
+
+
+# How many connections from the pool one checkout may find cut before it gives up looking (a restart cuts every
+# idle connection of the pool: TOOLHUB_DB_POOL_MAX of them at most, and the pool opens new ones meanwhile).
+_REVIVE_ATTEMPTS = 16
+_reviving = threading.local()
+
+
+def _cut(raw: Any) -> bool:
+    """Whether the server closed this idle pooled connection (a PostgreSQL restart, pg_terminate_backend): its
+    socket then has something to read (the server's FATAL message, or end of file) although no query is running.
+    One poll(2) with no wait, so a healthy connection costs no round trip; a readable one is probed for real (an
+    empty query) since a notice or a NOTIFY also makes it readable."""
+    if raw.closed or raw.broken:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(raw.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        if not poller.poll(0):
+            return False
+        if raw.autocommit:
+            raw.execute("")
+        else:  # the empty query would open a transaction
+            raw.autocommit = True
+            try:
+                raw.execute("")
+            finally:
+                raw.autocommit = False
+    except Exception:  # noqa: BLE001 (any failure of the probe means the connection is unusable)
+        return True
+    return False
+
+
+def revive_cut_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """`connection_created` receiver: a pooled PostgreSQL connection the server cut while it sat in the pool is
+    given back (the pool discards it and opens another) and the checkout is made again, so the first query after
+    a restart runs on a live connection instead of failing with `service_unavailable`. Unpooled connections are
+    new when created and are left alone."""
+    if not getattr(connection, "pool", None) or getattr(_reviving, "on", False):
+        return
+    _reviving.on = True
+    try:
+        for _ in range(_REVIVE_ATTEMPTS):
+            if connection.connection is None or not _cut(connection.connection):
+                return
+            logger.info("db.revive: a pooled connection was cut by the server; taking another")
+            with contextlib.suppress(Exception):
+                connection.close()  # the pool sees a broken connection and replaces it
+            connection.connection = None
+            connection.connect()
+    finally:
+        _reviving.on = False

@@ -217,6 +217,22 @@ class ModelClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _create_stream(self, kwargs: dict[str, Any]) -> Any:
+        """`chat.completions.create(stream=True, **kwargs)` without the SDK's `maybe_transform` of the body.
+
+        That transform walks every value of the request against the params' TypedDict annotations to rename
+        aliased keys and encode files, none of which a chat request has (plain JSON: messages, tool schemas,
+        model, stream): it took most of a chat turn's CPU in the web worker (about 6,000 recursive calls per
+        request, growing with the history and the tools' schemas). The body goes out as given, the same JSON."""
+        openai = _sdk()
+        body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+        options: dict[str, Any] = {"security": {"bearer_auth": True}}
+        if kwargs.get("extra_body"):
+            options["extra_json"] = kwargs["extra_body"]
+        return self._client.post("/chat/completions", body=body, options=cast(Any, options),
+                                 cast_to=openai.types.chat.ChatCompletion, stream=True,
+                                 stream_cls=openai.Stream[openai.types.chat.ChatCompletionChunk])
+
     def stream_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Iterator[str | ModelTurn]:
         """Yield text deltas as they arrive, then the assembled ModelTurn. Raises ModelError only."""
         extra = {k: v for k, v in self.config.params.items() if k not in RESERVED_PARAMS | TOOLHUB_PARAMS}
@@ -234,7 +250,7 @@ class ModelClient:
         end = time.monotonic() + self.config.timeout_s
         try:
             with deadline_at(end):
-                stream = self._client.chat.completions.create(**kwargs)
+                stream = self._create_stream(kwargs)
             with stream:
                 chunks = iter(stream)
                 while True:

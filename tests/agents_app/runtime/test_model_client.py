@@ -86,3 +86,26 @@ def test_wire_messages_attach_images_after_their_tool_block_for_vision_models_on
     assert [m["role"] for m in plain] == ["user", "assistant", "tool", "tool", "assistant"]
     assert all("_images" not in m for m in plain)
     assert messages[2]["_images"] == [png]  # the transcript itself is left as it is
+
+
+def test_the_request_body_is_sent_as_built(fake_llm: FakeFactory) -> None:
+    """The body goes out without the SDK's per-value transform (model_client._create_stream): the messages, the
+    tools' schemas and the model's extra parameters arrive as the loop built them, and nothing else is added."""
+    schema = {"type": "object", "properties": {"sku": {"type": "string", "description": "the SKU"},
+                                               "when": {"type": "string", "format": "date"}}, "required": ["sku"]}
+    tools = [{"type": "function", "function": {"name": "inv__get", "description": "stock", "parameters": schema}}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}, *USER,
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "inv__get", "arguments": '{"sku": "A"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "12"}]
+    llm = fake_llm([text("ok")])
+    config = config_for(llm, params={"temperature": 0.25, "top_p": 0.5})
+    with ModelClient(config) as client:
+        items = list(client.stream_turn(messages, tools))
+    assert isinstance(items[-1], ModelTurn) and items[-1].content == "ok"
+    sent = llm.requests[0]
+    assert sent["model"] == "fake-model" and sent["stream"] is True
+    assert sent["tools"] == tools and sent["messages"] == messages
+    assert (sent["temperature"], sent["top_p"]) == (0.25, 0.5)
+    assert set(sent) == {"model", "stream", "messages", "tools", "temperature", "top_p"}
+    assert llm.headers[0]["authorization"] == f"Bearer {API_KEY}"
