@@ -144,12 +144,12 @@ def own_supervisor() -> int:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of one process so far (0 when it is gone)."""
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of one process so far (None when it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
+        return None
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
@@ -202,6 +202,8 @@ class CpuMeter:
     def _sample(self) -> None:
         for pid, name in self._classes().items():
             spent = cpu_seconds(pid)
+            if spent is None:  # gone since the scan: its last sample stands (the load generator has exited by `stop`)
+                continue
             if pid not in self._first:
                 self._first[pid] = (name, spent)
             self._last[pid] = spent

@@ -74,6 +74,7 @@ class Runners:
         self.registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
         self.tmp_path = tmp_path
         self.used: set[int] = set()
+        self.settings: dict[str, dict[str, str]] = {}  # each runner's own settings: a restart keeps them
 
     def tool_id(self) -> int:
         """A tool id no other test used (a server key is the tool id and config version): its server starts
@@ -89,6 +90,7 @@ class Runners:
                "TOOLHUB_RUNNER_HEARTBEAT_S": str(RUNNER_HEARTBEAT_S),
                **settings}
         for runner_id in runner_ids:
+            self.settings[runner_id] = settings
             # Its output to a file: a pipe nobody reads fills up (its servers' logs pass through it) and blocks the
             # runner, heartbeat and all, once it has lived a few tests.
             with open(self.tmp_path / f"{runner_id}.log", "ab") as log:
@@ -143,7 +145,20 @@ class Runners:
                 self.kill(runner_id)
             self.registry.withdraw(runner_id)
         if gone:
-            self.start(*gone)
+            kept = {runner_id: self.settings.get(runner_id, {}) for runner_id in gone}
+            assert all(own == kept[gone[0]] for own in kept.values()), kept  # one start: one set of settings
+            self.start(*gone, **kept[gone[0]])
+
+    def close_used(self) -> None:
+        """Close the servers of the tool ids handed out since the last close, on every live runner."""
+        used, self.used = self.used, set()
+        with httpx2.Client(headers={"Authorization": f"Bearer {SECRET}"}, trust_env=False) as closing:
+            for runner in Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0):
+                for tool_id in used:
+                    try:
+                        closing.post(runner.url + "/v1/close", json={"tool_id": tool_id}, timeout=scaled(30))
+                    except httpx2.HTTPError:
+                        continue
 
 
 @pytest.fixture
@@ -173,14 +188,33 @@ def tier(_tier: Runners) -> Iterator[Runners]:
     its servers are closed when it ends."""
     _tier.restore("r1", "r2")
     yield _tier
-    used, _tier.used = _tier.used, set()
-    with httpx2.Client(headers={"Authorization": f"Bearer {SECRET}"}, trust_env=False) as closing:
-        for runner in Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0):
-            for tool_id in used:
-                try:
-                    closing.post(runner.url + "/v1/close", json={"tool_id": tool_id}, timeout=scaled(30))
-                except httpx2.HTTPError:
-                    continue
+    _tier.close_used()
+
+
+# The settings the tests of TestOnOwnRunner need, in one runner they share (one Django process start, not one each):
+# allowing a server without sandbox changes nothing for the sandboxed servers of the slot test, and the slot limits
+# leave the one unsandboxed server a slot.
+OWN_SETTINGS = {"TOOLHUB_RUNNER_ALLOW_UNSANDBOXED": "on", "TOOLHUB_POOL_MAX_TOTAL": "4",
+                "TOOLHUB_POOL_MAX_PER_TENANT": "10"}
+
+
+@pytest.fixture(scope="class")
+def _own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runners]:
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    own = Runners(tmp_path_factory.mktemp("own"))
+    own.start("r3", **OWN_SETTINGS)
+    yield own
+    own.stop_all()
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+@pytest.fixture
+def own(_own: Runners) -> Iterator[Runners]:
+    """Runner r3 with OWN_SETTINGS, shared by the tests of one class as `tier` is: live when each test starts, fresh
+    tool ids for each test, and their servers closed when it ends (no slot of one test held into the next)."""
+    _own.restore("r3")
+    yield _own
+    _own.close_used()
 
 
 @pytest.fixture
@@ -494,15 +528,6 @@ class TestOnOneTier:
         assert count(web[1], spec)["count"] == 2  # the owner's server is the one left
 
 
-def test_a_runner_whose_own_settings_allow_it_runs_a_server_without_sandbox(runners: Runners, web: list[RunnerPool],
-                                                                           tmp_path: Path) -> None:
-    """The other side of TestOnOneTier's refusal: the runner's own setting, not the web process, allows it."""
-    runners.start("r3", TOOLHUB_RUNNER_ALLOW_UNSANDBOXED="on")
-    marker = uuid.uuid4().hex
-    assert count(web[0], counter_spec(tmp_path, marker, sandboxed=False))["count"] == 1
-    assert marked(marker)
-
-
 def test_no_live_runner_is_the_deployments_outage_not_the_tools(runners: Runners, web: list[RunnerPool],
                                                                 tmp_path: Path) -> None:
     # No runner announced (Redis restarted and emptied, the runners' next heartbeat not yet sent): the call fails,
@@ -533,28 +558,39 @@ def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> Serv
                        sandbox=box)
 
 
-def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(runners: Runners, web: list[RunnerPool],
-                                                                   tmp_path: Path) -> None:
-    runners.start("r1", TOOLHUB_POOL_MAX_TOTAL="4", TOOLHUB_POOL_MAX_PER_TENANT="10")
-    marker = uuid.uuid4().hex
-    busy = [mini_spec(tmp_path, marker, tool_id=60 + i, tenant="1") for i in range(2)]
-    release = tmp_path / "tenant.1" / "release"  # in the servers' workspace: the long calls end once it exists
-    with ThreadPoolExecutor(max_workers=2) as executor:
-        # Tenant 1 alone may hold 4 // (1 + 1) = 2 of the runner's slots: two servers busy with long calls...
-        slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 60, "until": str(release)})
-                for i, spec in enumerate(busy)]
-        assert wait_until(lambda: len([p for p in marked(marker) if "bwrap" not in
-                                       Path(f"/proc/{p}/cmdline").read_text()]) == 2)
-        more = [web[i % 2].call(mini_spec(tmp_path, marker, tool_id=62 + i, tenant="1"), "whoami", {})
-                for i in range(2)]
-        # ...more refused (without shares they would take the last two slots), while tenant 2 gets one, from
-        # either web process, before those calls end.
-        other = web[1].call(mini_spec(tmp_path, marker, tool_id=70, tenant="2"), "whoami", {})
-        assert not any(f.done() for f in slow)  # still holding their slots: nothing released them yet
-        assert other.success, (other.error_code, other.error)
-        assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
-        release.touch()
-        assert [f.result().success for f in slow] == [True, True]
+class TestOnOwnRunner:
+    """Tests on runner r3 with OWN_SETTINGS (`own`)."""
+
+    def test_a_runner_whose_own_settings_allow_it_runs_a_server_without_sandbox(self, own: Runners,
+                                                                               web: list[RunnerPool],
+                                                                               tmp_path: Path) -> None:
+        """The other side of TestOnOneTier's refusal: the runner's own setting, not the web process, allows it."""
+        marker = uuid.uuid4().hex
+        assert count(web[0], counter_spec(tmp_path, marker, sandboxed=False, tool_id=own.tool_id()))["count"] == 1
+        assert marked(marker)
+
+    def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(self, own: Runners, web: list[RunnerPool],
+                                                                       tmp_path: Path) -> None:
+        # The runner's slots: TOOLHUB_POOL_MAX_TOTAL=4, TOOLHUB_POOL_MAX_PER_TENANT=10 (OWN_SETTINGS).
+        marker = uuid.uuid4().hex
+        busy = [mini_spec(tmp_path, marker, tool_id=own.tool_id(), tenant="1") for _ in range(2)]
+        release = tmp_path / "tenant.1" / "release"  # in the servers' workspace: the long calls end once it exists
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            # Tenant 1 alone may hold 4 // (1 + 1) = 2 of the runner's slots: two servers busy with long calls...
+            slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 60, "until": str(release)})
+                    for i, spec in enumerate(busy)]
+            assert wait_until(lambda: len([p for p in marked(marker) if "bwrap" not in
+                                           Path(f"/proc/{p}/cmdline").read_text()]) == 2)
+            more = [web[i % 2].call(mini_spec(tmp_path, marker, tool_id=own.tool_id(), tenant="1"), "whoami", {})
+                    for i in range(2)]
+            # ...more refused (without shares they would take the last two slots), while tenant 2 gets one, from
+            # either web process, before those calls end.
+            other = web[1].call(mini_spec(tmp_path, marker, tool_id=own.tool_id(), tenant="2"), "whoami", {})
+            assert not any(f.done() for f in slow)  # still holding their slots: nothing released them yet
+            assert other.success, (other.error_code, other.error)
+            assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
+            release.touch()
+            assert [f.result().success for f in slow] == [True, True]
 
 
 def test_a_redis_restart_keeps_the_verified_runners_until_their_signed_expiry() -> None:
