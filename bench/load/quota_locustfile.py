@@ -70,6 +70,15 @@ def _retry_after(resp: Any) -> str:
     return str((resp.headers or {}).get("Retry-After") or "")
 
 
+def _gateway_code(typed: dict[str, Any], result: dict[str, Any]) -> str:
+    """A gateway error result's outcome: its typed code, or `capacity_exceeded` when a runner's fair share refused
+    the server (typed EXECUTION_ERROR: named, not lumped with the tool's own errors)."""
+    code = str(typed.get("error_code") or "tool_error")
+    if code != "QUOTA_EXCEEDED" and "capacity_exceeded" in json.dumps(result.get("content") or []):
+        return "capacity_exceeded"
+    return code
+
+
 class TenantA(FastHttpUser):
     wait_time = constant(0)
     host = HOSTS[0]
@@ -182,10 +191,7 @@ class TenantA(FastHttpUser):
         typed = (result.get("_meta") or {}).get(REFUSAL_META) or {}
         details = typed.get("details") or {}
         retry_after = str(details.get("retry_after") or "")
-        code = str(typed.get("error_code") or "tool_error")
-        if code != "QUOTA_EXCEEDED" and "capacity_exceeded" in json.dumps(result.get("content") or []):
-            code = "capacity_exceeded"
-        _record("gateway", status, code, str(details.get("limit") or ""), retry_after, started)
+        _record("gateway", status, _gateway_code(typed, result), str(details.get("limit") or ""), retry_after, started)
         if typed.get("error_code") == "QUOTA_EXCEEDED":
             self._backoff(retry_after)
 
