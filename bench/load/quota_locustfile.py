@@ -3,8 +3,9 @@
 Driven by bench/load/quotas.py through the environment: LOAD_HOSTS (both web processes; users alternate between
 them, as behind a load balancer), LOAD_TOKENS (tenant A's members, one API token each), LOAD_TENANT, LOAD_TOOL_ID,
 LOAD_AGENT_ID, LOAD_TOOL_NAME. Per 6 requests a user sends 5 `POST /tools/{id}/invoke/` and 1 gateway `tools/call`
-of the same tool (both count against the same quota), with no wait between requests; with LOAD_SPREAD_TOOLS (A's other
-LOCAL tools) 3 more invokes of one of those, so that A also holds as many runner server slots as its share allows. QUOTA_POLITE=1 makes a user
+of the same tool (both count against the same quota), with no wait between requests; with LOAD_SPREAD_TOOLS (the LOCAL
+tools of tenant C, LOAD_SPREAD_TENANT, called with its owner's LOAD_SPREAD_TOKEN) 3 more invokes of one of those, so
+that C holds as many runner server slots as its share allows. QUOTA_POLITE=1 makes a user
 sleep what a refusal's Retry-After (or, in the gateway, `details.retry_after`) says, as a well-behaved client would;
 by default it ignores it and hammers.
 
@@ -33,9 +34,11 @@ TOOL_ID = os.environ["LOAD_TOOL_ID"]
 AGENT_ID = os.environ["LOAD_AGENT_ID"]
 TOOL_NAME = os.environ["LOAD_TOOL_NAME"]
 POLITE = os.environ.get("QUOTA_POLITE", "0") == "1"
-# Tenant A's other LOCAL tools (ids): hammered too, so that A holds as many of the runners' server slots as its fair
-# share lets it (bench/load/quotas.py); empty: none.
+# Tenant C's LOCAL tools (ids): hammered too, so that C holds as many of the runners' server slots as its fair share
+# lets it (bench/load/quotas.py); empty: none.
 SPREAD = [t for t in os.environ.get("LOAD_SPREAD_TOOLS", "").split(",") if t]
+SPREAD_HEADERS = {"Authorization": f"Token {os.environ.get('LOAD_SPREAD_TOKEN', '')}",
+                  "X-Tenant": os.environ.get("LOAD_SPREAD_TENANT", "")}
 LOG = open(os.environ["QUOTA_EVENT_LOG"], "a", buffering=1)
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-06-18"}
@@ -65,6 +68,15 @@ def _answer(resp: Any) -> tuple[int, dict[str, Any]]:
 
 def _retry_after(resp: Any) -> str:
     return str((resp.headers or {}).get("Retry-After") or "")
+
+
+def _gateway_code(typed: dict[str, Any], result: dict[str, Any]) -> str:
+    """A gateway error result's outcome: its typed code, or `capacity_exceeded` when a runner's fair share refused
+    the server (typed EXECUTION_ERROR: named, not lumped with the tool's own errors)."""
+    code = str(typed.get("error_code") or "tool_error")
+    if code != "QUOTA_EXCEEDED" and "capacity_exceeded" in json.dumps(result.get("content") or []):
+        return "capacity_exceeded"
+    return code
 
 
 class TenantA(FastHttpUser):
@@ -102,6 +114,8 @@ class TenantA(FastHttpUser):
             error, details = body.get("error"), body.get("details")
             code = str(body.get("error_code") or (error.get("code") if isinstance(error, dict) else "") or "")
             code = code or ("connection" if not status else "untyped")
+            if "capacity_exceeded" in str(error or ""):  # a runner's fair share refused the server (ResultCode
+                code = "capacity_exceeded"               # EXECUTION_ERROR): named, not lumped with the tool's errors
             limit = str(details.get("limit") or "") if isinstance(details, dict) else ""
             _record("invoke", status, code, limit, retry_after, started)
             # A refusal is the expected answer here: counted in the event log, not as a Locust failure.
@@ -113,13 +127,13 @@ class TenantA(FastHttpUser):
 
     @task(3)
     def local(self) -> None:
-        """An invoke of one of A's other LOCAL tools: `ok`, QUOTA_EXCEEDED (their concurrent quota) or
-        `capacity_exceeded` (the runner's fair share of server slots refused A a new server)."""
+        """An invoke of one of tenant C's LOCAL tools: `ok`, QUOTA_EXCEEDED (their concurrent quota) or
+        `capacity_exceeded` (the runner's fair share of server slots refused C a new server)."""
         if not SPREAD:
             return
         started = time.monotonic()
         tool = random.choice(SPREAD)
-        with self.client.post(f"{self.base}/api/v1/tools/{tool}/invoke/", headers=self.headers, name="A local",
+        with self.client.post(f"{self.base}/api/v1/tools/{tool}/invoke/", headers=SPREAD_HEADERS, name="C local",
                               json={"function": "get_inventory", "arguments": {"sku": "DEMO-001"}},
                               catch_response=True) as resp:
             status, body = _answer(resp)
@@ -177,8 +191,7 @@ class TenantA(FastHttpUser):
         typed = (result.get("_meta") or {}).get(REFUSAL_META) or {}
         details = typed.get("details") or {}
         retry_after = str(details.get("retry_after") or "")
-        _record("gateway", status, str(typed.get("error_code") or "tool_error"), str(details.get("limit") or ""),
-                retry_after, started)
+        _record("gateway", status, _gateway_code(typed, result), str(details.get("limit") or ""), retry_after, started)
         if typed.get("error_code") == "QUOTA_EXCEEDED":
             self._backoff(retry_after)
 

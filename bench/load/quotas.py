@@ -5,6 +5,8 @@ On the topology run.py started (two web processes, two runners, its own PostgreS
 (`quota-a`: an owner and --quota-members members with their own API tokens, its own sandboxed inventory server and an
 agent for the gateway) and gives A's tool a quota of --quota-per-minute calls per minute and --quota-concurrent calls
 at once. Tenant B is run.py's own tenant `prod` and its mixed workload (locustfile.py: list, invoke, gateway, chat).
+Tenant C (`quota-c`) has --quota-local-tools LOCAL tools that A's users hammer too, so that C takes its whole fair share
+of the runners' server slots (B must not starve; A's quota'd tool, in its own tenant, keeps its server).
 Per round (--quota-rounds):
 1. B alone for SECONDS at --quota-b-users users: B's p95 unloaded;
 2. A's --quota-a-users users (quota_locustfile.py: invokes and gateway tools/call of A's tool, no wait between
@@ -36,6 +38,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TENANT_A = "quota-a"
+# The slot hog: its LOCAL tools, hammered by A's users too, take C's whole fair share of the runners' server slots. Not
+# tenant A itself: a tenant's share is shared by its own tools, and A's quota'd tool, called 30 times a minute, is the
+# least recently used of A's servers, so it would be evicted for the hog's and its admitted calls refused
+# capacity_exceeded (what the first runs of this phase saw: A's admitted calls mostly EXECUTION_ERROR).
+TENANT_C = "quota-c"
 # A call whose start lies this close after a minute boundary may have been admitted in the window before (admission
 # precedes the runtime call by a few ms): it is counted in both windows for the worst case.
 EDGE_S = 0.25
@@ -54,17 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--quota-modes", default="hammer",
                        help="A's clients per loaded phase: hammer (ignore Retry-After), polite (honour it); comma list")
     group.add_argument("--quota-local-tools", type=int, default=4,
-                       help="A's other LOCAL tools its users hammer too (each its own server on a runner), so that A "
-                            "takes what the runners' fair share of server slots lets it (0: none)")
+                       help="LOCAL tools of a third tenant C (quota-c) that A's users hammer too (each its own server on "
+                            "a runner), so that C takes what the runners' fair share of server slots lets it (0: none)")
     group.add_argument("--quota-local-concurrent", type=int, default=2,
                        help="the concurrent quota of each of those tools (the tool scope's default)")
-    group.add_argument("--quota-runner-slots", type=int, default=6,
+    group.add_argument("--quota-runner-slots", type=int, default=8,
                        help="server slots of each runner in the quota run (TOOLHUB_POOL_MAX_TOTAL; 0: the default)")
 
 
 def topology_env(args: argparse.Namespace) -> dict[str, str]:
-    """Settings the topology's processes need for the quota phase: few server slots per runner, so that tenant A's
-    LOCAL tools reach its fair share of them (max(1, slots // (tenants holding slots + 1)) per runner)."""
+    """Settings the topology's processes need for the quota phase: few server slots per runner, so that tenant C's
+    LOCAL tools reach its fair share of them (max(1, slots // (tenants holding slots + 1)) per runner: 8 // 4 = 2 with
+    A, B and C holding slots)."""
     if not args.quotas or not args.quota_runner_slots:
         return {}
     return {"TOOLHUB_POOL_MAX_TOTAL": str(args.quota_runner_slots)}
@@ -78,10 +86,13 @@ class TenantA:
     """What the phase set up for tenant A."""
 
     def __init__(self, tenant_id: int, owner: str, tokens: list[str], tool_id: int, tool_name: str, agent_id: int,
-                 quota: dict[str, Any], spread: list[int] | None = None) -> None:
+                 quota: dict[str, Any], spread: list[int] | None = None, spread_tenant_id: int = 0,
+                 spread_token: str = "") -> None:
         self.tenant_id, self.owner, self.tokens = tenant_id, owner, tokens
         self.tool_id, self.tool_name, self.agent_id, self.quota = tool_id, tool_name, agent_id, quota
-        self.spread = spread or []  # A's other LOCAL tools (the fair share of the runners' server slots)
+        # Tenant C's LOCAL tools (the fair share of the runners' server slots), C's id and its owner's token.
+        self.spread = spread or []
+        self.spread_tenant_id, self.spread_token = spread_tenant_id, spread_token
 
     def key(self, suffix: str) -> str:
         """A Redis counter of the tool quota (tools_app.services.quotas.applicable names them)."""
@@ -113,12 +124,18 @@ def setup_tenant_a(load: ModuleType, members: int, per_minute: int, concurrent: 
         f"for i in range({members}):\n"
         "    m = membership_add(tenant=tenant, actor=None, create_user=True, username=f'quota-a-member-{i + 1}', "
         "role='member')\n"
-        "    print('member-token', token_for_user(user=m.user))\n")
+        "    print('member-token', token_for_user(user=m.user))\n"
+        f"c = tenant_create(slug={TENANT_C!r}, name='Quota C', actor=None)\n"
+        "print('c-tenant-id', c.pk)\n"
+        "co = membership_add(tenant=c, actor=None, create_user=True, username='quota-c-owner', role='owner')\n"
+        "print('c-owner-token', token_for_user(user=co.user))\n")
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=load.ROOT, env=_manage_env(load),
                          check=True, capture_output=True, text=True).stdout.split("\n")
     tenant_id = int(next(line.split()[1] for line in out if line.startswith("tenant-id ")))
     owner = next(line.split()[1] for line in out if line.startswith("owner-token "))
     tokens = [line.split()[1] for line in out if line.startswith("member-token ")]
+    c_id = int(next(line.split()[1] for line in out if line.startswith("c-tenant-id ")))
+    c_owner = next(line.split()[1] for line in out if line.startswith("c-owner-token "))
     if len(set(tokens)) != members:
         raise SystemExit(f"expected {members} member tokens of tenant A, got {len(set(tokens))}")
     c = httpx2.Client(base_url=load.STACK.hosts[0], headers={"Authorization": f"Token {owner}", "X-Tenant": TENANT_A},
@@ -137,19 +154,21 @@ def setup_tenant_a(load: ModuleType, members: int, per_minute: int, concurrent: 
     if quota.status_code not in (200, 201):
         raise SystemExit(f"the quota was not created: {quota.status_code} {quota.text[:300]}")
     spread = []
+    c = httpx2.Client(base_url=load.STACK.hosts[0], headers={"Authorization": f"Token {c_owner}", "X-Tenant": TENANT_C},
+                      timeout=60)
     for i in range(local_tools):
         made = c.post("/api/v1/tools/", json={"name": f"quota-spread-{i + 1}", "type": "LOCAL", "config": {
             "command": sys.executable, "args": [str(load.ROOT / "toolhub_demo" / "inventory_server.py")],
             "startup_timeout_s": 60}}).json()
-        c.post(f"/api/v1/tools/{made['id']}/refresh/")  # its functions (a probe may meet A's share: retried below)
+        c.post(f"/api/v1/tools/{made['id']}/refresh/")  # its functions (a probe may meet C's share: retried below)
         spread.append(int(made["id"]))
     if spread:
-        # Each of them: the tool scope's default quota (a named tool quota, A's first tool's, overrides it).
+        # Each of them: C's tool scope's default quota.
         default = c.post("/api/v1/quotas/", json={"scope": "tool", "concurrent": local_concurrent})
         if default.status_code not in (200, 201):
             raise SystemExit(f"the default tool quota was not created: {default.status_code} {default.text[:300]}")
     return TenantA(tenant_id, owner, tokens, int(tool["id"]), str(tool["name"]), int(agent["id"]), quota.json(),
-                   spread)
+                   spread, c_id, c_owner)
 
 
 class RunnerSampler(threading.Thread):
@@ -243,7 +262,8 @@ def _locust_a(load: ModuleType, locust_bin: Path, a: TenantA, users: int, second
     env = {**os.environ, "LOAD_HOSTS": ",".join(load.STACK.hosts), "LOAD_TOKENS": ",".join(a.tokens),
            "LOAD_TENANT": TENANT_A, "LOAD_TOOL_ID": str(a.tool_id), "LOAD_AGENT_ID": str(a.agent_id),
            "LOAD_TOOL_NAME": a.tool_name, "QUOTA_EVENT_LOG": str(log), "QUOTA_POLITE": "1" if polite else "0",
-           "LOAD_SPREAD_TOOLS": ",".join(str(t) for t in a.spread)}
+           "LOAD_SPREAD_TOOLS": ",".join(str(t) for t in a.spread), "LOAD_SPREAD_TENANT": TENANT_C,
+           "LOAD_SPREAD_TOKEN": a.spread_token}
     return subprocess.Popen(
         [str(locust_bin), "-f", str(HERE / "quota_locustfile.py"), "--headless", "-u", str(users), "-r", str(users),
          "-t", f"{seconds}s", "--csv", str(load.OUT / f"{tag}-a"), "--only-summary", "--stop-timeout", "5"],
@@ -347,7 +367,8 @@ def audit_windows(load: ModuleType, a: TenantA) -> dict[str, Any]:
     import psycopg
 
     with psycopg.connect(load.pg_url()) as conn:
-        rows = conn.execute("SELECT extract(epoch FROM created_at)::float8, cost_ms, status, error_code, via, call_count "
+        rows = conn.execute("SELECT extract(epoch FROM created_at)::float8, cost_ms, status, error_code, via, call_count, "
+                            "left(error, 200) "
                             "FROM tools_app_toolcall WHERE tool_id = %s ORDER BY created_at", (a.tool_id,)).fetchall()
     admitted: dict[int, int] = defaultdict(int)
     worst: dict[int, int] = defaultdict(int)
@@ -356,7 +377,7 @@ def audit_windows(load: ModuleType, a: TenantA) -> dict[str, Any]:
     by_via: Counter[str] = Counter()
     edges: list[tuple[float, int]] = []
     refusal_rows = 0
-    for created, cost_ms, status, code, via, count in rows:
+    for created, cost_ms, status, code, via, count, error in rows:
         start = float(created) - int(cost_ms) / 1000
         minute = int(start // 60)
         if code == "QUOTA_EXCEEDED":
@@ -366,8 +387,8 @@ def audit_windows(load: ModuleType, a: TenantA) -> dict[str, Any]:
         if status not in ("ok", "error"):
             other[f"{status} {code}"] += 1
             continue
-        if status == "error":
-            other[f"error {code}"] += 1
+        if status == "error":  # a runner's fair share refusing the server is named: it is not the tool failing
+            other[f"error {'capacity_exceeded' if 'capacity_exceeded' in (error or '') else code}"] += 1
         admitted[minute] += 1
         by_via[via or "api"] += 1
         worst[minute] += 1
@@ -475,12 +496,13 @@ def report(a: TenantA, rounds: list[dict[str, Any]], audit: dict[str, Any], mode
                                  for name in b_rows if name != "Aggregated")
             if a.spread:
                 local = {k.split(" ", 1)[1]: n for k, n in judged["outcomes"].items() if k.startswith("local ")}
-                print(f"    A's other LOCAL tools ({len(a.spread)}; runners of {runner_slots or 'default'} server slots): "
+                print(f"    C's LOCAL tools ({len(a.spread)}, hammered by A's users; runners of "
+                      f"{runner_slots or 'default'} server slots): "
                       f"{local}; B's requests refused for want of a server slot (starved): {lo['b']['starved']} "
                       f"(goal 0; unloaded {r['unloaded']['starved']})")
                 for rid, seen in lo["runners"].items():
                     print(f"      runner {rid}: most slots held per tenant {seen['peak_slots_by_tenant']} (tenant "
-                          f"{a.tenant_id} is A); idle servers evicted {seen['evicted']}, servers started "
+                          f"{a.tenant_id} is A, {a.spread_tenant_id} C); idle servers evicted {seen['evicted']}, servers started "
                           f"{seen['processes_spawned']}")
             print(f"    B's p95 loaded {_p95(lo['b']):.0f} ms vs unloaded {base:.0f} ms: ratio {ratio:.2f} "
                   f"(goal ≤ 1.20); B errors {b_rows['Aggregated']['failures']:.0f} of {b_rows['Aggregated']['n']:.0f}; "

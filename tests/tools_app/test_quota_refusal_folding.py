@@ -160,3 +160,49 @@ def test_without_folding_every_refusal_is_its_own_row(tenant: Any, owner: Any, s
     owner.post("/api/v1/quotas/", {"scope": "tenant", "per_minute": 1}, format="json")
     assert [_invoke(owner, tool).status_code for _ in range(3)] == [200, 429, 429]
     assert ToolCall.objects.filter(tenant=tenant, status=CallStatus.DENIED).count() == 2
+
+
+@pytest.mark.parametrize("fold_refusals", [True, False])
+def test_folded_refusals_reach_the_usage_report_and_page_through_the_beat_task(
+    tenant: Any, owner: Any, settings: Any, monkeypatch: pytest.MonkeyPatch, fold_refusals: bool
+) -> None:
+    """End to end: refusals counted in Redis, written by the beat task (tools.fold_quota_refusals, as beat runs it:
+    minutes that ended at least a minute ago), are counted once each in GET /api/v1/usage/ (`quota_refusals`, `calls`,
+    `errors`) and on the usage page; with TOOLHUB_QUOTA_FOLD_REFUSALS off every refusal is its own row, same counts."""
+    from tools_app.tasks import fold_quota_refusals
+
+    settings.TOOLHUB_QUOTA_FOLD_REFUSALS = fold_refusals
+    then = time.time() // 60 * 60 - 170.0  # mid-minute, three minutes ago: a minute the beat task folds now
+    monkeypatch.setattr(quotas, "clock", lambda: then)
+    tool = Tool.objects.get(tenant=tenant, type=ToolType.BUILTIN, name="list_directory")
+    assert owner.post("/api/v1/quotas/", {"scope": "tool", "target": str(tool.pk), "per_minute": 2},
+                      format="json").status_code == 201
+    answers = [_invoke(owner, tool).status_code for _ in range(9)]
+    assert answers == [200, 200] + [429] * 7
+    rows = ToolCall.objects.filter(tenant=tenant, error_code="QUOTA_EXCEEDED")
+    assert rows.count() == (1 if fold_refusals else 7)  # folded: the first of the minute only, for now
+    assert fold_quota_refusals.apply().get() == ({"rows": 1, "refusals": 6} if fold_refusals else
+                                                 {"rows": 0, "refusals": 0})
+    assert fold_quota_refusals.apply().get() == {"rows": 0, "refusals": 0}  # nothing twice
+    assert sorted(rows.values_list("call_count", flat=True)) == ([1, 6] if fold_refusals else [1] * 7)
+
+    listed = owner.get("/api/v1/usage/").json()["tools"]
+    assert [(t["tool"], t["calls"], t["quota_refusals"], t["errors"]) for t in listed] == [
+        (tool.pk, 9, 7, {"QUOTA_EXCEEDED": 7})]
+    # `since`/`until` select by a row's time: the folded row is stamped with its last refusal (the quota clock, three
+    # minutes ago here), the other rows with the audit's own clock (now).
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(then - 30))
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(then + 30))
+    windowed = owner.get("/api/v1/usage/", {"since": since, "until": until}).json()["tools"]
+    assert [(t["calls"], t["quota_refusals"]) for t in windowed] == ([(6, 6)] if fold_refusals else [])
+
+    owner.user.is_staff = True
+    owner.user.save(update_fields=["is_staff"])
+    page = Client()
+    page.force_login(owner.user)
+    html = page.get("/admin/tools_app/quota/usage/")
+    assert html.status_code == 200
+    text = html.content.decode()
+    assert '<td class="num" id="total-refusals">7</td>' in text, text[:3000]
+    assert '<td class="num" id="total-calls">9</td>' in text
+    assert '<td class="num" id="total-errors">7</td>' in text

@@ -141,6 +141,21 @@ def test_a_spent_tenant_quota_answers_429_with_retry_after_and_details(tenant: A
     assert row.status == CallStatus.DENIED and row.error_code == "QUOTA_EXCEEDED"
 
 
+def test_a_quota_refusal_writes_no_request_warning_line(tenant: Any, owner: Any, caplog: Any) -> None:
+    """A tenant hammering past its quota must not write a "Too Many Requests" log line per refused call (it is audited
+    and counted in the metrics); other 4xx answers are still logged as Django logs them."""
+    create(owner, scope="tenant", per_minute=1)
+    tool = lister(tenant)
+    assert invoke(owner, tool).status_code == 200
+    with caplog.at_level("WARNING", logger="django.request"):
+        refused = [invoke(owner, tool) for _ in range(3)]
+        missing = owner.post("/api/v1/tools/999999/invoke/", {"function": "x", "arguments": {}}, format="json")
+    assert [r.status_code for r in refused] == [429, 429, 429] and missing.status_code == 404
+    logged = [r.getMessage() for r in caplog.records if r.name == "django.request"]
+    assert any("Not Found" in m for m in logged), logged  # the logger is heard here
+    assert not any("Too Many Requests" in m for m in logged), logged
+
+
 def test_a_member_quota_counts_that_member_only(tenant: Any, owner: Any, member_client: Any) -> None:
     member = member_client(tenant, Role.MEMBER)
     create(owner, scope="member", target=member.user.username, per_day=1)

@@ -263,8 +263,12 @@ class ToolViewSet(TenantViewSet):
             # Which quota, which of its limits and when it resets; Retry-After says the same in seconds.
             details = done.result.meta.get("quota") or {}
             answer["details"] = details
-            return Response(answer, status=http.HTTP_429_TOO_MANY_REQUESTS,
-                            headers={"Retry-After": str(details.get("retry_after", 1))})
+            refused = Response(answer, status=http.HTTP_429_TOO_MANY_REQUESTS,
+                               headers={"Retry-After": str(details.get("retry_after", 1))})
+            # No "Too Many Requests" warning line per refusal (django.request): a tenant hammering past its quota
+            # would write one per refused call; the refusal is in the audit (folded) and the metrics already.
+            refused._has_been_logged = True  # type: ignore[attr-defined]
+            return refused
         return Response(answer)
 
     @extend_schema(request=None, responses=s.FunctionOut)

@@ -167,8 +167,17 @@ return 0
 """
 
 
+# How many spent windows a process remembers at most (each is dropped when its window ends anyway).
+SPENT_MEMO_MAX = 4096
+
+
 class RedisCounters:
-    """The shared store: one Lua script checks and counts every window of every limit of a call at once."""
+    """The shared store: one Lua script checks and counts every window of every limit of a call at once.
+
+    A minute or day window found spent stays spent until it ends (its counter only grows: a refusal counts nothing),
+    so this process remembers it and refuses the next calls against it without a round trip: a tenant hammering
+    past its quota costs no Redis script per refused call. Concurrent slots free at any time: never remembered.
+    Such a refusal names a spent limit, not necessarily the first one the script would name."""
 
     def __init__(self, client: Any, *, prefix: str = "toolhub:quota:", lease_ttl_s: int = 3600) -> None:
         self._client = client
@@ -176,18 +185,46 @@ class RedisCounters:
         self._lease_ttl_s = lease_ttl_s
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
+        # (counter key, allowed) -> when its window ends: a window seen spent. Keyed by the allowed count too, so a
+        # quota raised since is asked again.
+        self._spent: dict[tuple[str, int], float] = {}
+
+    def _known_spent(self, checks: Sequence[_Check], now: float) -> _Check | None:
+        spent = self._spent
+        if not spent:
+            return None
+        for check in checks:
+            ends = spent.get((check.key, check.allowed))
+            if ends is not None and ends > now:
+                return check
+        return None
+
+    def _remember_spent(self, check: _Check, now: float) -> None:
+        if check.kind == CONCURRENT:
+            return
+        if len(self._spent) >= SPENT_MEMO_MAX:
+            for key, ends in list(self._spent.items()):
+                if ends <= now:
+                    self._spent.pop(key, None)
+            if len(self._spent) >= SPENT_MEMO_MAX:
+                self._spent.clear()
+        self._spent[(check.key, check.allowed)] = check.reset_at
 
     def acquire(self, limits: Sequence[Limit], now: float | None = None) -> Lease | Exceeded:
         now = time.time() if now is None else now
         checks = _checks(limits, now, self._lease_ttl_s)
         if not checks:
             return Lease()
+        known = self._known_spent(checks, now)
+        if known is not None:
+            return _exceeded(known)
         keys = [self._prefix + c.key for c in checks]
         argv: list[int] = []
         for check in checks:
             argv += [check.allowed, check.ttl_s]
         spent = int(self._acquire(keys=keys, args=argv))
         if spent:
+            self._remember_spent(checks[spent - 1], now)
             return _exceeded(checks[spent - 1])
         held = [self._prefix + c.key for c in checks if c.kind == CONCURRENT]
         return Lease(lambda: self._release(keys=held)) if held else Lease()

@@ -87,20 +87,28 @@ def enabled() -> bool:
     return bool(settings.REDIS_URL) and bool(settings.TOOLHUB_QUOTA_FOLD_REFUSALS)
 
 
+# KEYS: the refusal's key, its minute's index; ARGV: tool name, when, ttl. One command (not a MULTI of six): a
+# refusal is the cheapest answer a web process gives, and a hammering tenant sends many.
+_COUNT = """
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+redis.call('HSETNX', KEYS[1], 'tool_name', ARGV[1])
+redis.call('HSET', KEYS[1], 'last', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], KEYS[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return n
+"""
+
+
 def count(refusal: Refusal, now: float) -> int | None:
     """Count one refusal under its key; the how-manieth of its minute it is (1: write its row), or None when the
     store could not count it (then the caller writes the row: nothing is lost)."""
     prefix = _prefix()
     key = refusal.key(prefix)
     try:
-        pipe = _redis.get().pipeline(transaction=True)
-        pipe.hincrby(key, "n", 1)
-        pipe.hsetnx(key, "tool_name", refusal.tool_name)
-        pipe.hset(key, "last", repr(now))
-        pipe.expire(key, KEY_TTL_S)
-        pipe.sadd(_index(prefix, refusal.minute), key)
-        pipe.expire(_index(prefix, refusal.minute), KEY_TTL_S)
-        return int(pipe.execute()[0])
+        client = _redis.get()
+        script = client.register_script(_COUNT)  # a local object (its sha1): EVALSHA, loaded once per server
+        return int(script(keys=[key, _index(prefix, refusal.minute)], args=[refusal.tool_name, repr(now), KEY_TTL_S]))
     except (redis.RedisError, OSError) as exc:
         logger.warning("quota refusal not folded (its row is written): %s", type(exc).__name__)
         return None
