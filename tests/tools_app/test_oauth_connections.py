@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode, urlparse
@@ -211,7 +212,8 @@ def test_a_revoked_grant_asks_for_authorization_and_trips_no_breaker(api: Any, m
     for _ in range(4):
         answer = invoke(api, tool_id, "whoami")
         assert answer["error_code"] == "AUTHORIZATION_REQUIRED", answer
-        assert "401" not in (answer["error"] or "")
+        # No upstream status in the message (the connect link's path holds the tool id, which may be 4015).
+        assert not re.search(r"(?<![/\d])401(?![/\d])", answer["error"] or ""), answer["error"]
         assert answer["authorize_url"].startswith("http://testserver/oauth/start/")
     member = member_client(tenant, Role.MEMBER)  # may not connect the shared account: no link
     refused = invoke(member, tool_id, "whoami")
