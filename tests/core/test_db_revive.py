@@ -55,6 +55,13 @@ def _pid(conn: Any) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _idle_backends(admin: Any) -> set[int]:
+    """The backends of database `test` idle now (the pool's, given back), the admin's own left out."""
+    return {row[0] for row in admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = 'test' AND usename = 'postgres' AND pid <> pg_backend_pid()"
+        " AND state = 'idle'").fetchall()}
+
+
 def _terminate(admin: Any, pids: set[int]) -> None:
     for pid in pids:
         assert admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0] is True
@@ -69,9 +76,7 @@ def test_the_first_query_after_the_cut_runs_on_a_new_connection(admin: Any, pool
     first = _pid(pooled)
     pooled.close()
     pooled.pool.wait(timeout=5)
-    idle = {row[0] for row in admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE datname = 'test' AND usename = 'postgres' AND pid <> pg_backend_pid()"
-        " AND state = 'idle'").fetchall()}
+    idle = _idle_backends(admin)
     assert first in idle
     _terminate(admin, idle)
 
@@ -88,9 +93,7 @@ def test_a_live_pooled_connection_is_kept(admin: Any, pooled: Any) -> None:
     pooled.close()
     pooled.pool.wait(timeout=5)
     # Both idle connections are live: the checkout reuses one of them, no new backend is opened.
-    before = {row[0] for row in admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE datname = 'test' AND usename = 'postgres' AND pid <> pg_backend_pid()"
-        " AND state = 'idle'").fetchall()}
+    before = _idle_backends(admin)
     assert first in before
     assert _pid(pooled) in before
     assert pooled.pool.get_stats().get("connections_lost", 0) == 0

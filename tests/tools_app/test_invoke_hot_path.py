@@ -16,6 +16,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from tenants_app.models import Role
 from tests.fixtures.mcp_servers import INVENTORY
+from tests.fixtures.screen_count import screened_texts
 from tools_app.models import CallStatus, Tool, ToolCall
 from tools_app.wiring import pool as wiring_pool
 
@@ -178,17 +179,8 @@ def test_a_warm_invoke_screens_each_text_of_its_result_once(api: Any, inventory:
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The result is screened where invoke makes it, one pass per distinct text; its audit row reads the verdict
     in the result's meta (no second pass, no per-process memory of result texts)."""
-    from tools_app.runtime.screen import clean_result as real
-    from tools_app.runtime.screen import results
-
     assert invoke(api, inventory)["success"]
-    read: list[str] = []
-
-    def counted(text: str, **kwargs: Any) -> Any:
-        read.append(text)
-        return real(text, **kwargs)
-
-    monkeypatch.setattr(results, "clean_result", counted)
+    read = screened_texts(monkeypatch)
     body = invoke(api, inventory)
     assert body["success"] and ToolCall.objects.get(pk=body["call_id"]).result_flags == []
     assert read and len(read) == len(set(read)), read

@@ -12,6 +12,7 @@ import pytest
 from agents_app.gateway.calls import AFTER_FLAGGED
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.fixtures.mcp_servers import HERE
+from tests.fixtures.screen_count import screened_texts
 from tools_app.models import Approval, ToolCall
 from tools_app.runtime.screen.results import META_KEY
 
@@ -196,22 +197,6 @@ def test_prompt_and_resource_answers_are_stripped_and_flagged_like_tool_results(
     assert all("invisible_tags" in (c.result_flags or []) and not _tagged(c.result_excerpt) for c in rows.values())
 
 
-def _screens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every text the result screen reads from now on (the real screen still answers); the gateway runs in this
-    process (uvicorn in a thread), so its calls are counted too."""
-    from tools_app.runtime.screen import clean_result as real
-    from tools_app.runtime.screen import results
-
-    read: list[str] = []
-
-    def counted(text: str, **kwargs: Any) -> Any:
-        read.append(text)
-        return real(text, **kwargs)
-
-    monkeypatch.setattr(results, "clean_result", counted)
-    return read
-
-
 def test_a_gateway_call_screens_each_text_of_its_result_once(served: Any, setup: Any,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """One pass per distinct text, where the result is made (invoke): the audit row and the gateway's answer read
@@ -229,7 +214,7 @@ def test_a_gateway_call_screens_each_text_of_its_result_once(served: Any, setup:
     asyncio.run(call("inventory__get_inventory", {"sku": "DEMO-001"}))  # warm: the pool's server started
     for name, arguments, flagged in (("inventory__get_inventory", {"sku": "DEMO-001"}, False),
                                      ("pages__fetch_page", {"url": "https://example.com"}, True)):
-        read = _screens(monkeypatch)
+        read = screened_texts(monkeypatch)
         result = asyncio.run(call(name, arguments))
         assert not result.is_error, result
         assert read and len(read) == len(set(read)), read  # each distinct text once, none again
