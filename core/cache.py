@@ -49,12 +49,13 @@ class SharedPoolRedisCache(RedisCache):
         super().__init__(server, params)
         self._class = _SharedPoolClient
 
-    def clear(self) -> bool:
+    def clear(self) -> None:
         """Django's clear() empties the whole Redis database (FLUSHDB). With a KEY_PREFIX, only this cache's keys
         go: the database may hold other caches' keys (parallel test processes sharing one Redis, each under its
         own prefix) and what else lives there (quota counters, Celery results)."""
         if not self.key_prefix or self.key_func is not default_key_func:  # keys of another form: all go
-            return super().clear()
+            super().clear()
+            return
         client = self._cache.get_client(write=True)
         pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.key_prefix) + ":*"  # make_key's form
         batch: list[Any] = []
@@ -65,4 +66,3 @@ class SharedPoolRedisCache(RedisCache):
                 batch.clear()
         if batch:
             client.delete(*batch)
-        return True
