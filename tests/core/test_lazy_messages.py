@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.test import RequestFactory
 
 from core import messages as lazy
@@ -19,7 +20,7 @@ def test_an_api_call_builds_no_message_storage(api: Any, monkeypatch: Any) -> No
     from django.contrib.messages import middleware as django_middleware
 
     built: list[Any] = []
-    real = lazy.default_storage
+    real = lazy.default_storage  # type: ignore[attr-defined]
 
     def counted(request: HttpRequest) -> Any:
         built.append(request)
@@ -41,13 +42,19 @@ def _session_request(path: str, cookies: dict[str, str]) -> HttpRequest:
     return request
 
 
+def _called(middleware: lazy.LazyMessageMiddleware, request: HttpRequest) -> HttpResponseBase:
+    response = middleware(request)
+    assert isinstance(response, HttpResponseBase)  # a sync chain: never an awaitable
+    return response
+
+
 def test_a_message_added_is_stored_and_read_on_the_next_request() -> None:
     def adds(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Saved.")
         return HttpResponse("ok")
 
     first = _session_request("/admin/", {})
-    response = lazy.LazyMessageMiddleware(adds)(first)
+    response = _called(lazy.LazyMessageMiddleware(adds), first)
     stored = response.cookies["messages"].value
     assert stored
 
@@ -55,10 +62,11 @@ def test_a_message_added_is_stored_and_read_on_the_next_request() -> None:
         return HttpResponse("|".join(str(m) for m in messages.get_messages(request)))
 
     second = _session_request("/admin/", {"messages": stored})
-    assert lazy.LazyMessageMiddleware(reads)(second).content == b"Saved."
+    shown = _called(lazy.LazyMessageMiddleware(reads), second)
+    assert isinstance(shown, HttpResponse) and shown.content == b"Saved."
 
 
 def test_a_request_that_never_touches_messages_leaves_the_response_alone() -> None:
     request = _session_request("/api/v1/", {"messages": "anything"})
-    response = lazy.LazyMessageMiddleware(lambda r: HttpResponse("ok"))(request)
+    response = _called(lazy.LazyMessageMiddleware(lambda r: HttpResponse("ok")), request)
     assert "messages" not in response.cookies

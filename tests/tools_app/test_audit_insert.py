@@ -81,7 +81,12 @@ def test_audit_writes_its_row_through_it(tenant: Any, tool_factory: Any, monkeyp
     tool = tool_factory(tenant=tenant, name="inventory")
     inserted: list[ToolCall] = []
     original = audit_service.insert
-    monkeypatch.setattr(audit_service, "insert", lambda call: (inserted.append(call), original(call))[1])
+
+    def counted(call: ToolCall) -> None:
+        inserted.append(call)
+        original(call)
+
+    monkeypatch.setattr(audit_service, "insert", counted)
     call = audit_service.audit(tenant=tenant, actor=None, tool=tool, function="get_inventory",
                                arguments={"sku": "DEMO-001"}, result=ToolResult.ok(text="42"), status=CallStatus.OK,
                                secrets=[])

@@ -130,12 +130,13 @@ def _insert_statement(connection: BaseDatabaseWrapper) -> tuple[str, list[Field[
         meta = ToolCall._meta
         fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
         returning = list(meta.db_returning_fields)
-        returned = connection.ops.return_insert_columns(returning) if connection.features.can_return_columns_from_insert else None
+        ops: Any = connection.ops  # return_insert_columns is on every backend's operations, not in the stubs' base
+        returned = ops.return_insert_columns(returning) if connection.features.can_return_columns_from_insert else None
         if not returned or returned[1]:
             _INSERTS[alias] = None
         else:
             quote = connection.ops.quote_name
-            sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+            sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(f.column)) for f in fields)}) "
                    f"VALUES ({', '.join(['%s'] * len(fields))}) {returned[0]}")
             _INSERTS[alias] = (sql, fields, returning)
     return _INSERTS[alias]
@@ -154,7 +155,7 @@ def insert(call: ToolCall) -> None:
         call.save(force_insert=True)
         return
     sql, fields, returning = statement
-    call._prepare_related_fields_for_save(operation_name="save")
+    call._prepare_related_fields_for_save(operation_name="save")  # type: ignore[attr-defined]
     pre_save.send(sender=ToolCall, instance=call, raw=False, using=using, update_fields=None)
     params = [field.get_db_prep_save(field.pre_save(call, True), connection=connection) for field in fields]
     with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
