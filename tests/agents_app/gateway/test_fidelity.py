@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import make_agent
 from tests.fixtures.mcp_servers import HERE
 from tools_app.models import ToolFunction
@@ -40,7 +41,8 @@ def weather(transactional_db: Any, tenant: Any, member_client: Any) -> Any:
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    with discovery_kept_for_calls():  # the calls reuse the server the discovery started
+        assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="forecaster")
     return api, tool_id, agent_id
 
