@@ -12,10 +12,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, router, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.fields import Field
-from django.db.models.signals import post_save, pre_save
+from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import unavailable_service
@@ -103,7 +100,7 @@ def audit(
         **_outcome(result, secrets),
     )
     try:
-        insert(call)  # the warm path's one query
+        call.save(force_insert=True)  # the warm path's one query
     except Exception as exc:
         # The call ran (OK/ERROR) but the database went away before its row was written: the built row (already
         # redacted) is spooled and replayed later, and the caller gets the result. A call that did not run
@@ -116,56 +113,6 @@ def audit(
     if not transaction.get_connection().in_atomic_block:
         audit_spool.replay_if_pending()
     return call
-
-
-# The audit row's INSERT, per database alias: (SQL, the fields it writes in order, the fields it returns).
-_INSERTS: dict[str, tuple[str, list[Field[Any, Any]], list[Field[Any, Any]]] | None] = {}
-
-
-def _insert_statement(connection: BaseDatabaseWrapper) -> tuple[str, list[Field[Any, Any]], list[Field[Any, Any]]] | None:
-    """The INSERT ... RETURNING Django's compiler builds for one new ToolCall, built once; None where the backend
-    cannot return the new id from the INSERT (then the ORM's save does it)."""
-    alias = connection.alias
-    if alias not in _INSERTS:
-        meta = ToolCall._meta
-        fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
-        returning = list(meta.db_returning_fields)
-        ops: Any = connection.ops  # return_insert_columns is on every backend's operations, not in the stubs' base
-        returned = ops.return_insert_columns(returning) if connection.features.can_return_columns_from_insert else None
-        if not returned or returned[1]:
-            _INSERTS[alias] = None
-        else:
-            quote = connection.ops.quote_name
-            sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(f.column)) for f in fields)}) "
-                   f"VALUES ({', '.join(['%s'] * len(fields))}) {returned[0]}")
-            _INSERTS[alias] = (sql, fields, returning)
-    return _INSERTS[alias]
-
-
-def insert(call: ToolCall) -> None:
-    """`call.save(force_insert=True)` at a fraction of its CPU: the statement is built once per process, each value
-    prepared by its field as the ORM's compiler does (pre_save, get_db_prep_save), and the same pre_save/post_save
-    signals are sent (metrics, the audit stream's outbox). Compiling the INSERT of the row's 25 columns anew was
-    about 0.4 ms of every call's ~0.5 ms audit write. A value that is an expression goes through the ORM."""
-    using = router.db_for_write(ToolCall, instance=call)
-    connection = connections[using]
-    statement = _insert_statement(connection)
-    if (statement is None or not call._state.adding
-            or any(hasattr(getattr(call, field.attname), "resolve_expression") for field in statement[1])):
-        call.save(force_insert=True)
-        return
-    sql, fields, returning = statement
-    call._prepare_related_fields_for_save(operation_name="save")  # type: ignore[attr-defined]
-    pre_save.send(sender=ToolCall, instance=call, raw=False, using=using, update_fields=None)
-    params = [field.get_db_prep_save(field.pre_save(call, True), connection=connection) for field in fields]
-    with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    for value, field in zip(row, returning, strict=True):
-        setattr(call, field.attname, value)
-    call._state.db = using
-    call._state.adding = False
-    post_save.send(sender=ToolCall, instance=call, created=True, update_fields=None, raw=False, using=using)
 
 
 def _outcome(result: ToolResult, secrets: list[str]) -> dict[str, Any]:
