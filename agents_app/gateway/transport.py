@@ -183,21 +183,25 @@ def _emits_nothing(body: bytes) -> bool:
     return meta is None or (isinstance(meta, dict) and "progressToken" not in meta and LOG_LEVEL_META_KEY not in meta)
 
 
-async def _body(receive: Receive) -> tuple[bytes, bool]:
-    """The request's whole body (False when the client went away before sending it)."""
-    chunks: list[bytes] = []
+async def _body(receive: Receive) -> tuple[bytes, list[Message]]:
+    """The request's body and the messages it came in, to be handed out again as they came (`_whole`: all of it came;
+    not when the client went away first)."""
+    messages: list[Message] = []
     while True:
         message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks), False
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks), True
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"), messages
 
 
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """`receive` with the body already read handed out first."""
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+def _whole(messages: list[Message]) -> bool:
+    last = messages[-1] if messages else None
+    return last is not None and last["type"] == "http.request" and not last.get("more_body")
+
+
+def _replaying(messages: list[Message], receive: Receive) -> Receive:
+    """`receive` with the messages already read handed out first, in their order."""
+    pending = list(reversed(messages))
 
     async def replay() -> Message:
         return pending.pop() if pending else await receive()
@@ -259,9 +263,9 @@ async def handle_modern(app: Server[Any], security_settings: TransportSecuritySe
         await handle_modern_request(app, security_settings, json_response, lifespan_state, scope, receive, send)
         return
     has_json, has_sse = check_accept_headers(Request(scope))
-    body, whole = await _body(receive)
-    receive = _replaying(body, receive)
-    if not (whole and has_json and has_sse and _emits_nothing(body)):
+    body, messages = await _body(receive)
+    receive = _replaying(messages, receive)
+    if not (_whole(messages) and has_json and has_sse and _emits_nothing(body)):
         await handle_modern_request(app, security_settings, json_response, lifespan_state, scope, receive, send)
         return
     late = _LateStream(send, _SSE_PING_INTERVAL)

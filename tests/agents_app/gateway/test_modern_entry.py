@@ -11,26 +11,27 @@ from typing import Any
 import pytest
 from mcp.server._streamable_http_modern import _SSE_HEADERS, _sse_event
 from mcp_types import LOG_LEVEL_META_KEY, JSONRPCResponse
+from starlette.types import Message
 
-from agents_app.gateway.transport import _emits_nothing, _LateStream, _replaying
+from agents_app.gateway.transport import _body, _emits_nothing, _LateStream, _replaying, _whole
 
 
-def _body(method: str, meta: dict[str, Any] | None = None, **params: Any) -> bytes:
+def _request(method: str, meta: dict[str, Any] | None = None, **params: Any) -> bytes:
     envelope: dict[str, Any] = {"jsonrpc": "2.0", "id": 3, "method": method,
                                 "params": {**params, **({"_meta": meta} if meta is not None else {})}}
     return json.dumps(envelope).encode()
 
 
 @pytest.mark.parametrize(("body", "quiet"), [
-    (_body("tools/call", {}, name="t", arguments={}), True),
-    (_body("tools/list", {}), True),
-    (_body("tools/call", {"progressToken": 1}, name="t"), False),  # progress rides the stream
-    (_body("tools/call", {LOG_LEVEL_META_KEY: "debug"}, name="t"), False),  # so do the log messages asked for
-    (_body("subscriptions/listen", {}), False),  # a stream by nature
+    (_request("tools/call", {}, name="t", arguments={}), True),
+    (_request("tools/list", {}), True),
+    (_request("tools/call", {"progressToken": 1}, name="t"), False),  # progress rides the stream
+    (_request("tools/call", {LOG_LEVEL_META_KEY: "debug"}, name="t"), False),  # so do the log messages asked for
+    (_request("subscriptions/listen", {}), False),  # a stream by nature
     (b'{"jsonrpc": "2.0", "method": "notifications/cancelled"}', False),  # no id: the SDK acknowledges it
     (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', False),  # a batch: the SDK refuses it
     (b"{not json", False),
-    (_body("tools/call", None, name="t") .replace(b'"params": {"name": "t"}', b'"params": 5'), False),
+    (_request("tools/call", None, name="t").replace(b'"params": {"name": "t"}', b'"params": 5'), False),
 ])
 def test_which_requests_have_nothing_to_stream(body: bytes, quiet: bool) -> None:
     assert _emits_nothing(body) is quiet
@@ -38,9 +39,9 @@ def test_which_requests_have_nothing_to_stream(body: bytes, quiet: bool) -> None
 
 class _Wire:
     def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[Message] = []
 
-    async def __call__(self, message: dict[str, Any]) -> None:
+    async def __call__(self, message: Message) -> None:
         self.sent.append(message)
 
 
@@ -50,7 +51,7 @@ JSON_START = {"type": "http.response.start", "status": 200, "headers": [(b"conte
 
 
 def test_an_answer_before_the_interval_is_the_json_answer_unchanged() -> None:
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario() -> list[Message]:
         wire = _Wire()
         late = _LateStream(wire, 60)
         await late(JSON_START)
@@ -62,7 +63,7 @@ def test_an_answer_before_the_interval_is_the_json_answer_unchanged() -> None:
 
 
 def test_a_silent_handler_gets_the_stream_and_its_answer_is_the_last_event_as_the_sdk_frames_it() -> None:
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario() -> list[Message]:
         wire = _Wire()
         late = _LateStream(wire, 60)
         late._start()  # the interval ran out (the timer's callback)
@@ -79,7 +80,7 @@ def test_a_silent_handler_gets_the_stream_and_its_answer_is_the_last_event_as_th
 
 
 def test_an_answer_racing_the_timer_stays_json() -> None:
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario() -> list[Message]:
         wire = _Wire()
         late = _LateStream(wire, 60)
         late._start()  # fired, but the answer comes before the pinger ran
@@ -90,13 +91,23 @@ def test_an_answer_racing_the_timer_stays_json() -> None:
     assert asyncio.run(scenario()) == [JSON_START, {"type": "http.response.body", "body": JSON_BODY}]
 
 
-def test_the_body_read_ahead_is_handed_out_first() -> None:
-    async def scenario() -> list[Any]:
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.disconnect"}
+def test_the_body_read_ahead_is_handed_out_again_as_it_came() -> None:
+    async def scenario(arrivals: list[Message]) -> tuple[bytes, bool, list[Any]]:
+        queue = list(arrivals)
 
-        replay = _replaying(b"{}", receive)
-        return [await replay(), await replay()]
+        async def receive() -> Message:
+            return queue.pop(0) if queue else {"type": "http.disconnect"}
 
-    assert asyncio.run(scenario()) == [{"type": "http.request", "body": b"{}", "more_body": False},
-                                       {"type": "http.disconnect"}]
+        body, messages = await _body(receive)
+        replay = _replaying(messages, receive)
+        return body, _whole(messages), [await replay() for _ in range(len(arrivals) + 1)]
+
+    parts: list[Message] = [{"type": "http.request", "body": b'{"a"', "more_body": True},
+             {"type": "http.request", "body": b": 1}", "more_body": False}]
+    body, whole, replayed = asyncio.run(scenario(parts))
+    assert (body, whole) == (b'{"a": 1}', True)
+    assert replayed == [*parts, {"type": "http.disconnect"}]
+    # A client gone before the end: not whole, and the disconnect is handed out again for the SDK to see.
+    cut: list[Message] = [parts[0], {"type": "http.disconnect"}]
+    body, whole, replayed = asyncio.run(scenario(cut))
+    assert not whole and replayed[:2] == cut
