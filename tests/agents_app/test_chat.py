@@ -143,8 +143,11 @@ def test_unknown_tool_name_is_reported_to_the_model(api: Any, start_llm: Any) ->
     assert "unknown tool" in llm.requests[1]["messages"][-1]["content"]
 
 
-BAD_ARGUMENTS = {"malformed-json": ('{"sku": "DEMO-001"', "not valid JSON"), "wrong-type": ({"sku": 5}, "sku"),
-                 "unknown-argument": ({"sku": "A", "colour": "red"}, "colour")}
+BAD_ARGUMENTS: dict[str, tuple[str | dict[str, Any], str]] = {
+    "malformed-json": ('{"sku": "DEMO-001"', "not valid JSON"),
+    "wrong-type": ({"sku": 5}, "sku"),
+    "unknown-argument": ({"sku": "A", "colour": "red"}, "colour"),
+}
 
 
 def test_bad_arguments_are_invalid_params(api: Any, start_llm: Any) -> None:
