@@ -49,7 +49,7 @@ def inventory(api: Any, discovered: Discovered) -> Iterator[int]:
         "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert "get_inventory" in [f["name"] for f in discovered.refresh(tool_id)["functions"]]  # its server listed once per module
+    assert "get_inventory" in [f["name"] for f in discovered.refresh(api, tool_id)["functions"]]  # its server listed once per module
     yield tool_id
     pool().close_all()
 
