@@ -166,7 +166,7 @@ def test_a_tool_call_waits_without_a_pooled_db_connection(api: Any, monkeypatch:
     monkeypatch.setattr("core.db.pooled", lambda alias="default": pooled)  # SQLite cannot take a pool option
     _Recorder.held, _Recorder.caller_db = [], connections["default"]
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         tool_id = api.post("/api/v1/tools/", {"name": "slow-system", "type": "HTTP", "config": {
             "method": "GET", "url": f"http://127.0.0.1:{server.server_address[1]}/x"}}, format="json").json()["id"]
