@@ -33,6 +33,7 @@ class Window:
     def __init__(self) -> None:
         self.label: str | None = None
         self.loop_profile: cProfile.Profile | None = None
+        self.pool_profile: cProfile.Profile | None = None  # the MCP session pool's loop thread (the SDK client)
         self.job_profiles: list[cProfile.Profile] = []
         self.lock = threading.Lock()
         self.sql: Counter[str] = Counter()
@@ -56,7 +57,7 @@ _run = futures_thread._WorkItem.run
 def _profiled_run(self: Any) -> None:
     if not window.active:
         return _run(self)
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.thread_time)
     profile.enable()
     try:
         return _run(self)
@@ -128,13 +129,41 @@ def _sampler() -> None:
             window.samples[" < ".join(stack)] += 1
 
 
+def _pool_loop() -> Any:
+    """The MCP session pool's event loop (its own thread), when it runs one."""
+    from tools_app.wiring.pool import _slot
+
+    current = _slot.current()
+    loop = getattr(current, "_loop", None)
+    return loop if loop is not None and loop.is_running() else None
+
+
+def _in_pool_thread(fn: Any) -> None:
+    loop = _pool_loop()
+    if loop is None:
+        return
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            fn()
+        finally:
+            done.set()
+
+    loop.call_soon_threadsafe(run)
+    done.wait(5)
+
+
 def _start(label: str) -> None:
     window.sql.clear()
     window.redis.clear()
     window.samples.clear()
     window.job_profiles = []
     window.sampled = 0
-    window.loop_profile = cProfile.Profile()
+    # CPU time of the thread (not wall time): what each thread spends, not what it waits for the GIL.
+    window.loop_profile = cProfile.Profile(time.thread_time)
+    window.pool_profile = cProfile.Profile(time.thread_time)
+    _in_pool_thread(window.pool_profile.enable)
     window.started = time.perf_counter()
     window.label = label
     opened.set()
@@ -144,6 +173,8 @@ def _start(label: str) -> None:
 def _stop() -> str:
     assert window.loop_profile is not None
     window.loop_profile.disable()
+    if window.pool_profile is not None:
+        _in_pool_thread(window.pool_profile.disable)
     label, window.label = window.label, None
     opened.clear()
     elapsed = time.perf_counter() - window.started
@@ -163,10 +194,17 @@ def _stop() -> str:
     text.write(f"\nbusy samples (every thread, {window.sampled} ticks of 1 ms), top 25 stacks:\n")
     for stack, n in window.samples.most_common(25):
         text.write(f"  {n:6d}  {stack}\n")
-    text.write("\ncProfile (loop thread + worker-thread jobs), by cumulative time:\n")
+    text.write("\ncProfile (loop thread + worker-thread jobs, CPU time), by cumulative time:\n")
     stats.stream = text  # type: ignore[attr-defined]
     stats.sort_stats("cumulative").print_stats(40)
     stats.sort_stats("tottime").print_stats(25)
+    if window.pool_profile is not None and window.pool_profile.getstats():
+        pool_stats = pstats.Stats(window.pool_profile)
+        pool_stats.dump_stats(f"{path}-pool.prof")
+        text.write("\ncProfile of the MCP session pool's loop thread (the SDK client; CPU time), by cumulative time:\n")
+        pool_stats.stream = text  # type: ignore[attr-defined]
+        pool_stats.sort_stats("cumulative").print_stats(50)
+        pool_stats.sort_stats("tottime").print_stats(25)
     with open(f"{path}.txt", "w") as out:
         out.write(text.getvalue())
     return path

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from django.core.cache.backends.base import default_key_func
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
 _pools: dict[tuple[str, str], Any] = {}
@@ -47,3 +48,21 @@ class SharedPoolRedisCache(RedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _SharedPoolClient
+
+    def clear(self) -> None:
+        """Django's clear() empties the whole Redis database (FLUSHDB). With a KEY_PREFIX, only this cache's keys
+        go: the database may hold other caches' keys (parallel test processes sharing one Redis, each under its
+        own prefix) and what else lives there (quota counters, Celery results)."""
+        if not self.key_prefix or self.key_func is not default_key_func:  # keys of another form: all go
+            super().clear()
+            return
+        client = self._cache.get_client(write=True)
+        pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.key_prefix) + ":*"  # make_key's form
+        batch: list[Any] = []
+        for key in client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                client.delete(*batch)
+                batch.clear()
+        if batch:
+            client.delete(*batch)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.browser import browser, module_chromium  # noqa: F401 - fixtures of the browser tests (one Chromium a module)
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tests.migrated import sqlite_copy, template_path
 from tests.waiting import scaled
 
 
@@ -105,18 +105,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tmp.replace(target)
 
 
-def _sqlite_copy(source: Path, target: Path) -> None:
-    """A consistent copy of a SQLite database (its WAL included) through SQLite's online backup."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{target}{suffix}").unlink(missing_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    with sqlite3.connect(source) as src, sqlite3.connect(tmp) as dst:
-        src.backup(dst)
-    src.close()
-    dst.close()
-    tmp.replace(target)
-
-
 @pytest.fixture(scope="session")
 def django_db_setup(
     request: pytest.FixtureRequest,
@@ -127,10 +115,12 @@ def django_db_setup(
     django_db_createdb: bool,
     django_db_modify_db_settings: None,
 ) -> Iterator[None]:
-    """pytest-django's test database setup, with one change under pytest-xdist on SQLite: the first worker migrates
-    its database and leaves a copy (a template for this run, PYTEST_XDIST_TESTRUNUID); every other worker starts
-    from that copy, then runs `migrate` over it (nothing left to apply) instead of applying every migration again.
-    The database each test sees is the same; only N - 1 full migrations are saved."""
+    """pytest-django's test database setup, with one change on SQLite: the first test process to need it migrates
+    its database and leaves a copy (a template, var/xdist/template-<key>.sqlite3, the key a hash of every migration
+    file, Django's version and Python's); every other process, of this run or a later one (another xdist worker, the
+    next `pytest` of a module), starts from that copy, then runs `migrate` over it (nothing left to apply: ~2 s)
+    instead of applying every migration (~25 s of CPU, which every worker of a parallel run also waited for). A new
+    or edited migration is a new key, so a new template. The database each test sees is the same."""
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
     from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
@@ -139,10 +129,9 @@ def django_db_setup(
         _disable_migrations()
     keepdb = django_db_keepdb and not django_db_createdb
     aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
     default = settings.DATABASES["default"]
-    shared = (bool(run_id) and not keepdb and aliases <= {"default"} and default["ENGINE"].endswith("sqlite3")
-              and bool(default.get("TEST", {}).get("NAME")))
+    shared = (django_db_use_migrations and not keepdb and aliases <= {"default"}
+              and default["ENGINE"].endswith("sqlite3") and bool(default.get("TEST", {}).get("NAME")))
     verbosity = request.config.option.verbose
 
     def setup(keep: bool) -> Any:
@@ -151,7 +140,7 @@ def django_db_setup(
                                    serialized_aliases=serialized_aliases, keepdb=keep)
 
     with _outside_the_tests_timeout(request):
-        db_cfg = _setup_once(setup, keepdb, shared, default, settings, run_id)
+        db_cfg = _setup_once(setup, keepdb, shared, default, settings)
     yield
     if not keepdb:
         with django_db_blocker.unblock():
@@ -179,26 +168,25 @@ def _outside_the_tests_timeout(request: pytest.FixtureRequest) -> Iterator[None]
             request.config.hook.pytest_timeout_set_timer(item=item, settings=pytest_timeout._get_item_settings(item))
 
 
-def _setup_once(setup: Callable[[bool], Any], keepdb: bool, shared: bool, default: Any, settings: Any,
-                run_id: str) -> Any:
+def _setup_once(setup: Callable[[bool], Any], keepdb: bool, shared: bool, default: Any, settings: Any) -> Any:
     if not shared:
         db_cfg = setup(keepdb)
     else:
         own = Path(default["TEST"]["NAME"])
-        template = Path(settings.VAR_DIR) / "xdist" / f"template-{run_id}.sqlite3"
+        template = template_path(settings.VAR_DIR)
         template.parent.mkdir(parents=True, exist_ok=True)
         with open(f"{template}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker holds it while it migrates; the others wait
             if template.exists():
-                _sqlite_copy(template, own)
+                sqlite_copy(template, own)
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 db_cfg = setup(True)  # keep the copy: `migrate` checks it is complete
             else:
-                for stale in template.parent.glob("template-*.sqlite3*"):  # other runs' (an hour old or more)
-                    if time.time() - stale.stat().st_mtime > 3600:
+                for stale in template.parent.glob("template-*.sqlite3*"):  # older migrations' (a day old or more)
+                    if time.time() - stale.stat().st_mtime > 86400:
                         stale.unlink(missing_ok=True)
                 db_cfg = setup(False)
-                _sqlite_copy(own, template)
+                sqlite_copy(own, template)
     return db_cfg
 
 

@@ -206,6 +206,8 @@ class GatewayApp:
 
     async def start(self) -> None:
         """Start the session manager and the list_changed watcher (once; also on the first request)."""
+        if self._started is not None and self._started.is_set():
+            return  # every request asks: started already, without taking the lock
         async with self._start_lock:
             if self._runner is not None:
                 return

@@ -137,6 +137,8 @@ def _forget(relay_id: str) -> None:
 
 def relay_of(params: types.CallToolRequestParams) -> str | None:
     """The relayed call a retry's (verified) requestState names, if any."""
+    if not params.request_state:  # a first call (nearly every one): nothing to parse
+        return None
     try:
         state = json.loads(params.request_state or "")
     except ValueError:
@@ -193,6 +195,8 @@ def _answer_to(method: str, answer: Any) -> dict[str, Any] | None:
 def stateless_of(params: Any) -> Resume | None:
     """The upstream round a retry's (verified, opened) requestState resumes, with the client's answers to it
     (`_answer_to`). None when the state is no such round."""
+    if not params.request_state:
+        return None
     try:
         state = json.loads(params.request_state or "")
     except ValueError:

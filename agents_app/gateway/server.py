@@ -377,6 +377,10 @@ def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float,
     return forward
 
 
+# What a client's declared capabilities are checked against (built once: two pydantic models per call otherwise).
+_SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
+_ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
 NOT_DECLARED = ("declined: the MCP client using this Toolhub gateway did not declare {what}, so nobody can answer "
                 "the server's {request}")
 
@@ -423,8 +427,8 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
         shape = types.ElicitRequestURLParams if url_mode else types.ElicitRequestFormParams
         return forward(types.ElicitRequest(params=shape.model_validate(params)), types.ElicitResult)
 
-    may_sample = declared(types.ClientCapabilities(sampling=types.SamplingCapability()))
-    may_elicit = declared(types.ClientCapabilities(elicitation=types.ElicitationCapability()))
+    may_sample = declared(_SAMPLING)
+    may_elicit = declared(_ELICITATION)
     if relayed is not None:  # 2026-07-28: the question rides an input_required result (agents_app.gateway.relay)
         elicit, sample = relayed.ask, relayed.sample
     return ClientRequests(
@@ -489,9 +493,7 @@ def _elicitation_message(principal: Principal, outcome: CallOutcome, arguments: 
 
 def _may_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
     try:
-        declared = ctx.session.check_client_capability(
-            types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        )
+        declared = ctx.session.check_client_capability(_ELICITATION)
     except Exception:  # noqa: BLE001 - an era without the capability simply cannot elicit
         return False
     return bool(declared)
@@ -697,6 +699,13 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
         else:
             resume = (relay.stateless_of(params) or Resume()) if stateless else None
             continuing = await db(relay.continued_call, params) if resume is not None and resume.resumed else None
+            plain = _client_requests(ctx, None, resume)
+            if plain.elicit is None and plain.sample is None:
+                # The client declared neither elicitation nor sampling: nothing can be put to it mid-call (a 2025
+                # upstream's question is declined with the reason, a 2026 upstream's is answered by Toolhub or ends
+                # the call as a refusal), so there is no question to relay and no call to hold: the job is awaited
+                # as is, without a Relay, its queue and the two tasks it waits on.
+                return await job(plain, continuing)
             held = relay.Relay(asyncio.get_running_loop())
             held.owner = owner
             held.start(job(_client_requests(ctx, held, resume), continuing))

@@ -30,16 +30,19 @@ from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import InitializeRequestParams
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
-from agents_app.gateway.transport import LateCommitTransport
+from agents_app.gateway.transport import LateCommitTransport, handle_modern
 
 logger = logging.getLogger(__name__)
 
 KEY = "toolhub:mcp-session:{}"
+_VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
 
 
 def _key(session_id: str) -> str:
@@ -209,6 +212,16 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             security_settings=self.security_settings, retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
         )
+
+    async def _handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A 2026-07-28 request (a version header outside the handshake era, as the SDK routes it): its entry, with
+        # a request that has nothing to stream answered without the stream's task group (gateway.transport).
+        version = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == _VERSION_HEADER), None)
+        if self._task_group is not None and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await handle_modern(self.app, self.security_settings, self.json_response, self._lifespan_state, scope,
+                                receive, send)
+            return
+        await super()._handle_request(scope, receive, send)
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
         # The SDK's admission, with this module's transport.

@@ -16,13 +16,17 @@ call is still running in a worker thread, where that send waits on the GIL.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from functools import partial
 from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.server._streamable_http_modern import _SSE_HEADERS, _SSE_PING_INTERVAL, handle_modern_request
 from mcp.server.streamable_http import (
     CONTENT_TYPE_SSE,
     MCP_SESSION_ID_HEADER,
@@ -30,11 +34,14 @@ from mcp.server.streamable_http import (
     EventMessage,
     SSEEvent,
     StreamableHTTPServerTransport,
+    check_accept_headers,
 )
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
+    LOG_LEVEL_META_KEY,
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
@@ -43,7 +50,10 @@ from mcp_types import (
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
 
 logger = logging.getLogger(__name__)
 
@@ -134,3 +144,132 @@ class LateCommitTransport(StreamableHTTPServerTransport):
             await self._clean_up_memory_streams(request_id)
         finally:
             await sse_reader.aclose()
+
+
+# --- the 2026-07-28 entry: a request with nothing to stream answered without a stream's machinery -----------------
+#
+# The SDK's modern entry (mcp.server._streamable_http_modern.handle_modern_request) in SSE mode runs every request's
+# handler in a task group beside a task watching for the client's disconnect, over a memory stream, and answers
+# JSON when the handler finished within `_SSE_PING_INTERVAL` without emitting (nearly every call): ~0.15 ms of CPU a
+# request for the task group, its two tasks, the stream and the cancel scopes. A request that cannot emit anything
+# (no progressToken, no log level asked for, a method that answers once) runs the SDK's own JSON-mode path instead,
+# in the request's task: the same ladder, the same `serve_one`, the same JSON body and status. What SSE mode adds
+# for such a request is kept: a handler still silent after `_SSE_PING_INTERVAL` commits `text/event-stream` with
+# the same keep-alive pings, and its answer is the stream's last event, byte for byte as the SDK frames it.
+# Everything else (progress, logging, subscriptions/listen, a client that does not accept SSE, a GET) goes to the
+# SDK's entry unchanged.
+
+_ANSWERS_ONCE = frozenset({"tools/call", "tools/list", "prompts/list", "prompts/get", "resources/list",
+                           "resources/read", "resources/templates/list", "server/discover", "ping",
+                           "completion/complete"})
+_PING = b": ping\r\n\r\n"
+
+
+def _emits_nothing(body: bytes) -> bool:
+    """A request whose handler has nothing to send before its answer: a method answered once, without a
+    progressToken or a log level in its `_meta` (what a 2026 request opts into notifications with)."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return False  # the SDK's entry answers the parse error
+    if not isinstance(decoded, dict) or "id" not in decoded or decoded.get("method") not in _ANSWERS_ONCE:
+        return False
+    params = decoded.get("params")
+    if params is None:
+        return True
+    if not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    return meta is None or (isinstance(meta, dict) and "progressToken" not in meta and LOG_LEVEL_META_KEY not in meta)
+
+
+async def _body(receive: Receive) -> tuple[bytes, list[Message]]:
+    """The request's body and the messages it came in, to be handed out again as they came (`_whole`: all of it came;
+    not when the client went away first)."""
+    messages: list[Message] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"), messages
+
+
+def _whole(messages: list[Message]) -> bool:
+    last = messages[-1] if messages else None
+    return last is not None and last["type"] == "http.request" and not last.get("more_body")
+
+
+def _replaying(messages: list[Message], receive: Receive) -> Receive:
+    """`receive` with the messages already read handed out first, in their order."""
+    pending = list(reversed(messages))
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+class _LateStream:
+    """The `send` of a JSON-mode answer that turns into an SSE stream if the handler stays silent too long."""
+
+    def __init__(self, send: Send, after_s: float) -> None:
+        self._send = send
+        self._stop = asyncio.Event()
+        self._streaming = False
+        self._pinger: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(after_s, self._start)
+
+    def _start(self) -> None:
+        self._pinger = asyncio.ensure_future(self._ping())
+
+    async def _ping(self) -> None:
+        """As the SDK's SSE mode: the stream's headers and a ping at once, then a ping every interval."""
+        if self._stop.is_set():
+            return
+        self._streaming = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        while True:
+            await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
+            try:
+                await asyncio.wait_for(self._stop.wait(), _SSE_PING_INTERVAL)
+                return
+            except TimeoutError:
+                continue
+
+    async def stop(self) -> None:
+        """No more pings; the current one, if any, is sent whole first."""
+        self._timer.cancel()
+        self._stop.set()
+        if self._pinger is not None:
+            await asyncio.shield(self._pinger)
+
+    async def __call__(self, message: Message) -> None:
+        await self.stop()
+        if not self._streaming:
+            await self._send(message)
+            return
+        if message["type"] == "http.response.body":
+            # The JSON body is the answer's JSON-RPC message as the SDK frames an SSE event (same dump, same
+            # separators): the stream's last event.
+            await self._send({"type": "http.response.body", "body": b"event: message\r\ndata: " +
+                              bytes(message.get("body", b"")) + b"\r\n\r\n", "more_body": False})
+        # (the JSON answer's own http.response.start: the stream's headers went out already)
+
+
+async def handle_modern(app: Server[Any], security_settings: TransportSecuritySettings | None, json_response: bool,
+                        lifespan_state: Any, scope: Scope, receive: Receive, send: Send) -> None:
+    """The SDK's 2026-07-28 entry, with a request that has nothing to stream answered in JSON mode (above)."""
+    if json_response or scope.get("method") != "POST":
+        await handle_modern_request(app, security_settings, json_response, lifespan_state, scope, receive, send)
+        return
+    has_json, has_sse = check_accept_headers(Request(scope))
+    body, messages = await _body(receive)
+    receive = _replaying(messages, receive)
+    if not (_whole(messages) and has_json and has_sse and _emits_nothing(body)):
+        await handle_modern_request(app, security_settings, json_response, lifespan_state, scope, receive, send)
+        return
+    late = _LateStream(send, _SSE_PING_INTERVAL)
+    try:
+        await handle_modern_request(app, security_settings, True, lifespan_state, scope, receive, late)
+    finally:
+        await late.stop()

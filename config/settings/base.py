@@ -75,7 +75,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "core.messages.LazyMessageMiddleware",  # Django's, building its storage only when a message is used
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -70,6 +70,11 @@ _WORKER_DIR = VAR_DIR / "xdist" / _WORKER if _WORKER else VAR_DIR
 TOOLHUB_AGENT_SQL_URL = f"sqlite:///{_WORKER_DIR / 'test-agent-demo.sqlite3'}"
 TOOLHUB_AUDIT_SPOOL_DIR = _WORKER_DIR / "test-audit-spool"
 TOOLHUB_WORKSPACE_ROOT = _WORKER_DIR / "test-workspace"
+# With REDIS_URL (CI's second pass) the workers share one Redis database: each caches under a prefix of its own, and
+# the cache clear before every test (tests/conftest.py) deletes that prefix's keys only (core.cache), not FLUSHDB,
+# which would empty the other workers' cache (identities, gateway sessions) in the middle of their tests.
+if _WORKER and REDIS_URL:  # noqa: F405
+    CACHES = {"default": {**CACHES["default"], "KEY_PREFIX": f"test-{_WORKER}"}}  # noqa: F405
 # A file, not shared-cache memory: threads (health sweeps, parallel tool calls) then wait on the
 # busy timeout instead of failing with "database table is locked".
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405

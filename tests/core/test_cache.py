@@ -81,3 +81,29 @@ def test_one_client_per_pool_and_it_works() -> None:
     first.set("toolhub-test-shared-client", 41)
     assert second.incr("toolhub-test-shared-client") == 42
     first.delete("toolhub-test-shared-client")
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_clear_with_a_key_prefix_deletes_only_that_prefix() -> None:
+    """Parallel test processes share one Redis database, each caching under its own prefix (config/settings/test.py):
+    one's cache clear before each test must leave the others' keys (and whatever else the database holds) alone."""
+    port = free_port()  # a server of this test's own: a clear without a prefix is FLUSHDB
+    server = _redis_server(port)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        mine, other = (SharedPoolRedisCache(url, {"KEY_PREFIX": prefix}) for prefix in ("gw[1]", "gw11"))
+        unprefixed = SharedPoolRedisCache(url, {})
+        for n in range(1200):  # more than one SCAN page and one DELETE batch
+            mine.set(f"k{n}", n)
+        other.set("k1", "theirs")
+        unprefixed.set("plain", "kept")
+        raw = mine._cache.get_client(write=True)
+        raw.set("celery-task-meta-x", "kept")
+        mine.clear()
+        assert mine.get("k1") is None and mine.get("k1199") is None
+        assert other.get("k1") == "theirs" and unprefixed.get("plain") == "kept" and raw.get("celery-task-meta-x")
+        unprefixed.clear()  # no prefix: Django's own clear, the whole database
+        assert other.get("k1") is None and raw.dbsize() == 0
+    finally:
+        server.kill()
+        server.wait(10)

@@ -15,13 +15,20 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tests.migrated import sqlite_copy, template_path
 from tests.waiting import scaled
 from tools_app.runtime.procenv import group_running, kill_process_group
 
 pytestmark: list[Any] = [pytest.mark.timeout(scaled(180))]
 
 
-def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path) -> None:
+def test_login_is_printed_after_the_worker_and_the_server_started(tmp_path: Path, django_db_setup: None) -> None:
+    # The suite's migrated template (tests/migrated.py, made by `django_db_setup` on SQLite) as the fresh checkout's
+    # database: `toolhub_run` still runs `migrate` (nothing left to apply) and seeds the demo, without the ~25 s of
+    # CPU of every migration again, which the test database's setup already proved apply on an empty file.
+    template = template_path(settings.VAR_DIR)
+    if template.exists():
+        sqlite_copy(template, tmp_path / "toolhub.sqlite3")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

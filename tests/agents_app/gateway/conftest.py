@@ -14,6 +14,7 @@ import uvicorn
 from agents_app.models import Agent
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import inventory_tool, make_agent
 from tests.fixtures.mcp_servers import free_port, wait_listening
 from tools_app.wiring.pool import pool
@@ -48,7 +49,8 @@ def running_server() -> Iterator[Served]:
 
 
 @pytest.fixture
-def served(transactional_db: Any) -> Iterator[Served]:
+def own_served(transactional_db: Any) -> Iterator[Served]:
+    """A server (a gateway) of the test's own, for a test that stops or breaks it; others take `served`."""
     with running_server() as one:
         yield one
     pool().close_all()
@@ -72,8 +74,30 @@ def module_served(module_server: Served, transactional_db: Any) -> Iterator[Serv
 
 
 @pytest.fixture
-def served_pair(transactional_db: Any) -> Iterator[tuple[Served, Served]]:
-    """Two Toolhub web servers (two gateways) behind which one client is served: shared DB and cache."""
+def served(module_served: Served) -> Served:
+    """The module's one server (`module_server`) for this test: a server per test cost a uvicorn and gateway start
+    and stop each (~1-3 s on a loaded machine); a test that stops or breaks its server takes `own_served`."""
+    return module_served
+
+
+@pytest.fixture(scope="module")
+def module_server_pair(django_db_setup: Any, django_db_blocker: Any) -> Iterator[tuple[Served, Served]]:
+    """Two servers for every test of a module that asks for a pair (as `module_server`, two of them)."""
+    with django_db_blocker.unblock(), running_server() as first, running_server() as second:
+        yield first, second
+
+
+@pytest.fixture
+def served_pair(module_server_pair: tuple[Served, Served], transactional_db: Any) -> Iterator[tuple[Served, Served]]:
+    """Two Toolhub web servers (two gateways) behind which one client is served: shared DB and cache. The module's
+    pair (`module_server_pair`); a test that needs two servers built under its own settings takes `own_served_pair`."""
+    yield module_server_pair
+    pool().close_all()
+
+
+@pytest.fixture
+def own_served_pair(transactional_db: Any) -> Iterator[tuple[Served, Served]]:
+    """Two servers of the test's own, built after its settings (e.g. a REDIS_URL read when a gateway starts)."""
     with running_server() as first, running_server() as second:
         yield first, second
     pool().close_all()
@@ -94,7 +118,8 @@ class Setup:
 
 def build_setup(tenant: Any, member_client: Any, *, discover: bool = True) -> Setup:
     api = member_client(tenant, Role.ADMIN)
-    tool_id = inventory_tool(api, discover=discover)
+    with discovery_kept_for_calls():
+        tool_id = inventory_tool(api, discover=discover)
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="helper",
                           description="Answers stock questions for the warehouse team.")
     return Setup(tenant=tenant, api=api, token=token_for_user(user=api.user), agent_id=agent_id, tool_id=tool_id)

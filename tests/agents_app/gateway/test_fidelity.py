@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import make_agent
 from tests.fixtures.mcp_servers import HERE
 from tools_app.models import ToolFunction
@@ -40,7 +41,8 @@ def weather(transactional_db: Any, tenant: Any, member_client: Any) -> Any:
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    with discovery_kept_for_calls():  # the calls reuse the server the discovery started
+        assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="forecaster")
     return api, tool_id, agent_id
 
@@ -152,6 +154,31 @@ def test_progress_reaches_a_gateway_client_as_it_reaches_a_direct_one(served: An
     assert via == direct
     assert not result.is_error and result.content[0].text == "lift-off"
     assert not quiet.is_error
+
+
+async def _progress_modern(url: str, token: str) -> tuple[Any, list[Any]]:
+    from tests.agents_app.gateway.modern import MODERN, client
+
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with client(url, token, mode=MODERN) as connected:
+        result = await connected.call_tool("weather__countdown", {}, progress_callback=note)
+        quiet = await connected.call_tool("weather__countdown", {})  # no progressToken: the JSON answer, no stream
+    return (result, quiet), seen
+
+
+def test_progress_reaches_a_2026_gateway_client_as_it_reaches_a_direct_one(served: Any, weather: Any) -> None:
+    # A 2026-07-28 request with a progressToken takes the SDK's streaming entry (gateway.transport.handle_modern),
+    # one without takes its JSON-mode path: both answer the call the same.
+    api, _tool_id, agent_id = weather
+    (result, quiet), via = asyncio.run(_progress_modern(served.endpoint("acme", agent_id),
+                                                       token_for_user(user=api.user)))
+    assert via == [(1.0, 3.0, "three"), (2.0, 3.0, "two"), (3.0, 3.0, "one")]
+    assert not result.is_error and result.content[0].text == "lift-off"
+    assert not quiet.is_error and quiet.content[0].text == "lift-off"
 
 
 async def _answer_elicit(context: Any, params: Any) -> Any:

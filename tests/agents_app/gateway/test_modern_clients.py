@@ -23,12 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CALL = ("inventory__get_inventory", {"sku": "DEMO-001"})
 
 
-@pytest.fixture
-def served(module_served: Any) -> Any:
-    """The module's one server (conftest `module_server`): started once, not once per test."""
-    return module_served
-
-
 def _needs_approval(setup: Any) -> None:
     resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
                            format="json")
@@ -340,10 +334,11 @@ def lists_over_redis(settings: Any) -> None:
     settings.REDIS_URL = "redis://127.0.0.1:6379/5"
 
 
-def test_a_change_reaches_listeners_on_every_process_through_redis(lists_over_redis: None, served_pair: Any,
+def test_a_change_reaches_listeners_on_every_process_through_redis(lists_over_redis: None, own_served_pair: Any,
                                                                    setup: Any) -> None:
     from core import hotcache
 
+    served_pair = own_served_pair  # built after lists_over_redis: their gateways start with REDIS_URL set
     first, second = served_pair
     assert first.app is not second.app and len(hotcache._on_change) >= 2
 

@@ -26,12 +26,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def served(module_served: Any) -> Any:
-    """The module's one server (conftest `module_server`): started once, not once per test."""
-    return module_served
-
-
 @pytest.fixture(scope="session")
 def node_folder() -> Path:
     return ensure_installed()
@@ -109,10 +103,10 @@ def test_typescript_client_approves_through_elicitation(served: Any, setup: Any,
     assert Approval.objects.get().status == "approved"
 
 
-def test_typescript_client_is_refused_across_tenants(served: Any, setup: Any, ts: Any, other_tenant: Any,
-                                                     member_client: Any) -> None:
-    stranger = member_client(other_tenant, Role.ADMIN)
-    client = ts(served.endpoint("acme", setup.agent_id), token_for_user(user=stranger.user))
+def test_typescript_client_is_refused_across_tenants(served: Any, setup_undiscovered: Any, ts: Any,
+                                                     other_tenant: Any, member_client: Any) -> None:
+    stranger = member_client(other_tenant, Role.ADMIN)  # refused before any tool runs: no server started for it
+    client = ts(served.endpoint("acme", setup_undiscovered.agent_id), token_for_user(user=stranger.user))
     refused = client.next("initialized")
     assert refused["event"] == "error" and "not_found" in refused["message"]
 

@@ -28,6 +28,7 @@ from tests.agents_app.gateway.oauth_support import (
     registered_client,
     tokens_for,
 )
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.waiting import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -266,7 +267,8 @@ def test_the_server_offers_the_code_grant_and_refresh_only() -> None:
 
 
 def test_a_call_through_a_token_is_its_clients_last_use(served: Any, setup: Any) -> None:
-    assert setup.api.post(f"/api/v1/tools/{setup.tool_id}/refresh/").json()["ok"]  # discovered, as the shared setup
+    with discovery_kept_for_calls():  # discovered, as the shared setup; the call reuses its server
+        assert setup.api.post(f"/api/v1/tools/{setup.tool_id}/refresh/").json()["ok"]
     _, issued = tokens_for(served, setup)
     hour_ago = timezone.now() - timedelta(hours=1)
     AccessToken.objects.update(created=hour_ago, updated=hour_ago)

@@ -23,12 +23,6 @@ from tools_app.models import Approval, FunctionState, Tool, ToolCall, ToolFuncti
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def served(module_served: Any) -> Any:
-    """The module's one server (conftest `module_server`): started once, not once per test."""
-    return module_served
-
-
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 def test_lists_and_calls_the_agents_functions(served: Any, setup: Any, transport: str) -> None:
     url = served.endpoint("acme", setup.agent_id)
@@ -85,31 +79,31 @@ def _initialize_body() -> dict[str, Any]:
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def test_no_token_or_a_bad_one_is_401_with_www_authenticate(served: Any, setup: Any) -> None:
-    url = served.endpoint("acme", setup.agent_id)
+def test_no_token_or_a_bad_one_is_401_with_www_authenticate(served: Any, setup_undiscovered: Any) -> None:
+    url = served.endpoint("acme", setup_undiscovered.agent_id)
     missing = httpx2.post(url, json=_initialize_body(), headers=MCP_HEADERS)
     bad = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
     token_scheme = httpx2.post(url, json=_initialize_body(),
-                               headers={**MCP_HEADERS, "Authorization": f"Token {setup.token}"})
+                               headers={**MCP_HEADERS, "Authorization": f"Token {setup_undiscovered.token}"})
     sse = httpx2.get(url + "sse")
     for resp in (missing, bad, token_scheme, sse):
         assert resp.status_code == 401
         assert resp.headers["www-authenticate"].startswith('Bearer realm="toolhub"')
     assert 'error="invalid_token"' in bad.headers["www-authenticate"]
-    assert setup.token not in bad.text
+    assert setup_undiscovered.token not in bad.text
 
 
 def test_foreign_tenant_missing_agent_and_foreign_agent_are_one_404(
-    served: Any, setup: Any, other_tenant: Any, member_client: Any
+    served: Any, setup_undiscovered: Any, other_tenant: Any, member_client: Any
 ) -> None:
     other_api = member_client(other_tenant, Role.ADMIN)
     foreign_agent = make_agent(other_api, model=None, name="theirs")
-    headers = {**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"}
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {setup_undiscovered.token}"}
     answers = [
         httpx2.post(served.endpoint("globex", foreign_agent), json=_initialize_body(), headers=headers),  # not a member
         httpx2.post(served.endpoint("acme", 999999), json=_initialize_body(), headers=headers),  # missing
         httpx2.post(served.endpoint("acme", foreign_agent), json=_initialize_body(), headers=headers),  # other tenant's
-        httpx2.post(served.endpoint("nosuch", setup.agent_id), json=_initialize_body(), headers=headers),
+        httpx2.post(served.endpoint("nosuch", setup_undiscovered.agent_id), json=_initialize_body(), headers=headers),
         httpx2.get(served.endpoint("globex", foreign_agent) + "sse", headers=headers),
     ]
     assert {a.status_code for a in answers} == {404}
@@ -118,13 +112,13 @@ def test_foreign_tenant_missing_agent_and_foreign_agent_are_one_404(
 
 
 def test_a_client_of_one_tenant_cannot_reach_another_tenants_agent(
-    served: Any, setup: Any, other_tenant: Any, member_client: Any
+    served: Any, setup_undiscovered: Any, other_tenant: Any, member_client: Any
 ) -> None:
     other_api = member_client(other_tenant, Role.ADMIN)
     other_token = token_for_user(user=other_api.user)
 
     async def scenario() -> None:
-        async with connect(served.endpoint("acme", setup.agent_id), other_token):
+        async with connect(served.endpoint("acme", setup_undiscovered.agent_id), other_token):
             pass
 
     with pytest.raises(BaseException) as info:
@@ -133,11 +127,11 @@ def test_a_client_of_one_tenant_cannot_reach_another_tenants_agent(
     assert not ToolCall.objects.exists()
 
 
-def test_a_session_answers_only_the_credential_that_opened_it(served: Any, setup: Any, member_client: Any) -> None:
-    url = served.endpoint("acme", setup.agent_id)
-    opened = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"})
+def test_a_session_answers_only_the_credential_that_opened_it(served: Any, setup_undiscovered: Any, member_client: Any) -> None:
+    url = served.endpoint("acme", setup_undiscovered.agent_id)
+    opened = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {setup_undiscovered.token}"})
     session_id = opened.headers["mcp-session-id"]
-    other = member_client(setup.tenant, Role.MEMBER)
+    other = member_client(setup_undiscovered.tenant, Role.MEMBER)
     hijack = httpx2.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={
         **MCP_HEADERS, "Authorization": f"Bearer {token_for_user(user=other.user)}", "Mcp-Session-Id": session_id,
         "Mcp-Protocol-Version": "2025-06-18"})

@@ -11,6 +11,7 @@ import pytest
 
 from agents_app.gateway.calls import AFTER_FLAGGED
 from tests.agents_app.gateway.clients import connect, refusal
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.fixtures.mcp_servers import HERE
 from tests.fixtures.screen_count import screened_texts
 from tools_app.models import Approval, ToolCall
@@ -25,7 +26,8 @@ def server_tool(api: Any, name: str, technique: str) -> int:
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    with discovery_kept_for_calls():  # the calls reuse the server the discovery started
+        assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
     return tool_id
 
 

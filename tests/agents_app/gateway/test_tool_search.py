@@ -18,16 +18,11 @@ from agents_app.gateway import search as gateway_search
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import make_agent
 from tools_app.models import CallStatus, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def served(module_served: Any) -> Any:
-    """The module's one server (conftest `module_server`): started once, not once per test."""
-    return module_served
 
 
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_servers" / "many_functions.py"
@@ -41,7 +36,8 @@ def big(transactional_db: Any, tenant: Any, member_client: Any) -> dict[str, Any
         "command": sys.executable, "args": [str(SERVER), "--count", "300"], "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    with discovery_kept_for_calls():  # the calls reuse the server the discovery started
+        assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
     names = list(ToolFunction.objects.filter(tool_id=tool_id).values_list("name", flat=True))
     assert len(names) == 300
     assert "clean_heater" in names

@@ -17,16 +17,11 @@ import pytest
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
+from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import make_agent
 from tests.fixtures.mcp_servers import MODERN_ONLY
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def served(module_served: Any) -> Any:
-    """The module's one server (conftest `module_server`): started once, not once per test."""
-    return module_served
 
 
 @pytest.fixture
@@ -35,7 +30,8 @@ def modern_agent(transactional_db: Any, tenant: Any, member_client: Any) -> tupl
     resp = api.post("/api/v1/tools/", {"name": "modern", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(MODERN_ONLY)], "call_timeout_s": 20}}, format="json")
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["protocol_version"] == "2026-07-28"
+    with discovery_kept_for_calls():  # the calls reuse the server the discovery started
+        assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["protocol_version"] == "2026-07-28"
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="booker")
     return agent_id, token_for_user(user=api.user)
 

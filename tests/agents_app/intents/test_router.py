@@ -32,6 +32,17 @@ def _index() -> IntentIndex:
     return IntentIndex(specs, default_embedder())
 
 
+def _embedder(cache_size: int) -> Any:
+    """A new IntentEmbedder (its own LRU, counters and helper thread) on the models this process already loaded for
+    `default_embedder()`: loading them maps ~135 MB of weights (2 to 4 s each time); what these tests check is the
+    embedder around the models, which load once per process in production too."""
+    from agents_app.runtime.intents import IntentEmbedder
+
+    emb = IntentEmbedder(cache_size=cache_size)
+    emb._e5, emb._use = default_embedder()._load()
+    return emb
+
+
 def test_routes_english_and_chinese_paraphrases_and_respects_eligibility() -> None:
     index = _index()
     assert index.route("is it going to be sunny in Shanghai")[0].code == "weather"
@@ -108,9 +119,7 @@ def test_each_match_names_its_own_closest_example() -> None:
 
 
 def test_query_vectors_are_cached_per_text_in_a_bounded_lru() -> None:
-    from agents_app.runtime.intents import IntentEmbedder
-
-    emb = IntentEmbedder(cache_size=2)
+    emb = _embedder(cache_size=2)
     first = emb.embed(["will it rain tomorrow"])
     again = emb.embed(["will it rain tomorrow"])
     assert (emb.hits, emb.misses) == (1, 1) and (first == again).all()
@@ -122,7 +131,7 @@ def test_query_vectors_are_cached_per_text_in_a_bounded_lru() -> None:
     assert emb.misses == 4
     emb.embed(["hello there", "你好"])  # batches (example embedding) are never cached
     assert (emb.hits, emb.misses) == (2, 4)
-    off = IntentEmbedder(cache_size=0)
+    off = _embedder(cache_size=0)
     off.embed(["hello there"])
     off.embed(["hello there"])
     assert off.hits == 0
@@ -147,10 +156,9 @@ def test_bm25_scores_each_node_document_between_0_and_1() -> None:
 def test_examples_are_embedded_as_query_passage_and_use_and_long_questions_are_cut() -> None:
     import numpy as np
 
-    from agents_app.runtime.intents import IntentEmbedder
     from agents_app.runtime.intents.embedder import DIM, EXAMPLE_DIM, MAX_QUESTION_CHARS, QUESTION_DIM
 
-    emb = IntentEmbedder(cache_size=0)
+    emb = _embedder(cache_size=0)
     rows = emb.embed_examples(["will it rain tomorrow", "北京今天天气怎么样"])
     assert rows.shape == (2, EXAMPLE_DIM)
     for part in (slice(0, DIM), slice(DIM, 2 * DIM), slice(2 * DIM, EXAMPLE_DIM)):  # each part is a unit vector
@@ -289,11 +297,10 @@ def test_a_forked_child_embeds_after_its_parent_did() -> None:
     import os
     import signal
 
-    from agents_app.runtime.intents import IntentEmbedder
     from agents_app.runtime.intents.embedder import QUESTION_DIM
     from tests.waiting import wait_until
 
-    emb = IntentEmbedder(cache_size=0)
+    emb = _embedder(cache_size=0)
     parent = emb.embed(["will it rain tomorrow"])
     pid = os.fork()
     if pid == 0:  # the child: exit 0 only with the same vector as the parent's

@@ -376,19 +376,23 @@ class Connection:
         channel = self._channel
         if not isinstance(channel, HttpChannel):
             return await awaitable
-        failed = channel.failed
+        # One task the channel cancels when it records a failure (HttpChannel.record), not a second task waiting on
+        # the channel's event beside it and an asyncio.wait over both: a warm call's loop steps are the pool
+        # thread's CPU.
         task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(failed.wait())
+        if channel.failure is not None:
+            task.cancel()
+            raise channel.failure
+        channel.watching.add(task)
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            return await task  # cancelling the caller cancels the task too
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if channel.failure is None or (current is not None and current.cancelling()):
+                raise  # the caller was cancelled (a timeout, its own caller), not the call by the channel
+            raise channel.failure from None
         finally:
-            waiter.cancel()
-            if not task.done():
-                task.cancel()
-        if task.done() and not task.cancelled():
-            return task.result()
-        assert isinstance(channel, HttpChannel) and channel.failure is not None
-        raise channel.failure
+            channel.watching.discard(task)
 
     # ---- errors ----------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,10 +45,15 @@ class HttpChannel:
     # The session speaks 2026-07-28: a JSON-RPC error may come with a 4xx status, and is an answer like any other.
     modern: bool = False
 
+    # The tasks awaiting on this channel (Connection._watched): a recorded failure cancels them at once.
+    watching: set[asyncio.Future[Any]] = field(default_factory=set)
+
     def record(self, error: RuntimeToolError) -> None:
         if self.failure is None:
             self.failure = error
             self.failed.set()
+            for task in list(self.watching):
+                task.cancel()
 
 
 class RecordingTransport(GuardedAsyncTransport):
