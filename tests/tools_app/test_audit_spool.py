@@ -20,6 +20,7 @@ from django.db import OperationalError, connection
 
 from core import metrics
 from tests.fixtures.mcp_servers import INVENTORY
+from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, ToolCall
 from tools_app.services import audit_spool
 from tools_app.tasks import replay_audit_spool
@@ -36,14 +37,19 @@ def spool_dir(settings: Any, tmp_path: Path) -> Path:
     return tmp_path / "spool"
 
 
+@pytest.fixture(scope="module")
+def discovered() -> Discovered:
+    return Discovered()
+
+
 @pytest.fixture
-def inventory(api: Any) -> Iterator[int]:
+def inventory(api: Any, discovered: Discovered) -> Iterator[int]:
     resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(INVENTORY)], "env": {"API_KEY": CANARY},
         "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
+    assert "get_inventory" in [f["name"] for f in discovered.refresh(api, tool_id)["functions"]]  # its server listed once per module
     yield tool_id
     pool().close_all()
 

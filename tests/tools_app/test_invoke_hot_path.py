@@ -17,6 +17,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 from tenants_app.models import Role
 from tests.fixtures.mcp_servers import INVENTORY
 from tests.fixtures.screen_count import screened_texts
+from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, Tool, ToolCall
 from tools_app.wiring import pool as wiring_pool
 
@@ -24,13 +25,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ARGS = {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}
 
 
+@pytest.fixture(scope="module")
+def discovered() -> Discovered:
+    return Discovered()
+
+
 @pytest.fixture
-def inventory(api: Any) -> Iterator[int]:
+def inventory(api: Any, discovered: Discovered) -> Iterator[int]:
     resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").status_code == 200
+    assert "get_inventory" in [f["name"] for f in discovered.refresh(api, tool_id)["functions"]]  # its server listed once per module
     yield tool_id
     wiring_pool.pool().close_all()
 
@@ -160,7 +166,7 @@ def test_a_tool_call_waits_without_a_pooled_db_connection(api: Any, monkeypatch:
     monkeypatch.setattr("core.db.pooled", lambda alias="default": pooled)  # SQLite cannot take a pool option
     _Recorder.held, _Recorder.caller_db = [], connections["default"]
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         tool_id = api.post("/api/v1/tools/", {"name": "slow-system", "type": "HTTP", "config": {
             "method": "GET", "url": f"http://127.0.0.1:{server.server_address[1]}/x"}}, format="json").json()["id"]

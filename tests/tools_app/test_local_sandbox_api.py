@@ -18,6 +18,7 @@ from tenants_app.models import Role
 from tests.factories import UserFactory
 from tests.fixtures.mcp_servers import ESCAPE_PROBE, MINI
 from tests.market_app.factories import EntryFactory, SourceFactory
+from tests.tools_app.discovered import Discovered
 from tools_app.models import Tool
 from tools_app.runtime.sandbox import SandboxPolicy
 from tools_app.wiring.pool import pool
@@ -44,9 +45,11 @@ def probe(api: Any, name: str = "probe", **config: Any) -> int:
     resp = create(api, name, {"command": sys.executable, "args": [str(ESCAPE_PROBE)], **config})
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    discovered = Discovered()  # the refresh lists what the Test found (one server start, not two)
+    with discovered.probes():
+        tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"], tested
-    assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
+    discovered.refresh(api, tool_id)
     return tool_id
 
 

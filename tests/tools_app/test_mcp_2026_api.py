@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 
 from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, http_server
+from tests.tools_app.discovered import Discovered
 from tools_app.models import Tool
 from tools_app.wiring.pool import pool
 
@@ -47,14 +48,23 @@ def modern_tool(request: pytest.FixtureRequest, api: Any) -> int:
     return local(api, "modern", MODERN_ONLY)
 
 
-def test_a_2026_only_server_is_tested_refreshed_and_invoked(api: Any, modern_tool: int) -> None:
-    tested = api.post(f"/api/v1/tools/{modern_tool}/test/").json()
+@pytest.fixture(scope="module")
+def discovered() -> Discovered:
+    """The modern server's listing as the module's first Test of each tool probed it (tests/tools_app/discovered.py):
+    the refreshes after it store that listing instead of starting the same server again."""
+    return Discovered()
+
+
+def test_a_2026_only_server_is_tested_refreshed_and_invoked(api: Any, modern_tool: int,
+                                                            discovered: Discovered) -> None:
+    with discovered.probes():
+        tested = api.post(f"/api/v1/tools/{modern_tool}/test/").json()
     assert tested["ok"] is True, tested
     assert tested["protocol_version"] == "2026-07-28"
     assert tested["server"] == {"name": "modern-only", "version": "2.0.0"}
     assert {"echo", "book_table"} <= {f["name"] for f in tested["functions"]}
 
-    refreshed = api.post(f"/api/v1/tools/{modern_tool}/refresh/").json()
+    refreshed = discovered.refresh(api, modern_tool)
     assert refreshed["ok"] is True and refreshed["protocol_version"] == "2026-07-28", refreshed
     assert api.get(f"/api/v1/tools/{modern_tool}/").json()["protocol_version"] == "2026-07-28"
 
@@ -63,8 +73,9 @@ def test_a_2026_only_server_is_tested_refreshed_and_invoked(api: Any, modern_too
     assert invoked["success"] is True and invoked["text"] == "hi", invoked
 
 
-def test_a_question_without_a_person_to_ask_fails_the_invoke_with_the_reason(api: Any, modern_tool: int) -> None:
-    assert api.post(f"/api/v1/tools/{modern_tool}/refresh/").json()["ok"]
+def test_a_question_without_a_person_to_ask_fails_the_invoke_with_the_reason(api: Any, modern_tool: int,
+                                                                            discovered: Discovered) -> None:
+    assert discovered.refresh(api, modern_tool)["ok"]
     invoked = api.post(f"/api/v1/tools/{modern_tool}/invoke/",
                        {"function": "book_table", "arguments": {"restaurant": "Chez Ada"}}, format="json").json()
     assert invoked["success"] is False and invoked["error_code"] == "BUSINESS_ERROR", invoked

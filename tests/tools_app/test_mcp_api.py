@@ -11,6 +11,7 @@ import pytest
 
 from core.secrets import MASK
 from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, http_server
+from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, FunctionState, Tool, ToolCall
 from tools_app.wiring.http import outbound_policy
 from tools_app.wiring.pool import pool
@@ -39,6 +40,12 @@ def children_of_pool() -> set[int]:
 def _close_pool() -> Any:
     yield
     pool().close_all()
+
+
+@pytest.fixture(scope="module")
+def discovered() -> Discovered:
+    """The inventory server's listing for the tests about calls, probed once (tests/tools_app/discovered.py)."""
+    return Discovered()
 
 
 def make(api: Any, name: str, tool_type: str, config: dict[str, Any]) -> int:
@@ -87,9 +94,9 @@ def test_stdio_test_refresh_and_invoke(api: Any) -> None:
     assert (call.status, call.function, call.arguments) == (CallStatus.OK, "get_inventory", {"sku": "DEMO-001"})
 
 
-def test_warm_session_is_reused_across_requests(api: Any) -> None:
+def test_warm_session_is_reused_across_requests(api: Any, discovered: Discovered) -> None:
     tool_id = local_inventory(api)
-    refresh(api, tool_id)
+    discovered.refresh(api, tool_id)  # what matters here is the calls after
     invoke(api, tool_id, "get_inventory", {"sku": "DEMO-001"})
     before = pool().stats()
     for _ in range(3):
@@ -169,9 +176,9 @@ def test_drift_is_held_until_approved(api: Any, tenant: Any) -> None:
     assert changed.state == FunctionState.CHANGED
 
 
-def test_invoke_refusals(api: Any) -> None:
+def test_invoke_refusals(api: Any, discovered: Discovered) -> None:
     tool_id = local_inventory(api)
-    refresh(api, tool_id)
+    discovered.refresh(api, tool_id)  # what matters here is the calls after
     unknown_arg = invoke(api, tool_id, "get_inventory", {"sku": "DEMO-001", "colour": "red"})
     assert unknown_arg["error_code"] == "INVALID_PARAMS" and "sku" in unknown_arg["error"]
     assert unknown_arg["error_reason"] is None  # a bad argument has no refusal cause beyond its family

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures import real_servers as rs
+from tests.tools_app.discovered import Discovered
 from tools_app.models import ToolCall
 from tools_app.wiring.pool import pool
 from tools_app.wiring.workspaces import workspace_for
@@ -44,10 +45,11 @@ def make(api: Any, name: str, config: dict[str, Any]) -> tuple[int, dict[str, An
                     format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    discovered = Discovered()  # the Refresh lists what the Test found (one server start, not two)
+    with discovered.probes():
+        tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"], tested
-    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
-    assert refreshed["ok"], refreshed
+    discovered.refresh(api, tool_id)
     return tool_id, tested
 
 
@@ -102,7 +104,7 @@ def page() -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/notes.html"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures import real_servers as rs
+from tests.tools_app.discovered import Discovered
 from tools_app.models import ToolCall
 from tools_app.wiring.pool import pool
 from tools_app.wiring.workspaces import workspace_for
@@ -26,12 +27,16 @@ def npm_servers() -> None:
     rs.require("npm")
 
 
+# The listings of this module's servers, each probed by the first refresh of its config (tests/tools_app/discovered.py):
+# a later test's refresh of the same server stores that listing instead of starting the server once more for it.
+DISCOVERED = Discovered()
+
+
 def make(api: Any, name: str, config: dict[str, Any], tool_type: str = "LOCAL") -> int:
     resp = api.post("/api/v1/tools/", {"name": name, "type": tool_type, "config": config}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    refreshed = api.post(f"/api/v1/tools/{tool_id}/refresh/").json()
-    assert refreshed["ok"], refreshed
+    DISCOVERED.refresh(api, tool_id)
     return tool_id
 
 

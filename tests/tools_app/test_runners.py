@@ -32,7 +32,7 @@ from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.mcp.spec import LocalSpec
 from tools_app.runtime.runner.client import RunnerPool
-from tools_app.runtime.runner.placement import Registry, RunnerInfo, owner
+from tools_app.runtime.runner.placement import DRAIN_SUFFIX, PREFIX, Registry, RunnerInfo, owner
 from tools_app.runtime.sandbox import SandboxPolicy, SandboxUnavailable, ServerSandbox
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +74,7 @@ class Runners:
         self.registry = Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET)
         self.tmp_path = tmp_path
         self.used: set[int] = set()
+        self.paused: set[str] = set()  # runners `pause` stopped (a test that failed before it resumed them)
         self.settings: dict[str, dict[str, str]] = {}  # each runner's own settings: a restart keeps them
 
     def tool_id(self) -> int:
@@ -122,7 +123,27 @@ class Runners:
         os.killpg(self.procs[runner_id].pid, signal.SIGKILL)
         self.procs[runner_id].wait(10)
 
+    def pause(self, runner_id: str) -> None:
+        """Stop a runner's process where it is (SIGSTOP: its heartbeat stops, it answers nothing) until `resume`,
+        once each of its threads has stopped (no announcement of it is still on its way)."""
+        pid = self.procs[runner_id].pid
+        os.killpg(pid, signal.SIGSTOP)
+        self.paused.add(runner_id)
+
+        def stopped() -> bool:
+            return all((task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+                       for task in Path(f"/proc/{pid}/task").iterdir())
+
+        assert wait_until(stopped), f"runner {runner_id} did not stop"
+
+    def resume(self, runner_id: str) -> None:
+        self.paused.discard(runner_id)
+        if self.procs[runner_id].poll() is None:
+            os.killpg(self.procs[runner_id].pid, signal.SIGCONT)
+
     def stop_all(self) -> None:
+        for runner_id in list(self.paused):
+            self.resume(runner_id)
         for proc in self.procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -132,12 +153,19 @@ class Runners:
                     os.killpg(proc.pid, signal.SIGKILL)
 
     def restore(self, *runner_ids: str) -> None:
-        """Each of `runner_ids` live and not draining again: one a test killed or drained is started anew (a new
-        run of a runner is not drained by its old mark, which `withdraw` deletes too)."""
+        """Each of `runner_ids` live and not draining again: one a test killed is started anew; one a test drained
+        loses its draining mark, and its next heartbeat (every RUNNER_HEARTBEAT_S) announces it not draining (a
+        runner reads its mark on each beat: a drain is no state of the process, so no restart is needed)."""
+        for runner_id in list(self.paused):
+            self.resume(runner_id)
         alive = {i for i in runner_ids if i in self.procs and self.procs[i].poll() is None}
         # A running runner is announced again by its next heartbeat: the Redis database may just have been emptied
         # (with REDIS_URL set, the cache is in it, and each test starts with the cache cleared).
         wait_until(lambda: alive <= set(self.in_redis()))
+        drained = [i for i, info in self.in_redis().items() if i in alive and info.draining]
+        if drained:
+            self.registry.redis.delete(*(f"{PREFIX}{i}{DRAIN_SUFFIX}" for i in drained))
+            wait_until(lambda: not any(info.draining for i, info in self.in_redis().items() if i in drained))
         live = self.in_redis()
         gone = [i for i in runner_ids if i not in alive or i not in live or live[i].draining]
         for runner_id in gone:
@@ -324,40 +352,6 @@ class TestOnOneTier:
         # The web processes started nothing themselves.
         assert all(pool.local.stats()["processes_spawned"] == 0 for pool in web)
 
-    def test_a_dead_runners_server_starts_again_on_another_and_only_its_running_call_fails(
-            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
-        """The runner kill of the load bench, made exact: its process stops (as a SIGKILLed process does before the
-        kernel has torn it down) while it runs one call, two more calls reach it (one plain, on the connection the
-        call before kept alive unless it aged out meanwhile; one streamed, on a new connection), then it dies
-        (SIGKILL: no goodbye, its heartbeat simply stops). The call it was running fails with the typed
-        runner_unavailable; the two it never read go to the key's next owner and succeed there, on a new server."""
-        marker = uuid.uuid4().hex
-        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
-        assert count(web[0], spec)["count"] == 1
-        assert count(web[1], spec)["count"] == 2  # web[1] keeps its connection to the owner alive for the next call
-        owner = web[0].owner_of(spec)
-        port = int(owner.url.rsplit(":", 1)[1])
-        note = tmp_path / "tenant.1" / f"hold-{marker}"
-        with ThreadPoolExecutor(3) as calls:
-            running = calls.submit(web[0].call, spec, "hold", {"seconds": 60, "note": str(note)})
-            assert wait_until(note.exists), "the held call never started"
-            os.kill(tier.procs[owner.id].pid, signal.SIGSTOP)
-            kept_alive = calls.submit(web[1].call, spec, "count", {})
-            streamed = calls.submit(web[1].call, spec, "count", {}, None, lambda *_: None)
-            assert wait_until(lambda: unread_requests(port) >= 2), "the two calls never reached the stopped runner"
-            before = set(marked(marker))
-            tier.kill(owner.id)
-            failed = running.result(timeout=PROCESS_BOUND_S)
-            moved = [future.result(timeout=PROCESS_BOUND_S) for future in (kept_alive, streamed)]
-        # It ended with its runner (runner_unavailable), not at its 60 s (that would be a timeout).
-        assert not failed.success and failed.meta.get("outage") == "runner_unavailable", failed
-        assert all(result.success for result in moved), [(r.error_code, r.error) for r in moved]
-        answers = [dict(r.data or json.loads(r.text)) for r in moved]
-        # A new server (its count starts over) on the other runner, which ran each call once.
-        assert sorted(a["count"] for a in answers) == [1, 2] and len({a["pid"] for a in answers}) == 1
-        assert web[1].owner_of(spec, frozenset({owner.id})).id != owner.id
-        assert wait_until(lambda: not set(marked(marker)) & before), "the killed runner's server outlived it"
-
     def test_close_ends_the_server_on_its_runner_and_drain_moves_it(self, tier: Runners, web: list[RunnerPool],
                                                                     tmp_path: Path) -> None:
         marker = uuid.uuid4().hex
@@ -511,13 +505,16 @@ class TestOnOneTier:
         assert found is not None
         back = found.id  # the key's owner once it is up
         first = "r2" if back == "r1" else "r1"
-        tier.kill(back)  # away: no runner of it live, its withdrawal signed as a stopping runner's is
+        # Away (stopped, not killed: its coming back is then a heartbeat, not a Django start-up of seconds): no
+        # runner of it live, its withdrawal signed as a stopping runner's is.
+        tier.pause(back)
         tier.registry.withdraw(back)
         web[0].registry.forget()
         assert count(web[0], spec)["count"] == 1  # only the other runner is live: the server runs there
         on_first = set(servers(marker))
         assert len(on_first) == 1
-        tier.restore("r1", "r2")  # the owner comes back
+        tier.resume(back)
+        tier.restore("r1", "r2")  # the owner comes back: announced by its next heartbeat
         web[0].registry.forget()
         assert web[0].owner_of(spec).id == back
         assert count(web[0], spec)["count"] == 1  # a new server on the owner
@@ -526,6 +523,43 @@ class TestOnOneTier:
             f"{back} owns"
         assert len(servers(marker)) == 1
         assert count(web[1], spec)["count"] == 2  # the owner's server is the one left
+
+
+    # Last of the class: it kills a runner, which the next test of the class would wait to start again (a Django
+    # start-up, seconds of CPU); the tests above leave both runners as they found them.
+    def test_a_dead_runners_server_starts_again_on_another_and_only_its_running_call_fails(
+            self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
+        """The runner kill of the load bench, made exact: its process stops (as a SIGKILLed process does before the
+        kernel has torn it down) while it runs one call, two more calls reach it (one plain, on the connection the
+        call before kept alive unless it aged out meanwhile; one streamed, on a new connection), then it dies
+        (SIGKILL: no goodbye, its heartbeat simply stops). The call it was running fails with the typed
+        runner_unavailable; the two it never read go to the key's next owner and succeed there, on a new server."""
+        marker = uuid.uuid4().hex
+        spec = counter_spec(tmp_path, marker, tool_id=tier.tool_id())
+        assert count(web[0], spec)["count"] == 1
+        assert count(web[1], spec)["count"] == 2  # web[1] keeps its connection to the owner alive for the next call
+        owner = web[0].owner_of(spec)
+        port = int(owner.url.rsplit(":", 1)[1])
+        note = tmp_path / "tenant.1" / f"hold-{marker}"
+        with ThreadPoolExecutor(3) as calls:
+            running = calls.submit(web[0].call, spec, "hold", {"seconds": 60, "note": str(note)})
+            assert wait_until(note.exists), "the held call never started"
+            os.kill(tier.procs[owner.id].pid, signal.SIGSTOP)
+            kept_alive = calls.submit(web[1].call, spec, "count", {})
+            streamed = calls.submit(web[1].call, spec, "count", {}, None, lambda *_: None)
+            assert wait_until(lambda: unread_requests(port) >= 2), "the two calls never reached the stopped runner"
+            before = set(marked(marker))
+            tier.kill(owner.id)
+            failed = running.result(timeout=PROCESS_BOUND_S)
+            moved = [future.result(timeout=PROCESS_BOUND_S) for future in (kept_alive, streamed)]
+        # It ended with its runner (runner_unavailable), not at its 60 s (that would be a timeout).
+        assert not failed.success and failed.meta.get("outage") == "runner_unavailable", failed
+        assert all(result.success for result in moved), [(r.error_code, r.error) for r in moved]
+        answers = [dict(r.data or json.loads(r.text)) for r in moved]
+        # A new server (its count starts over) on the other runner, which ran each call once.
+        assert sorted(a["count"] for a in answers) == [1, 2] and len({a["pid"] for a in answers}) == 1
+        assert web[1].owner_of(spec, frozenset({owner.id})).id != owner.id
+        assert wait_until(lambda: not set(marked(marker)) & before), "the killed runner's server outlived it"
 
 
 def test_no_live_runner_is_the_deployments_outage_not_the_tools(runners: Runners, web: list[RunnerPool],

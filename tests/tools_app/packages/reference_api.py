@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures import real_servers as rs
+from tests.tools_app.discovered import Discovered
 from tests.tools_app.packages.reference import Reference, answers, prepare_store
 from tests.waiting import scaled
 from tools_app.models import Tool
@@ -57,7 +58,9 @@ def create(api: Any, name: str, argv: list[str]) -> int:
 
 
 def passes_test_and_answers(api: Any, tool_id: int, ref: Reference, workspace: Path) -> dict[str, Any]:
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    discovered = Discovered()  # the refresh below lists what this Test's probe found (one server start, not two)
+    with discovered.probes():
+        tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"] and tested["tool_count"] > 0, tested
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert (package["manager"], package["name"], package["status"]) == (ref.manager, ref.package, "installed"), \
@@ -71,7 +74,7 @@ def passes_test_and_answers(api: Any, tool_id: int, ref: Reference, workspace: P
         return api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": function, "arguments": arguments},
                         format="json").json()
 
-    api.post(f"/api/v1/tools/{tool_id}/refresh/")
+    discovered.refresh(api, tool_id)
     answers(ref, invoke, workspace)
     return package
 

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 
 from tests.fixtures import real_servers as rs
+from tests.tools_app.discovered import Discovered
 from tests.waiting import PROCESS_BOUND_S, scaled
 from tools_app.models import Tool
 from tools_app.packages.models import PackageInstall, ToolPackage
@@ -62,9 +63,11 @@ def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, r
     assert spec.target.command != "npx" and spec.target.sandbox.policy.store_paths
     assert not spec.target.sandbox.share_net
 
-    again = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # from the store (bench/packages.py times both)
+    discovered = Discovered()  # the refresh lists what the second Test found (its server not started a third time)
+    with discovered.probes():
+        again = api.post(f"/api/v1/tools/{tool_id}/test/").json()  # from the store (bench/packages.py times both)
     assert again["ok"], again
-    api.post(f"/api/v1/tools/{tool_id}/refresh/")
+    discovered.refresh(api, tool_id)
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "echo", "arguments": {"message": "hi there"}},
                     format="json").json()
     assert body["success"] and "hi there" in body["text"], body
@@ -75,13 +78,15 @@ def test_npx_server_installs_once_and_runs_sandboxed_without_network(api: Any, r
 
 def test_uvx_server_installs_and_answers_a_call(api: Any, staff: Any, registries_reachable: None) -> None:
     tool_id = create(api, "time", "uvx", ["mcp-server-time", "--local-timezone", "UTC"])
-    tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
+    discovered = Discovered()  # the refresh below lists what this Test found (one server start, not two)
+    with discovered.probes():
+        tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"] and tested["server"]["name"] == "mcp-time", tested
     package = api.get(f"/api/v1/tools/{tool_id}/").json()["package"]
     assert (package["manager"], package["name"], package["status"]) == ("pypi", "mcp-server-time", "installed")
     page = staff.get(f"/admin/tools_app/tool/{tool_id}/change/").content.decode()
     assert "toolhub-package-installed" in page and "read-only to the server" in page
-    api.post(f"/api/v1/tools/{tool_id}/refresh/")
+    discovered.refresh(api, tool_id)
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/",
                     {"function": "convert_time",
                      "arguments": {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}},

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.tools_app.discovered import Discovered
 from tests.tools_app.packages.reference import BY_KEY, REFERENCE, fill
 from tests.tools_app.packages.reference_api import (
     MARKS,
@@ -73,7 +74,7 @@ def page() -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/article.html"
     finally:
@@ -90,7 +91,9 @@ def test_fetch_extracts_with_its_node_helper_from_the_read_only_store(api: Any, 
     tenant.local_network = "host"  # an operator grants the host's network, so the loopback page is reachable
     tenant.save(update_fields=["local_network"])
     tool_id = create(api, "fetch", ["uvx", "mcp-server-fetch", "--allow-private-ips"])
-    assert api.post(f"/api/v1/tools/{tool_id}/test/").json()["ok"]
+    discovered = Discovered()  # the refresh below lists what this Test found (one server start, not two)
+    with discovered.probes():
+        assert api.post(f"/api/v1/tools/{tool_id}/test/").json()["ok"]
     root = Path(package_path(tool_id))
     helper = next(root.glob("lib/python*/site-packages/readabilipy/javascript"))
     assert (helper / "node_modules" / "@mozilla" / "readability").is_dir()
@@ -99,7 +102,7 @@ def test_fetch_extracts_with_its_node_helper_from_the_read_only_store(api: Any, 
     assert all(meta.get("integrity") for path, meta in lock["packages"].items() if path and not meta.get("link"))
     assert not (helper.stat().st_mode & 0o222)  # read-only like the rest of the install
 
-    api.post(f"/api/v1/tools/{tool_id}/refresh/")
+    discovered.refresh(api, tool_id)
     body = api.post(f"/api/v1/tools/{tool_id}/invoke/", {"function": "fetch", "arguments": {"url": page}},
                     format="json").json()
     assert body["success"] and "read-only to every tenant" in body["text"], body

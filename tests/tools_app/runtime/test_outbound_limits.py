@@ -81,7 +81,7 @@ def trickle() -> Iterator[tuple[str, Trickle]]:
     state = Trickle(gap_s=0.25)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _trickle_handler(state))
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", state
     finally:
@@ -98,7 +98,7 @@ def _assert_cut_short(state: Trickle) -> None:
 
 def test_http_tool_timeout_is_a_total_deadline_not_per_read(trickle: tuple[str, Trickle]) -> None:
     url, state = trickle
-    result = run_http_tool({"method": "GET", "url": f"{url}/slow", "timeout_s": 2}, {}, policy=LOOPBACK)
+    result = run_http_tool({"method": "GET", "url": f"{url}/slow", "timeout_s": 1}, {}, policy=LOOPBACK)
     assert not result.success
     assert result.error_code == "TIMEOUT"
     _assert_cut_short(state)  # every read returned in 0.25 s: only a total deadline stops the trickle early
@@ -108,14 +108,14 @@ def test_trickled_headers_hit_the_deadline_too(trickle: tuple[str, Trickle]) -> 
     url, state = trickle
     state.in_headers = True
     with pytest.raises(ToolTimeout):
-        fetch("GET", f"{url}/slow", policy=OutboundPolicy.build("127.0.0.0/8", timeout_s=2))
+        fetch("GET", f"{url}/slow", policy=OutboundPolicy.build("127.0.0.0/8", timeout_s=1))
     _assert_cut_short(state)
 
 
 def test_an_outer_deadline_bounds_several_calls(trickle: tuple[str, Trickle]) -> None:
     """A market refresh's budget covers all its pages: the outer deadline wins over each call's own."""
     url, state = trickle
-    with deadline(1.5), pytest.raises(ToolTimeout):
+    with deadline(0.75), pytest.raises(ToolTimeout):
         fetch("GET", f"{url}/slow", policy=LOOPBACK)  # 30 s of its own
     _assert_cut_short(state)
 
@@ -161,7 +161,7 @@ def _recording_handler(seen: Seen, redirect_to: str | None, status: int) -> type
 
 def _serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, int]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server, server.server_address[1]
 
 
@@ -180,7 +180,7 @@ def two_origins() -> Iterator[Any]:
             server = ThreadingHTTPServer(
                 ("127.0.0.1", port), _recording_handler(seen_a, f"http://127.0.0.1:{port}/final", status)
             )
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
             servers.append(server)
             return f"http://127.0.0.1:{port}/start", seen_a, seen_a
         server_b, port_b = _serve(_recording_handler(seen_b, None, 200))

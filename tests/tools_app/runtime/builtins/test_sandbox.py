@@ -102,7 +102,7 @@ def loopback_http() -> Iterator[tuple[str, list[str]]]:
     hits: list[str] = []
     handler = type("Recorder", (_Recorder,), {"hits": hits})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", hits
     finally:

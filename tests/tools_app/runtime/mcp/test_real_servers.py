@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -23,6 +24,21 @@ def npm_servers() -> None:
     rs.require("npm")
 
 
+@pytest.fixture(scope="module")
+def everything_served(npm_servers: None) -> Iterator[Callable[[str], str]]:
+    """The URL of server-everything serving a transport ("streamableHttp" | "sse"), started once for the module:
+    the tests of `everything` only call it (each through a pool and session of its own), none stops or breaks it."""
+    with ExitStack() as stack:
+        urls: dict[str, str] = {}
+
+        def url(served: str) -> str:
+            if served not in urls:
+                urls[served] = stack.enter_context(rs.everything_http(served))[0]
+            return urls[served]
+
+        yield url
+
+
 @pytest.fixture(params=TRANSPORTS)
 def everything(request: Any, npm_servers: None, specs: Specs) -> Iterator[ServerSpec]:
     """server-everything as a LOCAL (stdio) or REMOTE (streamable HTTP, SSE) tool spec."""
@@ -31,8 +47,7 @@ def everything(request: Any, npm_servers: None, specs: Specs) -> Iterator[Server
                           startup_timeout_s=scaled(30))
         return
     served = "streamableHttp" if request.param == "streamable_http" else "sse"
-    with rs.everything_http(served) as (url, _proc):
-        yield specs.remote(url, request.param, timeout_s=20)
+    yield specs.remote(request.getfixturevalue("everything_served")(served), request.param, timeout_s=20)
 
 
 def test_image_content_is_kept_whole(pool: SessionPool, everything: ServerSpec) -> None:

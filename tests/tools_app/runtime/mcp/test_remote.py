@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,21 @@ def streamable_url() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def sse_url() -> Iterator[str]:
     with http_server(transport="sse", extra_args=("--require-key", SECRET)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def faults() -> Iterator[Callable[..., str]]:
+    """The URL of an HTTP_FAULTS server started with the given arguments, each started once for the module: it only
+    answers every request the same way, whichever test or transport asks."""
+    with ExitStack() as stack:
+        urls: dict[tuple[str, ...], str] = {}
+
+        def url(*args: str) -> str:
+            if args not in urls:
+                urls[args] = stack.enter_context(http_server(HTTP_FAULTS, extra_args=args))
+            return urls[args]
+
         yield url
 
 
@@ -64,12 +80,13 @@ def test_header_required_401_then_ok(pool: SessionPool, transport: str, streamab
 
 @pytest.mark.parametrize("status", [404, 500])
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
-def test_http_error_status_is_reported(pool: SessionPool, status: int, transport: str) -> None:
-    with http_server(HTTP_FAULTS, extra_args=("--fail-status", str(status))) as url:
-        with pytest.raises(RemoteHTTPError) as info:
-            pool.probe(Specs.remote(url, transport, headers={"Authorization": "Bearer " + SECRET}))
-        assert info.value.code == "remote_http_error" and info.value.details["status"] == status
-        assert SECRET not in info.value.message
+def test_http_error_status_is_reported(pool: SessionPool, faults: Callable[..., str], status: int,
+                                      transport: str) -> None:
+    url = faults("--fail-status", str(status))
+    with pytest.raises(RemoteHTTPError) as info:
+        pool.probe(Specs.remote(url, transport, headers={"Authorization": "Bearer " + SECRET}))
+    assert info.value.code == "remote_http_error" and info.value.details["status"] == status
+    assert SECRET not in info.value.message
 
 
 def test_wrong_transport_both_ways(pool: SessionPool, streamable_url: str, sse_url: str) -> None:
@@ -81,13 +98,13 @@ def test_wrong_transport_both_ways(pool: SessionPool, streamable_url: str, sse_u
 
 
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
-def test_redirect_to_private_address_is_blocked(pool: SessionPool, transport: str) -> None:
-    with http_server(HTTP_FAULTS, extra_args=("--redirect-to", "http://10.1.2.3/mcp")) as url:
-        with pytest.raises(OutboundBlocked) as blocked:
-            pool.probe(Specs.remote(url, transport))
-        # Refused by the cross-origin redirect rule, which answers before the private-address check would.
-        assert blocked.value.code == "outbound_blocked" and blocked.value.details == {"status": 307}
-        assert "http://10.1.2.3/mcp" in blocked.value.message  # names the refused target
+def test_redirect_to_private_address_is_blocked(pool: SessionPool, faults: Callable[..., str], transport: str) -> None:
+    url = faults("--redirect-to", "http://10.1.2.3/mcp")
+    with pytest.raises(OutboundBlocked) as blocked:
+        pool.probe(Specs.remote(url, transport))
+    # Refused by the cross-origin redirect rule, which answers before the private-address check would.
+    assert blocked.value.code == "outbound_blocked" and blocked.value.details == {"status": 307}
+    assert "http://10.1.2.3/mcp" in blocked.value.message  # names the refused target
 
 
 def test_metadata_address_and_loopback_blocked_without_allow(make_pool, streamable_url: str) -> None:
