@@ -162,20 +162,27 @@ class Runners:
         # A running runner is announced again by its next heartbeat: the Redis database may just have been emptied
         # (with REDIS_URL set, the cache is in it, and each test starts with the cache cleared).
         wait_until(lambda: alive <= set(self.in_redis()))
+        self._undrain(alive)
+        live = self.in_redis()
+        gone = [i for i in runner_ids if i not in alive or i not in live or live[i].draining]
+        if gone:
+            self._start_again(gone, alive)
+
+    def _undrain(self, alive: set[str]) -> None:
+        """The draining marks of live runners deleted, and their next heartbeats seen announcing them not draining."""
         drained = [i for i, info in self.in_redis().items() if i in alive and info.draining]
         if drained:
             self.registry.redis.delete(*(f"{PREFIX}{i}{DRAIN_SUFFIX}" for i in drained))
             wait_until(lambda: not any(info.draining for i, info in self.in_redis().items() if i in drained))
-        live = self.in_redis()
-        gone = [i for i in runner_ids if i not in alive or i not in live or live[i].draining]
+
+    def _start_again(self, gone: list[str], alive: set[str]) -> None:
         for runner_id in gone:
             if runner_id in alive:
                 self.kill(runner_id)
             self.registry.withdraw(runner_id)
-        if gone:
-            kept = {runner_id: self.settings.get(runner_id, {}) for runner_id in gone}
-            assert all(own == kept[gone[0]] for own in kept.values()), kept  # one start: one set of settings
-            self.start(*gone, **kept[gone[0]])
+        kept = {runner_id: self.settings.get(runner_id, {}) for runner_id in gone}
+        assert all(own == kept[gone[0]] for own in kept.values()), kept  # one start: one set of settings
+        self.start(*gone, **kept[gone[0]])
 
     def close_used(self) -> None:
         """Close the servers of the tool ids handed out since the last close, on every live runner."""
