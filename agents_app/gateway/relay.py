@@ -140,7 +140,7 @@ def relay_of(params: types.CallToolRequestParams) -> str | None:
     if not params.request_state:  # a first call (nearly every one): nothing to parse
         return None
     try:
-        state = json.loads(params.request_state or "")
+        state = json.loads(params.request_state)
     except ValueError:
         return None
     return state.get("relay") if isinstance(state, dict) and isinstance(state.get("relay"), str) else None
@@ -198,7 +198,7 @@ def stateless_of(params: Any) -> Resume | None:
     if not params.request_state:
         return None
     try:
-        state = json.loads(params.request_state or "")
+        state = json.loads(params.request_state)
     except ValueError:
         return None
     upstream = state.get(UPSTREAM) if isinstance(state, dict) else None

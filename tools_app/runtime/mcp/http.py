@@ -37,7 +37,6 @@ class HttpChannel:
 
     url: str
     failure: RuntimeToolError | None = None
-    failed: anyio.Event = field(default_factory=anyio.Event)
     # The legacy SSE stream ended (the server restarted or went away): nothing sent on it can be answered.
     stream_ended: bool = False
     # POSTs begun on this session: a call that failed with none begun since it started never left Toolhub.
@@ -51,7 +50,6 @@ class HttpChannel:
     def record(self, error: RuntimeToolError) -> None:
         if self.failure is None:
             self.failure = error
-            self.failed.set()
             for task in list(self.watching):
                 task.cancel()
 
