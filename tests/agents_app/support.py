@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from agents_app.models import Agent, ChatModel
 from tests.fixtures.fake_llm import FakeLLM
-from tests.fixtures.mcp_servers import INVENTORY
+from tests.fixtures.mcp_servers import MINI
 from tools_app.models import Tool, ToolStatus, ToolType
 
 MODEL_KEY = "sk-canary-7Hq2Zp91"
@@ -31,11 +32,12 @@ def make_agent(api: Any, *, model: int | None, tools: list[dict[str, Any]] | Non
     return int(resp.json()["id"])
 
 
-def inventory_tool(api: Any, *, discover: bool = True, **config: Any) -> int:
-    """The inventory tool (the SDK-built stdio server), discovered (its server started once: 1.4 s of CPU) unless
-    `discover` is False."""
+def inventory_tool(api: Any, *, discover: bool = True, server: Path = MINI, **config: Any) -> int:
+    """The inventory tool, discovered unless `discover` is False. Its server is MINI (the inventory's tools without
+    the SDK: milliseconds to start) unless a test of what the SDK serves passes `server=INVENTORY` (1.2 s of CPU a
+    start: see tests/fixtures/mcp_servers/stdio_core.py for which to use when)."""
     resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20, "call_timeout_s": 10, **config}},
+        "command": sys.executable, "args": [str(server)], "startup_timeout_s": 20, "call_timeout_s": 10, **config}},
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.mcp_servers import INVENTORY
+from tests.fixtures.mcp_servers import MINI
 from tools_app.models import FunctionState, Tool, ToolFunction
 from tools_app.wiring.pool import pool
 
@@ -22,7 +22,7 @@ def _close_pool() -> Any:
 
 def test_test_refresh_and_approve_actions(api: Any, admin_client: Any) -> None:
     tool_id = api.post("/api/v1/tools/", {"name": "inv", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(INVENTORY)]}}, format="json").json()["id"]
+        "command": sys.executable, "args": [str(MINI)]}}, format="json").json()["id"]
     url = "/admin/tools_app/tool/"
     tested = admin_client.post(url, {"action": "test_tools", "_selected_action": [tool_id]}, follow=True)
     assert b"OK in" in tested.content and b"get_inventory" in tested.content

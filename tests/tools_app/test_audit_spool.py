@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
 from core import metrics
-from tests.fixtures.mcp_servers import INVENTORY
+from tests.fixtures.mcp_servers import MINI
 from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, ToolCall
 from tools_app.services import audit_spool
@@ -45,7 +45,7 @@ def discovered() -> Discovered:
 @pytest.fixture
 def inventory(api: Any, discovered: Discovered) -> Iterator[int]:
     resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "env": {"API_KEY": CANARY},
+        "command": sys.executable, "args": [str(MINI)], "env": {"API_KEY": CANARY},
         "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.mcp_servers import INVENTORY
+from tests.fixtures.mcp_servers import MINI
 from tools_app.models import Tool
 from tools_app.wiring.pool import pool
 
@@ -56,7 +56,7 @@ def test_auto_approve_is_ignored_unless_the_tenant_allows_it(api: Any, tenant: A
 def test_auto_approved_function_skips_approval_after_discovery(api: Any, tenant: Any) -> None:
     tenant.allow_imported_auto_approve = True
     tenant.save()
-    config = {"mcpServers": {"inventory": {"command": sys.executable, "args": [str(INVENTORY)],
+    config = {"mcpServers": {"inventory": {"command": sys.executable, "args": [str(MINI)],
                                            "autoApprove": ["get_inventory"], "timeout": 20}}}
     tool_id = import_(api, config)["created"][0]["id"]
     try:

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from guardian.shortcuts import assign_perm, remove_perm
 
 from tenants_app.models import Role
-from tests.fixtures.mcp_servers import INVENTORY
+from tests.fixtures.mcp_servers import MINI
 from tests.fixtures.screen_count import screened_texts
 from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, Tool, ToolCall
@@ -33,7 +33,7 @@ def discovered() -> Discovered:
 @pytest.fixture
 def inventory(api: Any, discovered: Discovered) -> Iterator[int]:
     resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20}}, format="json")
+        "command": sys.executable, "args": [str(MINI)], "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
     assert "get_inventory" in [f["name"] for f in discovered.refresh(api, tool_id)["functions"]]  # its server listed once per module
@@ -134,7 +134,7 @@ def test_a_config_change_reaches_the_server_on_the_next_call(api: Any, inventory
 
     assert echo() == "<unset>" and echo() == "<unset>"  # warm: the kept spec and session
     resp = api.patch(f"/api/v1/tools/{inventory}/", {"config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20, "env": {"HOT_MARK": "v2"}}},
+        "command": sys.executable, "args": [str(MINI)], "startup_timeout_s": 20, "env": {"HOT_MARK": "v2"}}},
         format="json")
     assert resp.status_code == 200, resp.content
     assert echo() == "v2"

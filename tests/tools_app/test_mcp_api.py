@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.secrets import MASK
-from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, http_server
+from tests.fixtures.mcp_servers import CHANGING, HANG_INIT, INVENTORY, MINI, http_server
 from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, FunctionState, Tool, ToolCall
 from tools_app.wiring.http import outbound_policy
@@ -54,8 +54,10 @@ def make(api: Any, name: str, tool_type: str, config: dict[str, Any]) -> int:
     return int(resp.json()["id"])
 
 
-def local_inventory(api: Any, **extra: Any) -> int:
-    return make(api, "inventory", "LOCAL", {"command": sys.executable, "args": [str(INVENTORY)],
+def local_inventory(api: Any, server: Path = MINI, **extra: Any) -> int:
+    """The inventory over stdio: MINI (no SDK: milliseconds to start) where the test is about Toolhub's side, the
+    SDK-built INVENTORY where it is about speaking to an SDK server (tests/fixtures/mcp_servers/stdio_core.py)."""
+    return make(api, "inventory", "LOCAL", {"command": sys.executable, "args": [str(server)],
                                              "startup_timeout_s": 20, "call_timeout_s": 10, **extra})
 
 
@@ -72,7 +74,7 @@ def invoke(api: Any, tool_id: int, function: str, arguments: dict[str, Any]) -> 
 
 
 def test_stdio_test_refresh_and_invoke(api: Any) -> None:
-    tool_id = local_inventory(api)
+    tool_id = local_inventory(api, INVENTORY)  # the SDK's stdio server end to end
     tested = api.post(f"/api/v1/tools/{tool_id}/test/").json()
     assert tested["ok"] is True, tested
     names = {f["name"] for f in tested["functions"]}
@@ -121,7 +123,7 @@ def test_config_change_recycles_and_env_cwd_reach_child(api: Any, tenant: Any, m
     assert str(workspace_for(tenant) / "data") in str(who["data"] or who["text"])
     spawned = pool().stats()["processes_spawned"]
     resp = api.patch(f"/api/v1/tools/{tool_id}/", {"config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "env": {"GREETING": "********"}, "cwd": "data"}},
+        "command": sys.executable, "args": [str(MINI)], "env": {"GREETING": "********"}, "cwd": "data"}},
         format="json")
     assert resp.json()["config_version"] == 2
     assert invoke(api, tool_id, "echo_env", {"name": "GREETING"})["text"] == MASK
@@ -220,7 +222,7 @@ def test_breaker_opens_after_three_failures(api: Any) -> None:
     tool = Tool.objects.get(pk=tool_id)
     assert tool.consecutive_failures == 3 and tool.in_failure_window
     assert "no-such-binary-xyz" in tool.last_error
-    api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"command": sys.executable, "args": [str(INVENTORY)]}}, format="json")
+    api.patch(f"/api/v1/tools/{tool_id}/", {"config": {"command": sys.executable, "args": [str(MINI)]}}, format="json")
     tool.refresh_from_db()
     assert tool.consecutive_failures == 0 and tool.disabled_until is None
 

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import inventory_tool, make_agent
-from tests.fixtures.mcp_servers import free_port, wait_listening
+from tests.fixtures.mcp_servers import MINI, free_port, wait_listening
 from tools_app.wiring.pool import pool
 
 
@@ -116,23 +117,30 @@ class Setup:
         return Agent.objects.get(pk=self.agent_id)
 
 
-def build_setup(tenant: Any, member_client: Any, *, discover: bool = True) -> Setup:
+def build_setup(tenant: Any, member_client: Any, *, discover: bool = True, server: Path = MINI) -> Setup:
     api = member_client(tenant, Role.ADMIN)
     with discovery_kept_for_calls():
-        tool_id = inventory_tool(api, discover=discover)
+        tool_id = inventory_tool(api, discover=discover, server=server)
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="helper",
                           description="Answers stock questions for the warehouse team.")
     return Setup(tenant=tenant, api=api, token=token_for_user(user=api.user), agent_id=agent_id, tool_id=tool_id)
 
 
+def inventory_server(request: Any) -> Path:
+    """The inventory tool's server for the requesting module: MINI (its tools, no SDK: milliseconds to start) unless
+    the module sets `INVENTORY_SERVER = INVENTORY`, the SDK-built one (1.2 s of CPU a start), to relay its prompts
+    and resources or the SDK's own answers (tests/fixtures/mcp_servers/stdio_core.py says which to use when)."""
+    return Path(getattr(request.module, "INVENTORY_SERVER", MINI))
+
+
 @pytest.fixture
-def setup(transactional_db: Any, tenant: Any, member_client: Any) -> Setup:
+def setup(transactional_db: Any, tenant: Any, member_client: Any, request: Any) -> Setup:
     """Tenant acme: an admin, the inventory tool (stdio MCP) and agent `helper` linked to it."""
-    return build_setup(tenant, member_client)
+    return build_setup(tenant, member_client, server=inventory_server(request))
 
 
 @pytest.fixture
-def setup_undiscovered(transactional_db: Any, tenant: Any, member_client: Any) -> Setup:
+def setup_undiscovered(transactional_db: Any, tenant: Any, member_client: Any, request: Any) -> Setup:
     """`setup` with the tool saved but not discovered (its server never started, no functions known): for tests of
     what the gateway decides before any tool runs (sessions, Host and Origin, OAuth), a server start each saved."""
-    return build_setup(tenant, member_client, discover=False)
+    return build_setup(tenant, member_client, discover=False, server=inventory_server(request))

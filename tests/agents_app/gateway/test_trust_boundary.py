@@ -19,9 +19,13 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
+from tests.fixtures.mcp_servers import INVENTORY
 from tools_app.models import Approval, Tool, ToolCall, ToolFunction
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec
+
+# The SDK-built inventory behind the gateway (the `setup` fixture): these tests relay its prompts and resources.
+INVENTORY_SERVER = INVENTORY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
