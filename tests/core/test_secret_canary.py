@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agents_app.models import Conversation, Message
-from core.secrets import SecretLogFilter
+from core.secrets import MASK, SecretLogFilter
 from tests.fixtures.echo_http import echo_server
 from tests.fixtures.fake_llm import call, http_error, llm_servers, text
 from tests.fixtures.mcp_servers import LEAKY, http_server
@@ -103,6 +103,7 @@ def test_stdio_server_echoing_its_env(api: Any, settings: Any) -> None:
     ok = invoke(api, tool_id, "leak")
     body = ok.json()
     assert body["success"] is True and set(body["data"]) == set(forms(ENV_SECRET))
+    assert body["data"]["raw"] == MASK  # the server did echo it (this test cannot pass on a server that does not)
     assert_clean(ok.content, ENV_SECRET)
     failed = invoke(api, tool_id, "leak_error")
     assert failed.json()["success"] is False and "upstream refused" in failed.json()["error"]
