@@ -18,6 +18,11 @@ member), the gateway's tools/list and tools/call for a 2025-06-18 session client
 LOCAL servers run in the web process's own pool here, not in a runner: the runner registry read of production
 is not in these counts.
 
+CPU: REQUEST_COSTS_REPEAT=N adds each in-process kind's process CPU and its calling thread's CPU (`thread_us`: the
+test client runs middleware and view in that thread) per request over N more; REQUEST_COSTS_SERVED=N the served
+kinds' server-side CPU (every thread but the client's) and its request threads' (core.asgi's "django-request").
+REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway.
+
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
 """
