@@ -76,7 +76,7 @@ class TenantViewSet(viewsets.GenericViewSet[Any]):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         hotcache.hint_tenant(request.headers.get("X-Tenant"))  # its generation comes with the identity one
         # A throttled action's count rides in that round trip too (core.throttle.counted_ahead).
-        with counted_ahead(self, self.get_throttles(), _likely_user_pk(request)):
+        with counted_ahead(self, self.get_throttles(), lambda: _likely_user_pk(request)):
             super().initial(request, *args, **kwargs)
         # The role policy (tenants_app.policies), as services apply it: an operator passes as owner.
         tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"), self.required_role(request))

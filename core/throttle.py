@@ -13,7 +13,7 @@ Rates and scopes are DRF's (`DEFAULT_THROTTLE_RATES`, `throttle_scope`), so view
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -101,14 +101,14 @@ _ahead: ContextVar[_Ahead | None] = ContextVar("toolhub_throttle_ahead", default
 
 
 @contextmanager
-def counted_ahead(view: Any, throttles: list[Any], ident: Any) -> Iterator[None]:
-    """Around DRF's `initial` (authentication, permissions, throttles): when `ident` (the user the request's
-    token named last time, or None) is given and the view has a window throttle with a rate, its count rides in
+def counted_ahead(view: Any, throttles: list[Any], guess: Callable[[], Any]) -> Iterator[None]:
+    """Around DRF's `initial` (authentication, permissions, throttles): when the view has a window throttle with a
+    rate and `guess()` names a user (the one the request's token named last time, else None), the count rides in
     the request's first generations round trip instead of a round trip of its own; a count not taken by the
     throttle check inside (another user, a refusal before it) is taken back on the way out."""
-    planned = None
-    if ident is not None:
-        planned = next((t.plan(view, ident) for t in throttles if isinstance(t, ScopedWindowThrottle)), None)
+    throttle = next((t for t in throttles if isinstance(t, ScopedWindowThrottle)), None)
+    ident = guess() if throttle is not None else None
+    planned = throttle.plan(view, ident) if throttle is not None and ident is not None else None
     if planned is None:
         yield
         return
