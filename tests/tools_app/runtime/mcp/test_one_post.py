@@ -4,6 +4,7 @@ real SDK server answering with JSON bodies and with SSE streams."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import urllib.request
@@ -129,6 +130,49 @@ def test_input_required_rounds_send_the_same_answers_and_request_state(pair: Pai
     assert len(posts) == 2
     retry = json.loads(posts[1]["body"])["params"]
     assert "inputResponses" in retry and "requestState" in retry
+
+
+def test_x_mcp_header_arguments_are_mirrored_alike(pair: Pair) -> None:
+    result, posts = pair.both("regional", {"region": "eu-west"})
+    assert result.success and result.text == "eu-west", result
+    assert dict(posts[0]["headers"])["mcp-param-region"] == "eu-west"
+
+
+def test_a_header_mismatch_lists_again_and_resends_alike(pair: Pair) -> None:
+    result, posts = pair.both("relist", {"text": "again"})
+    assert result.success and result.text == "again", result
+    assert [json.loads(post["body"])["method"] for post in posts] == ["tools/call", "tools/list", "tools/call"]
+
+
+class Tokens:
+    """An OAuth token provider (RemoteSpec.token) whose current token the test can make stale."""
+
+    def __init__(self) -> None:
+        self.current = "token-1"
+        self.refreshed = 0
+
+    def __call__(self, stale: str | None) -> str:
+        if stale is not None and stale == self.current:
+            self.refreshed += 1
+            self.current = f"token-{self.refreshed + 1}"
+        return self.current
+
+
+def test_an_expired_access_token_is_refreshed_and_the_call_resent_alike(make_pool: Any, specs: Specs,
+                                                                       url: str) -> None:
+    tokens = Tokens()
+    plain = specs.remote(url)
+    spec = dataclasses.replace(plain, target=dataclasses.replace(plain.target, token=tokens))
+    pair = Pair(make_pool, spec, url)
+    tokens.current, tokens.refreshed = "expired-stale", 0
+    expected, expected_posts = pair.sdk.call(spec, "echo", {"text": "t"}), seen(url)
+    tokens.current, tokens.refreshed = "expired-stale", 0
+    got, got_posts = pair.fast.call(spec, "echo", {"text": "t"}), seen(url)
+    assert got.success and got.text == "t", got
+    assert comparable(got) == comparable(expected)
+    assert got_posts == expected_posts
+    assert [dict(post["headers"])["authorization"] for post in got_posts] == ["Bearer expired-stale",
+                                                                              "Bearer token-2"]
 
 
 def test_an_http_500_is_recorded_alike(pair: Pair) -> None:
