@@ -18,6 +18,7 @@ from tests.fixtures.mcp_servers import HERE, http_server
 from tests.tools_app.runtime.mcp.conftest import Specs
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.mcp.client_requests import ClientRequests
+from tools_app.runtime.mcp.spec import RemoteSpec
 
 ONE_POST = HERE / "one_post.py"
 
@@ -162,6 +163,7 @@ def test_an_expired_access_token_is_refreshed_and_the_call_resent_alike(make_poo
                                                                        url: str) -> None:
     tokens = Tokens()
     plain = specs.remote(url)
+    assert isinstance(plain.target, RemoteSpec)
     spec = dataclasses.replace(plain, target=dataclasses.replace(plain.target, token=tokens))
     pair = Pair(make_pool, spec, url)
     tokens.current, tokens.refreshed = "expired-stale", 0
