@@ -177,6 +177,13 @@ def test_an_expired_access_token_is_refreshed_and_the_call_resent_alike(make_poo
                                                                               "Bearer token-2"]
 
 
+def test_a_server_request_on_the_calls_stream_is_answered_alike(pair: Pair) -> None:
+    result, posts = pair.both("pinged", {})
+    assert result.success and result.text == "pinged", result
+    answer = json.loads(posts[1]["body"])
+    assert answer["id"] == "server-ping" and ("result" in answer or "error" in answer), answer
+
+
 def test_an_http_500_is_recorded_alike(pair: Pair) -> None:
     result, posts = pair.both("http500", {})
     assert not result.success and "HTTP 500" in (result.error or ""), result
