@@ -196,3 +196,9 @@ def test_an_answer_cut_off_mid_body_fails_alike(pair: Pair) -> None:
     result, posts = pair.both("hangup", {})
     assert not result.success, result
     assert len(posts) == 1
+
+
+def test_a_stream_that_ends_without_an_answer_fails_alike(pair: Pair) -> None:
+    result, posts = pair.both("hangup_stream", {})
+    assert not result.success, result
+    assert len(posts) == 1
