@@ -46,6 +46,9 @@ REDIS_URL = os.environ.get("TOOLHUB_TEST_RUNNER_REDIS_URL") or "redis://127.0.0.
 # its refused connection, not by its announcement expiring: no test waits for the TTL.
 RUNNER_TTL_S = 30
 RUNNER_HEARTBEAT_S = 0.5
+# A server placed on a runner while its key's owner was away is closed once unused this long (its floor: two
+# heartbeats): the test of that waits a second for it, not the default 5 s.
+RUNNER_UNOWNED_IDLE_S = 1
 
 
 def _redis_up() -> bool:
@@ -100,7 +103,7 @@ class Runners:
             env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
                    "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET,
                    "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S), "TOOLHUB_RUNNER_HEARTBEAT_S": str(RUNNER_HEARTBEAT_S),
-                   **settings}
+                   "TOOLHUB_RUNNER_UNOWNED_IDLE_S": str(RUNNER_UNOWNED_IDLE_S), **settings}
             self.settings[runner_id] = settings
             # Its output to a file: a pipe nobody reads fills up (its servers' logs pass through it) and blocks the
             # runner, heartbeat and all, once it has lived a few tests.
