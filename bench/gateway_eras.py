@@ -22,6 +22,9 @@ gateway process, the upstream server and this client. These hardly move with the
 what a change is checked against when the latencies cannot be trusted. The gateway's busy threads are listed too,
 per call (`main`: uvicorn's loop; the others: the worker threads and the MCP session pool's loop).
 
+`--sdk-call-path` sends the upstream's tools/call through the SDK's ClientSession instead of as one POST
+(tools_app/runtime/mcp/post.py): run it alternately with a plain run for the A/B (bench/PROFILE-gateway.md).
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
@@ -49,12 +52,15 @@ WARMUP = 30
 COUNT = 200
 PROFILED_APP = "bench._profiled_asgi:application"
 POOL_ON_SERVER_LOOP_APP = "bench._pool_on_server_loop:application"
+SDK_CALL_PATH_APP = "bench._sdk_call_path:application"
 
 
 @contextmanager
-def toolhub(profile: str | None, pool_on_server_loop: bool = False) -> Iterator[tuple[str, str]]:
+def toolhub(profile: str | None, pool_on_server_loop: bool = False,
+            sdk_call_path: bool = False) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
-    app = PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop else "config.asgi:application"
+    app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
+           else SDK_CALL_PATH_APP if sdk_call_path else "config.asgi:application")
     with bench_gateway.toolhub(app=app, name="bench-gateway-eras",
                                env_extra={"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else None,
                                quiet=False) as served:
@@ -199,12 +205,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=COUNT, help="calls of each kind in the counting phase (0: none)")
     parser.add_argument("--pool-on-server-loop", action="store_true",
                         help="experiment: the MCP session pool runs on uvicorn's loop (bench/_pool_on_server_loop.py)")
+    parser.add_argument("--sdk-call-path", action="store_true",
+                        help="A/B: a 2026 upstream's tools/call through the SDK's ClientSession, not as one POST "
+                             "(bench/_sdk_call_path.py)")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
-    if args.profile and args.pool_on_server_loop:
-        parser.error("--profile and --pool-on-server-loop are separate runs")
-    with toolhub(args.profile, args.pool_on_server_loop) as (base, token), http_upstream() as upstream:
+    if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path))) > 1:
+        parser.error("--profile, --pool-on-server-loop and --sdk-call-path are separate runs")
+    with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path) as (base, token), http_upstream() as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),

@@ -18,6 +18,11 @@ member), the gateway's tools/list and tools/call for a 2025-06-18 session client
 LOCAL servers run in the web process's own pool here, not in a runner: the runner registry read of production
 is not in these counts.
 
+CPU: REQUEST_COSTS_REPEAT=N adds each in-process kind's process CPU and its calling thread's CPU (`thread_us`: the
+test client runs middleware and view in that thread) per request over N more; REQUEST_COSTS_SERVED=N the served
+kinds' server-side CPU (every thread but the client's) and its request threads' (core.asgi's "django-request").
+REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway.
+
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
 """
@@ -132,10 +137,13 @@ def warm_then_count(kind: str, request: Callable[[], Any]) -> None:
     # client's side is in it too, the same before and after a change, so compare these side by side only).
     repeat = int(os.environ.get("REQUEST_COSTS_REPEAT", "0"))
     if repeat > 0:
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
         for _ in range(repeat):
             request()
         RESULTS[kind]["cpu_us"] = round((time.process_time() - cpu) / repeat * 1e6)
+        # The calling thread only: for the REST kinds the test client runs middleware and view in it (the request
+        # thread of a web worker, plus the client's own constant share); the pool's loop thread is left out.
+        RESULTS[kind]["thread_us"] = round((time.thread_time() - thread) / repeat * 1e6)
         RESULTS[kind]["wall_us"] = round((time.perf_counter() - wall) / repeat * 1e6)
     wanted = os.environ.get("REQUEST_COSTS_PROFILE")  # a kind (or part of one): its thread-CPU profile
     if wanted and wanted in kind and repeat > 0:
@@ -207,16 +215,18 @@ def gateway_costs(url: str, token: str) -> None:
         warm_then_count("gateway 2026 tools/call", called(modern, meta))
 
 
-def _server_cpu_s() -> float:
+def _server_cpu_s(prefix: str = "") -> float:
     """CPU seconds of every thread of this process but the main one (the client's): the uvicorn server, its
-    request threads, the gateway's executor and the LOCAL pool's loop, i.e. what a web worker spends."""
+    request threads, the gateway's executor and the LOCAL pool's loop, i.e. what a web worker spends. With
+    `prefix`, only the threads whose name starts with it (core.asgi's request threads are "django-request")."""
     import os as _os
 
     main = _os.getpid()
     tick = _os.sysconf("SC_CLK_TCK")
     total = 0
+    named = {t.native_id for t in threading.enumerate() if t.name.startswith(prefix)} if prefix else None
     for tid in _os.listdir(f"/proc/{main}/task"):
-        if int(tid) == main:
+        if int(tid) == main or (named is not None and int(tid) not in named):
             continue
         try:
             fields = Path(f"/proc/{main}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -237,11 +247,14 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
     rest = {"Authorization": f"Token {token}", "X-Tenant": slug}
     mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
            "Authorization": f"Bearer {token}", "MCP-Protocol-Version": HANDSHAKE}
+    rest_only = bool(os.environ.get("REQUEST_COSTS_REST_ONLY"))
     with httpx2.Client(timeout=60) as http:
-        init = http.post(url, headers=mcp, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
-        session = {**mcp, "Mcp-Session-Id": init.headers["mcp-session-id"]}
-        http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        session = dict(mcp)
+        if not rest_only:
+            init = http.post(url, headers=mcp, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+            session["Mcp-Session-Id"] = init.headers["mcp-session-id"]
+            http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
 
         def listing() -> None:
             assert http.get(f"{base_url}/api/v1/tools/", headers=rest).status_code == 200
@@ -262,15 +275,18 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
             assert resp.status_code == 200, resp.text
             http.request("DELETE", url, headers={**mcp, "Mcp-Session-Id": resp.headers["mcp-session-id"]})
 
-        for kind, request in (("served GET /tools/", listing), ("served POST invoke", invoke),
-                              ("served MCP tools/call", call), ("served MCP initialize+DELETE", initialize)):
+        kinds = [("served GET /tools/", listing), ("served POST invoke", invoke)]
+        if not rest_only:
+            kinds += [("served MCP tools/call", call), ("served MCP initialize+DELETE", initialize)]
+        for kind, request in kinds:
             for _ in range(5):
                 request()
-            cpu, wall = _server_cpu_s(), time.perf_counter()
+            cpu, thread, wall = _server_cpu_s(), _server_cpu_s("django-request"), time.perf_counter()
             for _ in range(repeat):
                 request()
             RESULTS[kind] = {"sql": 0, "redis_trips": 0, "redis_commands": 0,
                              "cpu_us": round((_server_cpu_s() - cpu) / repeat * 1e6),
+                             "thread_us": round((_server_cpu_s("django-request") - thread) / repeat * 1e6),
                              "wall_us": round((time.perf_counter() - wall) / repeat * 1e6)}
         hold = float(os.environ.get("REQUEST_COSTS_HOLD_S", "0"))  # time for an outside profiler (py-spy)
         until = time.monotonic() + hold
@@ -315,6 +331,11 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
     warm_then_count("GET /tools/ (list)", listing)
     warm_then_count("GET /tools/{id}/", detail)
     warm_then_count("POST /tools/{id}/invoke/", invoke)
+    if os.environ.get("REQUEST_COSTS_REST_ONLY"):  # the REST kinds alone (the request thread's side, quickly)
+        with running_server() as served:
+            served_costs(served.base_url, token_for_user(user=member.user), tenant.slug, tool_id, "")
+        _write_results()
+        return
 
     llm = start_llm([text("fine")], repeat_last=True)
     agent_id = make_agent(admin, model=make_model(admin, llm), tools=[{"tool": tool_id}], name="helper")
@@ -339,6 +360,10 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
         gateway_costs(served.endpoint(tenant.slug, agent_id), token_for_user(user=member.user))
         served_costs(served.base_url, token_for_user(user=member.user), tenant.slug, tool_id,
                      served.endpoint(tenant.slug, agent_id))
+    _write_results()
+
+
+def _write_results() -> None:
     out = os.environ.get("REQUEST_COSTS_OUT")
     if out:
         Path(out).write_text(json.dumps(RESULTS, indent=1))
@@ -349,7 +374,7 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
 
 def table(now: dict[str, dict[str, int]], before: dict[str, dict[str, int]] | None) -> str:
     width = max(len(kind) for kind in now)
-    cols = ["sql", "redis_trips", "redis_commands", *(["cpu_us", "wall_us"] if any(
+    cols = ["sql", "redis_trips", "redis_commands", *(["cpu_us", "thread_us", "wall_us"] if any(
         "cpu_us" in got for got in now.values()) else [])]
     head = f"{'request (warm)':<{width}}  " + "  ".join(f"{c:>14}" for c in cols)
     lines = [head, "-" * len(head)]

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from core import hotcache
 from core.errors import NotFound
 from core.roles import Role
+from core.throttle import counted_ahead
 
 
 def _resolver() -> Callable[[Any, str | None, Role], tuple[Any, Any]]:
@@ -26,6 +27,17 @@ def _resolver() -> Callable[[Any, str | None, Role], tuple[Any, Any]]:
     # the tenant and checks the caller's role there (the role policy, tenants_app.policies).
     resolver: Callable[[Any, str | None, Role], tuple[Any, Any]] = import_string(settings.TOOLHUB_TENANT_RESOLVER)
     return resolver
+
+
+def _likely_user_pk(request: Request) -> Any:
+    """The user this request's credentials named last time in this process, if an authenticator can tell
+    without a round trip (tenants_app.auth_cache); a guess the throttle only acts on when authentication agrees."""
+    for authenticator in request.authenticators or ():
+        guess = getattr(authenticator, "likely_user_pk", None)
+        found = guess(request) if guess is not None else None
+        if found is not None:
+            return found
+    return None
 
 
 class TenantViewSet(viewsets.GenericViewSet[Any]):
@@ -63,7 +75,9 @@ class TenantViewSet(viewsets.GenericViewSet[Any]):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         hotcache.hint_tenant(request.headers.get("X-Tenant"))  # its generation comes with the identity one
-        super().initial(request, *args, **kwargs)
+        # A throttled action's count rides in that round trip too (core.throttle.counted_ahead).
+        with counted_ahead(self, self.get_throttles(), lambda: _likely_user_pk(request)):
+            super().initial(request, *args, **kwargs)
         # The role policy (tenants_app.policies), as services apply it: an operator passes as owner.
         tenant, membership = _resolver()(request.user, request.headers.get("X-Tenant"), self.required_role(request))
         # On the Django request too: DRF's OPTIONS metadata clones the request (clone_request keeps only the

@@ -30,7 +30,9 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.http import FileResponse, HttpRequest, HttpResponseBase
-from django.urls import set_script_prefix
+from django.urls import ResolverMatch, get_resolver, set_script_prefix
+
+from core import resolve_cache
 
 # Idle request threads kept for reuse; a burst beyond this gets threads that end after their request.
 MAX_IDLE_THREADS = 32
@@ -140,6 +142,14 @@ class OneHopASGIHandler(ASGIHandler):
             if not closed and response is not None:
                 await sync_to_async(response.close)()
         body_file.close()
+
+    def resolve_request(self, request: HttpRequest) -> ResolverMatch:
+        """Django's, with the answer for a path seen before taken from core.resolve_cache."""
+        if hasattr(request, "urlconf"):  # a per-request URLconf (none here): Django's way, uncached
+            return super().resolve_request(request)
+        match = resolve_cache.resolve(get_resolver(), request.path_info)
+        request.resolver_match = match
+        return match
 
     def _respond(self, request: HttpRequest, scope: dict[str, Any]) -> tuple[HttpResponseBase, bool]:
         """The request's one hop: request_started, middleware and view, and the close of a complete response."""

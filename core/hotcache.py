@@ -19,10 +19,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Protocol, Self, TypeVar, cast
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from django.core.cache.backends.redis import RedisCache
 from django.db import transaction
 from django.db.models import Model, QuerySet
 
@@ -84,6 +85,46 @@ def hint_tenant(slug: str | None) -> None:
         _request_hints.set((tenant_scope(tenant_id),))
 
 
+class Rider(Protocol):
+    """Redis commands sent in the pipeline of a request's first generations read (core.throttle's count)."""
+
+    def add(self, pipe: Any) -> None: ...
+
+    def took(self, results: list[Any]) -> None: ...
+
+
+_rider: ContextVar[Rider | None] = ContextVar("toolhub_hotcache_rider", default=None)
+
+
+@contextmanager
+def riding(rider: Rider) -> Iterator[None]:
+    """While inside, this request's first generations read that goes to Redis carries `rider`'s commands in
+    its round trip (once); on any other cache backend the rider is never called."""
+    token = _rider.set(rider)
+    try:
+        yield
+    finally:
+        _rider.reset(token)
+
+
+def _get_many(keys: list[str]) -> dict[str, Any]:
+    """cache.get_many(keys), with a waiting rider's commands in the same pipeline when the cache is Redis."""
+    rider = _rider.get()
+    backend = caches[DEFAULT_CACHE_ALIAS]
+    if rider is None or not isinstance(backend, RedisCache):
+        return cast(dict[str, Any], cache.get_many(keys))
+    _rider.set(None)
+    made = [backend.make_and_validate_key(key) for key in keys]
+    client = backend._cache.get_client(made[0], write=True)  # the throttle writes: the primary, as its own pipe
+    pipe = client.pipeline(transaction=False)
+    pipe.mget(made)
+    rider.add(pipe)
+    values, *rest = pipe.execute()
+    rider.took(rest)
+    loads = backend._cache._serializer.loads  # type: ignore[attr-defined]  # RedisCacheClient's own, unannotated
+    return {key: loads(value) for key, value in zip(keys, values, strict=True) if value is not None}
+
+
 def generations(*scopes: str) -> tuple[int, ...]:
     """The current generation of each scope, in one round trip to the shared cache (none when this request
     already read them)."""
@@ -93,7 +134,7 @@ def generations(*scopes: str) -> tuple[int, ...]:
         wanted += [scope for scope in _request_hints.get() if scope not in memo and scope not in wanted]
     if wanted:
         keys = [_PREFIX + scope for scope in wanted]
-        found = cache.get_many(keys)
+        found = _get_many(keys)
         missing = [key for key in keys if key not in found]
         for key in missing:
             cache.add(key, _fresh(), timeout=None)
@@ -216,6 +257,14 @@ def remembered(kind: str, key: Hashable, scopes: tuple[str, ...], load: Callable
             expires = min(expires, until)
     _snapshots.put(kind, key, stamp, expires, value)
     return value
+
+
+def peek(kind: str, key: Hashable) -> Any:
+    """The unexpired value remembered for (kind, key) whatever generations it was loaded under, else None: a
+    guess, never an answer (core.throttle counts ahead for the user it names, and takes the count back when the
+    real lookup names another)."""
+    item = _snapshots.peek(kind, key, time.time())
+    return None if item is None else item[1]
 
 
 def keep(kind: str, key: Hashable, scopes: tuple[str, ...], value: Any, *, ttl: float) -> None:

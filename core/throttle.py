@@ -13,12 +13,17 @@ Rates and scopes are DRF's (`DEFAULT_THROTTLE_RATES`, `throttle_scope`), so view
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.core.cache import DEFAULT_CACHE_ALIAS, caches
 from django.core.cache import cache as default_cache
 from django.core.cache.backends.redis import RedisCache
 from rest_framework.throttling import ScopedRateThrottle
+
+from core import hotcache
 
 
 def _backend(cache: Any) -> Any:
@@ -64,17 +69,86 @@ def _seconds_until_free(limit: int, duration: int, current: int, previous: int, 
     return max(0.0, duration * (1 - room / previous) - elapsed)
 
 
+class _Ahead:
+    """A count made before authentication, in the round trip of the request's generations read (core.hotcache):
+    for the user the token named last time. The throttle takes it when the real user's key is the same;
+    otherwise (another user, a refused token, no throttle check reached) it is taken back."""
+
+    def __init__(self, cache: Any, current_key: str, previous_key: str, ttl: int) -> None:
+        self.cache, self.current_key, self.previous_key, self.ttl = cache, current_key, previous_key, ttl
+        self.counts: tuple[int, int] | None = None
+        self.used = False
+
+    def add(self, pipe: Any) -> None:
+        cache = _backend(self.cache)
+        current = cache.make_and_validate_key(self.current_key)
+        pipe.incr(current)
+        pipe.expire(current, self.ttl)
+        pipe.get(cache.make_and_validate_key(self.previous_key))
+
+    def took(self, results: list[Any]) -> None:
+        counted, _, before = results
+        self.counts = int(counted), int(before or 0)
+
+    def take(self, current_key: str) -> tuple[int, int] | None:
+        if self.counts is None or self.used or current_key != self.current_key:
+            return None
+        self.used = True
+        return self.counts
+
+
+_ahead: ContextVar[_Ahead | None] = ContextVar("toolhub_throttle_ahead", default=None)
+
+
+@contextmanager
+def counted_ahead(view: Any, throttles: list[Any], guess: Callable[[], Any]) -> Iterator[None]:
+    """Around DRF's `initial` (authentication, permissions, throttles): when the view has a window throttle with a
+    rate and `guess()` names a user (the one the request's token named last time, else None), the count rides in
+    the request's first generations round trip instead of a round trip of its own; a count not taken by the
+    throttle check inside (another user, a refusal before it) is taken back on the way out."""
+    throttle = next((t for t in throttles if isinstance(t, ScopedWindowThrottle)), None)
+    ident = guess() if throttle is not None else None
+    planned = throttle.plan(view, ident) if throttle is not None and ident is not None else None
+    if planned is None:
+        yield
+        return
+    token = _ahead.set(planned)
+    try:
+        with hotcache.riding(planned):
+            yield
+    finally:
+        _ahead.reset(token)
+        if planned.counts is not None and not planned.used:
+            _uncount(planned.cache, planned.current_key)
+
+
 class ScopedWindowThrottle(ScopedRateThrottle):
-    def allow_request(self, request: Any, view: Any) -> bool:
+    def _limits(self, view: Any) -> tuple[int, int] | None:
         # The scope comes from the view, as in ScopedRateThrottle; no scope means no limit.
         self.scope = getattr(view, self.scope_attr, None)
         if not self.scope:
-            return True
+            return None
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        limit, duration = self.num_requests, self.duration
-        if limit is None or duration is None:
+        if self.num_requests is None or self.duration is None:
+            return None
+        return self.num_requests, self.duration
+
+    def plan(self, view: Any, ident: Any) -> _Ahead | None:
+        """The count allow_request would make for user `ident` now, to send ahead (counted_ahead)."""
+        limits = self._limits(view)
+        if limits is None:
+            return None
+        duration = limits[1]
+        key = self.cache_format % {"scope": self.scope, "ident": ident}  # get_cache_key's, for that user
+        window = int(self.timer() // duration)
+        return _Ahead(self.cache, f"{key}:{window}", f"{key}:{window - 1}", 2 * duration + 1)
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        limits = self._limits(view)
+        if limits is None:
             return True
+        limit, duration = limits
         self.key = self.get_cache_key(request, view)
         if self.key is None:
             return True
@@ -82,7 +156,9 @@ class ScopedWindowThrottle(ScopedRateThrottle):
         window = int(now // duration)
         elapsed = now - window * duration
         current_key, previous_key = f"{self.key}:{window}", f"{self.key}:{window - 1}"
-        current, previous = _counts(self.cache, current_key, previous_key, 2 * duration + 1)
+        ahead = _ahead.get()
+        counts = ahead.take(current_key) if ahead is not None else None
+        current, previous = counts or _counts(self.cache, current_key, previous_key, 2 * duration + 1)
         if previous * (1 - elapsed / duration) + current <= limit:
             return True
         _uncount(self.cache, current_key)

@@ -462,6 +462,9 @@ TOOLHUB_RUNNER_TTL_S = env_float("TOOLHUB_RUNNER_TTL_S", 10)
 # How often a runner renews its announcement, in seconds; 0: a third of TOOLHUB_RUNNER_TTL_S. Below the TTL: a runner
 # starved for longer than TTL minus this counts as gone (a dead runner is noticed sooner, by its refused connection).
 TOOLHUB_RUNNER_HEARTBEAT_S = env_float("TOOLHUB_RUNNER_HEARTBEAT_S", 0)
+# How long a runner keeps an unused server whose key another live runner owns now (placed on it while the owner was
+# away) before closing it, in seconds; at least two heartbeats (a web process may still hold the older list).
+TOOLHUB_RUNNER_UNOWNED_IDLE_S = env_float("TOOLHUB_RUNNER_UNOWNED_IDLE_S", 5)
 # A runner runs a LOCAL server without a sandbox (an operator's `unsandboxed` tool) only when its own settings say so.
 TOOLHUB_RUNNER_ALLOW_UNSANDBOXED = env_bool("TOOLHUB_RUNNER_ALLOW_UNSANDBOXED", False)
 # Quota counters (tools_app.services.quotas) live in REDIS_URL under this prefix; without REDIS_URL, in the process.

@@ -40,5 +40,14 @@ def boom(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("boom")
 
 
+def item(request: HttpRequest, pk: int) -> JsonResponse:
+    # The view changes its match's kwargs: the next request of the same path must not see that.
+    match = request.resolver_match
+    assert match is not None
+    seen = dict(match.kwargs)
+    match.kwargs["pk"] = -1
+    return JsonResponse({"pk": pk, "kwargs": seen, "view": match.view_name})
+
+
 urlpatterns = [path("where", where), path("wait", wait), path("async", async_view), path("boom", boom),
-               path("stream", stream)]
+               path("stream", stream), path("item/<int:pk>", item, name="item")]

@@ -126,3 +126,48 @@ def test_request_signals_fire_once_in_the_request_thread(monkeypatch: pytest.Mon
     assert status == 200 and plain == [("started", view_thread), ("finished", view_thread)]
     # A streaming one is closed after its body went out (as Django does), still exactly once.
     assert s_status == 200 and s_body == b"one two" and [name for name, _ in seen] == ["started", "finished"]
+
+
+def test_a_path_resolved_before_comes_from_the_cache_with_its_own_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.urls import URLResolver
+
+    from core import resolve_cache
+
+    resolve_cache.clear()
+    resolved: list[str] = []
+    real = URLResolver.resolve
+
+    def counted(self: URLResolver, path: str) -> Any:
+        resolved.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(URLResolver, "resolve", counted)
+    app = OneHopASGIHandler()
+
+    misses: list[int] = []
+
+    async def run() -> list[Any]:
+        answers = [await call(app, "/item/7"), await call(app, "/item/7"), await call(app, "/item/8"),
+                   await call(app, "/nowhere")]
+        misses.append(resolved.count("/nowhere"))
+        return [*answers, await call(app, "/nowhere")]
+
+    (s1, _, b1), (s2, _, b2), (s3, _, b3), (s4, _, _), (s5, _, _) = asyncio.run(run())
+    assert s1 == s2 == s3 == 200 and s4 == s5 == 404
+    # Same answer both times, and the first request's change to its match's kwargs did not leak into the second.
+    assert json.loads(b1) == json.loads(b2) == {"pk": 7, "kwargs": {"pk": 7}, "view": "item"}
+    assert json.loads(b3)["pk"] == 8
+    # The root resolver walked "/item/7" once, "/item/8" once; a miss is never kept: the second 404 walks again.
+    assert [resolved.count(path) for path in ("/item/7", "/item/8")] == [1, 1]
+    assert misses[0] >= 1 and resolved.count("/nowhere") == 2 * misses[0]
+
+
+def test_another_urlconf_never_gets_the_answers_of_the_old_one(settings: Any) -> None:
+    from core import resolve_cache
+
+    resolve_cache.clear()
+    app = OneHopASGIHandler()
+    assert asyncio.run(call(app, "/where"))[0] == 200
+    settings.ROOT_URLCONF = "tests.core.asgi_urls_other"  # a new resolver (Django clears its URL caches)
+    status, _, body = asyncio.run(call(app, "/where"))
+    assert (status, body) == (200, b"elsewhere")

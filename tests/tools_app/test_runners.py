@@ -26,7 +26,7 @@ import pytest
 import redis
 
 from core.outbound import OutboundPolicy
-from tests.fixtures.mcp_servers import COUNTER, HERE, INVENTORY, MINI, free_port
+from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
 from tests.waiting import PROCESS_BOUND_S, scaled, wait_until
 from tools_app.configs import server_spec
 from tools_app.runtime.mcp import ServerSpec, SessionPool
@@ -46,6 +46,9 @@ REDIS_URL = os.environ.get("TOOLHUB_TEST_RUNNER_REDIS_URL") or "redis://127.0.0.
 # its refused connection, not by its announcement expiring: no test waits for the TTL.
 RUNNER_TTL_S = 30
 RUNNER_HEARTBEAT_S = 0.5
+# A server placed on a runner while its key's owner was away is closed once unused this long (its floor: two
+# heartbeats): the test of that waits a second for it, not the default 5 s.
+RUNNER_UNOWNED_IDLE_S = 1
 
 
 def _redis_up() -> bool:
@@ -77,20 +80,30 @@ class Runners:
         self.paused: set[str] = set()  # runners `pause` stopped (a test that failed before it resumed them)
         self.settings: dict[str, dict[str, str]] = {}  # each runner's own settings: a restart keeps them
 
-    def tool_id(self) -> int:
+    def tool_id(self, on: str = "", live: tuple[str, ...] = ("r1", "r2"), version: int = 1) -> int:
         """A tool id no other test used (a server key is the tool id and config version): its server starts
-        afresh whatever ran on the runners before."""
+        afresh whatever ran on the runners before. With `on`, one whose key the placement gives to runner `on`
+        while `live` are the live runners (a test about one runner's own settings picks the runner so)."""
         tool_id = next(_tool_ids)
+        if on:
+            infos = [RunnerInfo(id=runner_id, url="") for runner_id in live]
+            while (found := owner(f"{tool_id}:{version}", infos)) is None or found.id != on:
+                tool_id = next(_tool_ids)
         self.used.add(tool_id)
         return tool_id
 
     def start(self, *runner_ids: str, **settings: str) -> None:
-        """Start runners (together: their Django start-ups overlap) and wait until each has announced itself."""
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
-               "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET, "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S),
-               "TOOLHUB_RUNNER_HEARTBEAT_S": str(RUNNER_HEARTBEAT_S),
-               **settings}
-        for runner_id in runner_ids:
+        """Start runners with one set of settings (see `start_each`)."""
+        self.start_each({runner_id: settings for runner_id in runner_ids})
+
+    def start_each(self, settings_of: dict[str, dict[str, str]]) -> None:
+        """Start runners, each with its own settings (together: their Django start-ups overlap), and wait until
+        each has announced itself."""
+        for runner_id, settings in settings_of.items():
+            env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "TOOLHUB_RUNNERS": "redis",
+                   "REDIS_URL": REDIS_URL, "TOOLHUB_RUNNER_SECRET": SECRET,
+                   "TOOLHUB_RUNNER_TTL_S": str(RUNNER_TTL_S), "TOOLHUB_RUNNER_HEARTBEAT_S": str(RUNNER_HEARTBEAT_S),
+                   "TOOLHUB_RUNNER_UNOWNED_IDLE_S": str(RUNNER_UNOWNED_IDLE_S), **settings}
             self.settings[runner_id] = settings
             # Its output to a file: a pipe nobody reads fills up (its servers' logs pass through it) and blocks the
             # runner, heartbeat and all, once it has lived a few tests.
@@ -98,7 +111,7 @@ class Runners:
                 self.procs[runner_id] = subprocess.Popen(
                     [sys.executable, "manage.py", "toolhub_runner", "--port", str(free_port()), "--id", runner_id],
                     cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        for runner_id in runner_ids:
+        for runner_id in settings_of:
             assert wait_until(partial(self.announced, runner_id), PROCESS_BOUND_S), \
                 f"runner {runner_id} never announced itself: {self.log_tail(runner_id)}"
 
@@ -180,9 +193,7 @@ class Runners:
             if runner_id in alive:
                 self.kill(runner_id)
             self.registry.withdraw(runner_id)
-        kept = {runner_id: self.settings.get(runner_id, {}) for runner_id in gone}
-        assert all(own == kept[gone[0]] for own in kept.values()), kept  # one start: one set of settings
-        self.start(*gone, **kept[gone[0]])
+        self.start_each({runner_id: self.settings.get(runner_id, {}) for runner_id in gone})
 
     def close_used(self) -> None:
         """Close the servers of the tool ids handed out since the last close, on every live runner."""
@@ -205,11 +216,21 @@ def runners(tmp_path: Path) -> Iterator[Runners]:
     started.stop_all()
 
 
+# The own settings of runner r2, for the tests about a runner's own settings (a server without sandbox allowed, slot
+# limits): r1 keeps the defaults. Both runners in one tier, one Django process start each (seconds of CPU) for the
+# whole class, not a third runner for those tests: allowing a server without sandbox changes nothing for sandboxed
+# servers, and the slot limits leave each test's one or two servers room; a test about one runner's settings picks
+# tool ids the placement gives to that runner (`Runners.tool_id(on=...)`).
+OWN = "r2"
+OWN_SETTINGS = {"TOOLHUB_RUNNER_ALLOW_UNSANDBOXED": "on", "TOOLHUB_POOL_MAX_TOTAL": "4",
+                "TOOLHUB_POOL_MAX_PER_TENANT": "10"}
+
+
 @pytest.fixture(scope="class")
 def _tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runners]:
     redis.Redis.from_url(REDIS_URL).flushdb()
     tier = Runners(tmp_path_factory.mktemp("tier"))
-    tier.start("r1", "r2")
+    tier.start_each({"r1": {}, OWN: OWN_SETTINGS})
     yield tier
     tier.stop_all()
     redis.Redis.from_url(REDIS_URL).flushdb()
@@ -217,39 +238,13 @@ def _tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runners]:
 
 @pytest.fixture
 def tier(_tier: Runners) -> Iterator[Runners]:
-    """Two runners with the default settings, r1 and r2, shared by the tests of one class (a runner's start-up is a
-    Django process start: seconds of CPU): each test finds both live and not draining (one an earlier test killed or
-    drained starts again), uses tool ids no other test uses (a server key is the tool id and config version), and
-    its servers are closed when it ends."""
+    """Two runners, r1 with the default settings and r2 with OWN_SETTINGS, shared by the tests of one class: each
+    test finds both live and not draining (one an earlier test killed or drained starts again, with its own
+    settings), uses tool ids no other test uses (a server key is the tool id and config version), and its servers
+    are closed when it ends (no slot of one test held into the next)."""
     _tier.restore("r1", "r2")
     yield _tier
     _tier.close_used()
-
-
-# The settings the tests of TestOnOwnRunner need, in one runner they share (one Django process start, not one each):
-# allowing a server without sandbox changes nothing for the sandboxed servers of the slot test, and the slot limits
-# leave the one unsandboxed server a slot.
-OWN_SETTINGS = {"TOOLHUB_RUNNER_ALLOW_UNSANDBOXED": "on", "TOOLHUB_POOL_MAX_TOTAL": "4",
-                "TOOLHUB_POOL_MAX_PER_TENANT": "10"}
-
-
-@pytest.fixture(scope="class")
-def _own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runners]:
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    own = Runners(tmp_path_factory.mktemp("own"))
-    own.start("r3", **OWN_SETTINGS)
-    yield own
-    own.stop_all()
-    redis.Redis.from_url(REDIS_URL).flushdb()
-
-
-@pytest.fixture
-def own(_own: Runners) -> Iterator[Runners]:
-    """Runner r3 with OWN_SETTINGS, shared by the tests of one class as `tier` is: live when each test starts, fresh
-    tool ids for each test, and their servers closed when it ends (no slot of one test held into the next)."""
-    _own.restore("r3")
-    yield _own
-    _own.close_used()
 
 
 @pytest.fixture
@@ -272,6 +267,17 @@ def counter_spec(tmp_path: Path, marker: str, *, version: int = 1, sandboxed: bo
               "startup_timeout_s": 20}
     return server_spec(tool_id=tool_id, config_version=version, tenant_key="1", tool_type="LOCAL", config=config,
                        sandbox=box if sandboxed else None)
+
+
+def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> ServerSpec:
+    workspace = tmp_path / f"tenant.{tenant}"
+    workspace.mkdir(exist_ok=True)
+    box = ServerSandbox(policy=SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE))),
+                        tenant_key=tenant, workspace=str(workspace), uid=100000 + int(tenant))
+    config = {"command": sys.executable, "args": [str(MINI)], "env": {"TOOLHUB_TEST_MARKER": marker},
+              "startup_timeout_s": 20}
+    return server_spec(tool_id=tool_id, config_version=1, tenant_key=tenant, tool_type="LOCAL", config=config,
+                       sandbox=box)
 
 
 def marked(marker: str) -> list[int]:
@@ -347,7 +353,7 @@ class Catcher:
 
 
 class TestOnOneTier:
-    """Tests on the shared pair of default runners (`tier`)."""
+    """Tests on the shared pair of runners (`tier`: r1 default, r2 with OWN_SETTINGS)."""
 
     def test_one_server_one_state_whichever_web_process_calls(self, tier: Runners, web: list[RunnerPool],
                                                               tmp_path: Path) -> None:
@@ -484,14 +490,46 @@ class TestOnOneTier:
 
     def test_a_runner_refuses_a_server_without_sandbox_unless_its_own_settings_allow_it(
             self, tier: Runners, web: list[RunnerPool], tmp_path: Path) -> None:
-        """A default runner refuses it before anything runs (the module's test below starts one whose own settings
+        """A default runner (r1) refuses it before anything runs (the test below runs one on r2, whose own settings
         allow it: a web process cannot ask for less than the runner's settings)."""
         marker = uuid.uuid4().hex
-        spec = counter_spec(tmp_path, marker, sandboxed=False, tool_id=tier.tool_id())
+        spec = counter_spec(tmp_path, marker, sandboxed=False, tool_id=tier.tool_id(on="r1"))
         with pytest.raises(SandboxUnavailable) as refused:
             web[0].probe(spec)
         assert "TOOLHUB_RUNNER_ALLOW_UNSANDBOXED" in refused.value.message
         assert marked(marker) == []  # nothing ran
+
+
+    def test_a_runner_whose_own_settings_allow_it_runs_a_server_without_sandbox(self, tier: Runners,
+                                                                               web: list[RunnerPool],
+                                                                               tmp_path: Path) -> None:
+        """The other side of the refusal above: the runner's own setting (r2's), not the web process, allows it."""
+        marker = uuid.uuid4().hex
+        assert count(web[0], counter_spec(tmp_path, marker, sandboxed=False, tool_id=tier.tool_id(on=OWN)))["count"] == 1
+        assert marked(marker)
+
+    def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(self, tier: Runners, web: list[RunnerPool],
+                                                                       tmp_path: Path) -> None:
+        # r2's slots: TOOLHUB_POOL_MAX_TOTAL=4, TOOLHUB_POOL_MAX_PER_TENANT=10 (OWN_SETTINGS); every server on r2.
+        marker = uuid.uuid4().hex
+        busy = [mini_spec(tmp_path, marker, tool_id=tier.tool_id(on=OWN), tenant="1") for _ in range(2)]
+        release = tmp_path / "tenant.1" / "release"  # in the servers' workspace: the long calls end once it exists
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            # Tenant 1 alone may hold 4 // (1 + 1) = 2 of the runner's slots: two servers busy with long calls...
+            slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 60, "until": str(release)})
+                    for i, spec in enumerate(busy)]
+            assert wait_until(lambda: len([p for p in marked(marker) if "bwrap" not in
+                                           Path(f"/proc/{p}/cmdline").read_text()]) == 2)
+            more = [web[i % 2].call(mini_spec(tmp_path, marker, tool_id=tier.tool_id(on=OWN), tenant="1"), "whoami",
+                                    {}) for i in range(2)]
+            # ...more refused (without shares they would take the last two slots), while tenant 2 gets one, from
+            # either web process, before those calls end.
+            other = web[1].call(mini_spec(tmp_path, marker, tool_id=tier.tool_id(on=OWN), tenant="2"), "whoami", {})
+            assert not any(f.done() for f in slow)  # still holding their slots: nothing released them yet
+            assert other.success, (other.error_code, other.error)
+            assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
+            release.touch()
+            assert [f.result().success for f in slow] == [True, True]
 
     def test_calls_go_on_through_a_redis_restart(self, tier: Runners, web: list[RunnerPool],
                                                  tmp_path: Path) -> None:
@@ -588,52 +626,6 @@ def test_a_runner_refuses_a_heartbeat_that_would_let_its_announcement_lapse(sett
         call_command("toolhub_runner", "--port", str(free_port()), "--id", "lapsing")
 
 
-def mini_spec(tmp_path: Path, marker: str, *, tool_id: int, tenant: str) -> ServerSpec:
-    workspace = tmp_path / f"tenant.{tenant}"
-    workspace.mkdir(exist_ok=True)
-    box = ServerSandbox(policy=SandboxPolicy(extra_ro_paths=(sys.base_prefix, sys.prefix, str(HERE))),
-                        tenant_key=tenant, workspace=str(workspace), uid=100000 + int(tenant))
-    config = {"command": sys.executable, "args": [str(MINI)], "env": {"TOOLHUB_TEST_MARKER": marker},
-              "startup_timeout_s": 20}
-    return server_spec(tool_id=tool_id, config_version=1, tenant_key=tenant, tool_type="LOCAL", config=config,
-                       sandbox=box)
-
-
-class TestOnOwnRunner:
-    """Tests on runner r3 with OWN_SETTINGS (`own`)."""
-
-    def test_a_runner_whose_own_settings_allow_it_runs_a_server_without_sandbox(self, own: Runners,
-                                                                               web: list[RunnerPool],
-                                                                               tmp_path: Path) -> None:
-        """The other side of TestOnOneTier's refusal: the runner's own setting, not the web process, allows it."""
-        marker = uuid.uuid4().hex
-        assert count(web[0], counter_spec(tmp_path, marker, sandboxed=False, tool_id=own.tool_id()))["count"] == 1
-        assert marked(marker)
-
-    def test_a_tenant_saturating_a_runner_leaves_another_tenant_a_slot(self, own: Runners, web: list[RunnerPool],
-                                                                       tmp_path: Path) -> None:
-        # The runner's slots: TOOLHUB_POOL_MAX_TOTAL=4, TOOLHUB_POOL_MAX_PER_TENANT=10 (OWN_SETTINGS).
-        marker = uuid.uuid4().hex
-        busy = [mini_spec(tmp_path, marker, tool_id=own.tool_id(), tenant="1") for _ in range(2)]
-        release = tmp_path / "tenant.1" / "release"  # in the servers' workspace: the long calls end once it exists
-        with ThreadPoolExecutor(max_workers=2) as executor:
-            # Tenant 1 alone may hold 4 // (1 + 1) = 2 of the runner's slots: two servers busy with long calls...
-            slow = [executor.submit(web[i].call, spec, "slow", {"seconds": 60, "until": str(release)})
-                    for i, spec in enumerate(busy)]
-            assert wait_until(lambda: len([p for p in marked(marker) if "bwrap" not in
-                                           Path(f"/proc/{p}/cmdline").read_text()]) == 2)
-            more = [web[i % 2].call(mini_spec(tmp_path, marker, tool_id=own.tool_id(), tenant="1"), "whoami", {})
-                    for i in range(2)]
-            # ...more refused (without shares they would take the last two slots), while tenant 2 gets one, from
-            # either web process, before those calls end.
-            other = web[1].call(mini_spec(tmp_path, marker, tool_id=own.tool_id(), tenant="2"), "whoami", {})
-            assert not any(f.done() for f in slow)  # still holding their slots: nothing released them yet
-            assert other.success, (other.error_code, other.error)
-            assert all(not r.success and r.meta.get("error_type") == "capacity_exceeded" for r in more), more
-            release.touch()
-            assert [f.result().success for f in slow] == [True, True]
-
-
 def test_a_redis_restart_keeps_the_verified_runners_until_their_signed_expiry() -> None:
     """Redis only carries the announcements: a restarted Redis comes back empty, and one that is down cannot be read;
     neither takes a runner out before its signed expiry (LOCAL calls go on). A signed withdrawal does."""
@@ -670,8 +662,10 @@ def test_an_invoke_no_runner_can_take_answers_the_typed_503_and_spares_the_break
     from tools_app.models import CallStatus, Tool, ToolCall
     from tools_app.wiring.pool import pool, swap_pool
 
+    # The dependency-free inventory (MINI): what is tested is the runner tier's outage, not the MCP SDK's server, and
+    # its two starts here (the refresh, the last call) take milliseconds instead of a second of CPU each.
     resp = api.post("/api/v1/tools/", {"name": "inventory", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(INVENTORY)], "startup_timeout_s": 20}}, format="json")
+        "command": sys.executable, "args": [str(MINI)], "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
     assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from tenants_app.services import token_for_user
 from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import inventory_tool, make_agent
 from tests.fixtures.mcp_servers import MINI, free_port, wait_listening
+from tests.tools_app.discovered import Discovered
 from tools_app.wiring.pool import pool
 
 
@@ -117,9 +118,13 @@ class Setup:
         return Agent.objects.get(pk=self.agent_id)
 
 
-def build_setup(tenant: Any, member_client: Any, *, discover: bool = True, server: Path = MINI) -> Setup:
+def build_setup(tenant: Any, member_client: Any, *, discover: bool = True,
+                listings: Discovered | None = None, server: Path = MINI) -> Setup:
+    """`listings`: the inventory's listing probed once per module (`listed_once`), not once per test: a test whose
+    calls never reach the server (refused, held, declined, listings only) then starts none; one that does starts it
+    on its first call, as a client's first call does. `server`: the inventory's (`inventory_server`)."""
     api = member_client(tenant, Role.ADMIN)
-    with discovery_kept_for_calls():
+    with discovery_kept_for_calls(), listings.probes() if listings else nullcontext():
         tool_id = inventory_tool(api, discover=discover, server=server)
     agent_id = make_agent(api, model=None, tools=[{"tool": tool_id}], name="helper",
                           description="Answers stock questions for the warehouse team.")
@@ -137,6 +142,20 @@ def inventory_server(request: Any) -> Path:
 def setup(transactional_db: Any, tenant: Any, member_client: Any, request: Any) -> Setup:
     """Tenant acme: an admin, the inventory tool (stdio MCP) and agent `helper` linked to it."""
     return build_setup(tenant, member_client, server=inventory_server(request))
+
+
+@pytest.fixture(scope="module")
+def module_listings() -> Discovered:
+    return Discovered()
+
+
+@pytest.fixture
+def listed_once(transactional_db: Any, tenant: Any, member_client: Any, module_listings: Discovered,
+                request: Any) -> Setup:
+    """`setup` with the inventory's listing probed once per module (its first test's real probe, kept by
+    `Discovered`): the discovery's server start (~1.2 s of CPU, the MCP SDK's imports) is paid only by tests whose
+    calls reach the server. A module whose tests all take it overrides `setup` with it."""
+    return build_setup(tenant, member_client, listings=module_listings, server=inventory_server(request))
 
 
 @pytest.fixture

@@ -27,6 +27,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CALL = ("inventory__get_inventory", {"sku": "DEMO-001"})
 
 
+@pytest.fixture
+def setup(listed_once: Any) -> Any:
+    """The inventory's listing probed once for the module (conftest's `listed_once`): a test whose calls never reach
+    the server starts none."""
+    return listed_once
+
+
 def _needs_approval(setup: Any) -> None:
     resp = setup.api.patch(f"/api/v1/tools/{setup.tool_id}/functions/get_inventory/", {"requires_approval": True},
                            format="json")

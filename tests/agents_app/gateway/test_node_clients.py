@@ -52,8 +52,10 @@ def _needs_approval(setup: Any) -> None:
 
 
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
-def test_typescript_client_lists_calls_and_gets_list_changed(served: Any, setup: Any, ts: Any,
-                                                            transport: str) -> None:
+def test_typescript_client_lists_calls_gets_list_changed_and_hits_an_approval(served: Any, setup: Any, ts: Any,
+                                                                               transport: str) -> None:
+    """One client process (a node start) and one setup for the checks of a client without elicitation, in order:
+    the listing, a call, list_changed, then an approval (held with its id, run once approved)."""
     client = ts(served.endpoint("acme", setup.agent_id), setup.token, transport=transport)
     init = client.next("initialized")
     assert init["server"]["name"] == "toolhub/helper"
@@ -75,11 +77,7 @@ def test_typescript_client_lists_calls_and_gets_list_changed(served: Any, setup:
     client.send(op="list")
     assert "inventory__echo_env" not in {t["name"] for t in client.next("tools")["tools"]}
 
-
-def test_typescript_client_hits_an_approval(served: Any, setup: Any, ts: Any) -> None:
     _needs_approval(setup)
-    client = ts(served.endpoint("acme", setup.agent_id), setup.token)
-    client.next("initialized")
     client.send(op="call", name="inventory__get_inventory", arguments={"sku": "DEMO-001"})
     held = client.next("result")["result"]
     assert held["isError"] is True

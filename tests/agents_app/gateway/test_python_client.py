@@ -27,6 +27,13 @@ INVENTORY_SERVER = INVENTORY
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def setup(listed_once: Any) -> Any:
+    """The inventory's listing probed once for the module (conftest's `listed_once`): a test whose calls never reach
+    the server starts none."""
+    return listed_once
+
+
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 def test_lists_and_calls_the_agents_functions(served: Any, setup: Any, transport: str) -> None:
     url = served.endpoint("acme", setup.agent_id)

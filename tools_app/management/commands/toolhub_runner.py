@@ -43,7 +43,8 @@ class Command(BaseCommand):
             raise CommandError(f"TOOLHUB_RUNNER_HEARTBEAT_S ({every_s:g}) must be below TOOLHUB_RUNNER_TTL_S "
                                f"({registry.ttl_s:g}): each announcement would lapse before the next")
         pool = local_pool()
-        heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url, interval_s=every_s)
+        heartbeat = Heartbeat(registry, pool, runner_id=runner_id, url=url, interval_s=every_s,
+                              unowned_idle_s=settings.TOOLHUB_RUNNER_UNOWNED_IDLE_S)
         server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET,
                                                             allow_unsandboxed=settings.TOOLHUB_RUNNER_ALLOW_UNSANDBOXED),
                                                   host=host, port=port, log_level="warning", lifespan="off"), heartbeat)

@@ -53,6 +53,7 @@ from tools_app.runtime.mcp.discovery import (
     to_tool_result,
 )
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
+from tools_app.runtime.mcp.post import OnePost
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
 from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
@@ -124,6 +125,7 @@ class Connection:
         on_spawn: Callable[[int], None] | None = None,
         max_input_rounds: int = DEFAULT_INPUT_ROUNDS,
         stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
+        one_post: bool = True,
     ) -> None:
         self.spec = spec
         self.policy = policy
@@ -154,6 +156,10 @@ class Connection:
         self._askers: list[ClientRequests] = []
         self._roots_asked = asyncio.Event()
         self._channel: StdioChannel | HttpChannel | None = None
+        # A 2026 streamable HTTP tools/call as one POST (post.py) rather than through the SDK's dispatcher; off only
+        # to compare the two (the fidelity test, bench/).
+        self.one_post = one_post
+        self._poster: OnePost | None = None
         self._failed = asyncio.Event()
         self._closing = asyncio.Event()
         self._closed = asyncio.Event()
@@ -600,7 +606,11 @@ class Connection:
         whose it is, unlike a 2025 server request) and the call sent again with the answers and the server's
         `requestState` as it came, for at most `max_input_rounds` rounds."""
 
+        one_post = self._one_post()
+
         async def send(responses: types.InputResponses | None, state: str | None) -> Any:
+            if one_post is not None:
+                return await one_post.call_tool(session, function, arguments, progress_callback, responses, state)
             return await session.call_tool(function, arguments, progress_callback=progress_callback,
                                            input_responses=responses, request_state=state, allow_input_required=True)
 
@@ -616,6 +626,16 @@ class Connection:
                 return await send(responses, state)
 
         return await self.with_input(resend_after_relisting, asker, repr(function))  # type: ignore[no-any-return]
+
+    def _one_post(self) -> OnePost | None:
+        """The one-POST sender of a stateless (2026-07-28) streamable HTTP session, made on first use; None otherwise
+        (the SDK's ClientSession sends the call)."""
+        channel = self._channel
+        if not self.one_post or not self.modern or not isinstance(channel, HttpChannel) or channel.client is None:
+            return None
+        if self._poster is None:
+            self._poster = OnePost(channel.client, self.spec.target.url, channel, self.protocol_version)  # type: ignore[union-attr]
+        return self._poster
 
     async def with_input(self, send: Callable[[types.InputResponses | None, str | None], Awaitable[Any]],
                          asker: ClientRequests, what: str) -> Any:

@@ -43,6 +43,9 @@ class HttpChannel:
     posts: int = 0
     # The session speaks 2026-07-28: a JSON-RPC error may come with a 4xx status, and is an answer like any other.
     modern: bool = False
+    # The streamable HTTP session's client (guard, recording, auth, configured headers): a 2026 call's one POST
+    # (post.OnePost) goes out on it too. None for the legacy SSE transport.
+    client: httpx2.AsyncClient | None = None
 
     # The tasks awaiting on this channel (Connection._watched): a recorded failure cancels them at once.
     watching: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -257,5 +260,6 @@ async def http_transport(
             yield _EndWatch(read_stream, channel), write_stream
     else:
         async with factory(headers=headers, auth=auth) as client:
+            channel.client = client
             async with streamable_http_client(spec.url, http_client=client) as (read_stream, write_stream):
                 yield read_stream, write_stream

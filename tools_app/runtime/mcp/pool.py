@@ -60,8 +60,11 @@ class SessionPool:
         input_rounds: int = DEFAULT_INPUT_ROUNDS,
         fair_share: bool = True,
         stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
+        one_post: bool = True,
     ) -> None:
         self.policy = policy
+        # A 2026 streamable HTTP tools/call as one POST (post.py); off only to compare with the SDK's path.
+        self.one_post = one_post
         # Rounds of 2026-07-28 input_required one call may take (TOOLHUB_MCP_INPUT_ROUNDS).
         self.input_rounds = input_rounds
         # How long a stdio server's first server/discover probe may go unanswered (TOOLHUB_MCP_STDIO_DISCOVER_S).
@@ -352,7 +355,7 @@ class SessionPool:
         future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._opening[key] = (spec, future)
         conn = Connection(spec, self.policy, on_spawn=self._spawned, max_input_rounds=self.input_rounds,
-                          stdio_discover_s=self.stdio_discover_s)
+                          stdio_discover_s=self.stdio_discover_s, one_post=self.one_post)
         try:
             await conn.open()
         except BaseException as exc:

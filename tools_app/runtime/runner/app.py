@@ -283,13 +283,14 @@ class Heartbeat:
     whole interval later: readers keep a verified announcement only until its signed expiry."""
 
     RETRY_S = 0.25
-    # How long a server whose key another runner owns stays unused before this runner closes it.
+    # How long a server whose key another runner owns stays unused before this runner closes it (by default).
     UNOWNED_IDLE_S = 5.0
 
     def __init__(self, registry: Registry, pool: SessionPool, *, runner_id: str, url: str,
-                 interval_s: float | None = None) -> None:
+                 interval_s: float | None = None, unowned_idle_s: float | None = None) -> None:
         self.registry, self.pool, self.runner_id, self.url = registry, pool, runner_id, url
         self.interval_s = interval_s or registry.ttl_s / 3
+        self.unowned_idle_s = self.UNOWNED_IDLE_S if unowned_idle_s is None else unowned_idle_s
         self.since = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"runner-heartbeat-{runner_id}", daemon=True)
@@ -320,7 +321,7 @@ class Heartbeat:
             found = owner(f"{key[0]}:{key[1]}", live)
             return found is None or found.id == self.runner_id
 
-        self.pool.retire_idle_unless(mine, idle_s=max(self.UNOWNED_IDLE_S, 2 * self.interval_s))
+        self.pool.retire_idle_unless(mine, idle_s=max(self.unowned_idle_s, 2 * self.interval_s))
 
     def _run(self) -> None:
         wait_s = self.interval_s
