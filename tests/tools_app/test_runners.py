@@ -463,6 +463,7 @@ class TestOnOneTier:
         installed = tmp_path / "store" / "pypi" / "counter" / "1.0"  # an installed package's folder, as in the store
         installed.mkdir(parents=True)
         (installed / "counter.py").write_text(COUNTER.read_text())
+        (installed / "stdio_core.py").write_text((COUNTER.parent / "stdio_core.py").read_text())  # its import
         (installed / MARKER).write_text(json.dumps({"manager": "pypi", "name": "counter", "version": "1.0"}))
         _read_only(installed)
         try:
