@@ -109,8 +109,15 @@ def test_filesystem_server_works_from_roots_alone(pool: SessionPool, npm_servers
     (tmp_path / "hello.txt").write_text("hi from the workspace")
     spec = specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.FILESYSTEM)],  # no directory arguments
                        startup_timeout_s=scaled(30), roots=[str(tmp_path)])
-    allowed = pool.call(spec, "list_allowed_directories", {})
-    assert allowed.success and str(tmp_path) in allowed.text, allowed
+    # The server asks for the roots after the handshake and takes the answer in on its own time, so a call right
+    # after the start may come first (seen under load: "Allowed directories:" and none): ask until it has them.
+    answers: list[Any] = []
+
+    def lists_the_root() -> bool:
+        answers.append(pool.call(spec, "list_allowed_directories", {}))
+        return answers[-1].success and str(tmp_path) in answers[-1].text
+
+    assert wait_until(lists_the_root, bound_s=scaled(5), every_s=0.1), answers[-1]
     read = pool.call(spec, "read_text_file", {"path": str(tmp_path / "hello.txt")})
     assert read.success and "hi from the workspace" in read.text, read
 
