@@ -141,6 +141,7 @@ def django_db_setup(
 
     with _outside_the_tests_timeout(request):
         db_cfg = _setup_once(setup, keepdb, shared, default, settings)
+    _flush_retries_deadlocks()
     yield
     if not keepdb:
         with django_db_blocker.unblock():
@@ -148,6 +149,32 @@ def django_db_setup(
                 teardown_databases(db_cfg, verbosity=verbosity)
             except Exception as exc:  # noqa: BLE001 - as pytest-django: a failed teardown is a warning
                 request.node.warn(pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}"))
+
+
+def _flush_retries_deadlocks() -> None:
+    """On PostgreSQL a transactional test ends with one TRUNCATE of every table, which locks them one by one; a
+    query still running in a server thread the test started (e.g. the gateway's list-changed sweep, a join) can hold
+    one of them and wait for another, and PostgreSQL then cancels one side of the deadlock. When it cancels the flush,
+    nothing was emptied (the TRUNCATE is one transaction) and the next test met the last one's rows (CI, pass 2). The
+    flush is tried again, a few times, once the other side has gone; any other error is raised as before."""
+    from django.db import OperationalError
+    from django.db.backends.base.operations import BaseDatabaseOperations
+
+    original = BaseDatabaseOperations.execute_sql_flush
+    if getattr(original, "retries_deadlocks", False):
+        return
+
+    def execute_sql_flush(self: BaseDatabaseOperations, sql_list: list[str]) -> None:
+        for attempt in range(1, 6):
+            try:
+                return original(self, sql_list)
+            except OperationalError as exc:
+                if "deadlock detected" not in str(exc) or attempt == 5:
+                    raise
+                time.sleep(0.1 * attempt)
+
+    execute_sql_flush.retries_deadlocks = True  # type: ignore[attr-defined]
+    BaseDatabaseOperations.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign]
 
 
 @contextmanager
