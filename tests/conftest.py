@@ -174,7 +174,7 @@ def _flush_retries_deadlocks() -> None:
                 time.sleep(0.1 * attempt)
 
     execute_sql_flush.retries_deadlocks = True  # type: ignore[attr-defined]
-    BaseDatabaseOperations.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign]
+    BaseDatabaseOperations.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign,assignment]
 
 
 @contextmanager
