@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hmac
-import json
 import os
 import threading
 import time
@@ -47,7 +46,14 @@ from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.packages.errors import PackageStoreUnavailable
 from tools_app.runtime.packages.store import MARKER
 from tools_app.runtime.runner.placement import Registry, RunnerInfo, owner
-from tools_app.runtime.runner.wire import discovery_to_json, error_to_json, result_to_json, spec_from_json
+from tools_app.runtime.runner.wire import (
+    discovery_to_json,
+    encoded,
+    error_to_json,
+    event_line,
+    result_to_json,
+    spec_from_json,
+)
 from tools_app.runtime.sandbox import SandboxUnavailable
 
 # The only session requests a runner serves for others: reads, as the gateway forwards them.
@@ -61,6 +67,8 @@ SESSION_METHODS: dict[str, type[Any]] = {
 
 # The session requests whose server may ask for input (either era), served streamed (`session-stream`).
 ASKING_METHODS = ("get_prompt", "read_resource")
+
+JSON = "application/json"
 
 
 def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
@@ -101,7 +109,7 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
         body = await request.json() if request.method == "POST" else {}
         try:
             answer = await handle(body)
-            return answer if isinstance(answer, Response) else JSONResponse(answer)
+            return answer if isinstance(answer, Response) else Response(encoded(answer), media_type=JSON)
         except RuntimeToolError as exc:
             return JSONResponse({"error": error_to_json(exc)}, 409)
 
@@ -256,13 +264,13 @@ class StreamedCalls:
                     getter = loop.create_task(events.get())
                     await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
                     if getter.done():
-                        yield (json.dumps(getter.result()) + "\n").encode()
+                        yield event_line(getter.result())
                         continue
                     getter.cancel()
                     while not events.empty():
-                        yield (json.dumps(events.get_nowait()) + "\n").encode()
+                        yield event_line(events.get_nowait())
                     break
-                yield (json.dumps(last(task.result())) + "\n").encode()
+                yield event_line(last(task.result()))
             finally:
                 if not task.done():  # the caller went away: the call is not left running for nobody
                     task.cancel()

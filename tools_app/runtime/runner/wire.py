@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from core.errors import RuntimeToolError
@@ -11,11 +14,30 @@ from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.result import ToolResult
 from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
 
+# Specs turned into JSON recently, by the (frozen, hashable) spec itself: a warm call sends the same spec every time,
+# and dataclasses.asdict walks and deep-copies all of it (the sandbox policy's paths included) on each.
+_SPEC_JSON_MAX = 256
+_spec_json: OrderedDict[ServerSpec, dict[str, Any]] = OrderedDict()
+_spec_json_lock = threading.Lock()
+
 
 def spec_to_json(spec: ServerSpec) -> dict[str, Any]:
-    """A LOCAL server spec (env values included: the transport is authenticated and private)."""
+    """A LOCAL server spec (env values included: the transport is authenticated and private). The answer is shared
+    between calls with an equal spec: callers only send it, never change it."""
     assert isinstance(spec.target, LocalSpec), "only LOCAL servers run on runners"
-    return dataclasses.asdict(spec)
+    try:
+        with _spec_json_lock:
+            found = _spec_json.get(spec)
+    except TypeError:  # a field holding a list (not built by the spec builders): not hashable, not kept
+        return dataclasses.asdict(spec)
+    if found is not None:
+        return found
+    made = dataclasses.asdict(spec)
+    with _spec_json_lock:
+        _spec_json[spec] = made
+        while len(_spec_json) > _SPEC_JSON_MAX:
+            _spec_json.popitem(last=False)
+    return made
 
 
 def spec_from_json(raw: dict[str, Any]) -> ServerSpec:
@@ -32,8 +54,31 @@ def spec_from_json(raw: dict[str, Any]) -> ServerSpec:
                       target=LocalSpec(**target), principal=str(raw.get("principal") or ""))
 
 
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(ToolResult))
+
+
 def result_to_json(result: ToolResult) -> dict[str, Any]:
-    return dataclasses.asdict(result)
+    """The result's fields, not copied (dataclasses.asdict deep-copied its content on every call, the largest share of
+    the runner's own CPU per call). Encode it with `encoded`, which writes a dataclass nested in data, content or meta
+    as asdict would."""
+    return {name: getattr(result, name) for name in _RESULT_FIELDS}
+
+
+def _nested(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def encoded(payload: Any) -> bytes:
+    """`payload` as the runner's answers are written (as Starlette's JSONResponse renders), dataclasses as asdict."""
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                      default=_nested).encode("utf-8")
+
+
+def event_line(event: Any) -> bytes:
+    """One newline-delimited JSON event of a streamed answer (ASCII: no character a line splitter could cut at)."""
+    return (json.dumps(event, default=_nested) + "\n").encode()
 
 
 def result_from_json(raw: dict[str, Any]) -> ToolResult:
