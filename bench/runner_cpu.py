@@ -81,7 +81,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", choices=("runner", "client"), default="")
     parser.add_argument("--unsandboxed", action="store_true", help="no bwrap (the machine cannot run it)")
+    parser.add_argument("--ab", nargs=2, metavar="CHECKOUT",
+                        help="two checkouts' runners (`manage.py toolhub_runner`, REDIS_URL for their registry), "
+                             "called alternately in batches of --calls: each runner process's CPU per call")
     args = parser.parse_args()
+    if args.ab:
+        _ab(args)
+        return
 
     import django
 
@@ -169,6 +175,72 @@ def main() -> None:
     web.shutdown()
     server.should_exit = True
     runner_pool.shutdown()
+
+
+def _process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _ab(args: Any) -> None:
+    """Both checkouts' runners started side by side and called in alternating batches, so the machine's changing
+    speed falls on both alike; the web side is this checkout's RunnerPool for both."""
+    import signal
+    import subprocess
+
+    import django
+
+    django.setup()
+    from core.outbound import OutboundPolicy
+    from tools_app.runtime.mcp import SessionPool
+    from tools_app.runtime.runner.client import RunnerPool
+
+    redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/4"
+    procs, pools = [], []
+    spec = _spec()
+    try:
+        for n, checkout in enumerate(args.ab):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.dev", "TOOLHUB_RUNNERS": "redis",
+                   "REDIS_URL": redis_url, "TOOLHUB_RUNNER_SECRET": SECRET}
+            procs.append(subprocess.Popen([sys.executable, "manage.py", "toolhub_runner", "--port", str(port),
+                                           "--id", f"ab-{n}"], cwd=checkout, env=env, start_new_session=True))
+            pools.append(RunnerPool(SessionPool(policy=OutboundPolicy.build("")),
+                                    _OneRunner(f"http://127.0.0.1:{port}"), SECRET))  # type: ignore[arg-type]
+        for pool in pools:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success:
+                        break
+                except Exception:  # noqa: BLE001 - not listening yet
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("a runner did not answer")
+                time.sleep(0.3)
+            for _ in range(50):
+                assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+        spent = [[0.0, 0] for _ in pools]
+        for round_no in range(args.rounds):
+            for n, pool in enumerate(pools):
+                before = _process_cpu(procs[n].pid)
+                for _ in range(args.calls):
+                    assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+                used = _process_cpu(procs[n].pid) - before
+                spent[n][0] += used
+                spent[n][1] += args.calls
+                print(f"round {round_no + 1} {args.ab[n]}: runner process {used / args.calls * 1e6:.0f} us/call, "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
+        for n, checkout in enumerate(args.ab):
+            print(f"{checkout}: runner process {spent[n][0] / spent[n][1] * 1e6:.0f} us/call over {spent[n][1]} calls")
+    finally:
+        for pool in pools:
+            pool.shutdown()
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
 
 
 async def _call(fn: Any) -> None:

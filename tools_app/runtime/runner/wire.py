@@ -35,12 +35,38 @@ def spec_to_json(spec: ServerSpec) -> dict[str, Any]:
     made = dataclasses.asdict(spec)
     with _spec_json_lock:
         _spec_json[spec] = made
+        _spec_json.move_to_end(spec)
         while len(_spec_json) > _SPEC_JSON_MAX:
             _spec_json.popitem(last=False)
     return made
 
 
+# Specs read recently (on a runner), by their key, with the JSON each was read from: a warm call's spec is the same
+# JSON every time, and building the dataclasses again is most of the runner's own work before the call.
+_spec_read: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], ServerSpec]] = OrderedDict()
+
+
 def spec_from_json(raw: dict[str, Any]) -> ServerSpec:
+    """The spec `raw` describes; an equal JSON read before gives the spec built then (compared whole, not trusted by
+    its key)."""
+    key = (raw.get("tool_id"), raw.get("config_version"), raw.get("tenant_key"), raw.get("principal"))
+    try:
+        with _spec_json_lock:
+            seen = _spec_read.get(key)
+    except TypeError:  # not a spec a web process wrote: built (and refused) as it comes
+        return _spec_built(raw)
+    if seen is not None and seen[0] == raw:
+        return seen[1]
+    spec = _spec_built(raw)
+    with _spec_json_lock:
+        _spec_read[key] = (raw, spec)
+        _spec_read.move_to_end(key)
+        while len(_spec_read) > _SPEC_JSON_MAX:
+            _spec_read.popitem(last=False)
+    return spec
+
+
+def _spec_built(raw: dict[str, Any]) -> ServerSpec:
     target = dict(raw["target"])
     sandbox = target.get("sandbox")
     if sandbox is not None:

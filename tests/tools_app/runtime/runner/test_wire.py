@@ -57,3 +57,13 @@ def test_a_spec_is_written_once_per_equal_spec() -> None:
     assert changed is not first and changed["target"]["env"] == (("K", "b"),)
     assert spec_to_json(_spec(version=2))["config_version"] == 2
     assert spec_from_json(json.loads(json.dumps(first))) == _spec()
+
+
+def test_a_spec_read_again_is_the_one_built_before_unless_its_json_changed() -> None:
+    raw = json.loads(json.dumps(spec_to_json(_spec())))
+    first = spec_from_json(raw)
+    assert first == _spec()
+    assert spec_from_json(json.loads(json.dumps(raw))) is first
+    changed = json.loads(json.dumps(spec_to_json(_spec(env="c"))))  # same key (tool, version, tenant), new env
+    assert spec_from_json(changed) == _spec(env="c")
+    assert spec_from_json(raw) == _spec() and spec_from_json(raw).target.env == (("K", "a"),)
