@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", choices=("runner", "client"), default="")
     parser.add_argument("--unsandboxed", action="store_true", help="no bwrap (the machine cannot run it)")
-    parser.add_argument("--ab", nargs=2, metavar="CHECKOUT",
+    parser.add_argument("--ab", nargs="+", metavar="CHECKOUT",
                         help="two checkouts' runners (`manage.py toolhub_runner`, REDIS_URL for their registry), "
                              "called alternately in batches of --calls: each runner process's CPU per call")
     args = parser.parse_args()
