@@ -157,6 +157,26 @@ async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str
     return clients
 
 
+async def _count(label: str, once: Any, pids: dict[str, int | None], count: int) -> None:
+    """`count` calls of one kind alone: what they cost each process (and the gateway's busy threads), per call."""
+    threads_before = _threads_usage(pids["gateway"])
+    before = {who: _proc_usage(pid) for who, pid in pids.items()}
+    for _ in range(count):
+        await once(label)
+    after = {who: _proc_usage(pid) for who, pid in pids.items()}
+    threads_after = _threads_usage(pids["gateway"])
+    cells = []
+    for who in pids:
+        cpu = (after[who][0] - before[who][0]) / count
+        switches = (after[who][1] - before[who][1]) / count
+        COUNTS[f"{label}_{who}_cpu_ms"] = round(cpu, 3)
+        COUNTS[f"{label}_{who}_switches"] = round(switches, 2)
+        cells.append(f"{who} {cpu:.3f} ms CPU, {switches:.2f} switches")
+    print(f"  {label:>6}: " + "; ".join(cells))
+    if label != "direct":
+        print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
+
+
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
               count: int = COUNT, ab_fastcall: bool = False) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
@@ -187,23 +207,11 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                     "client": os.getpid()}
             print(f"per call, over {count} calls of each kind made one kind at a time (/proc: CPU ms of every "
                   "thread, voluntary context switches):")
-            for label in clients:
-                threads_before = _threads_usage(pids["gateway"])
-                before = {who: _proc_usage(pid) for who, pid in pids.items()}
-                for _ in range(count):
-                    await once(label)
-                after = {who: _proc_usage(pid) for who, pid in pids.items()}
-                threads_after = _threads_usage(pids["gateway"])
-                cells = []
-                for who in pids:
-                    cpu = (after[who][0] - before[who][0]) / count
-                    switches = (after[who][1] - before[who][1]) / count
-                    COUNTS[f"{label}_{who}_cpu_ms"] = round(cpu, 3)
-                    COUNTS[f"{label}_{who}_switches"] = round(switches, 2)
-                    cells.append(f"{who} {cpu:.3f} ms CPU, {switches:.2f} switches")
-                print(f"  {label:>6}: " + "; ".join(cells))
-                if label != "direct":
-                    print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
+            # The A/B counts its kinds twice, in one order then the other, so a VM drifting within the run does not
+            # favour the kinds counted first.
+            for counting in ([list(clients), list(reversed(clients))] if ab_fastcall else [list(clients)]):
+                for label in counting:
+                    await _count(label, once, pids, count)
         if profile:
             for era in ("2025", "2026"):
                 await _profiling(base, token, era)

@@ -104,8 +104,8 @@ class LateCommitTransport(StreamableHTTPServerTransport):
             return
         protocol_version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
         # Every check above is the SDK's own; a warm plain tools/call is answered without the session's streams.
-        if self.fast is not None and self.mcp_session_id and await self._answered_fast(scope, request, receive, send, message,
-                                                               protocol_version):
+        if (self.fast is not None and self.mcp_session_id
+                and await self._answered_fast(scope, request, receive, send, message, protocol_version)):
             return
         request_id = str(message.id)
         streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
@@ -162,7 +162,12 @@ class LateCommitTransport(StreamableHTTPServerTransport):
         self._request_streams[request_id] = streams
 
         async def deliver() -> None:
-            answered = await answering
+            try:
+                answered = await answering
+            except Exception:  # a bug: the fast path maps every failure of the call to its JSON-RPC error
+                logger.exception("gateway: the fast path failed after its stream started")
+                await streams[0].aclose()  # the stream ends, unanswered, rather than wait forever
+                return
             try:
                 if answered is not None:
                     await streams[0].send(EventMessage(answered))
