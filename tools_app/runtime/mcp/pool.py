@@ -41,19 +41,6 @@ from tools_app.runtime.schemas import validate_arguments
 __all__ = ["Discovery", "FunctionInfo", "SessionPool", "configure_pool", "get_pool"]
 
 T = TypeVar("T")
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """The pool thread's event loop: uvloop's (a dependency, as the web workers' loop) when it imports, else asyncio's.
-    Every call's stdio or HTTP exchange runs on it; measured beside a runner, uvloop's took the runner's CPU per warm
-    call down by about a tenth (bench/load/PROFILE.md, h-restcpu)."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - a venv without it runs on asyncio's loop
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 Key = tuple[int, int, str]  # (tool_id, config_version, principal): ServerSpec.key
 
 # Extra time a sync caller waits beyond the operation's own timeouts before giving up on the loop.
@@ -114,7 +101,7 @@ class SessionPool:
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None or not (self._thread and self._thread.is_alive()):
-                loop = _new_loop()
+                loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name="toolhub-mcp-pool", daemon=True)
                 thread.start()
                 self._loop, self._thread = loop, thread
