@@ -68,3 +68,4 @@ def test_a_spec_read_again_is_the_one_built_before_unless_its_json_changed() -> 
     assert spec_from_json(changed) == _spec(env="c")
     again = spec_from_json(raw)
     assert again == _spec() and isinstance(again.target, LocalSpec) and again.target.env == (("K", "a"),)
+
