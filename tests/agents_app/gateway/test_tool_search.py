@@ -1,12 +1,19 @@
 """Tool search through the gateway with the real Python SDK client: an agent of 300 functions lists
 `search_functions` and `call`; a function found by search is called by name or through `call`, under the same
-roles, links and approvals as a listed one."""
+roles, links and approvals as a listed one.
+
+Only `REAL_EMBEDDER`'s test searches with the real embedders (it measures search quality: a paraphrase and a
+Chinese question find their function among 300); the others are about what is built around search (list_changed,
+the index cache, pinned functions, links, approvals, roles, arguments, the playground) and search on the
+deterministic one (tests/fixtures/hashed_embedder.py), with questions that share words with what they should find.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +27,57 @@ from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import make_agent
+from tests.fixtures.hashed_embedder import hashed_embedder
+from tests.tools_app.discovered import Discovered
 from tools_app.models import CallStatus, ToolCall, ToolFunction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_servers" / "many_functions.py"
+REAL_EMBEDDER = {"test_a_client_searches_300_functions_and_calls_what_it_found"}
+
+
+def _forget_vectors() -> None:
+    """The gateway's process-wide vectors and indexes are keyed by text, not by embedder: none built on one
+    embedder may answer a search on the other (in this module or the next one the worker runs)."""
+    gateway_search._vectors.clear()
+    gateway_search._indexes.clear()
+
+
+@pytest.fixture(autouse=True)
+def _embedder(request: Any) -> Iterator[None]:
+    """The deterministic embedder for every test but `REAL_EMBEDDER`'s (see the module's docstring): no model
+    loaded and no 300 functions embedded where ranking quality is not what the test proves."""
+    if request.node.originalname in REAL_EMBEDDER:
+        yield
+        return
+    with hashed_embedder():
+        _forget_vectors()
+        try:
+            yield
+        finally:
+            _forget_vectors()
+
+
+@pytest.fixture(scope="module")
+def office_listing() -> Discovered:
+    """The office server's listing, probed for real by the module's first test and kept for the others (the
+    same 300 functions every time): each test still creates the tool and refreshes it through the API (the functions
+    stored, screened and approved as ever), but only a test whose calls reach the server starts it, on its first
+    call. Discovery itself is tested in tests/tools_app (test_mcp_api.py, test_function_drift.py)."""
+    return Discovered()
 
 
 @pytest.fixture
-def big(transactional_db: Any, tenant: Any, member_client: Any) -> dict[str, Any]:
+def big(transactional_db: Any, tenant: Any, member_client: Any, office_listing: Discovered) -> dict[str, Any]:
     """Agent `big` linked to one stdio server of 300 functions (all but `clean_heater`, left out of the link)."""
     api = member_client(tenant, Role.ADMIN)
     resp = api.post("/api/v1/tools/", {"name": "office", "type": "LOCAL", "config": {
         "command": sys.executable, "args": [str(SERVER), "--count", "300"], "startup_timeout_s": 20}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])
-    with discovery_kept_for_calls():  # the calls reuse the server the discovery started
+    with discovery_kept_for_calls(), office_listing.probes():  # a real probe's server is kept for the calls
         assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["ok"]
     names = list(ToolFunction.objects.filter(tool_id=tool_id).values_list("name", flat=True))
     assert len(names) == 300
@@ -201,20 +242,24 @@ def test_a_viewer_may_search_but_not_call(served: Any, big: dict[str, Any], tena
     assert refused.is_error and refusal(refused)["error_reason"] == "viewer_may_not_call"
 
 
-@pytest.mark.parametrize(("name", "arguments"), [
+BAD_META_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     ("search_functions", {}), ("search_functions", {"query": "  "}), ("search_functions", {"query": "x", "limit": 0}),
     ("search_functions", {"query": "x", "colour": "red"}), ("call", {}), ("call", {"name": "office__clean_fridge",
                                                                                     "arguments": "no"}),
     ("call", {"name": "search_functions", "arguments": {}}),
-])
-def test_bad_meta_tool_arguments_are_invalid_params(served: Any, big: dict[str, Any], name: str,
-                                                    arguments: dict[str, Any]) -> None:
-    async def scenario() -> Any:
-        async with connect(served.endpoint("acme", big["agent_id"]), big["token"]) as (session, _):
-            return await session.call_tool(name, arguments)
+]
 
-    result = asyncio.run(scenario())
-    assert result.is_error and refusal(result)["error_code"] == "INVALID_PARAMS"
+
+def test_bad_meta_tool_arguments_are_invalid_params(served: Any, big: dict[str, Any]) -> None:
+    """Every case in one session of one agent (it was one test per case): building `big` (300 functions stored
+    and screened) costs most of a test here, and a refused call changes nothing the next case could see. Each
+    case is still asserted on its own, named in the failure message."""
+    async def scenario() -> list[Any]:
+        async with connect(served.endpoint("acme", big["agent_id"]), big["token"]) as (session, _):
+            return [await session.call_tool(name, arguments) for name, arguments in BAD_META_ARGUMENTS]
+
+    for (name, arguments), result in zip(BAD_META_ARGUMENTS, asyncio.run(scenario()), strict=True):
+        assert result.is_error and refusal(result)["error_code"] == "INVALID_PARAMS", (name, arguments, result)
 
 
 def test_tool_search_off_lists_every_function_and_has_no_meta_tools(served: Any, big: dict[str, Any]) -> None:
