@@ -7,7 +7,7 @@ test's setup, call and teardown, summed per module, plus the CPU of the child pr
 when the test ends is not counted, nor are grandchildren their parent did not wait for). Session fixtures (the test
 database, a session's servers) count against the module whose test first needed them.
 
-Each process writes `<folder>/<worker>-<pid>.json` at the end of its session; `python -m tests.cpu_per_module <folder>`
+Each process writes `<folder>/<worker>-<pid>.json` (again at the end of each module); `python -m tests.cpu_per_module <folder>`
 adds them up and prints the modules by CPU.
 """
 
@@ -48,10 +48,10 @@ class CpuPerModule:
         row["children_cpu"] += _children_cpu() - children
         row["wall"] += time.perf_counter() - wall
         row["tests"] += 1
+        if nextitem is None or nextitem.nodeid.split("::", 1)[0] != item.nodeid.split("::", 1)[0]:
+            self.write()  # at each module's end: a run stopped halfway still tells what it measured
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not self.modules:
-            return
+    def write(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         name = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}.json"
         rounded = {m: {k: round(v, 3) for k, v in row.items()} for m, row in self.modules.items()}
