@@ -25,6 +25,10 @@ per call (`main`: uvicorn's loop; the others: the worker threads and the MCP ses
 `--sdk-call-path` sends the upstream's tools/call through the SDK's ClientSession instead of as one POST
 (tools_app/runtime/mcp/post.py): run it alternately with a plain run for the A/B (bench/PROFILE-gateway.md).
 
+`--ab-fastcall` adds a client of each era whose calls take the SDK's server path (the gateway's tools/call fast path,
+agents_app/gateway/fastcall.py, turned off for its requests: bench/_fastcall_ab.py), sampled in the same turns
+against the same gateway process: `2025sdk`, `2026sdk`. `--sdk-server-path` turns the fast path off for a whole run.
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
@@ -53,23 +57,28 @@ COUNT = 200
 PROFILED_APP = "bench._profiled_asgi:application"
 POOL_ON_SERVER_LOOP_APP = "bench._pool_on_server_loop:application"
 SDK_CALL_PATH_APP = "bench._sdk_call_path:application"
+FASTCALL_AB_APP = "bench._fastcall_ab:application"
+SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: this request takes the SDK's server path
 
 
 @contextmanager
-def toolhub(profile: str | None, pool_on_server_loop: bool = False,
-            sdk_call_path: bool = False) -> Iterator[tuple[str, str]]:
+def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
+            sdk_server_path: bool = False, ab_fastcall: bool = False) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
-           else SDK_CALL_PATH_APP if sdk_call_path else "config.asgi:application")
-    with bench_gateway.toolhub(app=app, name="bench-gateway-eras",
-                               env_extra={"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else None,
-                               quiet=False) as served:
+           else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall else "config.asgi:application")
+    env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
+    if sdk_server_path:
+        env["TOOLHUB_MCP_FASTCALL"] = "0"
+    with bench_gateway.toolhub(app=app, name="bench-gateway-eras", env_extra=env, quiet=False) as served:
         yield served
 
 
 @asynccontextmanager
-async def connected(url: str, token: str | None, mode: str) -> AsyncIterator[Client]:
+async def connected(url: str, token: str | None, mode: str, sdk_server_path: bool = False) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if sdk_server_path:
+        headers[SDK_SERVER_PATH_HEADER] = "1"
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=300)) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             yield client
@@ -135,14 +144,43 @@ def _busy_threads(pid: int | None, before: dict[int, tuple[float, int]], after: 
     return ", ".join(cell for _, cell in sorted(cells, reverse=True))
 
 
+async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str, token: str, ab_fastcall: bool
+                   ) -> dict[str, tuple[Client, str]]:
+    clients = {
+        "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
+        "2025": (await stack.enter_async_context(connected(gateway, token, "legacy")), name),
+        "2026": (await stack.enter_async_context(connected(gateway, token, "2026-07-28")), name),
+    }
+    if ab_fastcall:  # the same eras through the SDK's server path, in the same turns (bench/_fastcall_ab.py)
+        clients["2025sdk"] = (await stack.enter_async_context(connected(gateway, token, "legacy", True)), name)
+        clients["2026sdk"] = (await stack.enter_async_context(connected(gateway, token, "2026-07-28", True)), name)
+    return clients
+
+
+async def _count(label: str, once: Any, pids: dict[str, int | None], count: int) -> None:
+    """`count` calls of one kind alone: what they cost each process (and the gateway's busy threads), per call."""
+    threads_before = _threads_usage(pids["gateway"])
+    before = {who: _proc_usage(pid) for who, pid in pids.items()}
+    for _ in range(count):
+        await once(label)
+    after = {who: _proc_usage(pid) for who, pid in pids.items()}
+    threads_after = _threads_usage(pids["gateway"])
+    cells = []
+    for who in pids:
+        cpu = (after[who][0] - before[who][0]) / count
+        switches = (after[who][1] - before[who][1]) / count
+        COUNTS[f"{label}_{who}_cpu_ms"] = round(cpu, 3)
+        COUNTS[f"{label}_{who}_switches"] = round(switches, 2)
+        cells.append(f"{who} {cpu:.3f} ms CPU, {switches:.2f} switches")
+    print(f"  {label:>6}: " + "; ".join(cells))
+    if label != "direct":
+        print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
+
+
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
-              count: int = COUNT) -> dict[str, list[float]]:
+              count: int = COUNT, ab_fastcall: bool = False) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
-        clients = {
-            "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
-            "2025": (await stack.enter_async_context(connected(gateway, token, "legacy")), name),
-            "2026": (await stack.enter_async_context(connected(gateway, token, "2026-07-28")), name),
-        }
+        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall)
         for label, (client, _tool) in clients.items():
             print(f"  {label}: negotiated {client.protocol_version}")
 
@@ -160,7 +198,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
         samples: dict[str, list[float]] = {label: [] for label in clients}
         order = list(clients)
         for i in range(n):
-            turn = order[i % 3:] + order[:i % 3]
+            turn = order[i % len(order):] + order[:i % len(order)]
             for label in turn:
                 samples[label].append(await once(label))
         if count:
@@ -169,23 +207,11 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                     "client": os.getpid()}
             print(f"per call, over {count} calls of each kind made one kind at a time (/proc: CPU ms of every "
                   "thread, voluntary context switches):")
-            for label in clients:
-                threads_before = _threads_usage(pids["gateway"])
-                before = {who: _proc_usage(pid) for who, pid in pids.items()}
-                for _ in range(count):
-                    await once(label)
-                after = {who: _proc_usage(pid) for who, pid in pids.items()}
-                threads_after = _threads_usage(pids["gateway"])
-                cells = []
-                for who in pids:
-                    cpu = (after[who][0] - before[who][0]) / count
-                    switches = (after[who][1] - before[who][1]) / count
-                    COUNTS[f"{label}_{who}_cpu_ms"] = round(cpu, 3)
-                    COUNTS[f"{label}_{who}_switches"] = round(switches, 2)
-                    cells.append(f"{who} {cpu:.3f} ms CPU, {switches:.2f} switches")
-                print(f"  {label:>6}: " + "; ".join(cells))
-                if label != "direct":
-                    print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
+            # The A/B counts its kinds twice, in one order then the other, so a VM drifting within the run does not
+            # favour the kinds counted first.
+            for counting in ([list(clients), list(reversed(clients))] if ab_fastcall else [list(clients)]):
+                for label in counting:
+                    await _count(label, once, pids, count)
         if profile:
             for era in ("2025", "2026"):
                 await _profiling(base, token, era)
@@ -208,20 +234,27 @@ def main() -> None:
     parser.add_argument("--sdk-call-path", action="store_true",
                         help="A/B: a 2026 upstream's tools/call through the SDK's ClientSession, not as one POST "
                              "(bench/_sdk_call_path.py)")
+    parser.add_argument("--sdk-server-path", action="store_true",
+                        help="the gateway's tools/call fast path off (TOOLHUB_MCP_FASTCALL=0): every call through the "
+                             "SDK's server machinery")
+    parser.add_argument("--ab-fastcall", action="store_true",
+                        help="A/B in one run: a client of each era through the fast path and one through the SDK's "
+                             "server path (2025sdk, 2026sdk), in turns, one gateway (bench/_fastcall_ab.py)")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
-    if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path))) > 1:
-        parser.error("--profile, --pool-on-server-loop and --sdk-call-path are separate runs")
-    with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path) as (base, token), http_upstream() as upstream:
+    if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall))) > 1:
+        parser.error("--profile, --pool-on-server-loop, --sdk-call-path and --ab-fastcall are separate runs")
+    with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
+                 args.ab_fastcall) as (base, token), http_upstream() as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
-                                  args.count))
+                                  args.count, args.ab_fastcall))
     direct = pct(samples["direct"], 50)
     out: dict[str, Any] = {"direct_p50_ms": round(direct, 2), "goal_minus_direct_p50_ms": 3}
     print(f"direct to the upstream (SDK Client, warm):  {summary(samples['direct'])}")
-    for era in ("2025", "2026"):
+    for era in [label for label in samples if label != "direct"]:
         p50 = pct(samples[era], 50)
         print(f"through the gateway, {era} client:          {summary(samples[era])}")
         print(f"  {era} - direct p50: {p50 - direct:+.2f} ms, ratio {p50 / direct:.2f}x")

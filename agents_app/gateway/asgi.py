@@ -30,6 +30,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agents_app.gateway import resource as oauth_resource
 from agents_app.gateway import routing, service, sessions
+from agents_app.gateway.fastcall import FastCalls
 from agents_app.gateway.listen import ChangeHub
 from agents_app.gateway.server import (
     COUNTED_KEY,
@@ -182,6 +183,8 @@ class GatewayApp:
             app=self.server, stateless=self.stateless, json_response=False,
             session_idle_timeout=None if self.stateless else float(settings.TOOLHUB_MCP_SESSION_IDLE_S),
         )
+        # A warm plain tools/call answered without the SDK's server machinery (TOOLHUB_MCP_FASTCALL).
+        self.fast = self.manager.fast = FastCalls(self.server)
         if not self.stateless:
             # Session records live in Redis; after a restart that lost them, write this process's again.
             manager = weakref.ref(self.manager)

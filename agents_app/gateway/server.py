@@ -358,6 +358,18 @@ def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progres
     return outcome, (None if outcome.held or unfinished else _rendered(principal, outcome))
 
 
+def settled(ran: tuple[CallOutcome, Wire | None]) -> tuple[CallOutcome, Wire | None] | types.InputRequiredResult:
+    """A 2026-07-28 call's job done: its outcome, or a 2026 upstream's questions as this gateway's input request (its
+    state rides ours: relay.hand_back); a round the tool changed under is refused as a stale requestState."""
+    meta = ran[0].result.meta
+    if meta.get(INPUT_STATE_STALE):
+        raise MCPError(code=types.INVALID_PARAMS, message=ran[0].result.error or "requestState is stale",
+                       data={"code": ApiCode.INVALID_REQUEST_STATE, "reason": "tool_changed"})
+    if meta.get(INPUT_REQUIRED):  # a 2026 upstream asked: its state rides ours (relay.hand_back)
+        return relay.hand_back(meta[INPUT_REQUIRED], ran[0].call_id)
+    return ran
+
+
 def _progress_forwarder(ctx: ServerRequestContext[Any, Any]) -> Callable[[float, float | None, str | None], None] | None:
     """When the client sent a progressToken: a callback (run on the call's worker thread) that forwards the
     upstream server's progress to this client, with the client's own token, on this request's stream."""
@@ -431,10 +443,20 @@ def _client_requests(ctx: ServerRequestContext[Any, Any], relayed: relay.Relay |
     may_elicit = declared(_ELICITATION)
     if relayed is not None:  # 2026-07-28: the question rides an input_required result (agents_app.gateway.relay)
         elicit, sample = relayed.ask, relayed.sample
+    return _requests(sample if may_sample else None, elicit if may_elicit else None, stateless)
+
+
+def _requests(sample: Any, elicit: Any, stateless: Resume | None) -> ClientRequests:
     return ClientRequests(
-        sample=sample if may_sample else None, elicit=elicit if may_elicit else None,
+        sample=sample, elicit=elicit,
         no_sample=NOT_DECLARED.format(what="sampling", request="request for a model completion"),
         no_elicit=NOT_DECLARED.format(what="elicitation", request="question"), stateless=stateless)
+
+
+def declined_requests(stateless: Resume | None) -> ClientRequests:
+    """What `_client_requests` gives a client that declared neither sampling nor elicitation: every upstream
+    request declined with the reason (a 2026 upstream's questions still handed back, with `stateless`)."""
+    return _requests(None, None, stateless)
 
 
 def _base_url(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -672,13 +694,7 @@ def build_server(watcher: ListChangedWatcher, hub: ChangeHub | None = None,  # n
             stateless=True)
         if isinstance(ran, types.InputRequiredResult):
             return ran
-        meta = ran[0].result.meta
-        if meta.get(INPUT_STATE_STALE):
-            raise MCPError(code=types.INVALID_PARAMS, message=ran[0].result.error or "requestState is stale",
-                           data={"code": ApiCode.INVALID_REQUEST_STATE, "reason": "tool_changed"})
-        if meta.get(INPUT_REQUIRED):  # a 2026 upstream asked: its state rides ours (relay.hand_back)
-            return relay.hand_back(meta[INPUT_REQUIRED], ran[0].call_id)
-        return ran
+        return settled(ran)
 
     async def _relaying(ctx: ServerRequestContext[Any, Any], principal: Principal, params: Any,
                         job: Callable[[ClientRequests, int | None], Awaitable[Any]], *, stateless: bool = False
@@ -831,6 +847,8 @@ class _IdentityMiddleware:
         self.watcher = watcher
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "initialize" and not modern.is_modern(ctx):
+            sessions.note_connection(_connection(ctx))  # a session the fast path may answer (gateway.fastcall)
         result = await call_next(ctx)
         if modern.is_modern(ctx) and isinstance(result, dict):
             # The 2026-07-28 stamp of every result names this agent's gateway, as `initialize` does.

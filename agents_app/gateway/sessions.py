@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from typing import Any
 from uuid import uuid4
 
@@ -37,7 +38,7 @@ from mcp_types import InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
-from agents_app.gateway.transport import LateCommitTransport, handle_modern
+from agents_app.gateway.transport import FastAnswers, LateCommitTransport, handle_modern
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,22 @@ def _ttl() -> int:
 # The records of the sessions this process serves, so they can be written again after Redis lost them
 # (a restart without persistence): otherwise a session would answer only on the process holding it.
 _served: dict[str, dict[str, Any]] = {}
+
+
+# The SDK connection of each live session this process serves, by session id, as its last request through the SDK's
+# server saw it (negotiated version, the client's declared capabilities): what the fast path answers a warm call of
+# that session with (agents_app.gateway.fastcall). Weak: a session that ends drops out.
+_connections: weakref.WeakValueDictionary[str, Connection] = weakref.WeakValueDictionary()
+
+
+def note_connection(connection: Any) -> None:
+    session_id = getattr(connection, "session_id", None)
+    if session_id and isinstance(connection, Connection) and _connections.get(session_id) is not connection:
+        _connections[session_id] = connection
+
+
+def connection_of(session_id: str) -> Connection | None:
+    return _connections.get(session_id)
 
 
 def now() -> float:
@@ -206,12 +223,16 @@ class SharedSessionManager(StreamableHTTPSessionManager):
     """The SDK's session manager, plus adoption of sessions opened by another process, and transports that
     answer a request with plain JSON when they have nothing to stream (agents_app.gateway.transport)."""
 
+    fast: FastAnswers | None = None  # the warm tools/call fast path (gateway.fastcall), set by the gateway app
+
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
-        return LateCommitTransport(
+        transport = LateCommitTransport(
             mcp_session_id=session_id, is_json_response_enabled=self.json_response, event_store=self.event_store,
             security_settings=self.security_settings, retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
         )
+        transport.fast = self.fast
+        return transport
 
     async def _handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A 2026-07-28 request (a version header outside the handshake era, as the SDK routes it): its entry, with
@@ -219,7 +240,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         version = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == _VERSION_HEADER), None)
         if self._task_group is not None and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             await handle_modern(self.app, self.security_settings, self.json_response, self._lifespan_state, scope,
-                                receive, send)
+                                receive, send, fast=self.fast)
             return
         await super()._handle_request(scope, receive, send)
 
@@ -261,6 +282,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         _served.pop(session_id, None)
         _touched.pop(session_id, None)
+        _connections.pop(session_id, None)
         await super()._discard_session(session_id, transport)
 
     async def _adopt(self, session_id: str, scope: Scope) -> None:

@@ -21,12 +21,12 @@ import json
 import logging
 from functools import partial
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp.server._streamable_http_modern import _SSE_HEADERS, _SSE_PING_INTERVAL, handle_modern_request
+from mcp.server._streamable_http_modern import _SSE_HEADERS, _SSE_PING_INTERVAL, _write, handle_modern_request
 from mcp.server.streamable_http import (
     CONTENT_TYPE_SSE,
     MCP_SESSION_ID_HEADER,
@@ -60,9 +60,25 @@ logger = logging.getLogger(__name__)
 # A handler silent this long gets the SSE stream (and its keep-alive pings, for proxies' idle timeouts).
 STREAM_AFTER_S = 5.0
 
+Answer = JSONRPCResponse | JSONRPCError
+
+
+class FastAnswers(Protocol):
+    """The warm tools/call fast path (agents_app.gateway.fastcall): an answer, or None for the SDK's path."""
+
+    async def legacy(self, message: JSONRPCRequest, request: Request, session_id: str) -> Answer | None: ...
+
+    async def modern(self, security_settings: TransportSecuritySettings | None, scope: Scope, body: bytes
+                     ) -> Answer | None: ...
+
+
+_delivering: set[asyncio.Future[None]] = set()  # late fast-path answers on their way (kept from the collector)
+
 
 class LateCommitTransport(StreamableHTTPServerTransport):
     """`StreamableHTTPServerTransport` answering a request POST with JSON when the handler has nothing to stream."""
+
+    fast: FastAnswers | None = None  # set by the session manager
 
     async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
         writer = self._read_stream_writer
@@ -87,6 +103,10 @@ class LateCommitTransport(StreamableHTTPServerTransport):
         if not await self._validate_request_headers(request, send):
             return
         protocol_version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
+        # Every check above is the SDK's own; a warm plain tools/call is answered without the session's streams.
+        if (self.fast is not None and self.mcp_session_id
+                and await self._answered_fast(scope, request, receive, send, message, protocol_version)):
+            return
         request_id = str(message.id)
         streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
         self._request_streams[request_id] = streams
@@ -117,6 +137,50 @@ class LateCommitTransport(StreamableHTTPServerTransport):
         finally:
             if not handed_over:
                 await self._clean_up_memory_streams(request_id)
+
+    async def _answered_fast(self, scope: Scope, request: Request, receive: Receive, send: Send,
+                             message: JSONRPCRequest, protocol_version: str) -> bool:
+        """The fast path's answer (gateway.fastcall): JSON when it comes within STREAM_AFTER_S, else the SSE stream
+        with pings as for a silent handler, the answer its last event. False when the fast path declined at once."""
+        assert self.fast is not None and self.mcp_session_id is not None
+        answering = asyncio.ensure_future(self.fast.legacy(message, request, self.mcp_session_id))
+        try:
+            answered = await asyncio.wait_for(asyncio.shield(answering), STREAM_AFTER_S)
+        except TimeoutError:
+            await self._stream_late(scope, request, receive, send, message, protocol_version, answering)
+            return True
+        if answered is None:
+            return False
+        await self._create_json_response(answered)(scope, receive, send)
+        return True
+
+    async def _stream_late(self, scope: Scope, request: Request, receive: Receive, send: Send,
+                           message: JSONRPCRequest, protocol_version: str,
+                           answering: asyncio.Future[Answer | None]) -> None:
+        request_id = str(message.id)
+        streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
+        self._request_streams[request_id] = streams
+
+        async def deliver() -> None:
+            try:
+                answered = await answering
+            except Exception:  # a bug: the fast path maps every failure of the call to its JSON-RPC error
+                logger.exception("gateway: the fast path failed after its stream started")
+                await streams[0].aclose()  # the stream ends, unanswered, rather than wait forever
+                return
+            try:
+                if answered is not None:
+                    await streams[0].send(EventMessage(answered))
+                elif self._read_stream_writer is not None:  # declined late: the session answers on this stream
+                    await self._read_stream_writer.send(
+                        self._create_session_message(message, request, request_id, protocol_version))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                logger.info("gateway: a late fast-path answer found its stream closed")
+
+        delivering = asyncio.ensure_future(deliver())
+        _delivering.add(delivering)
+        delivering.add_done_callback(_delivering.discard)
+        await self._stream(scope, receive, send, request_id, streams[1], None)
 
     async def _stream(self, scope: Scope, receive: Receive, send: Send, request_id: str,
                       reader: MemoryObjectReceiveStream[EventMessage], first: SSEEvent | None) -> None:
@@ -257,8 +321,10 @@ class _LateStream:
 
 
 async def handle_modern(app: Server[Any], security_settings: TransportSecuritySettings | None, json_response: bool,
-                        lifespan_state: Any, scope: Scope, receive: Receive, send: Send) -> None:
-    """The SDK's 2026-07-28 entry, with a request that has nothing to stream answered in JSON mode (above)."""
+                        lifespan_state: Any, scope: Scope, receive: Receive, send: Send,
+                        fast: FastAnswers | None = None) -> None:
+    """The SDK's 2026-07-28 entry, with a request that has nothing to stream answered in JSON mode (above), and a
+    warm plain tools/call by the fast path (`fast`) when it takes it."""
     if json_response or scope.get("method") != "POST":
         await handle_modern_request(app, security_settings, json_response, lifespan_state, scope, receive, send)
         return
@@ -270,6 +336,10 @@ async def handle_modern(app: Server[Any], security_settings: TransportSecuritySe
         return
     late = _LateStream(send, _SSE_PING_INTERVAL)
     try:
+        answered = None if fast is None else await fast.modern(security_settings, scope, body)
+        if answered is not None:
+            await _write(answered, scope, receive, late)  # the SDK's JSON answer and status (or the stream's last event)
+            return
         await handle_modern_request(app, security_settings, True, lifespan_state, scope, receive, late)
     finally:
         await late.stop()

@@ -586,6 +586,11 @@ TOOLHUB_MCP_REQUEST_STATE_TTL_S = env_float("TOOLHUB_MCP_REQUEST_STATE_TTL_S", 9
 # The ttlMs of tools/list, prompts/list and resources/list for 2026-07-28 clients (cacheScope private); a
 # listening client (subscriptions/listen) hears a change sooner.
 TOOLHUB_MCP_LIST_TTL_MS = env_int("TOOLHUB_MCP_LIST_TTL_MS", 30000)
+# A warm, plain tools/call (nothing to stream before its answer, no approval or input request possible) is answered
+# by the gateway's own fast path (agents_app.gateway.fastcall) instead of the MCP SDK's server machinery: the same
+# checks, call, audit row and answer, less CPU. Off (0): every request takes the SDK's path (an A/B and an escape
+# hatch).
+TOOLHUB_MCP_FASTCALL = env_bool("TOOLHUB_MCP_FASTCALL", True)
 
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.

@@ -1,6 +1,7 @@
 """A 2026-07-28 server's own input requests (an `input_required` result: `Resolve`/`Elicit`, `Sample`) during an
 agent's call reach the chat's person as a 2025 server's elicitation and sampling requests do
-(test_chat_client_requests.py), LOCAL and REMOTE; the server is tests/fixtures/mcp_servers/modern_only.py."""
+(test_chat_client_requests.py), LOCAL and REMOTE; the server is tests/fixtures/mcp_servers/modern_only.py (LOCAL:
+modern_mini.py, its stdio answers without the SDK's start cost)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from tests.agents_app.support import chat, events, make_agent, make_model
 from tests.agents_app.test_chat_client_requests import results, streamed
 from tests.fixtures.fake_llm import call, text
-from tests.fixtures.mcp_servers import MODERN_ONLY, http_server
+from tests.fixtures.mcp_servers import MODERN_MINI, MODERN_ONLY, http_server
 from tools_app.models import Approval, ApprovalStatus, CallStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
@@ -28,7 +29,7 @@ def modern_url() -> Iterator[str]:
 
 def modern(api: Any, kind: str, url: str = "", **config: Any) -> int:
     cfg: dict[str, Any] = ({"url": url, "timeout_s": 20} if kind == "REMOTE" else
-                           {"command": sys.executable, "args": [str(MODERN_ONLY)], "call_timeout_s": 20})
+                           {"command": sys.executable, "args": [str(MODERN_MINI)], "call_timeout_s": 20})
     resp = api.post("/api/v1/tools/", {"name": "modern", "type": kind, "config": {**cfg, **config}}, format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])

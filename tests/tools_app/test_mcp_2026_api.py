@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, http_server
+from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_MINI, MODERN_ONLY, http_server
 from tests.tools_app.discovered import Discovered
 from tools_app.models import Tool
 from tools_app.wiring.pool import pool
@@ -45,7 +45,7 @@ def local(api: Any, name: str, script: Any, *args: str) -> int:
 def modern_tool(request: pytest.FixtureRequest, api: Any) -> int:
     if request.param == "REMOTE":
         return make(api, "modern", "REMOTE", {"url": request.getfixturevalue("modern_url"), "timeout_s": 10})
-    return local(api, "modern", MODERN_ONLY)
+    return local(api, "modern", MODERN_MINI)  # modern_only.py's stdio answers without the SDK (test_modern_mini.py)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,8 @@ def test_a_2026_only_server_is_tested_refreshed_and_invoked(api: Any, modern_too
         tested = api.post(f"/api/v1/tools/{modern_tool}/test/").json()
     assert tested["ok"] is True, tested
     assert tested["protocol_version"] == "2026-07-28"
-    assert tested["server"] == {"name": "modern-only", "version": "2.0.0"}
+    name = "modern-only" if Tool.objects.get(pk=modern_tool).type == "REMOTE" else "modern-mini"
+    assert tested["server"] == {"name": name, "version": "2.0.0"}
     assert {"echo", "book_table"} <= {f["name"] for f in tested["functions"]}
 
     refreshed = discovered.refresh(api, modern_tool)

@@ -17,7 +17,7 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import inventory_tool, make_agent
-from tests.fixtures.mcp_servers import MINI, free_port, wait_listening
+from tests.fixtures.mcp_servers import INVENTORY, MINI, free_port, wait_listening
 from tests.tools_app.discovered import Discovered
 from tools_app.wiring.pool import pool
 
@@ -132,9 +132,12 @@ def build_setup(tenant: Any, member_client: Any, *, discover: bool = True,
 
 
 def inventory_server(request: Any) -> Path:
-    """The inventory tool's server for the requesting module: MINI (its tools, no SDK: milliseconds to start) unless
-    the module sets `INVENTORY_SERVER = INVENTORY`, the SDK-built one (1.2 s of CPU a start), to relay its prompts
-    and resources or the SDK's own answers (tests/fixtures/mcp_servers/stdio_core.py says which to use when)."""
+    """The inventory tool's server for the requesting test: MINI (its tools, no SDK: milliseconds to start) unless
+    the test relays the SDK-built one's prompts and resources or its own answers: the module names those tests in
+    `SDK_INVENTORY` (or sets `INVENTORY_SERVER = INVENTORY` for all of them), as a start of the SDK-built server costs
+    ~1.2 s of CPU (tests/fixtures/mcp_servers/stdio_core.py says which to use when)."""
+    if request.node.originalname in getattr(request.module, "SDK_INVENTORY", ()):
+        return INVENTORY
     return Path(getattr(request.module, "INVENTORY_SERVER", MINI))
 
 

@@ -16,12 +16,12 @@ from mcp.shared.exceptions import MCPError
 
 from tests.agents_app.gateway.clients import refusal
 from tests.agents_app.gateway.modern import MODERN, MODES, client
-from tests.fixtures.mcp_servers import INVENTORY
 from tests.waiting import scaled, wait_until_async
 from tools_app.models import Approval, ToolCall
 
-# The SDK-built inventory behind the gateway (the `setup` fixture): these tests relay its prompts and resources.
-INVENTORY_SERVER = INVENTORY
+# The test that lists the SDK-built inventory's prompts and resources (conftest's `inventory_server`); the others'
+# inventory is MINI (the same tools without the SDK's start).
+SDK_INVENTORY = {"test_discover_lists_and_cache_hints"}
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CALL = ("inventory__get_inventory", {"sku": "DEMO-001"})

@@ -17,12 +17,12 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
-from tests.fixtures.mcp_servers import INVENTORY
 from tests.waiting import scaled, wait_until_async
 from tools_app.models import Approval, FunctionState, Tool, ToolCall, ToolFunction
 
-# The SDK-built inventory behind the gateway (the `setup` fixture): these tests relay its prompts and resources.
-INVENTORY_SERVER = INVENTORY
+# The tests that relay the SDK-built inventory's prompts and resources (conftest's `inventory_server`); the others'
+# inventory is MINI (the same tools without the SDK's start).
+SDK_INVENTORY = {"test_prompts_and_resources_are_offered_namespaced_and_read_only"}
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

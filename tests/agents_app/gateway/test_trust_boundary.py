@@ -19,13 +19,20 @@ from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
-from tests.fixtures.mcp_servers import INVENTORY
 from tools_app.models import Approval, Tool, ToolCall, ToolFunction
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec
 
-# The SDK-built inventory behind the gateway (the `setup` fixture): these tests relay its prompts and resources.
-INVENTORY_SERVER = INVENTORY
+# The tests that relay the SDK-built inventory's prompts and resources (conftest's `inventory_server`); the others'
+# inventory is MINI (the same tools without the SDK's start).
+SDK_INVENTORY = {
+    "test_a_viewer_can_neither_read_resources_nor_get_prompts",
+    "test_a_tool_with_no_callable_function_on_the_link_offers_no_resources_or_prompts",
+    "test_reads_and_prompt_gets_are_audited_like_calls",
+    "test_an_upstream_failure_of_a_read_is_audited_and_typed",
+    "test_reading_resources_of_a_tool_that_requires_approval_is_refused_typed",
+    "test_gateway_calls_count_against_the_invoke_throttle",
+}
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,7 @@
 """A 2026-07-28-only upstream behind the gateway: its input requests (`input_required`) reach the gateway client that
 declared elicitation, and the client's answer reaches the upstream; without the capability the call ends with the
-reason. The upstream is tests/fixtures/mcp_servers/modern_only.py over stdio."""
+reason. The upstream is tests/fixtures/mcp_servers/modern_mini.py over stdio: modern_only.py's answers without the
+SDK (what is tested is the gateway's side; test_modern_mini.py compares the two)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tenants_app.services import token_for_user
 from tests.agents_app.gateway.clients import connect
 from tests.agents_app.gateway.warm import discovery_kept_for_calls
 from tests.agents_app.support import make_agent
-from tests.fixtures.mcp_servers import MODERN_ONLY
+from tests.fixtures.mcp_servers import MODERN_MINI
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def modern_agent(transactional_db: Any, tenant: Any, member_client: Any) -> tuple[int, str]:
     api = member_client(tenant, Role.ADMIN)
     resp = api.post("/api/v1/tools/", {"name": "modern", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(MODERN_ONLY)], "call_timeout_s": 20}}, format="json")
+        "command": sys.executable, "args": [str(MODERN_MINI)], "call_timeout_s": 20}}, format="json")
     tool_id = int(resp.json()["id"])
     with discovery_kept_for_calls():  # the calls reuse the server the discovery started
         assert api.post(f"/api/v1/tools/{tool_id}/refresh/").json()["protocol_version"] == "2026-07-28"

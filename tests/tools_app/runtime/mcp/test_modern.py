@@ -1,5 +1,9 @@
 """Toolhub's client against a server that speaks only MCP 2026-07-28 (stateless, refuses the handshake), LOCAL and
-REMOTE: discovery, calls, input_required answered by the call's own handlers, version refusals, list cache hints."""
+REMOTE: discovery, calls, input_required answered by the call's own handlers, version refusals, list cache hints.
+
+REMOTE is the SDK-built modern_only.py (one process for the module); LOCAL is modern_mini.py, its stdio answers
+without the SDK's ~1.2 s of CPU a start (test_modern_mini.py compares the two), but where the SDK's own stdio server
+is the point (its refusal of a revision; test_stdio_discover.py for its discovery)."""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ from typing import Any
 import pytest
 
 from core.codes import ApiCode
-from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, http_server
+from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_MINI, MODERN_ONLY, http_server
 from tests.tools_app.runtime.mcp.conftest import Specs
 from tools_app.runtime.errors import ProtocolVersionUnsupported
-from tools_app.runtime.mcp import ServerSpec, SessionPool
+from tools_app.runtime.mcp import LocalSpec, ServerSpec, SessionPool
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
 
 
@@ -25,14 +29,15 @@ def modern_url() -> Iterator[str]:
 @pytest.fixture(params=["local", "remote"])
 def modern(request: pytest.FixtureRequest, specs: Specs) -> ServerSpec:
     if request.param == "local":
-        return specs.local(MODERN_ONLY, args=[str(MODERN_ONLY), "--list-ttl-ms", "60000"])
+        return specs.local(MODERN_MINI, args=[str(MODERN_MINI), "--list-ttl-ms", "60000"])
     return specs.remote(request.getfixturevalue("modern_url"))
 
 
 def test_a_2026_only_server_is_discovered_and_says_its_revision(pool: SessionPool, modern: ServerSpec) -> None:
     found = pool.probe(modern)
     assert found.protocol_version == "2026-07-28"
-    assert (found.server_name, found.server_version) == ("modern-only", "2.0.0")
+    name = "modern-mini" if isinstance(modern.target, LocalSpec) else "modern-only"
+    assert (found.server_name, found.server_version) == (name, "2.0.0")
     assert {"echo", "book_table", "summarize", "roots"} <= {f.name for f in found.functions}
 
 
@@ -105,14 +110,14 @@ def test_sampling_is_asked_only_where_the_tool_allows_it(pool: SessionPool, spec
 
 
 def test_roots_come_from_the_tools_roots(pool: SessionPool, specs: Specs) -> None:
-    spec = specs.local(MODERN_ONLY, roots=["/srv/work"])
+    spec = specs.local(MODERN_MINI, roots=["/srv/work"])
     result = pool.call(spec, "roots", {})
     assert result.success and result.data == {"roots": ["file:///srv/work"]}, result
 
 
 def test_rounds_are_capped_with_a_typed_error(make_pool: Any, specs: Specs) -> None:
     pool = make_pool(input_rounds=3)
-    result = pool.call(specs.local(MODERN_ONLY), "ask_forever", {},
+    result = pool.call(specs.local(MODERN_MINI), "ask_forever", {},
                        client_requests=ClientRequests(elicit=lambda _p: {"action": "accept", "content": {"ok": True}}))
     assert result.error_code == "EXECUTION_ERROR", result
     assert result.meta["error_type"] == ApiCode.INPUT_ROUNDS_EXCEEDED and result.meta["max_rounds"] == 3
@@ -132,12 +137,12 @@ def test_a_revision_nobody_speaks_is_a_typed_refusal_naming_it(pool: SessionPool
 
 
 def test_the_list_cache_hint_spares_relisting_until_it_expires(pool: SessionPool, specs: Specs) -> None:
-    spec = specs.local(MODERN_ONLY, args=[str(MODERN_ONLY), "--list-ttl-ms", "60000"])
+    spec = specs.local(MODERN_MINI, args=[str(MODERN_MINI), "--list-ttl-ms", "60000"])
     pool.discover(spec)  # connects: one tools/list
     pool.discover(spec)  # the listing made while connecting
     pool.discover(spec)  # within ttlMs: no request
     assert pool.call(spec, "listings", {}).data == {"tools_list": 1}
-    unhinted = specs.local(MODERN_ONLY, tool_id=2)
+    unhinted = specs.local(MODERN_MINI, tool_id=2)
     pool.discover(unhinted)
     pool.discover(unhinted)
     pool.discover(unhinted)

@@ -2,7 +2,8 @@
 2026 input_required rounds) reach the web process's handlers and their answers reach the server, as in-process.
 
 The runner's app (`build_app`) is served for real on a loopback port over its own SessionPool; placement is not what
-is tested here (tests/tools_app/test_runners.py covers it), so the web side's registry names this one runner."""
+is tested here (tests/tools_app/test_runners.py covers it), so the web side's registry names this one runner. The 2026
+server is modern_mini.py (modern_only.py's stdio answers without the SDK: the wire tested is the runner's)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, free_port, wait_listening
+from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_MINI, free_port, wait_listening
 from tests.tools_app.runtime.mcp.conftest import LOOPBACK, Specs
 from tools_app.runtime.mcp import SessionPool
 from tools_app.runtime.mcp.client_requests import ClientRequestRefused, ClientRequests
@@ -61,7 +62,7 @@ def web(make_pool: Any) -> Iterator[RunnerPool]:
     thread.join(10)
 
 
-@pytest.mark.parametrize("script", [MODERN_ONLY, CLIENT_PROBE], ids=["2026", "2025"])
+@pytest.mark.parametrize("script", [MODERN_MINI, CLIENT_PROBE], ids=["2026", "2025"])
 def test_a_local_servers_question_reaches_the_caller_across_the_runner(web: RunnerPool, specs: Specs,
                                                                        script: Any) -> None:
     asked: list[dict[str, Any]] = []
@@ -81,20 +82,20 @@ def test_a_refusal_crosses_the_runner_with_its_reason(web: RunnerPool, specs: Sp
     def refuse(_params: dict[str, Any]) -> dict[str, Any]:
         raise ClientRequestRefused("declined: the person is away")
 
-    result = web.call(specs.local(MODERN_ONLY), "book_table", {"restaurant": "x"},
+    result = web.call(specs.local(MODERN_MINI), "book_table", {"restaurant": "x"},
                       client_requests=ClientRequests(elicit=refuse))
     assert not result.success and "the person is away" in (result.error or ""), result
 
 
 def test_progress_crosses_the_runner(web: RunnerPool, specs: Specs) -> None:
     seen: list[float] = []
-    result = web.call(specs.local(MODERN_ONLY), "slow", {"steps": 3}, on_progress=lambda p, _t, _m: seen.append(p))
+    result = web.call(specs.local(MODERN_MINI), "slow", {"steps": 3}, on_progress=lambda p, _t, _m: seen.append(p))
     assert result.success, result.error
     assert seen == [1, 2, 3]
 
 
 def test_a_call_nobody_listens_to_still_goes_the_plain_way(web: RunnerPool, specs: Specs) -> None:
-    result = web.call(specs.local(MODERN_ONLY), "echo", {"text": "plain"})
+    result = web.call(specs.local(MODERN_MINI), "echo", {"text": "plain"})
     assert result.success and result.text == "plain", result
 
 
@@ -108,7 +109,7 @@ def test_a_streamed_call_keeps_the_runners_sandbox_rule(make_pool: Any, specs: S
     facade = RunnerPool(SessionPool(policy=LOOPBACK), OneRunner(f"http://127.0.0.1:{port}"), SECRET)  # type: ignore[arg-type]
     try:
         with pytest.raises(SandboxUnavailable):
-            facade.call(specs.local(MODERN_ONLY), "echo", {"text": "x"},
+            facade.call(specs.local(MODERN_MINI), "echo", {"text": "x"},
                         client_requests=ClientRequests(elicit=lambda _p: {"action": "decline"}))
     finally:
         facade.shutdown()
@@ -135,7 +136,7 @@ def test_a_local_servers_question_in_a_prompt_or_resource_crosses_the_runner(web
         asked.append(params["message"])
         return {"action": "accept", "content": {"people": 5}}
 
-    spec = specs.local(MODERN_ONLY)
+    spec = specs.local(MODERN_MINI)
     prompt = web.asking_request(spec, _prompt, ClientRequests(elicit=elicit), "prompt booking")
     resource = web.asking_request(spec, _resource, ClientRequests(elicit=elicit), "booking://table")
     assert prompt.messages[0].content.text == "Book a table for 5."
@@ -146,7 +147,7 @@ def test_a_local_servers_question_in_a_prompt_or_resource_crosses_the_runner(web
 def test_a_prompts_question_nobody_may_answer_fails_it_with_the_reason_across_the_runner(web: RunnerPool,
                                                                                        specs: Specs) -> None:
     with pytest.raises(Exception, match="did not declare elicitation"):
-        web.asking_request(specs.local(MODERN_ONLY), _prompt,
+        web.asking_request(specs.local(MODERN_MINI), _prompt,
                            ClientRequests(no_elicit="declined: the client did not declare elicitation"), "prompt")
 
 
@@ -158,7 +159,7 @@ def test_a_stateless_round_crosses_the_runner(web: RunnerPool, specs: Specs) -> 
     def elicit(params: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError("handed back, not asked in place")
 
-    spec = specs.local(MODERN_ONLY, tool_id=7, version=3)
+    spec = specs.local(MODERN_MINI, tool_id=7, version=3)
     first = web.call(spec, "book_table", {"restaurant": "Chez Ada"},
                      client_requests=ClientRequests(elicit=elicit, stateless=Resume()))
     asked = first.meta[INPUT_REQUIRED]
@@ -179,7 +180,7 @@ def _completion(text: str, model: str = "client-model-7") -> dict[str, Any]:
     return {"role": "assistant", "model": model, "content": {"type": "text", "text": text}}
 
 
-@pytest.mark.parametrize("script", [MODERN_ONLY, CLIENT_PROBE], ids=["2026", "2025"])
+@pytest.mark.parametrize("script", [MODERN_MINI, CLIENT_PROBE], ids=["2026", "2025"])
 def test_a_local_servers_sampling_request_reaches_the_callers_model_across_the_runner(web: RunnerPool, specs: Specs,
                                                                                      script: Any) -> None:
     """Asked in place (a chat, a 2025 gateway client): the server's sampling request (a 2026 input_required round, or
@@ -202,7 +203,7 @@ def test_a_local_servers_sampling_request_reaches_the_callers_model_across_the_r
 
 def test_a_sampling_request_nobody_may_answer_fails_the_call_with_the_reason_across_the_runner(
         web: RunnerPool, specs: Specs) -> None:
-    result = web.call(specs.local(MODERN_ONLY, tool_id=12, sampling=True), "summarize", {"text": "x"},
+    result = web.call(specs.local(MODERN_MINI, tool_id=12, sampling=True), "summarize", {"text": "x"},
                       client_requests=ClientRequests(no_sample="declined: the client did not declare sampling",
                                                      elicit=lambda _p: {"action": "decline"}))
     assert not result.success and "did not declare sampling" in (result.error or ""), result
@@ -216,7 +217,7 @@ def test_a_stateless_sampling_round_crosses_the_runner(web: RunnerPool, specs: S
     def sample(params: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError("handed back, not asked in place")
 
-    spec = specs.local(MODERN_ONLY, tool_id=13, version=2, sampling=True)
+    spec = specs.local(MODERN_MINI, tool_id=13, version=2, sampling=True)
     first = web.call(spec, "summarize", {"text": "a long story about tools"},
                      client_requests=ClientRequests(sample=sample, stateless=Resume()))
     assert first.success, first.error
