@@ -19,20 +19,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hmac
-import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
-from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from core.errors import RuntimeToolError
 from tools_app.runtime.mcp.client_requests import (
@@ -47,7 +44,14 @@ from tools_app.runtime.mcp.spec import LocalSpec, ServerSpec
 from tools_app.runtime.packages.errors import PackageStoreUnavailable
 from tools_app.runtime.packages.store import MARKER
 from tools_app.runtime.runner.placement import Registry, RunnerInfo, owner
-from tools_app.runtime.runner.wire import discovery_to_json, error_to_json, result_to_json, spec_from_json
+from tools_app.runtime.runner.wire import (
+    discovery_to_json,
+    encoded,
+    error_to_json,
+    event_line,
+    result_to_json,
+    spec_from_json,
+)
 from tools_app.runtime.sandbox import SandboxUnavailable
 
 # The only session requests a runner serves for others: reads, as the gateway forwards them.
@@ -61,6 +65,8 @@ SESSION_METHODS: dict[str, type[Any]] = {
 
 # The session requests whose server may ask for input (either era), served streamed (`session-stream`).
 ASKING_METHODS = ("get_prompt", "read_resource")
+
+JSON = "application/json"
 
 
 def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
@@ -85,7 +91,7 @@ def checked_spec(raw: dict[str, Any], *, allow_unsandboxed: bool) -> ServerSpec:
     return spec
 
 
-def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False) -> Starlette:
+def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False) -> RunnerApp:
     """The runner's routes over `pool`; servers without a sandbox run only when `allow_unsandboxed`."""
     if not secret:
         raise ValueError("a runner needs TOOLHUB_RUNNER_SECRET: its transport is authenticated")
@@ -101,7 +107,7 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
         body = await request.json() if request.method == "POST" else {}
         try:
             answer = await handle(body)
-            return answer if isinstance(answer, Response) else JSONResponse(answer)
+            return answer if isinstance(answer, Response) else Response(encoded(answer), media_type=JSON)
         except RuntimeToolError as exc:
             return JSONResponse({"error": error_to_json(exc)}, 409)
 
@@ -136,16 +142,50 @@ def build_app(pool: SessionPool, secret: str, *, allow_unsandboxed: bool = False
     async def stats(body: dict[str, Any]) -> dict[str, Any]:
         return {"stats": await anyio.to_thread.run_sync(pool.stats)}
 
-    def route(path: str, handle: Any, method: str = "POST") -> Route:
+    def route(handle: Any) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             return await guarded(request, handle)
 
-        return Route(path, endpoint, methods=[method])
+        return endpoint
 
-    return Starlette(routes=[route("/v1/call", call), route("/v1/probe", probe), route("/v1/session", session),
-                             route("/v1/close", close), route("/v1/stats", stats, "GET"),
-                             route("/v1/call-stream", streams.respond), route("/v1/answer", streams.answer),
-                             route("/v1/session-stream", streams.respond_session)])
+    return RunnerApp({"/v1/call": ("POST", route(call)), "/v1/probe": ("POST", route(probe)),
+                      "/v1/session": ("POST", route(session)), "/v1/close": ("POST", route(close)),
+                      "/v1/stats": ("GET", route(stats)), "/v1/call-stream": ("POST", route(streams.respond)),
+                      "/v1/answer": ("POST", route(streams.answer)),
+                      "/v1/session-stream": ("POST", route(streams.respond_session))})
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class RunnerApp:
+    """The runner's routes as a bare ASGI app: a path's one method to its endpoint, anything else 404 or 405 (as
+    Starlette's router answered). Starlette's router and middleware layers were a fifth of the runner's HTTP thread
+    per call, for eight fixed paths; an endpoint's unexpected exception reaches the server, which answers 500."""
+
+    def __init__(self, routes: dict[str, tuple[str, Endpoint]]) -> None:
+        self.routes = routes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # nothing to start or stop: the pool belongs to whoever built the app
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        found = self.routes.get(scope["path"])
+        response: Response
+        if found is None:
+            response = PlainTextResponse("Not Found", 404)
+        elif scope["method"] != found[0] and (found[0], scope["method"]) != ("GET", "HEAD"):
+            response = PlainTextResponse("Method Not Allowed", 405, headers={"Allow": found[0]})
+        else:
+            response = await found[1](Request(scope, receive))
+        await response(scope, receive, send)
 
 
 class StreamedCalls:
@@ -256,13 +296,13 @@ class StreamedCalls:
                     getter = loop.create_task(events.get())
                     await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
                     if getter.done():
-                        yield (json.dumps(getter.result()) + "\n").encode()
+                        yield event_line(getter.result())
                         continue
                     getter.cancel()
                     while not events.empty():
-                        yield (json.dumps(events.get_nowait()) + "\n").encode()
+                        yield event_line(events.get_nowait())
                     break
-                yield (json.dumps(last(task.result())) + "\n").encode()
+                yield event_line(last(task.result()))
             finally:
                 if not task.done():  # the caller went away: the call is not left running for nobody
                     task.cancel()
