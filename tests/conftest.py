@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
 from tests.browser import browser, module_chromium  # noqa: F401 - fixtures of the browser tests (one Chromium a module)
+from tests.cpu_per_module import register as register_cpu_per_module
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
 from tests.migrated import sqlite_copy, template_path
 from tests.waiting import scaled
@@ -35,6 +36,7 @@ def make_client(user: Any, tenant_slug: str | None) -> APIClient:
 def pytest_configure(config: pytest.Config) -> None:
     """pytest's per-test timeout (pyproject.toml's `timeout`, a hang guard) times TOOLHUB_TEST_SLOW_FACTOR, as every
     other hang guard of the suite (tests/waiting.py). A `--timeout` or PYTEST_TIMEOUT given by hand is taken as is."""
+    register_cpu_per_module(config)  # opt-in: TOOLHUB_TEST_CPU=<folder> (tests/cpu_per_module.py)
     if config.getoption("timeout", None) is None and not os.environ.get("PYTEST_TIMEOUT"):
         base = config.getini("timeout")
         if base:
@@ -142,6 +144,7 @@ def django_db_setup(
     with _outside_the_tests_timeout(request):
         db_cfg = _setup_once(setup, keepdb, shared, default, settings)
     _flush_retries_deadlocks()
+    _flush_keeps_content_types()
     yield
     if not keepdb:
         with django_db_blocker.unblock():
@@ -175,6 +178,40 @@ def _flush_retries_deadlocks() -> None:
 
     execute_sql_flush.retries_deadlocks = True  # type: ignore[attr-defined]
     BaseDatabaseOperations.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign,assignment]
+
+
+def _flush_keeps_content_types() -> None:
+    """A transactional test ends with a flush of every table, then post_migrate, whose create_contenttypes and
+    create_permissions read every app's content types and permissions again and insert the ~220 rows the flush had
+    deleted, one query at a time: most of the flush's CPU (an empty transactional test took 70 ms of worker CPU on
+    SQLite, 11 ms without them). Once the test database is migrated, no test adds a model, so the flush leaves those
+    two tables alone and those two receivers are disconnected; the rest of post_migrate still runs after each flush.
+    What a test sees is the same rows (with the same ids, where each flush used to hand out new ones); every other
+    table is emptied as before, including the ones that point at these two (user and group permissions, admin log,
+    object permissions)."""
+    from django.contrib.auth.management import create_permissions
+    from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.management import create_contenttypes
+    from django.contrib.contenttypes.models import ContentType
+    from django.core.management.commands import flush as flush_command
+    from django.db.models.signals import post_migrate
+
+    flush: Any = flush_command  # its `sql_flush` (imported from django.core.management.sql) is not in the stubs
+
+    if getattr(flush.sql_flush, "keeps_content_types", False):
+        return
+    kept = {ContentType._meta.db_table, Permission._meta.db_table}
+
+    def sql_flush(style: Any, connection: Any, reset_sequences: bool = True, allow_cascade: bool = False) -> list[str]:
+        tables = [t for t in connection.introspection.django_table_names(only_existing=True, include_views=False)
+                  if t not in kept]
+        return list(connection.ops.sql_flush(style, tables, reset_sequences=reset_sequences,
+                                             allow_cascade=allow_cascade))
+
+    sql_flush.keeps_content_types = True  # type: ignore[attr-defined]
+    flush.sql_flush = sql_flush
+    post_migrate.disconnect(create_contenttypes)
+    post_migrate.disconnect(create_permissions, dispatch_uid="django.contrib.auth.management.create_permissions")
 
 
 @contextmanager

@@ -59,6 +59,21 @@ def test_builtin_sync_is_idempotent(tenant: Any) -> None:
     assert list(Tool.objects.filter(tenant=tenant).values_list("pk", "name", "status")) == before
 
 
+def test_builtin_sync_never_overwrites_a_user_tool_holding_a_builtin_name(tenant: Any) -> None:
+    """A built-in whose row is gone while a user tool holds its name stays out; the missing others come back with
+    their function, as on a new tenant."""
+    from tools_app.services.builtins_sync import sync_builtin_tools
+
+    Tool.objects.filter(tenant=tenant, type=ToolType.BUILTIN, name__in=["read_file", "list_directory"]).delete()
+    user_tool = Tool.objects.create(tenant=tenant, name="read_file", type=ToolType.REMOTE,
+                                    config={"url": "http://127.0.0.1:9/mcp"})
+    assert sync_builtin_tools(tenant=tenant) == {"added": 1, "updated": 0, "retired": 0, "removed": 0}
+    assert Tool.objects.get(tenant=tenant, name="read_file").pk == user_tool.pk
+    assert not Tool.objects.filter(tenant=tenant, builtin_name="read_file").exists()
+    back = builtin(tenant, "list_directory")
+    assert list(back.functions.values_list("name", "state")) == [("list_directory", "ACTIVE")]
+
+
 def test_builtins_cannot_be_edited_or_deleted_and_only_owners_toggle(tenant: Any, api: Any, owner: Any) -> None:
     tool = builtin(tenant, "read_file")
     assert api.patch(f"/api/v1/tools/{tool.pk}/", {"description": "x"}, format="json").status_code == 403

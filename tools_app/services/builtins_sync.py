@@ -30,29 +30,32 @@ def sync_builtin_tools(*, tenant: Tenant, refresh: bool = False) -> dict[str, in
     """
     specs, all_loaded = _specs(refresh)
     existing = {t.builtin_name: t for t in Tool.objects.select_for_update().filter(tenant=tenant, type=ToolType.BUILTIN)}
+    # Names a tool of the tenant already holds, asked once (a new tenant has none: one query, not one per tool).
+    taken = set(Tool.objects.filter(tenant=tenant, name__in=[n for n in specs if n not in existing])
+                .values_list("name", flat=True))
     counts = dict.fromkeys(COUNTS, 0)
     for name, spec in specs.items():
         tool = existing.get(name)
+        digest = schema_hash(name=spec.function_name, description=spec.description, input_schema=spec.input_schema,
+                             output_schema=None, annotations=None)
+        function = {"description": spec.description, "input_schema": spec.input_schema, "schema_hash": digest,
+                    "approved_hash": digest, "state": FunctionState.ACTIVE}
         if tool is None:
-            if Tool.objects.filter(tenant=tenant, name=name).exists():
+            if name in taken:
                 continue  # a user tool already holds the name; never overwrite it
             tool = Tool.objects.create(
                 tenant=tenant, name=name, builtin_name=name, type=ToolType.BUILTIN, description=spec.description,
                 safety=spec.safety, requires_approval=spec.requires_approval,
                 status=ToolStatus.ENABLED if spec.default_enabled else ToolStatus.DISABLED,
             )
+            ToolFunction.objects.create(tool=tool, name=spec.function_name, **function)  # a new tool has no other
             counts["added"] += 1
-        elif (tool.description, tool.safety) != (spec.description, spec.safety):
+            continue
+        if (tool.description, tool.safety) != (spec.description, spec.safety):
             tool.description, tool.safety = spec.description, spec.safety
             tool.save(update_fields=["description", "safety", "updated_at"])
             counts["updated"] += 1
-        digest = schema_hash(name=spec.function_name, description=spec.description, input_schema=spec.input_schema,
-                             output_schema=None, annotations=None)
-        ToolFunction.objects.update_or_create(
-            tool=tool, name=spec.function_name,
-            defaults={"description": spec.description, "input_schema": spec.input_schema, "schema_hash": digest,
-                      "approved_hash": digest, "state": FunctionState.ACTIVE},
-        )
+        ToolFunction.objects.update_or_create(tool=tool, name=spec.function_name, defaults=function)
         tool.functions.exclude(name=spec.function_name).update(state=FunctionState.REMOVED)
     for name, tool in existing.items():
         if name in specs:

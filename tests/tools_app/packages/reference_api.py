@@ -1,9 +1,10 @@
 """What the reference-server modules share (test_reference_servers.py, test_reference_registry.py,
-test_reference_install.py): the store fixtures and adding a tool, then Test, refresh and calls through the API.
+test_reference_runners.py, test_reference_install_npm.py, test_reference_install_pypi.py): the store fixtures and
+adding a tool, then Test, refresh and calls through the API.
 
-The issue's Done-when with the real registries (issue 41) is one set of tests split over three modules only so that
-a parallel run (`--dist loadfile`: one worker per module) can spread them; each module imports the fixtures below by
-name (`__all__` there)."""
+The issue's Done-when with the real registries (issue 41) is one set of tests split over five modules only so that
+a parallel run (`--dist loadfile`: one worker per module) can spread them, none of them over 60 s; each module imports
+the fixtures below by name (`__all__` there)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import pytest
 
 from tests.fixtures import real_servers as rs
 from tests.tools_app.discovered import Discovered
-from tests.tools_app.packages.reference import Reference, answers, prepare_store
+from tests.tools_app.packages.reference import BY_KEY, Reference, answers, fill, prepare_store
 from tests.waiting import scaled
 from tools_app.models import Tool
 from tools_app.runtime.mcp.spec import LocalSpec
+from tools_app.runtime.packages import store
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_spec
+from tools_app.wiring.workspaces import workspace_for
 
 # A first install downloads a package and its dependencies from the real registries: minutes on a slow link (the
 # suite's 120 s per test is for work that does not wait on the internet).
@@ -77,6 +80,23 @@ def passes_test_and_answers(api: Any, tool_id: int, ref: Reference, workspace: P
     discovered.refresh(api, tool_id)
     answers(ref, invoke, workspace)
     return package
+
+
+def installs_into_an_empty_store(api: Any, tenant: Any, settings: Any, tmp_path: Path, key: str) -> None:
+    """The install itself, once per package manager (npm's lockfile, PyPI's hash-pinned venv): into a store nothing
+    was installed in, by the tool's first Test, read-only; the server then runs from it and answers."""
+    ref = BY_KEY[key]
+    reachable(ref)
+    empty = tmp_path / "store"
+    settings.TOOLHUB_PACKAGE_STORE = str(empty)
+    workspace = workspace_for(tenant)
+    tool_id = create(api, key, [fill(a, workspace) for a in ref.readme])
+    assert not empty.exists() or not any(empty.iterdir())
+    package = passes_test_and_answers(api, tool_id, ref, workspace)
+    installed = store.installed(empty, ref.manager, ref.package, package["version"])
+    assert installed is not None and package_path(tool_id) == str(Path(installed.path).resolve())
+    assert package["size"] == installed.size > 0 and package["installed_at"]
+    assert not (Path(installed.path).stat().st_mode & 0o222)  # read-only, like every install in the store
 
 
 def package_path(tool_id: int) -> str:

@@ -1,9 +1,9 @@
 """The issue's Done-when with the real registries (issue 41): server-everything, -memory and -filesystem (npm) and
 mcp-server-time and mcp-server-fetch (PyPI), each added as its README says, pass Test in the default sandbox (no
 network) and answer a call; mcp-server-fetch's node helper runs from the read-only store. Loaded in one click from an
-official-registry record, and other package runners: test_reference_registry.py; the install itself (a first Test
-into an empty store): test_reference_install.py (one set split over three modules so a parallel run can spread it;
-what they share is in reference_api.py). How long the first and later Tests take is measured by bench/packages.py,
+official-registry record: test_reference_registry.py; other package runners: test_reference_runners.py; the install
+itself (a first Test into an empty store): test_reference_install_npm.py and test_reference_install_pypi.py (one set
+split over five modules so a parallel run can spread it; what they share is in reference_api.py). How long the first and later Tests take is measured by bench/packages.py,
 not asserted here.
 
 The packages are installed once per machine into the test package store (var/test-packages: `make test-servers`,
