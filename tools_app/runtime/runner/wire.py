@@ -33,12 +33,17 @@ def spec_to_json(spec: ServerSpec) -> dict[str, Any]:
     if found is not None:
         return found
     made = dataclasses.asdict(spec)
-    with _spec_json_lock:
-        _spec_json[spec] = made
-        _spec_json.move_to_end(spec)
-        while len(_spec_json) > _SPEC_JSON_MAX:
-            _spec_json.popitem(last=False)
+    _keep(_spec_json, spec, made)
     return made
+
+
+def _keep(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """`value` kept under `key` as the most recent entry of `cache`, the oldest dropped past _SPEC_JSON_MAX."""
+    with _spec_json_lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _SPEC_JSON_MAX:
+            cache.popitem(last=False)
 
 
 # Specs read recently (on a runner), by their key, with the JSON each was read from: a warm call's spec is the same
@@ -58,11 +63,7 @@ def spec_from_json(raw: dict[str, Any]) -> ServerSpec:
     if seen is not None and seen[0] == raw:
         return seen[1]
     spec = _spec_built(raw)
-    with _spec_json_lock:
-        _spec_read[key] = (raw, spec)
-        _spec_read.move_to_end(key)
-        while len(_spec_read) > _SPEC_JSON_MAX:
-            _spec_read.popitem(last=False)
+    _keep(_spec_read, key, (raw, spec))
     return spec
 
 
