@@ -64,7 +64,8 @@ class Pair:
             assert pool.call(spec, "echo", {"text": "warm"}).success
         seen(url)
 
-    def both(self, function: str, arguments: dict[str, Any], *, raw: int = 1, **kwargs: Any) -> tuple[Any, list[Any]]:
+    def both(self, function: str, arguments: dict[str, Any], *, raw: int = 1, fresh: bool = False,
+             **kwargs: Any) -> tuple[Any, list[Any]]:
         """One call each way: (the loop's result, its POSTs) must equal the raw path's, which is returned."""
         before = self.fast.stats()
         raw_before = before["raw_calls"]
@@ -73,7 +74,8 @@ class Pair:
         assert comparable(got) == comparable(expected)
         assert got_posts == expected_posts
         after = self.fast.stats()
-        assert after["sessions_opened"] == before["sessions_opened"]  # the warm session, not a new one
+        # The warm session, not a new one (unless the call's failure retires it on both paths).
+        assert after["sessions_opened"] == before["sessions_opened"] + fresh
         assert after["raw_calls"] == raw_before + raw, "the call did not take the path under test"
         assert self.sdk.stats()["raw_calls"] == 0
         return got, got_posts
@@ -177,6 +179,7 @@ def test_an_expired_access_token_is_refreshed_and_the_call_resent_alike(make_poo
     tokens.current, tokens.refreshed = "expired-stale", 0
     got, got_posts = pair.fast.call(spec, "echo", {"text": "t"}), seen(url)
     assert got.success and got.text == "t", got
+    assert pair.fast.stats()["raw_calls"] == 0  # OAuth upstreams keep the loop's path (tokens are asked there)
     assert comparable(got) == comparable(expected)
     assert got_posts == expected_posts
     assert [dict(post["headers"])["authorization"] for post in got_posts] == ["Bearer expired-stale",
@@ -208,3 +211,92 @@ def test_a_stream_that_ends_without_an_answer_fails_alike(pair: Pair) -> None:
     result, posts = pair.both("hangup_stream", {})
     assert not result.success, result
     assert len(posts) == 1
+
+
+# ---- what only the raw path has to get right ---------------------------------------------------------------------
+
+
+def test_invalid_arguments_are_refused_alike_before_anything_is_sent(pair: Pair) -> None:
+    result, posts = pair.both("echo", {"text": 5}, raw=0)
+    assert not result.success and result.error_code == "INVALID_PARAMS", result
+    assert posts == []
+
+
+def test_roots_asked_as_input_required_are_answered_alike(pair: Pair) -> None:
+    # A REMOTE tool declares no roots capability: the server refuses the call, as on the loop; sent once.
+    result, posts = pair.both("roots", {})
+    assert not result.success and "roots capability" in (result.error or ""), result
+    assert len(posts) == 1
+
+
+def test_an_elicitation_round_is_answered_by_the_callers_handler_once(pair: Pair) -> None:
+    asked: list[Any] = []
+    answers = ClientRequests(elicit=lambda params: asked.append(params) or {"action": "accept",
+                                                                             "content": {"people": 2}})
+    result, posts = pair.both("book_table", {"restaurant": "Ada"}, client_requests=answers)
+    assert result.success and result.data["people"] == 2, result
+    assert len(asked) == 2  # once per pool: the raw path asked the caller exactly once too
+    assert [json.loads(post["body"])["method"] for post in posts] == ["tools/call", "tools/call"]
+
+
+def test_an_http_404_is_tried_once_more_on_a_fresh_session_alike(pair: Pair) -> None:
+    result, posts = pair.both("http404", {}, fresh=True)
+    assert not result.success and "HTTP 404" in (result.error or ""), result
+    calls = [post for post in posts if json.loads(post["body"])["method"] == "tools/call"]
+    assert len(calls) == 2  # the first, and the one retry on a fresh session (the server never ran it)
+    assert pair.fast.call(pair.spec, "echo", {"text": "after"}).success
+
+
+def test_a_call_timeout_is_the_same_timeout(pair: Pair) -> None:
+    result, posts = pair.both("sleepy", {"seconds": 3}, timeout_s=0.5)
+    assert not result.success and result.error_code == "TIMEOUT" and "timed out after 0.5 s" in (result.error or "")
+    assert len(posts) == 1
+    again = pair.fast.call(pair.spec, "echo", {"text": "after"})  # on a fresh session
+    assert again.success, again
+
+
+def test_concurrent_calls_from_eight_threads_each_get_their_own_answer(pair: Pair) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = pair.fast.stats()["raw_calls"]
+    with ThreadPoolExecutor(8) as threads:
+        results = list(threads.map(lambda n: pair.fast.call(pair.spec, "echo", {"text": f"t{n}"}), range(32)))
+    assert [r.text for r in results] == [f"t{n}" for n in range(32)], results
+    assert pair.fast.stats()["raw_calls"] == before + 32
+    posts = seen(pair.url)
+    ids = [json.loads(post["body"])["id"] for post in posts]
+    assert len(posts) == 32 and len(set(ids)) == 32  # each sent once, each with its own id
+
+
+def test_progress_takes_the_loops_path(pair: Pair) -> None:
+    got = pair.fast.call(pair.spec, "chatty", {"steps": 1}, on_progress=lambda *a: None)
+    assert got.success and pair.fast.stats()["raw_calls"] == 0
+
+
+def test_a_restarted_upstream_is_called_once_on_a_new_socket(make_pool: Any, specs: Specs, url_mode: str) -> None:
+    from tests.fixtures.mcp_servers import free_port
+
+    port = free_port()
+    args = ("--json",) if url_mode == "json" else ()
+    pool = make_pool(raw_post=True)
+    with http_server(ONE_POST, port=port, extra_args=args) as first:
+        spec = specs.remote(first)
+        assert pool.call(spec, "echo", {"text": "before"}).success
+        assert pool.call(spec, "echo", {"text": "kept alive"}).success
+    with http_server(ONE_POST, port=port, extra_args=args) as second:
+        after = pool.call(spec, "echo", {"text": "after"})
+        posts = seen(second)
+    assert after.success and after.text == "after", after
+    assert [json.loads(post["body"])["method"] for post in posts] == ["tools/call"]  # run once, on the new server
+    stats = pool.stats()
+    # The first call opened the session on the loop; the next two went raw. Stateless: the same session goes on.
+    assert (stats["raw_calls"], stats["sessions_opened"]) == (2, 1)
+
+
+def test_a_2025_upstream_takes_the_loops_path(make_pool: Any, specs: Specs) -> None:
+    pool = make_pool(raw_post=True)
+    with http_server(extra_args=("--legacy-only",)) as legacy:
+        spec = specs.remote(legacy)
+        for _ in range(2):
+            assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
+    assert pool.stats()["raw_calls"] == 0
