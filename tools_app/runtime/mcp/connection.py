@@ -54,9 +54,9 @@ from tools_app.runtime.mcp.discovery import (
 )
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
 from tools_app.runtime.mcp.post import OnePost
+from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.rawpost import RELIST, RawPost
 from tools_app.runtime.mcp.rawwire import Endpoint
-from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
 from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult

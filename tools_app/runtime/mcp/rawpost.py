@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mcp_types as types
 import pydantic
@@ -36,8 +36,18 @@ from tools_app.runtime.mcp.post import METHOD, _ServerRequestContext
 from tools_app.runtime.mcp.rawwire import Endpoint, Exchange, NotSent, WireClosed
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
 
-if TYPE_CHECKING:
-    from tools_app.runtime.mcp.connection import Connection
+
+class Connection(Protocol):
+    """What of connection.Connection the raw path reads and sets (read from a worker thread: plain attributes)."""
+
+    session: ClientSession | None
+    last_used: float
+    retired: bool
+    broken: RuntimeToolError | None
+
+    def redact(self, text: str) -> str: ...
+
+    def _where(self) -> str: ...
 
 ACCEPT = "application/json, text/event-stream"
 # Connection.call's `first` for a call whose raw send the server refused as a header mismatch: list again, then send.
@@ -88,7 +98,7 @@ class RawPost:
         self.endpoint.close()
 
     def call(self, function: str, arguments: dict[str, Any], timeout_s: float, loop: asyncio.AbstractEventLoop,
-             retire: Callable[[], None]) -> Done | HandOff | None:
+             retire: Callable[[], object]) -> Done | HandOff | None:
         """The call, or None when nothing was sent (the caller takes the async path)."""
         session = self.conn.session
         if session is None or function not in session._tool_output_schemas:
@@ -106,7 +116,7 @@ class RawPost:
             self.conn.last_used = time.monotonic()
 
     def _call(self, session: ClientSession, dispatcher: JSONRPCDispatcher, function: str, arguments: dict[str, Any],
-              timeout_s: float, loop: asyncio.AbstractEventLoop, retire: Callable[[], None]) -> Done | HandOff | None:
+              timeout_s: float, loop: asyncio.AbstractEventLoop, retire: Callable[[], object]) -> Done | HandOff | None:
         conn = self.conn
         conn.last_used = time.monotonic()
         body, headers = self._request(session, dispatcher, function, arguments)
@@ -259,7 +269,7 @@ class RawPost:
     # ---- the result --------------------------------------------------------------------------------
 
     def _outcome(self, session: ClientSession, function: str, answer: _Answer, logs: list[dict[str, Any]],
-                 retire: Callable[[], None]) -> Done | HandOff:
+                 retire: Callable[[], object]) -> Done | HandOff:
         conn = self.conn
         if answer.failure is not None:
             done = self._broken(answer.failure, retire)
@@ -300,7 +310,7 @@ class RawPost:
                                conn.redact(f"{conn._where()} returned error {error.code}: {error.message}"),
                                jsonrpc_code=error.code)
 
-    def _broken(self, failure: RuntimeToolError, retire: Callable[[], None]) -> Done:
+    def _broken(self, failure: RuntimeToolError, retire: Callable[[], object]) -> Done:
         """A transport failure the async path records on the channel: the connection is broken and retired, and the
         pool tries once more on a fresh session when it proves the call never ran (Connection.never_reached)."""
         conn = self.conn

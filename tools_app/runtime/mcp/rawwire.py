@@ -79,7 +79,7 @@ class Exchange:
         self.conn.sock.settimeout(left)
         try:
             data = self.conn.sock.recv(CHUNK)
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError("the call's deadline passed") from None
         except OSError as exc:
             raise WireClosed(type(exc).__name__) from None

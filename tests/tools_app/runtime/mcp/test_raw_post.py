@@ -231,8 +231,12 @@ def test_roots_asked_as_input_required_are_answered_alike(pair: Pair) -> None:
 
 def test_an_elicitation_round_is_answered_by_the_callers_handler_once(pair: Pair) -> None:
     asked: list[Any] = []
-    answers = ClientRequests(elicit=lambda params: asked.append(params) or {"action": "accept",
-                                                                             "content": {"people": 2}})
+
+    def elicit(params: Any) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"people": 2}}
+
+    answers = ClientRequests(elicit=elicit)
     result, posts = pair.both("book_table", {"restaurant": "Ada"}, client_requests=answers)
     assert result.success and result.data["people"] == 2, result
     assert len(asked) == 2  # once per pool: the raw path asked the caller exactly once too
