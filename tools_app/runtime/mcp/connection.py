@@ -128,7 +128,6 @@ class Connection:
         max_input_rounds: int = DEFAULT_INPUT_ROUNDS,
         stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
         one_post: bool = True,
-        raw_post: bool = False,
     ) -> None:
         self.spec = spec
         self.policy = policy
@@ -163,9 +162,8 @@ class Connection:
         # to compare the two (the fidelity test, bench/).
         self.one_post = one_post
         self._poster: OnePost | None = None
-        # A warm 2026 streamable HTTP tools/call sent from the calling thread (rawpost.py; SessionPool.call), made
-        # once the session is open when it can be.
-        self.raw_post = raw_post
+        # A warm 2026 streamable HTTP tools/call sent from the calling thread (rawpost.py; SessionPool.call, which
+        # decides whether to use it: TOOLHUB_MCP_RAW_POST), made once the session is open when it can be.
         self.raw: RawPost | None = None
         self._failed = asyncio.Event()
         self._closing = asyncio.Event()
@@ -191,7 +189,7 @@ class Connection:
         """The blocking one-POST sender, for a stateless (2026-07-28) streamable HTTP session over plain http with no
         OAuth provider (its tokens are asked on the loop); None otherwise."""
         target = self.spec.target
-        if (not self.raw_post or not self.modern or not isinstance(self._channel, HttpChannel)
+        if (not self.modern or not isinstance(self._channel, HttpChannel)
                 or not isinstance(target, RemoteSpec) or target.transport != "streamable_http"
                 or target.token is not None or not Endpoint.usable(target.url)):
             return None

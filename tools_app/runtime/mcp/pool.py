@@ -422,8 +422,7 @@ class SessionPool:
         future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._opening[key] = (spec, future)
         conn = Connection(spec, self.policy, on_spawn=self._spawned, max_input_rounds=self.input_rounds,
-                          stdio_discover_s=self.stdio_discover_s, one_post=self.one_post,
-                          raw_post=self.raw_post)
+                          stdio_discover_s=self.stdio_discover_s, one_post=self.one_post)
         try:
             await conn.open()
         except BaseException as exc:

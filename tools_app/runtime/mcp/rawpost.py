@@ -81,6 +81,9 @@ class _Answer:
     error: types.ErrorData | None = None
     failure: RuntimeToolError | None = None
     closed: str = ""
+    # A redirect: the endpoint did not take the request. The loop's path sends it and handles the redirect as the SDK
+    # does (followed within the origin, refused across origins), as it would have from the start.
+    redirected: bool = False
 
 
 class RawPost:
@@ -206,10 +209,9 @@ class RawPost:
 
     def _error_status(self, exchange: Exchange, status: int, headers: dict[str, str], content_type: str) -> _Answer:
         """A 4xx JSON-RPC error is the answer (a 2026 session's status mirrors its code); any other error status is
-        the failure RecordingTransport records. A redirect is never followed here (nor by the SDK), and reported."""
+        the failure RecordingTransport records. A redirect goes to the loop's path (_Answer.redirected)."""
         if status < 400:
-            return _Answer(failure=RemoteHTTPError(f"POST {safe_url(self.endpoint.url)} answered HTTP {status}",
-                                                   details={"status": status}))
+            return _Answer(redirected=True)
         if may_answer_in_jsonrpc(status, content_type):
             body = exchange.read_body()
             if answered_in_jsonrpc(body, modern=True):
@@ -269,8 +271,10 @@ class RawPost:
     # ---- the result --------------------------------------------------------------------------------
 
     def _outcome(self, session: ClientSession, function: str, answer: _Answer, logs: list[dict[str, Any]],
-                 retire: Callable[[], object]) -> Done | HandOff:
+                 retire: Callable[[], object]) -> Done | HandOff | None:
         conn = self.conn
+        if answer.redirected:
+            return None
         if answer.failure is not None:
             done = self._broken(answer.failure, retire)
             with_logs(conn, done.result, logs)
