@@ -50,6 +50,9 @@ class Connection(Protocol):
     def _where(self) -> str: ...
 
 ACCEPT = "application/json, text/event-stream"
+# After its answer an SSE stream's end is read for at most this long, so its socket can be kept alive; a stream left
+# open longer is closed (as the SDK closes it), costing only a new connection next time.
+SSE_END_S = 0.05
 # Connection.call's `first` for a call whose raw send the server refused as a header mismatch: list again, then send.
 RELIST = object()
 MAX_LOGS_PER_CALL = 50  # as connection.MAX_LOGS_PER_CALL
@@ -134,11 +137,14 @@ class RawPost:
         try:
             answer = self._read(exchange, logs, session, loop)
         except TimeoutError:
-            exchange.finish(wait=False)
+            exchange.finish()
             # The server may still be working on it; a fresh session is the only sure way to unwedge (as _call_once).
             conn.retired = True
             retire()
             return Done(ToolResult.fail(TIMEOUT, f"{conn._where()} call {function!r} timed out after {timeout_s:g} s"))
+        except Exception as exc:  # noqa: BLE001 - sent: never sent again, and this connection is not trusted further
+            exchange.finish()
+            answer = _Answer(closed=f"Connection closed ({type(exc).__name__})")
         return self._outcome(session, function, answer, logs, retire)
 
     # ---- the request -------------------------------------------------------------------------------
@@ -181,15 +187,15 @@ class RawPost:
         try:
             head = exchange.read_head()
         except WireClosed as exc:
-            exchange.finish(wait=False)
+            exchange.finish()
             name = "ReadError" if exc.args and exc.args[0] != "EOF" else "RemoteProtocolError"
             return _Answer(failure=RemoteHTTPError(f"POST {safe_url(self.endpoint.url)} failed: {name}"))
         try:
             answer = self._read_body(exchange, head.status, head.headers, logs, session, loop)
         except WireClosed:
-            exchange.finish(wait=False)
+            exchange.finish()
             return _Answer(closed="Connection closed")
-        exchange.finish(wait=answer.closed == "")
+        exchange.finish(SSE_END_S)
         return answer
 
     def _read_body(self, exchange: Exchange, status: int, headers: dict[str, str], logs: list[dict[str, Any]],
@@ -236,7 +242,7 @@ class RawPost:
                 elif method == "notifications/message":
                     _log(logs, message.get("params"))
         except WireClosed:
-            exchange.finish(wait=False)
+            exchange.finish()
         return _Answer(closed="SSE stream ended without a response")
 
     def _answer_server_request(self, message: dict[str, Any], session: ClientSession,
@@ -260,13 +266,13 @@ class RawPost:
         body = _json(reply.model_dump(by_alias=True, mode="json", exclude_unset=True))
         try:
             answered = self.endpoint.post(self._headers(None), body, deadline)
-        except NotSent:
-            return
+        except (NotSent, WireClosed):
+            return  # the call's own answer (or the stream's end) tells what came of it
         try:
             answered.read_head()
-            answered.finish(wait=True)
+            answered.finish(SSE_END_S)
         except WireClosed:
-            answered.finish(wait=False)
+            answered.finish()
 
     # ---- the result --------------------------------------------------------------------------------
 

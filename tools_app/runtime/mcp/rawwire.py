@@ -71,6 +71,7 @@ class Exchange:
         self._done = False  # the body was read to its end
         self._finished = False  # the socket was given back or closed
         self._decoder: zlib._Decompress | None = None
+        self._body: Iterator[bytes] | None = None  # the raw body's reader, continued by finish()
 
     def _recv(self) -> bytes:
         left = self.deadline - time.monotonic()
@@ -107,6 +108,8 @@ class Exchange:
             buf += self._recv()
         status_line = self._line().decode("latin-1")
         version, _, rest = status_line.partition(" ")
+        if not version.startswith("HTTP/") or not rest[:3].isdigit():
+            raise WireClosed("not an HTTP response")
         status = int(rest[:3])
         headers: dict[str, str] = {}
         while line := self._line():
@@ -123,11 +126,16 @@ class Exchange:
         return self.head
 
     def chunks(self) -> Iterator[bytes]:
-        """The body, decoded, as it arrives."""
-        for raw in self._raw_chunks():
-            data = self._decoder.decompress(raw) if self._decoder is not None else raw
-            if data:
-                yield data
+        """The body, decoded, as it arrives (WireClosed for a body that is not what its head says)."""
+        if self._body is None:
+            self._body = self._raw_chunks()
+        try:
+            for raw in self._body:
+                data = self._decoder.decompress(raw) if self._decoder is not None else raw
+                if data:
+                    yield data
+        except (ValueError, zlib.error) as exc:
+            raise WireClosed(type(exc).__name__) from None
         self._done = True
 
     def read_body(self) -> bytes:
@@ -160,7 +168,7 @@ class Exchange:
 
     def _chunked(self) -> Iterator[bytes]:
         while True:
-            size = int(self._line().split(b";", 1)[0].strip() or b"0", 16)
+            size = int(self._line().split(b";", 1)[0].strip(), 16)  # ValueError: chunks() makes it WireClosed
             if size == 0:
                 while self._line():  # trailers, up to the blank line
                     pass
@@ -179,54 +187,21 @@ class Exchange:
             except WireClosed:
                 return
 
-    def finish(self, *, wait: bool) -> None:
-        """Done with the response: the socket goes back to the endpoint when its body was read to the end (reading
-        what is left when `wait`, else only if it is already here), else it is closed. Once only."""
+    def finish(self, wait_s: float = 0.0) -> None:
+        """Done with the response: the socket goes back to the endpoint when its body was read to the end (what is
+        left of it is read for at most `wait_s`: an SSE stream ends just after its answer), else it is closed. Once."""
         if self._finished:
             return
         self._finished = True
         head = self.head
         if head is not None and not self._done and head.keep_alive:
+            self.deadline = min(self.deadline, time.monotonic() + wait_s)
             try:
-                if wait:
-                    for _ in self._raw_chunks():
-                        pass
-                    self._done = True
-                else:
-                    self._done = self._drain_buffered()
-            except (WireClosed, TimeoutError, ValueError):
+                for _ in self.chunks():
+                    pass
+            except (WireClosed, TimeoutError):
                 self._done = False
         self.endpoint.give_back(self.conn, reuse=head is not None and head.keep_alive and self._done)
-
-    def _drain_buffered(self) -> bool:
-        """The rest of a chunked body if it has all arrived already (no waiting): the usual end of an SSE answer."""
-        sock = self.conn.sock
-        sock.setblocking(False)
-        try:
-            while True:
-                try:
-                    data = sock.recv(CHUNK)
-                except BlockingIOError:
-                    break
-                if not data:
-                    return False
-                self.conn.buf += data
-        finally:
-            sock.setblocking(True)
-        head = self.head
-        if head is None or "chunked" not in head.headers.get("transfer-encoding", "").lower():
-            return False
-        return bytes(self.conn.buf).endswith(b"0\r\n\r\n") and self._chunk_end_only()
-
-    def _chunk_end_only(self) -> bool:
-        """What is buffered is whole chunks then the last chunk: consume it (the socket is then clean)."""
-        self.deadline = time.monotonic() + 1.0  # only buffered bytes are read below: no wait happens
-        try:
-            for _ in self._chunked():
-                pass
-        except (WireClosed, TimeoutError, ValueError):
-            return False
-        return not self.conn.buf
 
 
 class Endpoint:

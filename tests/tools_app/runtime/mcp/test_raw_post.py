@@ -304,3 +304,13 @@ def test_a_2025_upstream_takes_the_loops_path(make_pool: Any, specs: Specs) -> N
         for _ in range(2):
             assert pool.call(spec, "get_inventory", {"sku": "DEMO-001"}).success
     assert pool.stats()["raw_calls"] == 0
+
+
+def test_sequential_calls_reuse_one_kept_alive_socket(pair: Pair) -> None:
+    conn = pair.fast._conns[pair.spec.key]
+    assert conn.raw is not None
+    sockets = []
+    for n in range(3):
+        assert pair.fast.call(pair.spec, "echo", {"text": f"k{n}"}).success
+        sockets.append([id(s.sock) for s in conn.raw.endpoint._idle])
+    assert len(sockets[0]) == 1 and sockets[0] == sockets[1] == sockets[2], sockets
