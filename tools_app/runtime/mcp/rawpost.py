@@ -22,17 +22,17 @@ from typing import Any, Protocol
 
 import mcp_types as types
 import pydantic
-from mcp.client.session import ClientSession, _clamp_inbound_ttl, _later_revision_fields
+from mcp.client.session import ClientSession
 from mcp.shared._otel import inject_trace_context
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp_types import methods as _methods
 
 from core.outbound import safe_url
 from tools_app.runtime.errors import MalformedResult, ProtocolError, RemoteHTTPError, RuntimeToolError
+from tools_app.runtime.mcp.call_result import METHOD, claimed, output_checked, protocol_checked
 from tools_app.runtime.mcp.discovery import to_tool_result
 from tools_app.runtime.mcp.http import answered_in_jsonrpc, may_answer_in_jsonrpc, status_failure
-from tools_app.runtime.mcp.post import METHOD, _ServerRequestContext
+from tools_app.runtime.mcp.post import _ServerRequestContext
 from tools_app.runtime.mcp.rawwire import Endpoint, Exchange, NotSent, WireClosed
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
 
@@ -401,44 +401,12 @@ def _sse_messages(chunks: Iterator[bytes]) -> Iterator[dict[str, Any] | None]:
 
 
 def _validated(session: ClientSession, name: str, raw: dict[str, Any]) -> Any:
-    """OnePost._result's checks of a result (the protocol's, then the tool's output schema), without the loop: the
-    schema is the session's cached one (RawPost.call only runs when it is cached)."""
-    _clamp_inbound_ttl(raw)
-    version = session._negotiated_version or "2025-11-25"
-    try:
-        _methods.validate_server_result(METHOD, version, raw)
-    except KeyError:
-        pass
-    if not (foreign := _later_revision_fields(METHOD, version)).isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    result = session._call_tool_adapter.validate_python(raw, by_name=False)
+    """OnePost's checks of a result (call_result.checked_result), without the loop: the tool's output schema is the
+    session's cached one (RawPost.call only runs when it is cached)."""
+    result = protocol_checked(session, raw)
     if isinstance(result, types.CallToolResult) and not result.is_error:
-        _check_output(session, name, result)
-    if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
-        from mcp.client.extension import UnexpectedClaimedResult
-
-        raise UnexpectedClaimedResult(result)
-    return result
-
-
-def _check_output(session: ClientSession, name: str, result: types.CallToolResult) -> None:
-    """ClientSession.validate_tool_result once the schema is cached, word for word."""
-    from jsonschema import exceptions as jsonschema_exceptions
-    from referencing.exceptions import Unresolvable
-
-    output_schema = session._tool_output_schemas.get(name)
-    if output_schema is None:
-        return
-    if result.structured_content is None and "structured_content" not in result.model_fields_set:
-        raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
-    validator = session._output_schema_validator(name, output_schema)
-    errors = validator.iter_errors(result.structured_content)
-    try:
-        error = jsonschema_exceptions.best_match(errors)
-    except Unresolvable as e:
-        raise RuntimeError(f"Invalid schema for tool {name}: {e}") from e
-    if error is not None:
-        raise RuntimeError(f"Invalid structured content returned by tool {name}: {error}") from error
+        output_checked(session, name, result)
+    return claimed(result)
 
 
 def _brief(exc: BaseException) -> str:
