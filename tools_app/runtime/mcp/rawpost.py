@@ -25,7 +25,7 @@ import pydantic
 from mcp.client.session import ClientSession
 from mcp.shared._otel import inject_trace_context
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, handler_exception_to_error_data
 
 from core.outbound import safe_url
 from tools_app.runtime.errors import MalformedResult, ProtocolError, RemoteHTTPError, RuntimeToolError
@@ -259,8 +259,6 @@ class RawPost:
         except TimeoutError:
             raise
         except Exception as exc:  # noqa: BLE001 - the dispatcher's boundary: a handler's failure is the answer
-            from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-
             error = handler_exception_to_error_data(exc) or types.ErrorData(code=0, message=str(exc))
             reply = types.JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
         body = _json(reply.model_dump(by_alias=True, mode="json", exclude_unset=True))

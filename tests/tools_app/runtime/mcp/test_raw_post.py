@@ -314,3 +314,14 @@ def test_sequential_calls_reuse_one_kept_alive_socket(pair: Pair) -> None:
         assert pair.fast.call(pair.spec, "echo", {"text": f"k{n}"}).success
         sockets.append([id(s.sock) for s in conn.raw.endpoint._idle])
     assert len(sockets[0]) == 1 and sockets[0] == sockets[1] == sockets[2], sockets
+
+
+@pytest.mark.parametrize(("code", "status"), [(-32001, 200), (-32001, 400), (-32602, 400), (-32603, 500)])
+def test_a_json_rpc_error_of_a_known_function_is_the_same_result(pair: Pair, code: int, status: int) -> None:
+    # -32602 is the server's invalid-params answer; at HTTP 500 the status is the failure, not the body.
+    result, posts = pair.both("rpc_error", {"code": code, "status": status})
+    assert not result.success and len([p for p in posts if '"tools/call"' in p["body"]]) == 1, result
+    if status == 500:
+        assert "HTTP 500" in (result.error or "")
+    else:
+        assert f"refused with {code}" in (result.error or ""), result
