@@ -185,7 +185,7 @@ class SessionPool:
             invalid = ToolResult.fail(INVALID_PARAMS, exc.message, **exc.details)
             invalid.cost_ms = int((time.monotonic() - started) * 1000)
             return invalid
-        outcome = raw.call(function, arguments, timeout_s, loop, lambda: loop.call_soon_threadsafe(self._retire, conn))
+        outcome = raw.call(function, arguments, timeout_s, loop, lambda: self._retire_soon(loop, conn))
         if outcome is None:
             return None
         with self._lock:
@@ -204,6 +204,13 @@ class SessionPool:
             result = outcome.result
         result.cost_ms = int((time.monotonic() - started) * 1000)
         return result
+
+    def _retire_soon(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
+        """_retire on the pool's loop, from a worker thread (a loop already stopped has closed every session)."""
+        try:
+            loop.call_soon_threadsafe(self._retire, conn)
+        except RuntimeError:
+            pass
 
     def _go_on(self, coro: Coroutine[Any, Any, ToolResult], bound_s: float) -> ToolResult:
         try:
