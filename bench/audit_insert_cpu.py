@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -73,7 +72,7 @@ def main() -> None:
         call.save(force_insert=True)
 
     def with_orm() -> None:
-        audit_service.insert = orm_write  # type: ignore[assignment]
+        audit_service.insert = orm_write
         try:
             audited()
         finally:
@@ -83,8 +82,8 @@ def main() -> None:
         "row write": (lambda: row().save(force_insert=True), lambda: original(row())),
         "audit()": (with_orm, audited),
     }
-    for a, b in pairs.values():  # warm both sides (the statement, the connection)
-        a(), b()
+    for before, after in pairs.values():  # warm both sides (the statement, the connection)
+        before(), after()
     if os.environ.get("AUDIT_INSERT_PROFILE"):  # a thread-CPU cProfile of the fast write, to this file
         import cProfile
 
@@ -93,15 +92,14 @@ def main() -> None:
         profile.dump_stats(os.environ["AUDIT_INSERT_PROFILE"])
     print(f"{connection.vendor}; load average {os.getloadavg()[0]:.1f}; thread CPU us per row, "
           f"{N} rows x {ROUNDS} rounds, alternated")
-    results: dict[str, Any] = {}
     for name, (orm, fast) in pairs.items():
-        was, now = [], []
+        was: list[float] = []
+        now: list[float] = []
         for turn in range(ROUNDS):
             first, second = (orm, fast) if turn % 2 == 0 else (fast, orm)
-            a, b = per_row_us(first), per_row_us(second)
-            was.append(a if first is orm else b)
-            now.append(b if first is orm else a)
-        results[name] = (was, now)
+            one, two = per_row_us(first), per_row_us(second)
+            was.append(one if first is orm else two)
+            now.append(two if first is orm else one)
         ratio = statistics.median(now) / statistics.median(was)
         print(f"{name:<10} orm {statistics.median(was):7.1f} ({min(was):.1f}-{max(was):.1f})   "
               f"insert {statistics.median(now):7.1f} ({min(now):.1f}-{max(now):.1f})   insert/orm {ratio:.2f}")
