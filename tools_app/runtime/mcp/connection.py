@@ -53,6 +53,7 @@ from tools_app.runtime.mcp.discovery import (
     to_tool_result,
 )
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
+from tools_app.runtime.mcp.oneline import OneLine
 from tools_app.runtime.mcp.post import OnePost
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
@@ -156,10 +157,10 @@ class Connection:
         self._askers: list[ClientRequests] = []
         self._roots_asked = asyncio.Event()
         self._channel: StdioChannel | HttpChannel | None = None
-        # A 2026 streamable HTTP tools/call as one POST (post.py) rather than through the SDK's dispatcher; off only
-        # to compare the two (the fidelity test, bench/).
+        # A 2026 streamable HTTP tools/call as one POST (post.py), a stdio one as one line (oneline.py), rather than
+        # through the SDK's dispatcher; off only to compare the paths (the fidelity tests, bench/).
         self.one_post = one_post
-        self._poster: OnePost | None = None
+        self._poster: OnePost | OneLine | None = None
         self._failed = asyncio.Event()
         self._closing = asyncio.Event()
         self._closed = asyncio.Event()
@@ -311,6 +312,14 @@ class Connection:
             if len(sink) < MAX_LOGS_PER_CALL:
                 sink.append(entry)
 
+    async def _on_log_wire(self, params: dict[str, Any]) -> None:
+        """A log notification's params off the wire, checked as the SDK's session checks them before its callback."""
+        try:
+            typed = types.LoggingMessageNotificationParams.model_validate(params, by_name=False)
+        except pydantic.ValidationError:
+            return  # the SDK drops a malformed notification too
+        await self._on_log(typed)
+
     def _asker(self) -> tuple[ClientRequests | None, str]:
         """The handlers of the call the server's request belongs to, or (None, why it cannot be told).
 
@@ -366,6 +375,10 @@ class Connection:
                 self.on_spawn(process.pid)
             read_stream, write_stream, channel = await stack.enter_async_context(stdio_transport(process))
             self._channel = channel
+            if self.one_post:
+                # Log messages in the reader's order, ahead of the answer that follows them (the one-line path's
+                # answer does not wait for the SDK's notification tasks).
+                channel.on_log = self._on_log_wire
         else:
             assert isinstance(target, RemoteSpec)
             http_channel = HttpChannel(url=safe_url(target.url))
@@ -627,13 +640,17 @@ class Connection:
 
         return await self.with_input(resend_after_relisting, asker, repr(function))  # type: ignore[no-any-return]
 
-    def _one_post(self) -> OnePost | None:
-        """The one-POST sender of a stateless (2026-07-28) streamable HTTP session, made on first use; None otherwise
-        (the SDK's ClientSession sends the call)."""
-        channel = self._channel
-        if not self.one_post or not self.modern or not isinstance(channel, HttpChannel) or channel.client is None:
+    def _one_post(self) -> OnePost | OneLine | None:
+        """The sender past the SDK's dispatcher, made on first use: one POST for a stateless (2026-07-28) streamable
+        HTTP session, one line for a stdio session of either era; None otherwise (the SDK's ClientSession sends)."""
+        if not self.one_post:
             return None
-        if self._poster is None:
+        if self._poster is not None:
+            return self._poster
+        channel = self._channel
+        if isinstance(channel, StdioChannel):
+            self._poster = OneLine(channel)
+        elif self.modern and isinstance(channel, HttpChannel) and channel.client is not None:
             self._poster = OnePost(channel.client, self.spec.target.url, channel, self.protocol_version)  # type: ignore[union-attr]
         return self._poster
 
