@@ -83,6 +83,8 @@ class SessionPool:
         self._raw_sent = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Running on a loop it was given (adopt()), not on a thread of its own.
+        self._adopted = False
         # Loop-thread-only state from here on.
         self._conns: dict[Key, Connection] = {}
         self._opening: dict[Key, tuple[ServerSpec, asyncio.Future[Connection]]] = {}
@@ -100,12 +102,17 @@ class SessionPool:
     def _forget_after_fork(self) -> None:
         """In a forked child: the parent's loop thread, sessions and processes are not ours (core.process_state)."""
         self._lock = threading.Lock()
-        self._loop, self._thread = None, None
+        self._loop, self._thread, self._adopted = None, None, False
         self._conns, self._opening, self._draining, self._probing = {}, {}, set(), {}
         self._bg, self._reaper_task = set(), None
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
+            if self._adopted:
+                assert self._loop is not None
+                if not self._loop.is_running():
+                    raise RuntimeError("the event loop this pool was given has stopped without release()")
+                return self._loop
             if self._loop is None or not (self._thread and self._thread.is_alive()):
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name="toolhub-mcp-pool", daemon=True)
@@ -120,7 +127,16 @@ class SessionPool:
         loop.run_forever()
 
     def _run(self, coro: Coroutine[Any, Any, T], bound_s: float) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        if self._adopted and threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("a sync SessionPool method called on the loop the pool runs on would wait for itself: "
+                               "await the async variant")
+        try:
+            loop = self._ensure_loop()
+        except RuntimeError:
+            coro.close()
+            raise
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
             return future.result(timeout=bound_s)
         except concurrent.futures.TimeoutError:
@@ -128,9 +144,34 @@ class SessionPool:
             raise ToolTimeout(f"MCP pool operation did not finish within {bound_s:g} s") from None
 
     async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the pool loop from any other event loop."""
+        """Run `coro` on the pool loop: awaited in place on that loop (adopt()), handed over from any other."""
+        if self._adopted and asyncio.get_running_loop() is self._loop:
+            return await coro
         future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
         return await asyncio.wrap_future(future)
+
+    async def adopt(self) -> None:
+        """Run on the calling event loop from now on, with no loop thread of its own: a runner's serving loop, the
+        pool's only async caller there, then calls it with no hand-off between threads. Sync methods stay usable
+        from other threads (they hand over to this loop); on the loop's own thread they raise. `release()` closes
+        every session on this loop before it ends."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._loop is not None:
+                raise RuntimeError("the pool already runs on an event loop")
+            self._loop, self._thread, self._adopted = loop, threading.current_thread(), True
+        await self._start_reaper()
+
+    async def release(self) -> None:
+        """Undo adopt(), on the adopted loop: every session closed and the reaper stopped while the loop still runs."""
+        if not self._adopted or asyncio.get_running_loop() is not self._loop:
+            return
+        try:
+            await self._close_all()
+        finally:
+            await self._stop_reaper()
+            with self._lock:
+                self._loop, self._thread, self._adopted = None, None, False
 
     def _spawned(self, _pid: int) -> None:
         self._counters["processes_spawned"] += 1
@@ -166,11 +207,13 @@ class SessionPool:
     def _raw_call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
                   client_requests: ClientRequests | None) -> ToolResult | None:
         """The call sent from this thread on a warm stateless session's own socket (rawpost.py), with no hop to the
-        pool's loop; None when it cannot be (nothing was sent: the loop's path takes the call)."""
+        pool's loop; None when it cannot be (nothing was sent: the loop's path takes the call). Never on the loop's
+        own thread (an adopted loop's: blocking there would stall it; _run refuses that call)."""
         loop = self._loop
         conn = self._conns.get(spec.key)  # the loop's dict, read under the GIL; the connection's state re-checked
         raw = conn.raw if conn is not None else None
-        if (loop is None or conn is None or raw is None or not conn.alive or conn.retired or conn.exited()
+        if (loop is None or conn is None or raw is None or threading.current_thread() is self._thread
+                or not conn.alive or conn.retired or conn.exited()
                 or (client_requests is not None and client_requests.stateless is not None
                     and client_requests.stateless.resumed)):
             return None
@@ -273,6 +316,11 @@ class SessionPool:
     def shutdown(self) -> None:
         """close_all, then stop the loop thread (interpreter exit)."""
         if self._loop is None:
+            return
+        if self._adopted:  # the loop is its owner's to stop: only the sessions end here, while it runs
+            loop = self._loop
+            if loop is not None and loop.is_running():
+                self.close_all()
             return
         try:
             self.close_all()
