@@ -29,6 +29,10 @@ per call (`main`: uvicorn's loop; the others: the worker threads and the MCP ses
 agents_app/gateway/fastcall.py, turned off for its requests: bench/_fastcall_ab.py), sampled in the same turns
 against the same gateway process: `2025sdk`, `2026sdk`. `--sdk-server-path` turns the fast path off for a whole run.
 
+`--ab-rawpost` adds a client of each era whose upstream call goes through the MCP session pool's loop instead of the
+raw path (tools_app/runtime/mcp/rawpost.py, the worker thread's own POST: TOOLHUB_MCP_RAW_POST), sampled in the same
+turns against the same gateway process (bench/_rawpost_ab.py): `2025loop`, `2026loop`.
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
@@ -58,15 +62,19 @@ PROFILED_APP = "bench._profiled_asgi:application"
 POOL_ON_SERVER_LOOP_APP = "bench._pool_on_server_loop:application"
 SDK_CALL_PATH_APP = "bench._sdk_call_path:application"
 FASTCALL_AB_APP = "bench._fastcall_ab:application"
+RAWPOST_AB_APP = "bench._rawpost_ab:application"
+LOOP_CALL_PATH_HEADER = "x-bench-loop-call-path"  # bench/_rawpost_ab.py: this request's upstream call takes the loop
 SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: this request takes the SDK's server path
 
 
 @contextmanager
 def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
-            sdk_server_path: bool = False, ab_fastcall: bool = False) -> Iterator[tuple[str, str]]:
+            sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False
+            ) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
-           else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall else "config.asgi:application")
+           else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall
+           else RAWPOST_AB_APP if ab_rawpost else "config.asgi:application")
     env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
     if sdk_server_path:
         env["TOOLHUB_MCP_FASTCALL"] = "0"
@@ -75,10 +83,13 @@ def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_pat
 
 
 @asynccontextmanager
-async def connected(url: str, token: str | None, mode: str, sdk_server_path: bool = False) -> AsyncIterator[Client]:
+async def connected(url: str, token: str | None, mode: str, sdk_server_path: bool = False,
+                    loop_call_path: bool = False) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if sdk_server_path:
         headers[SDK_SERVER_PATH_HEADER] = "1"
+    if loop_call_path:
+        headers[LOOP_CALL_PATH_HEADER] = "1"
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=300)) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             yield client
@@ -144,8 +155,8 @@ def _busy_threads(pid: int | None, before: dict[int, tuple[float, int]], after: 
     return ", ".join(cell for _, cell in sorted(cells, reverse=True))
 
 
-async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str, token: str, ab_fastcall: bool
-                   ) -> dict[str, tuple[Client, str]]:
+async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str, token: str, ab_fastcall: bool,
+                   ab_rawpost: bool = False) -> dict[str, tuple[Client, str]]:
     clients = {
         "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
         "2025": (await stack.enter_async_context(connected(gateway, token, "legacy")), name),
@@ -154,6 +165,11 @@ async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str
     if ab_fastcall:  # the same eras through the SDK's server path, in the same turns (bench/_fastcall_ab.py)
         clients["2025sdk"] = (await stack.enter_async_context(connected(gateway, token, "legacy", True)), name)
         clients["2026sdk"] = (await stack.enter_async_context(connected(gateway, token, "2026-07-28", True)), name)
+    if ab_rawpost:  # the same eras with the upstream call on the pool's loop, in the same turns (bench/_rawpost_ab.py)
+        clients["2025loop"] = (await stack.enter_async_context(
+            connected(gateway, token, "legacy", loop_call_path=True)), name)
+        clients["2026loop"] = (await stack.enter_async_context(
+            connected(gateway, token, "2026-07-28", loop_call_path=True)), name)
     return clients
 
 
@@ -178,9 +194,9 @@ async def _count(label: str, once: Any, pids: dict[str, int | None], count: int)
 
 
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
-              count: int = COUNT, ab_fastcall: bool = False) -> dict[str, list[float]]:
+              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
-        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall)
+        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost)
         for label, (client, _tool) in clients.items():
             print(f"  {label}: negotiated {client.protocol_version}")
 
@@ -209,7 +225,8 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                   "thread, voluntary context switches):")
             # The A/B counts its kinds twice, in one order then the other, so a VM drifting within the run does not
             # favour the kinds counted first.
-            for counting in ([list(clients), list(reversed(clients))] if ab_fastcall else [list(clients)]):
+            ab = ab_fastcall or ab_rawpost
+            for counting in ([list(clients), list(reversed(clients))] if ab else [list(clients)]):
                 for label in counting:
                     await _count(label, once, pids, count)
         if profile:
@@ -240,17 +257,23 @@ def main() -> None:
     parser.add_argument("--ab-fastcall", action="store_true",
                         help="A/B in one run: a client of each era through the fast path and one through the SDK's "
                              "server path (2025sdk, 2026sdk), in turns, one gateway (bench/_fastcall_ab.py)")
+    parser.add_argument("--ab-rawpost", action="store_true",
+                        help="A/B in one run: a client of each era whose upstream call is the worker thread's own POST "
+                             "(rawpost.py) and one through the pool's loop (2025loop, 2026loop), in turns, one gateway "
+                             "(bench/_rawpost_ab.py)")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
-    if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall))) > 1:
-        parser.error("--profile, --pool-on-server-loop, --sdk-call-path and --ab-fastcall are separate runs")
+    if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
+                      args.ab_rawpost))) > 1:
+        parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
+                     "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
-                 args.ab_fastcall) as (base, token), http_upstream() as upstream:
+                 args.ab_fastcall, args.ab_rawpost) as (base, token), http_upstream() as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
-                                  args.count, args.ab_fastcall))
+                                  args.count, args.ab_fastcall, args.ab_rawpost))
     direct = pct(samples["direct"], 50)
     out: dict[str, Any] = {"direct_p50_ms": round(direct, 2), "goal_minus_direct_p50_ms": 3}
     print(f"direct to the upstream (SDK Client, warm):  {summary(samples['direct'])}")

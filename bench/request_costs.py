@@ -21,7 +21,8 @@ is not in these counts.
 CPU: REQUEST_COSTS_REPEAT=N adds each in-process kind's process CPU and its calling thread's CPU (`thread_us`: the
 test client runs middleware and view in that thread) per request over N more; REQUEST_COSTS_SERVED=N the served
 kinds' server-side CPU (every thread but the client's) and its request threads' (core.asgi's "django-request").
-REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway.
+REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway;
+REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns.
 
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
@@ -346,6 +347,13 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
         assert body["status"] == "completed", body
         conversation["id"] = body["conversation_id"]
 
+    if os.environ.get("REQUEST_COSTS_SKIP_CHAT"):  # the REST and gateway kinds only (quicker A/B rounds)
+        with running_server() as served:
+            gateway_costs(served.endpoint(tenant.slug, agent_id), token_for_user(user=member.user))
+            served_costs(served.base_url, token_for_user(user=member.user), tenant.slug, tool_id,
+                         served.endpoint(tenant.slug, agent_id))
+        _write_results()
+        return
     warm_then_count("chat turn (text answer)", turn)
 
     def tool_turn() -> None:

@@ -81,6 +81,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", choices=("runner", "client"), default="")
     parser.add_argument("--unsandboxed", action="store_true", help="no bwrap (the machine cannot run it)")
+    parser.add_argument("--own-loop", action="store_true",
+                        help="the runner's session pool on a loop thread of its own, not on the serving loop")
     parser.add_argument("--ab", nargs="+", metavar="CHECKOUT",
                         help="two checkouts' runners (`manage.py toolhub_runner`, REDIS_URL for their registry), "
                              "called alternately in batches of --calls: each runner process's CPU per call")
@@ -115,6 +117,8 @@ def main() -> None:
         factory = server.config.get_loop_factory()  # uvicorn's own choice (uvloop when installed), as run() makes
         loop = factory() if factory is not None else asyncio.new_event_loop()
         _LOOP.append(loop)
+        if not args.own_loop:
+            loop.run_until_complete(runner_pool.adopt())  # as manage.py toolhub_runner does
         loop.run_until_complete(server.serve())
 
     threading.Thread(target=serve, name="bench-runner", daemon=True).start()
@@ -173,6 +177,14 @@ def main() -> None:
         profiler.dump_stats("/tmp/runner_cpu_server.prof")
         loop_profiler.dump_stats("/tmp/runner_cpu_pool.prof")
     web.shutdown()
+    _stop_runner(server, runner_pool)
+
+
+def _stop_runner(server: Any, runner_pool: Any) -> None:
+    """As the runner stops: its servers closed on the loop they run on (release), then the serving loop ends."""
+    import asyncio
+
+    asyncio.run_coroutine_threadsafe(runner_pool.release(), _LOOP[0]).result(30)  # no-op with --own-loop
     server.should_exit = True
     runner_pool.shutdown()
 

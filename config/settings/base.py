@@ -591,6 +591,11 @@ TOOLHUB_MCP_LIST_TTL_MS = env_int("TOOLHUB_MCP_LIST_TTL_MS", 30000)
 # checks, call, audit row and answer, less CPU. Off (0): every request takes the SDK's path (an A/B and an escape
 # hatch).
 TOOLHUB_MCP_FASTCALL = env_bool("TOOLHUB_MCP_FASTCALL", True)
+# A warm tools/call to a REMOTE server that speaks MCP 2026-07-28 over streamable HTTP (plain http, no OAuth, no
+# progress asked) is sent by the calling worker thread itself on a kept-alive socket (tools_app.runtime.mcp.rawpost)
+# instead of through the MCP session pool's event loop and the SDK's HTTP client: the same request and result, less
+# CPU and two thread hand-offs fewer. Off (0): every call goes through the pool's loop (an A/B and an escape hatch).
+TOOLHUB_MCP_RAW_POST = env_bool("TOOLHUB_MCP_RAW_POST", True)
 
 # Intent routing (agents_app.intents): a turn whose best intent scores below the threshold gets the whole
 # toolset, capped at the model's tool limit; intents within the margin of the best one all contribute.

@@ -95,6 +95,7 @@ def local_pool() -> SessionPool:
         fair_share=settings.TOOLHUB_POOL_FAIR_SHARE,
         input_rounds=settings.TOOLHUB_MCP_INPUT_ROUNDS,
         stdio_discover_s=settings.TOOLHUB_MCP_STDIO_DISCOVER_S,
+        raw_post=settings.TOOLHUB_MCP_RAW_POST,
     )
 
 

@@ -9,6 +9,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from tools_app.runtime.mcp import SessionPool
 from tools_app.runtime.runner.app import Heartbeat, build_app
 from tools_app.wiring.pool import local_pool, runner_registry
 
@@ -47,7 +48,8 @@ class Command(BaseCommand):
                               unowned_idle_s=settings.TOOLHUB_RUNNER_UNOWNED_IDLE_S)
         server = _AnnouncingServer(uvicorn.Config(build_app(pool, settings.TOOLHUB_RUNNER_SECRET,
                                                             allow_unsandboxed=settings.TOOLHUB_RUNNER_ALLOW_UNSANDBOXED),
-                                                  host=host, port=port, log_level="warning", lifespan="off"), heartbeat)
+                                                  host=host, port=port, log_level="warning", lifespan="off"),
+                                   heartbeat, pool)
         self.stdout.write(f"toolhub runner {runner_id} starting on {url}")
         try:
             server.run()
@@ -60,11 +62,23 @@ class _AnnouncingServer(uvicorn.Server):
     """Announces the runner only once its socket is bound: a web process never routes a call to a runner that
     is not listening yet (it would take it for a dead one and move the server elsewhere)."""
 
-    def __init__(self, config: uvicorn.Config, heartbeat: Heartbeat) -> None:
+    def __init__(self, config: uvicorn.Config, heartbeat: Heartbeat, pool: SessionPool) -> None:
         super().__init__(config)
         self.heartbeat = heartbeat
+        self.pool = pool
 
     async def startup(self, sockets: Any = None) -> None:
+        # The session pool runs on this serving loop (SessionPool.adopt): a call from the runner's HTTP handler
+        # awaits it in place, with no hand-off to a loop thread and back.
+        await self.pool.adopt()
         await super().startup(sockets=sockets)
         if self.started:
             self.heartbeat.start()
+        else:
+            await self.pool.release()
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        try:
+            await super().shutdown(sockets=sockets)
+        finally:
+            await self.pool.release()  # every server this runner started ends with it, on the loop that ran them

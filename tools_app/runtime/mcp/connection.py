@@ -53,8 +53,11 @@ from tools_app.runtime.mcp.discovery import (
     to_tool_result,
 )
 from tools_app.runtime.mcp.http import HttpChannel, http_transport
+from tools_app.runtime.mcp.oneline import OneLine
 from tools_app.runtime.mcp.post import OnePost
 from tools_app.runtime.mcp.process import resolve_command, run_version_check, spawn
+from tools_app.runtime.mcp.rawpost import RELIST, RawPost
+from tools_app.runtime.mcp.rawwire import Endpoint
 from tools_app.runtime.mcp.spec import LocalSpec, RemoteSpec, ServerSpec
 from tools_app.runtime.mcp.stdio import StdioChannel, stdio_transport
 from tools_app.runtime.result import BUSINESS_ERROR, EXECUTION_ERROR, INVALID_PARAMS, TIMEOUT, ToolResult
@@ -156,10 +159,13 @@ class Connection:
         self._askers: list[ClientRequests] = []
         self._roots_asked = asyncio.Event()
         self._channel: StdioChannel | HttpChannel | None = None
-        # A 2026 streamable HTTP tools/call as one POST (post.py) rather than through the SDK's dispatcher; off only
-        # to compare the two (the fidelity test, bench/).
+        # A 2026 streamable HTTP tools/call as one POST (post.py), a stdio one as one line (oneline.py), rather than
+        # through the SDK's dispatcher; off only to compare the paths (the fidelity tests, bench/).
         self.one_post = one_post
-        self._poster: OnePost | None = None
+        self._poster: OnePost | OneLine | None = None
+        # A warm 2026 streamable HTTP tools/call sent from the calling thread (rawpost.py; SessionPool.call, which
+        # decides whether to use it: TOOLHUB_MCP_RAW_POST), made once the session is open when it can be.
+        self.raw: RawPost | None = None
         self._failed = asyncio.Event()
         self._closing = asyncio.Event()
         self._closed = asyncio.Event()
@@ -178,9 +184,27 @@ class Connection:
             await self.close()
             raise
         self.connect_ms = int((time.monotonic() - started) * 1000)
+        self.raw = self._make_raw()
+
+    def _make_raw(self) -> RawPost | None:
+        """The blocking one-POST sender, for a stateless (2026-07-28) streamable HTTP session over plain http with no
+        OAuth provider (its tokens are asked on the loop); None otherwise."""
+        target = self.spec.target
+        if (not self.modern or not isinstance(self._channel, HttpChannel)
+                or not isinstance(target, RemoteSpec) or target.transport != "streamable_http"
+                or target.token is not None or not Endpoint.usable(target.url)):
+            return None
+        return RawPost(self, Endpoint(target.url, self.policy, target.headers), self.protocol_version)
+
+    @property
+    def busy(self) -> bool:
+        """A call is in flight, on the loop or in a worker thread (RawPost)."""
+        return self.inflight > 0 or (self.raw is not None and self.raw.inflight > 0)
 
     async def close(self) -> None:
         self._closing.set()
+        if self.raw is not None:
+            self.raw.close()
         if self._task is not None:
             await asyncio.shield(self._closed.wait())
 
@@ -311,6 +335,14 @@ class Connection:
             if len(sink) < MAX_LOGS_PER_CALL:
                 sink.append(entry)
 
+    async def _on_log_wire(self, params: dict[str, Any]) -> None:
+        """A log notification's params off the wire, checked as the SDK's session checks them before its callback."""
+        try:
+            typed = types.LoggingMessageNotificationParams.model_validate(params, by_name=False)
+        except pydantic.ValidationError:
+            return  # the SDK drops a malformed notification too
+        await self._on_log(typed)
+
     def _asker(self) -> tuple[ClientRequests | None, str]:
         """The handlers of the call the server's request belongs to, or (None, why it cannot be told).
 
@@ -366,6 +398,10 @@ class Connection:
                 self.on_spawn(process.pid)
             read_stream, write_stream, channel = await stack.enter_async_context(stdio_transport(process))
             self._channel = channel
+            if self.one_post:
+                # Log messages in the reader's order, ahead of the answer that follows them (the one-line path's
+                # answer does not wait for the SDK's notification tasks).
+                channel.on_log = self._on_log_wire
         else:
             assert isinstance(target, RemoteSpec)
             http_channel = HttpChannel(url=safe_url(target.url))
@@ -559,7 +595,7 @@ class Connection:
 
     async def call(
         self, function: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFn | None = None,
-        client_requests: ClientRequests | None = None,
+        client_requests: ClientRequests | None = None, first: Any = None,
     ) -> ToolResult:
         """One tools/call; connection-level failures mark the connection broken so the pool replaces it.
 
@@ -585,7 +621,7 @@ class Connection:
                     pass
 
         try:
-            out = await self._call_once(session, function, arguments, timeout_s, progress_callback, asker)
+            out = await self._call_once(session, function, arguments, timeout_s, progress_callback, asker, first)
             if logs:
                 out.meta["logs"] = [
                     {**entry, "data": self.redact(entry["data"]) if isinstance(entry["data"], str) else entry["data"]}
@@ -600,13 +636,18 @@ class Connection:
 
     async def _call_tool(
         self, session: ClientSession, function: str, arguments: dict[str, Any], progress_callback: Any,
-        asker: ClientRequests,
+        asker: ClientRequests, first: Any = None,
     ) -> types.CallToolResult:
         """tools/call; a 2026-07-28 `input_required` answer is answered by this call's own handlers (so no guessing
         whose it is, unlike a 2025 server request) and the call sent again with the answers and the server's
         `requestState` as it came, for at most `max_input_rounds` rounds."""
 
         one_post = self._one_post()
+        if first is RELIST:
+            # rawpost's first send was refused as a header mismatch (before any tool ran): list, then send here.
+            functions = await self._list(session)
+            self.functions = {f.name: f for f in functions}
+            first = None
 
         async def send(responses: types.InputResponses | None, state: str | None) -> Any:
             if one_post is not None:
@@ -625,35 +666,41 @@ class Connection:
                 self.functions = {f.name: f for f in functions}
                 return await send(responses, state)
 
-        return await self.with_input(resend_after_relisting, asker, repr(function))  # type: ignore[no-any-return]
+        return await self.with_input(resend_after_relisting, asker, repr(function), first)  # type: ignore[no-any-return]
 
-    def _one_post(self) -> OnePost | None:
-        """The one-POST sender of a stateless (2026-07-28) streamable HTTP session, made on first use; None otherwise
-        (the SDK's ClientSession sends the call)."""
-        channel = self._channel
-        if not self.one_post or not self.modern or not isinstance(channel, HttpChannel) or channel.client is None:
+    def _one_post(self) -> OnePost | OneLine | None:
+        """The sender past the SDK's dispatcher, made on first use: one POST for a stateless (2026-07-28) streamable
+        HTTP session, one line for a stdio session of either era; None otherwise (the SDK's ClientSession sends)."""
+        if not self.one_post:
             return None
-        if self._poster is None:
+        if self._poster is not None:
+            return self._poster
+        channel = self._channel
+        if isinstance(channel, StdioChannel):
+            self._poster = OneLine(channel)
+        elif self.modern and isinstance(channel, HttpChannel) and channel.client is not None:
             self._poster = OnePost(channel.client, self.spec.target.url, channel, self.protocol_version)  # type: ignore[union-attr]
         return self._poster
 
     async def with_input(self, send: Callable[[types.InputResponses | None, str | None], Awaitable[Any]],
-                         asker: ClientRequests, what: str) -> Any:
+                         asker: ClientRequests, what: str, first: Any = None) -> Any:
         """One request (tools/call, prompts/get, resources/read) whose 2026-07-28 `input_required` answers are
         answered by the request's own handlers and the request sent again with the answers and the server's
         `requestState` as it came, for at most `max_input_rounds` rounds. `send(responses, state)` sends it.
 
         With `asker.stateless` a 2026 server's questions for the caller end the request instead (InputHandedBack),
-        and a resumed one is sent first with the caller's answers and the server's requestState (Resume)."""
+        and a resumed one is sent first with the caller's answers and the server's requestState (Resume).
+
+        `first`: the request's first answer, already received (rawpost sent it from a worker thread): not sent again."""
         resume = asker.stateless
         rounds = 0
-        if resume is not None and resume.resumed:
+        if first is None and resume is not None and resume.resumed:
             if not self.modern or resume.revision != (self.spec.tool_id, self.spec.config_version):
                 raise InputStateStale(f"the tool changed since {self._where()} asked for input during {what}; "
                                       "call again without a requestState")
             first = await send(_input_responses(resume.responses), resume.state)
             rounds = resume.rounds
-        else:
+        elif first is None:
             first = await send(None, None)
         if not isinstance(first, types.InputRequiredResult):
             return first
@@ -773,13 +820,14 @@ class Connection:
 
     async def _call_once(
         self, session: ClientSession, function: str, arguments: dict[str, Any], timeout_s: float,
-        progress_callback: Any, asker: ClientRequests,
+        progress_callback: Any, asker: ClientRequests, first: Any = None,
     ) -> ToolResult:
         channel = self._channel
         posts_before = channel.posts if isinstance(channel, HttpChannel) else -1
         try:
             with anyio.fail_after(timeout_s):
-                result = await self._watched(self._call_tool(session, function, arguments, progress_callback, asker))
+                result = await self._watched(self._call_tool(session, function, arguments, progress_callback, asker,
+                                                             first))
             out = to_tool_result(result)
             if out.error:
                 out.error = self.redact(out.error)

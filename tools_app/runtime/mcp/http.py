@@ -104,13 +104,8 @@ class RecordingTransport(GuardedAsyncTransport):
               # whose own answer counts.
               and request.headers.get(MCP_METHOD_HEADER) != "server/discover"
               and not await self._answered_in_jsonrpc(response)):
-            message, details = f"{request.method} {safe_url(str(request.url))} answered HTTP {status}", {"status": status}
-            if status == 401 and "resource_metadata" in response.headers.get("www-authenticate", ""):
-                # RFC 9728: the server names its OAuth metadata, so it wants a sign-in, not a static header.
-                message += ('; this server asks for OAuth sign-in: set the tool\'s auth to {"type": "oauth2"} '
-                            "and Connect it")
-                details["oauth"] = True
-            self.channel.record(RemoteHTTPError(message, details=details))
+            self.channel.record(status_failure(request.method, str(request.url), status,
+                                               response.headers.get("www-authenticate", "")))
         return response
 
 
@@ -118,17 +113,39 @@ class RecordingTransport(GuardedAsyncTransport):
         """A 4xx whose body is a JSON-RPC error the SDK reports as that error: -32022 (the server speaks other
         revisions, which it names; the status alone would hide them), or any error of a 2026-07-28 session, where
         the status only mirrors the error code."""
-        if (response.status_code in (401, 407) or not 400 <= response.status_code < 500
-                or not response.headers.get("content-type", "").startswith("application/json")):
+        if not may_answer_in_jsonrpc(response.status_code, response.headers.get("content-type", "")):
             return False
         body = await response.aread()  # kept on the response: the SDK reads the same bytes again
-        try:
-            error = json.loads(body).get("error")
-        except (ValueError, AttributeError):
-            return False
-        if not isinstance(error, dict) or not isinstance(error.get("code"), int):
-            return False
-        return self.channel.modern or error["code"] == types.UNSUPPORTED_PROTOCOL_VERSION
+        return answered_in_jsonrpc(body, modern=self.channel.modern)
+
+
+def status_failure(method: str, url: str, status: int, www_authenticate: str) -> RemoteHTTPError:
+    """What an HTTP error status of an MCP request is reported as (RecordingTransport, rawpost)."""
+    message, details = f"{method} {safe_url(url)} answered HTTP {status}", {"status": status}
+    if status == 401 and "resource_metadata" in www_authenticate:
+        # RFC 9728: the server names its OAuth metadata, so it wants a sign-in, not a static header.
+        message += ('; this server asks for OAuth sign-in: set the tool\'s auth to {"type": "oauth2"} '
+                    "and Connect it")
+        details["oauth"] = True
+    return RemoteHTTPError(message, details=details)
+
+
+def may_answer_in_jsonrpc(status: int, content_type: str) -> bool:
+    """A status whose body may be a JSON-RPC error the SDK reports as that error (answered_in_jsonrpc reads it)."""
+    return status not in (401, 407) and 400 <= status < 500 and content_type.startswith("application/json")
+
+
+def answered_in_jsonrpc(body: bytes, *, modern: bool) -> bool:
+    """A 4xx body that is a JSON-RPC error answering the request: -32022 (the server speaks other revisions, which
+    it names; the status alone would hide them), or any error of a 2026-07-28 session, where the status only
+    mirrors the error code."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return False
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+        return False
+    return modern or error["code"] == types.UNSUPPORTED_PROTOCOL_VERSION
 
 
 class TokenAuth(httpx2.Auth):

@@ -34,6 +34,7 @@ from tools_app.runtime.mcp.connection import (
     probe_connection,
 )
 from tools_app.runtime.mcp.discovery import Discovery, FunctionInfo
+from tools_app.runtime.mcp.rawpost import RELIST, HandOff, with_logs
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
 from tools_app.runtime.result import EXECUTION_ERROR, INVALID_PARAMS, NOT_FOUND, TIMEOUT, ToolResult
 from tools_app.runtime.schemas import validate_arguments
@@ -61,8 +62,11 @@ class SessionPool:
         fair_share: bool = True,
         stdio_discover_s: float = DEFAULT_STDIO_DISCOVER_S,
         one_post: bool = True,
+        raw_post: bool = True,
     ) -> None:
         self.policy = policy
+        # A warm 2026 streamable HTTP tools/call sent from the calling thread (rawpost.py; TOOLHUB_MCP_RAW_POST).
+        self.raw_post = raw_post
         # A 2026 streamable HTTP tools/call as one POST (post.py); off only to compare with the SDK's path.
         self.one_post = one_post
         # Rounds of 2026-07-28 input_required one call may take (TOOLHUB_MCP_INPUT_ROUNDS).
@@ -75,8 +79,12 @@ class SessionPool:
         # Each tenant's fair share of the slots (share()): one tenant cannot take a runner's every server slot.
         self.fair_share = fair_share
         self._lock = threading.Lock()
+        # Calls sent from worker threads (rawpost.py): stats()["raw_calls"].
+        self._raw_sent = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Running on a loop it was given (adopt()), not on a thread of its own.
+        self._adopted = False
         # Loop-thread-only state from here on.
         self._conns: dict[Key, Connection] = {}
         self._opening: dict[Key, tuple[ServerSpec, asyncio.Future[Connection]]] = {}
@@ -94,12 +102,17 @@ class SessionPool:
     def _forget_after_fork(self) -> None:
         """In a forked child: the parent's loop thread, sessions and processes are not ours (core.process_state)."""
         self._lock = threading.Lock()
-        self._loop, self._thread = None, None
+        self._loop, self._thread, self._adopted = None, None, False
         self._conns, self._opening, self._draining, self._probing = {}, {}, set(), {}
         self._bg, self._reaper_task = set(), None
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
+            if self._adopted:
+                assert self._loop is not None
+                if not self._loop.is_running():
+                    raise RuntimeError("the event loop this pool was given has stopped without release()")
+                return self._loop
             if self._loop is None or not (self._thread and self._thread.is_alive()):
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name="toolhub-mcp-pool", daemon=True)
@@ -114,7 +127,16 @@ class SessionPool:
         loop.run_forever()
 
     def _run(self, coro: Coroutine[Any, Any, T], bound_s: float) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        if self._adopted and threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("a sync SessionPool method called on the loop the pool runs on would wait for itself: "
+                               "await the async variant")
+        try:
+            loop = self._ensure_loop()
+        except RuntimeError:
+            coro.close()
+            raise
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
             return future.result(timeout=bound_s)
         except concurrent.futures.TimeoutError:
@@ -122,9 +144,34 @@ class SessionPool:
             raise ToolTimeout(f"MCP pool operation did not finish within {bound_s:g} s") from None
 
     async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the pool loop from any other event loop."""
+        """Run `coro` on the pool loop: awaited in place on that loop (adopt()), handed over from any other."""
+        if self._adopted and asyncio.get_running_loop() is self._loop:
+            return await coro
         future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
         return await asyncio.wrap_future(future)
+
+    async def adopt(self) -> None:
+        """Run on the calling event loop from now on, with no loop thread of its own: a runner's serving loop, the
+        pool's only async caller there, then calls it with no hand-off between threads. Sync methods stay usable
+        from other threads (they hand over to this loop); on the loop's own thread they raise. `release()` closes
+        every session on this loop before it ends."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._loop is not None:
+                raise RuntimeError("the pool already runs on an event loop")
+            self._loop, self._thread, self._adopted = loop, threading.current_thread(), True
+        await self._start_reaper()
+
+    async def release(self) -> None:
+        """Undo adopt(), on the adopted loop: every session closed and the reaper stopped while the loop still runs."""
+        if not self._adopted or asyncio.get_running_loop() is not self._loop:
+            return
+        try:
+            await self._close_all()
+        finally:
+            await self._stop_reaper()
+            with self._lock:
+                self._loop, self._thread, self._adopted = None, None, False
 
     def _spawned(self, _pid: int) -> None:
         self._counters["processes_spawned"] += 1
@@ -147,11 +194,81 @@ class SessionPool:
         the server's sampling/elicitation requests during the call go to `client_requests` (else declined).
         """
         timeout = timeout_s or spec.call_timeout_s
+        if on_progress is None and self.raw_post:
+            done = self._raw_call(spec, function, arguments, timeout, client_requests)
+            if done is not None:
+                return done
         try:
             return self._run(self._call(spec, function, arguments, timeout, on_progress, client_requests),
                              spec.startup_timeout_s + timeout + SYNC_SLACK_S)
         except ToolTimeout as exc:
             return ToolResult.fail(TIMEOUT, exc.message)
+
+    def _raw_call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
+                  client_requests: ClientRequests | None) -> ToolResult | None:
+        """The call sent from this thread on a warm stateless session's own socket (rawpost.py), with no hop to the
+        pool's loop; None when it cannot be (nothing was sent: the loop's path takes the call). Never on the loop's
+        own thread (an adopted loop's: blocking there would stall it; _run refuses that call)."""
+        loop = self._loop
+        conn = self._conns.get(spec.key)  # the loop's dict, read under the GIL; the connection's state re-checked
+        raw = conn.raw if conn is not None else None
+        if (loop is None or conn is None or raw is None or threading.current_thread() is self._thread
+                or not conn.alive or conn.retired or conn.exited()
+                or (client_requests is not None and client_requests.stateless is not None
+                    and client_requests.stateless.resumed)):
+            return None
+        info = conn.functions.get(function)
+        if info is None:
+            return None  # the loop lists again before saying no
+        started = time.monotonic()
+        conn.last_used = started
+        try:
+            validate_arguments(info.input_schema, arguments)
+        except InvalidParams as exc:
+            invalid = ToolResult.fail(INVALID_PARAMS, exc.message, **exc.details)
+            invalid.cost_ms = int((time.monotonic() - started) * 1000)
+            return invalid
+        outcome = raw.call(function, arguments, timeout_s, loop, lambda: self._retire_soon(loop, conn))
+        if outcome is None:
+            return None
+        with self._lock:
+            self._raw_sent += 1
+        left = max(timeout_s - (time.monotonic() - started), 0.001)
+        if isinstance(outcome, HandOff):
+            # The rest needs the loop: the input_required rounds (the first answer is not sent again), or a listing.
+            first = outcome.first if outcome.kind == "input" else RELIST
+            result = self._go_on(self._continue(conn, function, arguments, left, client_requests, first),
+                                 spec.startup_timeout_s + left)
+            with_logs(conn, result, outcome.logs)
+        elif outcome.retry_fresh:
+            result = self._go_on(self._fresh_call(spec, function, arguments, left, None, client_requests,
+                                                  outcome.result), spec.startup_timeout_s + left)
+        else:
+            result = outcome.result
+        result.cost_ms = int((time.monotonic() - started) * 1000)
+        return result
+
+    def _retire_soon(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
+        """_retire on the pool's loop, from a worker thread (a loop already stopped has closed every session)."""
+        try:
+            loop.call_soon_threadsafe(self._retire, conn)
+        except RuntimeError:
+            pass
+
+    def _go_on(self, coro: Coroutine[Any, Any, ToolResult], bound_s: float) -> ToolResult:
+        try:
+            return self._run(coro, bound_s + SYNC_SLACK_S)
+        except ToolTimeout as exc:
+            return ToolResult.fail(TIMEOUT, exc.message)
+
+    async def _continue(self, conn: Connection, function: str, arguments: dict[str, Any], timeout_s: float,
+                        client_requests: ClientRequests | None, first: Any) -> ToolResult:
+        """A raw call's rest on the loop, on the same session (as _call_inner's conn.call)."""
+        try:
+            return await conn.call(function, arguments, timeout_s, None, client_requests, first=first)
+        finally:
+            if conn.broken is not None or conn.retired:
+                self._retire(conn)
 
     def session_request(self, spec: ServerSpec, op: Callable[[Any], Awaitable[T]], timeout_s: float | None = None) -> T:
         """One read-only request (prompts/resources listing or reading) on the warm pooled session.
@@ -200,6 +317,11 @@ class SessionPool:
         """close_all, then stop the loop thread (interpreter exit)."""
         if self._loop is None:
             return
+        if self._adopted:  # the loop is its owner's to stop: only the sessions end here, while it runs
+            loop = self._loop
+            if loop is not None and loop.is_running():
+                self.close_all()
+            return
         try:
             self.close_all()
         finally:
@@ -222,7 +344,7 @@ class SessionPool:
     async def _retire_idle_unless(self, keep: Callable[[Key], bool], idle_s: float) -> None:
         now = time.monotonic()
         for key, conn in list(self._conns.items()):
-            if conn.inflight == 0 and now - conn.last_used >= idle_s and not keep(key):
+            if not conn.busy and now - conn.last_used >= idle_s and not keep(key):
                 self._counters["moved"] += 1
                 self._retire(conn)
 
@@ -232,7 +354,7 @@ class SessionPool:
 
     def stats(self) -> dict[str, Any]:
         if self._loop is None:
-            return {**self._counters, "open_sessions": 0, "opening": 0, "draining": 0, "tenants": {}}
+            return {**self._counters, "raw_calls": self._raw_sent, "open_sessions": 0, "opening": 0, "draining": 0, "tenants": {}}
         return self._run(self._stats(), 10)
 
     # ---- public async API (for code already running an event loop, e.g. the agent loop) ------------
@@ -272,7 +394,7 @@ class SessionPool:
         """Close the least recently used session with no call in flight: of `tenant_key` when given, else of a
         tenant holding more than its share when there is one (a fair share's slot given back), else anyone's."""
         idle = [c for c in self._conns.values()
-                if c.inflight == 0 and (tenant_key is None or c.spec.tenant_key == tenant_key)]
+                if not c.busy and (tenant_key is None or c.spec.tenant_key == tenant_key)]
         if tenant_key is None and self.fair_share:
             held = self._holders()
             over = {t for t in set(held) if held.count(t) > self.share(t)}
@@ -375,7 +497,7 @@ class SessionPool:
         if self._conns.get(conn.spec.key) is conn:
             del self._conns[conn.spec.key]
         conn.retired = True
-        if conn.inflight == 0:
+        if not conn.busy:
             self._draining.discard(conn)
             self._background(conn.close())
         else:
@@ -437,8 +559,13 @@ class SessionPool:
                 self._retire(conn)
         if result.success or conn.broken is None or not conn.never_reached():
             return result
-        # A remote server restarted (our session is unknown there) or refused the connection: the call never
-        # ran, so it is tried once more on a fresh session.
+        return await self._fresh_call(spec, function, arguments, timeout_s, on_progress, client_requests, result)
+
+    async def _fresh_call(self, spec: ServerSpec, function: str, arguments: dict[str, Any], timeout_s: float,
+                          on_progress: ProgressFn | None, client_requests: ClientRequests | None,
+                          result: ToolResult) -> ToolResult:
+        """A remote server restarted (our session is unknown there) or refused the connection: the call never
+        ran, so it is tried once more on a fresh session (`result`, the failure, stands if none can be had)."""
         try:
             fresh = await self._acquire(spec)
         except RuntimeToolError:
@@ -469,6 +596,7 @@ class SessionPool:
             tenants[conn.spec.tenant_key] = tenants.get(conn.spec.tenant_key, 0) + 1
         return {
             **self._counters,
+            "raw_calls": self._raw_sent,
             "open_sessions": len(self._conns),
             "opening": len(self._opening),
             "draining": len(self._draining),
@@ -495,11 +623,11 @@ class SessionPool:
     def _reap_once(self) -> None:
         now = time.monotonic()
         for conn in list(self._conns.values()):
-            if conn.inflight == 0 and (now - conn.last_used >= self.idle_ttl_s or not conn.alive):
+            if not conn.busy and (now - conn.last_used >= self.idle_ttl_s or not conn.alive):
                 self._counters["reaped"] += 1
                 self._retire(conn)
         for conn in list(self._draining):
-            if conn.inflight == 0:
+            if not conn.busy:
                 self._retire(conn)
 
 

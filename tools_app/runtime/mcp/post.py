@@ -17,21 +17,16 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
-from mcp.client.extension import UnexpectedClaimedResult
-from mcp.client.session import ClientSession, _clamp_inbound_ttl, _later_revision_fields
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport
 from mcp.shared._otel import inject_trace_context
 from mcp.shared.dispatcher import CallOptions, coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, handler_exception_to_error_data
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
-from mcp_types import methods as _methods
 
+from tools_app.runtime.mcp.call_result import METHOD, checked_result
 from tools_app.runtime.mcp.http import HttpChannel
-
-METHOD = "tools/call"
-# The SDK's fallback revision for validating a result before one is negotiated (ClientSession.send_request).
-_UNNEGOTIATED = "2025-11-25"
 
 
 class _ServerRequestContext:
@@ -129,7 +124,7 @@ class OnePost:
         while outcome is None:
             # No answer to this id on the POST: the SDK's waiter would wait on; so does this (the call's timeout ends it).
             await anyio.sleep_forever()
-        return await self._result(session, name, outcome)
+        return await checked_result(session, name, outcome)
 
     async def _post(self, message: SessionMessage, metadata: ClientMessageMetadata | None, answer: _Answer) -> None:
         ctx = RequestContext(client=self.client, session_id=self.transport.session_id, session_message=message,
@@ -156,24 +151,3 @@ class OnePost:
             error = handler_exception_to_error_data(exc) or types.ErrorData(code=0, message=str(exc))
             reply = types.JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
         await self._post(SessionMessage(reply), None, answer)
-
-    @staticmethod
-    async def _result(session: ClientSession, name: str, outcome: dict[str, Any] | types.ErrorData) -> Any:
-        """ClientSession.send_request's and call_tool's checks of an answer, in their order."""
-        if isinstance(outcome, types.ErrorData):
-            raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
-        raw = outcome
-        _clamp_inbound_ttl(raw)
-        version = session._negotiated_version or _UNNEGOTIATED
-        try:
-            _methods.validate_server_result(METHOD, version, raw)
-        except KeyError:
-            pass
-        if not (foreign := _later_revision_fields(METHOD, version)).isdisjoint(raw):
-            raw = {key: value for key, value in raw.items() if key not in foreign}
-        result = session._call_tool_adapter.validate_python(raw, by_name=False)
-        if isinstance(result, types.CallToolResult) and not result.is_error:
-            await session.validate_tool_result(name, result)
-        if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
-            raise UnexpectedClaimedResult(result)
-        return result

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -28,6 +30,65 @@ class StdioChannel:
     stderr: StderrTail
     closed_reason: str | None = None
     garbage: bool = False  # the server broke the framing: its output was not JSON-RPC
+    # Requests sent past the SDK's dispatcher (oneline.OneLine): their answers, by request id, are taken here from
+    # the reader instead of going to the SDK; progress for them goes to their callback (and on to the SDK as well).
+    waiters: dict[int, Waiter] = field(default_factory=dict)
+    # Where a server's log messages go, in the reader's order (before the answer that follows them), instead of
+    # through the SDK's notification tasks; None: to the SDK.
+    on_log: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+    async def send_line(self, line: bytes) -> None:
+        """One JSON-RPC line to the server's stdin (one write: it cannot interleave with the SDK writer's lines)."""
+        assert self.process.stdin is not None
+        await self.process.stdin.send(line)
+
+    async def taken(self, message: Any) -> bool:
+        """Whether `message` was for this channel's own waiters or log hook (then the SDK does not see it)."""
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            waiter = self.waiters.get(message.id) if isinstance(message.id, int) else None
+            if waiter is None or waiter.answer.done():
+                return False
+            waiter.answer.set_result(message.result if isinstance(message, types.JSONRPCResponse) else message.error)
+            return True
+        if not isinstance(message, types.JSONRPCNotification) or not isinstance(message.params, dict):
+            return False
+        if message.method == "notifications/message" and self.on_log is not None:
+            await self.on_log(message.params)
+            return True
+        if message.method == "notifications/progress" and self.waiters:
+            await _progressed(self.waiters, message.params)
+        return False
+
+    def closed(self) -> None:
+        """The server's stdout ended: every waiter is told as the SDK tells its own (CONNECTION_CLOSED)."""
+        for waiter in self.waiters.values():
+            if not waiter.answer.done():
+                waiter.answer.set_result(types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed"))
+
+
+@dataclass
+class Waiter:
+    """One request sent past the SDK: its answer (a result dict or ErrorData) and its progress callback."""
+
+    answer: asyncio.Future[Any]
+    progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
+
+
+async def _progressed(waiters: dict[int, Waiter], params: dict[str, Any]) -> None:
+    """A progress notification for a waiter's token, to its callback as the SDK's dispatcher passes it on."""
+    token, progress = params.get("progressToken"), params.get("progress")
+    if (not isinstance(token, int) or isinstance(token, bool) or not isinstance(progress, int | float)
+            or isinstance(progress, bool)):
+        return
+    waiter = waiters.get(token)
+    if waiter is None or waiter.progress is None:
+        return
+    total, text = params.get("total"), params.get("message")
+    try:
+        await waiter.progress(float(progress), float(total) if isinstance(total, int | float) else None,
+                              text if isinstance(text, str) else None)
+    except Exception:  # noqa: BLE001 - as the SDK's _shielded_progress: a callback's failure is not the call's
+        pass
 
 
 @asynccontextmanager
@@ -67,10 +128,14 @@ async def stdio_transport(  # noqa: C901 - one transport loop: read, write, stde
                                 return
                             continue
                         bad = 0
+                        if (channel.waiters or channel.on_log is not None) and await channel.taken(message):
+                            continue
                         await read_writer.send(SessionMessage(message))
                 channel.closed_reason = channel.closed_reason or "server closed stdout"
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
+        finally:
+            channel.closed()
 
     async def stdin_writer() -> None:
         assert process.stdin is not None

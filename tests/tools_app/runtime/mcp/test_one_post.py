@@ -55,8 +55,8 @@ class Pair:
     """The SDK's path and the one-POST path, each with its own warm pool on the same server."""
 
     def __init__(self, make_pool: Any, spec: ServerSpec, url: str) -> None:
-        self.sdk: SessionPool = make_pool(one_post=False)
-        self.fast: SessionPool = make_pool()
+        self.sdk: SessionPool = make_pool(one_post=False, raw_post=False)
+        self.fast: SessionPool = make_pool(raw_post=False)
         self.spec = spec
         self.url = url
         for pool in (self.sdk, self.fast):

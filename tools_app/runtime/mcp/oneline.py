@@ -1,0 +1,94 @@
+"""A tools/call over stdio as one line written and its answer taken from the reader, past the SDK's dispatcher.
+
+The SDK's ClientSession sends each request through its dispatcher: a memory stream to the writer task, a waiter's
+memory stream, a task per notification, an OpenTelemetry span; each answer comes back through the reader's memory
+stream and the dispatcher's receive loop. On a warm stdio session that machinery is most of the pool loop's CPU per
+call (a runner's, or a web process's in `make run`). Here the request is built exactly as the SDK builds it (the
+session's own stamp, its id counter, progressToken = id), written to the server's stdin as the SDK's writer writes
+it, and its answer is taken by the transport's reader (stdio.StdioChannel.taken) and checked as
+`ClientSession.call_tool` checks it. Everything else on the session (server requests of a 2025 server during the
+call, notifications) still goes through the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.shared._otel import inject_trace_context
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+from tools_app.runtime.mcp.call_result import METHOD, checked_result
+from tools_app.runtime.mcp.stdio import StdioChannel, Waiter
+
+# How long the courtesy notifications/cancelled of an abandoned call may take to write.
+CANCEL_WRITE_S = 1.0
+
+
+class OneLine:
+    """tools/call of one stdio session, each as a line written and an answer taken from the reader."""
+
+    def __init__(self, channel: StdioChannel) -> None:
+        self.channel = channel
+
+    async def call_tool(self, session: ClientSession, name: str, arguments: dict[str, Any], progress: Any,
+                        input_responses: types.InputResponses | None, request_state: str | None) -> Any:
+        """`session.call_tool(name, arguments, progress_callback=progress, input_responses=..., request_state=...,
+        allow_input_required=True)`: the same line on the wire and the same result or error back."""
+        dispatcher = session._dispatcher
+        if not isinstance(dispatcher, JSONRPCDispatcher):
+            raise TypeError("the one-line path needs the session's JSON-RPC dispatcher")
+        if dispatcher._closed:
+            raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+        data = types.CallToolRequest(params=types.CallToolRequestParams(
+            name=name, arguments=arguments, input_responses=input_responses, request_state=request_state,
+        )).model_dump(by_alias=True, mode="json", exclude_none=True)
+        session._stamp(data, CallOptions())
+        # One id space with the session's other requests (tools/list, prompts/get go through the dispatcher).
+        request_id = dispatcher._allocate_id()
+        while request_id in dispatcher._pending or request_id in self.channel.waiters:
+            request_id = dispatcher._allocate_id()
+        params = dict(data["params"])
+        meta = dict(params.get("_meta") or {})
+        if progress is not None:
+            meta["progressToken"] = request_id
+        inject_trace_context(meta)
+        if meta:
+            params["_meta"] = meta
+        else:
+            params.pop("_meta", None)
+        request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=METHOD, params=params)
+        line = (request.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8")
+        waiter = Waiter(answer=asyncio.get_running_loop().create_future(), progress=progress)
+        self.channel.waiters[request_id] = waiter
+        written = False
+        try:
+            try:
+                written = True  # as the dispatcher: a write that started counts as issued
+                await self.channel.send_line(line)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed") from None
+            outcome = await waiter.answer
+        except asyncio.CancelledError:
+            if written:
+                await self._cancel(request_id)
+            raise
+        finally:
+            self.channel.waiters.pop(request_id, None)
+        return await checked_result(session, name, outcome)
+
+    async def _cancel(self, request_id: int) -> None:
+        """The courtesy notifications/cancelled the SDK's dispatcher sends for a request its caller abandoned."""
+        note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled",
+                                         params={"requestId": request_id, "reason": "caller cancelled"})
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_WRITE_S):
+            try:
+                await self.channel.send_line(
+                    (note.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8"))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
