@@ -50,7 +50,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
-    path("scim/v2/", include("identity_app.scim.views")),
+    path("scim/v2/", include("identity_app.scim.urls")),
     path("playground/", include("agents_app.urls")),
 ]
 if settings.TOOLHUB_DEMO_ENABLED:

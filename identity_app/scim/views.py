@@ -1,6 +1,7 @@
 """SCIM 2.0 at /scim/v2/ (RFC 7643/7644): the bearer token decides the tenant; Users, Groups and discovery.
 
-Bodies are parsed, patched, filtered and written by scim2-models; rows are written by scim.provisioning."""
+Bodies are parsed, patched, filtered and written by scim2-models; rows are written by scim.provisioning. The routes
+are in identity_app.scim.urls, which imports this module (and scim2-models with it) at the first SCIM request."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
@@ -297,18 +297,17 @@ def _unknown(request: HttpRequest, token: ScimToken, rest: str) -> HttpResponse:
 
 
 READ = ("GET",)
-urlpatterns = [
-    path("ServiceProviderConfig", _guarded(spc_view, READ)),
-    path("ResourceTypes", _guarded(resource_types_view, READ)),
-    path("ResourceTypes/<str:ident>", _guarded(resource_types_view, READ)),
-    path("Schemas", _guarded(schemas_view, READ)),
-    path("Schemas/<str:ident>", _guarded(schemas_view, READ)),
-    path(".search", _guarded(lambda r, t: _search_post(r, t, [USERS, GROUPS]), ("POST",))),
-    path("Users/.search", _guarded(lambda r, t: _search_post(r, t, [USERS]), ("POST",))),
-    path("Groups/.search", _guarded(lambda r, t: _search_post(r, t, [GROUPS]), ("POST",))),
-    path("Users", _guarded(lambda r, t: _collection(r, t, USERS), ("GET", "POST"))),
-    path("Users/<str:ident>", _guarded(lambda r, t, ident: _single(r, t, USERS, ident), ("GET", "PUT", "PATCH", "DELETE"))),
-    path("Groups", _guarded(lambda r, t: _collection(r, t, GROUPS), ("GET", "POST"))),
-    path("Groups/<str:ident>", _guarded(lambda r, t, ident: _single(r, t, GROUPS, ident), ("GET", "PUT", "PATCH", "DELETE"))),
-    path("<path:rest>", _guarded(_unknown, ("GET", "POST", "PUT", "PATCH", "DELETE"))),
-]
+# Each SCIM route's view by name (identity_app.scim.urls routes to them; it imports this module at the first request).
+VIEWS: dict[str, Handler] = {
+    "service_provider_config": _guarded(spc_view, READ),
+    "resource_types": _guarded(resource_types_view, READ),
+    "schemas": _guarded(schemas_view, READ),
+    "search": _guarded(lambda r, t: _search_post(r, t, [USERS, GROUPS]), ("POST",)),
+    "users_search": _guarded(lambda r, t: _search_post(r, t, [USERS]), ("POST",)),
+    "groups_search": _guarded(lambda r, t: _search_post(r, t, [GROUPS]), ("POST",)),
+    "users": _guarded(lambda r, t: _collection(r, t, USERS), ("GET", "POST")),
+    "user": _guarded(lambda r, t, ident: _single(r, t, USERS, ident), ("GET", "PUT", "PATCH", "DELETE")),
+    "groups": _guarded(lambda r, t: _collection(r, t, GROUPS), ("GET", "POST")),
+    "group": _guarded(lambda r, t, ident: _single(r, t, GROUPS, ident), ("GET", "PUT", "PATCH", "DELETE")),
+    "unknown": _guarded(_unknown, ("GET", "POST", "PUT", "PATCH", "DELETE")),
+}
