@@ -338,12 +338,29 @@ def cpu_ticks(pid: int) -> int:
         return 0
 
 
+YOUNG_SANDBOX_S = 5.0
+
+
+def age_s(pid: int) -> float:
+    """How long `pid` has been running (0 when it is gone)."""
+    try:
+        started = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return uptime - started / os.sysconf("SC_CLK_TCK")
+
+
 def serving_sandbox(boxes: list[Sandbox], sample_s: float = 1.5) -> Sandbox | None:
     """The sandbox whose server answers the load's calls: the one whose processes used CPU over `sample_s` under
     load. A runner may also hold a health probe's short-lived sandbox (beat probes every LOCAL tool each minute)
     or, were placement to leak, an idle server of a key another runner owns: killing either tests nothing."""
     if not boxes:
         return None
+    # A probe's sandbox lives a second or two and spends that starting its server (importing the SDK: more CPU than a
+    # warm server spends on a second of calls), so a sandbox younger than that is only a candidate when no older
+    # one is there.
+    boxes = [sb for sb in boxes if age_s(sb.bwrap) >= YOUNG_SANDBOX_S] or boxes
     before = {sb.bwrap: sum(cpu_ticks(p) for p in sb.inside) for sb in boxes}
     time.sleep(sample_s)
     grew = {sb.bwrap: sum(cpu_ticks(p) for p in sb.inside) - before[sb.bwrap] for sb in boxes}
