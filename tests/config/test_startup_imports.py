@@ -15,7 +15,8 @@ SCRIPT = """
 import sys
 import django
 django.setup()
-print("after setup:", "rest_framework.response" in sys.modules, "psycopg" in sys.modules)
+# DRF's serializers pulled in django.contrib.postgres and psycopg (psycopg itself is loaded by a PostgreSQL database).
+print("after setup:", "rest_framework.response" in sys.modules, "rest_framework.serializers" in sys.modules)
 from django.test import Client
 from django.urls import resolve
 resolve("/scim/v2/Users")  # the URL conf is loaded
