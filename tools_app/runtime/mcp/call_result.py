@@ -8,12 +8,50 @@ from typing import Any
 import mcp_types as types
 from mcp.client.extension import UnexpectedClaimedResult
 from mcp.client.session import ClientSession, _clamp_inbound_ttl, _later_revision_fields
+from mcp.shared._otel import inject_trace_context
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import methods as _methods
 
 METHOD = "tools/call"
 # The SDK's fallback revision for validating a result before one is negotiated (ClientSession.send_request).
 UNNEGOTIATED = "2025-11-25"
+
+
+def stamped_params(session: ClientSession, name: str, arguments: dict[str, Any],
+                   input_responses: types.InputResponses | None = None,
+                   request_state: str | None = None) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """The call's params as the session stamps them (`_meta`: revision, client info, capabilities, log level) and the
+    stamp's headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*; None when it adds none)."""
+    data = types.CallToolRequest(params=types.CallToolRequestParams(
+        name=name, arguments=arguments, input_responses=input_responses, request_state=request_state,
+    )).model_dump(by_alias=True, mode="json", exclude_none=True)
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # type: ignore[arg-type]  # CallOptions is a TypedDict of optional keys
+    return dict(data["params"]), opts.get("headers")
+
+
+def fresh_id(dispatcher: JSONRPCDispatcher, taken: Any = ()) -> int:
+    """The next id of the session's own counter (one id space with the requests its dispatcher sends) that no
+    request in flight holds: neither the dispatcher's nor one in `taken`."""
+    request_id = dispatcher._allocate_id()
+    while request_id in dispatcher._pending or request_id in taken:
+        request_id = dispatcher._allocate_id()
+    return request_id
+
+
+def with_meta(params: dict[str, Any], request_id: int, progress: bool) -> dict[str, Any]:
+    """`params` with the dispatcher's additions to `_meta`: progressToken = the id when progress is asked, the trace
+    context; `_meta` left out when empty."""
+    meta = dict(params.get("_meta") or {})
+    if progress:
+        meta["progressToken"] = request_id
+    inject_trace_context(meta)
+    if meta:
+        params["_meta"] = meta
+    else:
+        params.pop("_meta", None)
+    return params
 
 
 async def checked_result(session: ClientSession, name: str, outcome: dict[str, Any] | types.ErrorData) -> Any:

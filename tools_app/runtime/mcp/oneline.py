@@ -18,12 +18,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
-from mcp.shared._otel import inject_trace_context
-from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-from tools_app.runtime.mcp.call_result import METHOD, checked_result
+from tools_app.runtime.mcp.call_result import METHOD, checked_result, fresh_id, stamped_params, with_meta
 from tools_app.runtime.mcp.stdio import StdioChannel, Waiter
 
 # How long the courtesy notifications/cancelled of an abandoned call may take to write.
@@ -45,24 +43,10 @@ class OneLine:
             raise TypeError("the one-line path needs the session's JSON-RPC dispatcher")
         if dispatcher._closed:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
-        data = types.CallToolRequest(params=types.CallToolRequestParams(
-            name=name, arguments=arguments, input_responses=input_responses, request_state=request_state,
-        )).model_dump(by_alias=True, mode="json", exclude_none=True)
-        session._stamp(data, CallOptions())
-        # One id space with the session's other requests (tools/list, prompts/get go through the dispatcher).
-        request_id = dispatcher._allocate_id()
-        while request_id in dispatcher._pending or request_id in self.channel.waiters:
-            request_id = dispatcher._allocate_id()
-        params = dict(data["params"])
-        meta = dict(params.get("_meta") or {})
-        if progress is not None:
-            meta["progressToken"] = request_id
-        inject_trace_context(meta)
-        if meta:
-            params["_meta"] = meta
-        else:
-            params.pop("_meta", None)
-        request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=METHOD, params=params)
+        params, _headers = stamped_params(session, name, arguments, input_responses, request_state)
+        request_id = fresh_id(dispatcher, self.channel.waiters)
+        request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=METHOD,
+                                       params=with_meta(params, request_id, progress is not None))
         line = (request.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8")
         waiter = Waiter(answer=asyncio.get_running_loop().create_future(), progress=progress)
         self.channel.waiters[request_id] = waiter

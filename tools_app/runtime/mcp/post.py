@@ -19,13 +19,12 @@ import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport
-from mcp.shared._otel import inject_trace_context
-from mcp.shared.dispatcher import CallOptions, coerce_request_id
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, handler_exception_to_error_data
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
 
-from tools_app.runtime.mcp.call_result import METHOD, checked_result
+from tools_app.runtime.mcp.call_result import METHOD, checked_result, fresh_id, stamped_params, with_meta
 from tools_app.runtime.mcp.http import HttpChannel
 
 
@@ -98,26 +97,10 @@ class OnePost:
             raise TypeError("the one-POST path needs the session's JSON-RPC dispatcher")
         if dispatcher._closed:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
-        data = types.CallToolRequest(params=types.CallToolRequestParams(
-            name=name, arguments=arguments, input_responses=input_responses, request_state=request_state,
-        )).model_dump(by_alias=True, mode="json", exclude_none=True)
-        opts: CallOptions = {}
-        session._stamp(data, opts)
-        # One id space with the session's other requests (tools/list, prompts/get go through the dispatcher).
-        request_id = dispatcher._allocate_id()
-        while request_id in dispatcher._pending:
-            request_id = dispatcher._allocate_id()
-        params = dict(data["params"])
-        meta = dict(params.get("_meta") or {})
-        if progress is not None:
-            meta["progressToken"] = request_id
-        inject_trace_context(meta)
-        if meta:
-            params["_meta"] = meta
-        else:
-            params.pop("_meta", None)
-        request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=METHOD, params=params)
-        headers = opts.get("headers")
+        params, headers = stamped_params(session, name, arguments, input_responses, request_state)
+        request_id = fresh_id(dispatcher)
+        request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=METHOD,
+                                       params=with_meta(params, request_id, progress is not None))
         answer = _Answer(self, session, request_id, progress)
         await self._post(SessionMessage(request), ClientMessageMetadata(headers=headers) if headers else None, answer)
         outcome = answer.outcome

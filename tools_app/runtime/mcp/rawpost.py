@@ -23,13 +23,20 @@ from typing import Any, Protocol
 import mcp_types as types
 import pydantic
 from mcp.client.session import ClientSession
-from mcp.shared._otel import inject_trace_context
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, handler_exception_to_error_data
 
 from core.outbound import safe_url
 from tools_app.runtime.errors import MalformedResult, ProtocolError, RemoteHTTPError, RuntimeToolError
-from tools_app.runtime.mcp.call_result import METHOD, claimed, output_checked, protocol_checked
+from tools_app.runtime.mcp.call_result import (
+    METHOD,
+    claimed,
+    fresh_id,
+    output_checked,
+    protocol_checked,
+    stamped_params,
+    with_meta,
+)
 from tools_app.runtime.mcp.discovery import to_tool_result
 from tools_app.runtime.mcp.http import answered_in_jsonrpc, may_answer_in_jsonrpc, status_failure
 from tools_app.runtime.mcp.post import _ServerRequestContext
@@ -152,23 +159,12 @@ class RawPost:
     def _request(self, session: ClientSession, dispatcher: JSONRPCDispatcher, function: str,
                  arguments: dict[str, Any]) -> tuple[bytes, list[tuple[str, str]]]:
         """OnePost.call_tool's request, byte for byte: the session's stamp, its id counter, the transport's headers."""
-        data = types.CallToolRequest(params=types.CallToolRequestParams(name=function, arguments=arguments)).model_dump(
-            by_alias=True, mode="json", exclude_none=True)
-        opts: dict[str, Any] = {}
-        session._stamp(data, opts)  # type: ignore[arg-type]
+        params, headers = stamped_params(session, function, arguments)
         with self._lock:  # one id space with the loop's requests; concurrent threads never share an id
-            request_id = dispatcher._allocate_id()
-            while request_id in dispatcher._pending:
-                request_id = dispatcher._allocate_id()
-        params = dict(data["params"])
-        meta = dict(params.get("_meta") or {})
-        inject_trace_context(meta)
-        if meta:
-            params["_meta"] = meta
-        else:
-            params.pop("_meta", None)
+            request_id = fresh_id(dispatcher)
+        params = with_meta(params, request_id, progress=False)
         message = {"jsonrpc": "2.0", "id": request_id, "method": METHOD, "params": params}
-        return _json(message), self._headers(opts.get("headers"))
+        return _json(message), self._headers(headers)
 
     def _headers(self, extra: dict[str, str] | None) -> list[tuple[str, str]]:
         """StreamableHTTPTransport._prepare_headers, then the request's own (a dict update: a key keeps its place)."""
