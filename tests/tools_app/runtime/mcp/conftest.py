@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,10 @@ def specs(marker: str) -> Specs:
     return Specs(marker)
 
 
-@pytest.fixture
-def make_pool(marker: str) -> Iterator[Any]:
+@contextmanager
+def pool_maker(marker: str) -> Iterator[Any]:
+    """`make(**kwargs)` -> a loopback-allowing SessionPool; at the end every pool made is shut down and no process
+    carrying `marker` may outlive them."""
     pools: list[SessionPool] = []
 
     def make(**kwargs: Any) -> SessionPool:
@@ -102,6 +105,12 @@ def make_pool(marker: str) -> Iterator[Any]:
     for pool in pools:
         pool.shutdown()
     assert wait_no_marked(marker) == [], "a child process outlived its pool"
+
+
+@pytest.fixture
+def make_pool(marker: str) -> Iterator[Any]:
+    with pool_maker(marker) as make:
+        yield make
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import os
 import re
 import signal
 import threading
+import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.mcp_servers import HERE, MINI
-from tests.tools_app.runtime.mcp.conftest import Specs
+from tests.tools_app.runtime.mcp.conftest import Specs, pool_maker
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 from tools_app.runtime.mcp.client_requests import ClientRequests
 from tools_app.runtime.mcp.oneline import OneLine
@@ -85,8 +87,27 @@ class HandshakePair(Pair):
     warm = ("bare", {})
 
 
+@pytest.fixture(scope="module")
+def _modern_kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModernPair]:
+    """One modern pair (two pools, two servers, two tees: ~1.5 s of CPU to start) for the module's tests that call
+    both paths alike. Each such test still sends its calls on warm sessions with nothing unread, as a new pair's
+    first test did: the two paths get the same calls in the same order, so their sessions' id counters stay equal
+    and every line compared is what it would be on a new pair but for those ids (which no test asserts)."""
+    marker = uuid.uuid4().hex
+    with pool_maker(marker) as make:
+        yield ModernPair(make, Specs(marker), tmp_path_factory.mktemp("one-line"), ONE_POST, "--transport", "stdio")
+
+
 @pytest.fixture
-def modern(make_pool: Any, specs: Specs, tmp_path: Path) -> ModernPair:
+def modern(_modern_kept: ModernPair) -> ModernPair:
+    """The module's modern pair, for a test that calls both paths alike (see `_modern_kept`)."""
+    _modern_kept.lines()  # nothing left unread by an earlier test
+    return _modern_kept
+
+
+@pytest.fixture
+def modern_own(make_pool: Any, specs: Specs, tmp_path: Path) -> ModernPair:
+    """A new modern pair, for a test that calls one path only (the shared pair's paths must get the same calls)."""
     return ModernPair(make_pool, specs, tmp_path, ONE_POST, "--transport", "stdio")
 
 
@@ -168,11 +189,11 @@ def test_a_handshake_server_s_progress_elicitation_and_sampling_alike(handshake:
     assert not declined.success and "declined" in (declined.error or ""), declined
 
 
-def test_concurrent_calls_each_get_their_own_answer(modern: ModernPair) -> None:
+def test_concurrent_calls_each_get_their_own_answer(modern_own: ModernPair) -> None:
     results: dict[int, Any] = {}
 
     def one(i: int) -> None:
-        results[i] = modern.fast.call(modern.specs["fast"], "echo", {"text": f"n{i}"})
+        results[i] = modern_own.fast.call(modern_own.specs["fast"], "echo", {"text": f"n{i}"})
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
     for thread in threads:
