@@ -33,6 +33,10 @@ against the same gateway process: `2025sdk`, `2026sdk`. `--sdk-server-path` turn
 raw path (tools_app/runtime/mcp/rawpost.py, the worker thread's own POST: TOOLHUB_MCP_RAW_POST), sampled in the same
 turns against the same gateway process (bench/_rawpost_ab.py): `2025loop`, `2026loop`.
 
+`--log-upstream FILE` runs the upstream with every request it receives logged to FILE
+(bench/_inventory_server_logged.py) and prints, per kind in the counting phase, the requests the upstream received per
+call by JSON-RPC method and HTTP method (what else than the call the gateway sends it: listing refreshes, probes).
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
@@ -43,6 +47,9 @@ import argparse
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
@@ -51,7 +58,7 @@ from typing import Any
 
 import gateway as bench_gateway
 import httpx2
-from _common import pct, summary
+from _common import free_port, pct, summary
 from gateway import ARGS, http_upstream, setup_agent
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -173,8 +180,26 @@ async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str
     return clients
 
 
+def _upstream_log_lines() -> list[dict[str, Any]]:
+    if not UPSTREAM_LOG:
+        return []
+    return [json.loads(line) for line in Path(UPSTREAM_LOG).read_text().splitlines() if line.strip()]
+
+
+def _upstream_requests(lines: list[dict[str, Any]], count: int) -> str:
+    """The upstream's received requests per call, by (HTTP method, JSON-RPC methods, session/protocol headers)."""
+    kinds: dict[str, int] = {}
+    for line in lines:
+        h = line["headers"]
+        key = (f"{line['http']} {'+'.join(line['rpc']) or '-'} [{line['status']}]"
+               f"{' sid' if 'mcp-session-id' in h else ''} pv={h.get('mcp-protocol-version', '-')}")
+        kinds[key] = kinds.get(key, 0) + 1
+    return ", ".join(f"{key}: {n / count:.3f}" for key, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+
+
 async def _count(label: str, once: Any, pids: dict[str, int | None], count: int) -> None:
     """`count` calls of one kind alone: what they cost each process (and the gateway's busy threads), per call."""
+    logged_before = len(_upstream_log_lines())
     threads_before = _threads_usage(pids["gateway"])
     before = {who: _proc_usage(pid) for who, pid in pids.items()}
     for _ in range(count):
@@ -191,6 +216,8 @@ async def _count(label: str, once: Any, pids: dict[str, int | None], count: int)
     print(f"  {label:>6}: " + "; ".join(cells))
     if label != "direct":
         print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
+    if UPSTREAM_LOG:
+        print(f"          upstream received per call: {_upstream_requests(_upstream_log_lines()[logged_before:], count)}")
 
 
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
@@ -239,6 +266,23 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
 
 
 COUNTS: dict[str, float] = {}
+UPSTREAM_LOG: str | None = None  # --log-upstream: the file bench/_inventory_server_logged.py writes
+
+
+@contextmanager
+def logged_upstream(path: str) -> Iterator[str]:
+    """The inventory server on streamable HTTP with every received request logged to `path`; yields its /mcp URL."""
+    Path(path).write_text("")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "_inventory_server_logged.py"),
+                             "--port", str(port)], env={**os.environ, "BENCH_UPSTREAM_LOG": path},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        bench_gateway._wait_up(f"http://127.0.0.1:{port}/mcp", proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
 
 
 def main() -> None:
@@ -261,7 +305,11 @@ def main() -> None:
                         help="A/B in one run: a client of each era whose upstream call is the worker thread's own POST "
                              "(rawpost.py) and one through the pool's loop (2025loop, 2026loop), in turns, one gateway "
                              "(bench/_rawpost_ab.py)")
+    parser.add_argument("--log-upstream", metavar="FILE",
+                        help="log every request the upstream receives to FILE; the counting phase prints them per call")
     args = parser.parse_args()
+    global UPSTREAM_LOG
+    UPSTREAM_LOG = args.log_upstream
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
@@ -269,7 +317,8 @@ def main() -> None:
         parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
                      "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
-                 args.ab_fastcall, args.ab_rawpost) as (base, token), http_upstream() as upstream:
+                 args.ab_fastcall, args.ab_rawpost) as (base, token), \
+            (logged_upstream(args.log_upstream) if args.log_upstream else http_upstream()) as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
