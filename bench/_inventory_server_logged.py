@@ -17,14 +17,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolhub_demo.inventory_server import parse_args, server  # noqa: E402
+from toolhub_demo.inventory_server import parse_args, server
 
 HEADERS = (b"mcp-session-id", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"accept", b"user-agent",
            b"last-event-id", b"content-type")
 
 
 def logged(app: Any, path: str) -> Any:
-    out = open(path, "a", buffering=1)  # noqa: SIM115  (kept open for the server's life, one line per request)
+    out = open(path, "a", buffering=1)
 
     async def middleware(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

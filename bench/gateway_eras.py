@@ -70,18 +70,20 @@ POOL_ON_SERVER_LOOP_APP = "bench._pool_on_server_loop:application"
 SDK_CALL_PATH_APP = "bench._sdk_call_path:application"
 FASTCALL_AB_APP = "bench._fastcall_ab:application"
 RAWPOST_AB_APP = "bench._rawpost_ab:application"
+ONE_WORKER_AB_APP = "bench._one_worker_ab:application"
+ONE_WORKER_HEADER = "x-bench-one-worker"  # bench/_one_worker_ab.py: this request's jobs run on one dedicated thread
 LOOP_CALL_PATH_HEADER = "x-bench-loop-call-path"  # bench/_rawpost_ab.py: this request's upstream call takes the loop
 SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: this request takes the SDK's server path
 
 
 @contextmanager
 def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
-            sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False
-            ) -> Iterator[tuple[str, str]]:
+            sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False,
+            ab_one_worker: bool = False) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
            else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall
-           else RAWPOST_AB_APP if ab_rawpost else "config.asgi:application")
+           else RAWPOST_AB_APP if ab_rawpost else ONE_WORKER_AB_APP if ab_one_worker else "config.asgi:application")
     env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
     if sdk_server_path:
         env["TOOLHUB_MCP_FASTCALL"] = "0"
@@ -91,8 +93,10 @@ def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_pat
 
 @asynccontextmanager
 async def connected(url: str, token: str | None, mode: str, sdk_server_path: bool = False,
-                    loop_call_path: bool = False) -> AsyncIterator[Client]:
+                    loop_call_path: bool = False, one_worker: bool = False) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if one_worker:
+        headers[ONE_WORKER_HEADER] = "1"
     if sdk_server_path:
         headers[SDK_SERVER_PATH_HEADER] = "1"
     if loop_call_path:
@@ -157,13 +161,13 @@ def _busy_threads(pid: int | None, before: dict[int, tuple[float, int]], after: 
     for tid, (cpu, switches) in after.items():
         cpu0, switches0 = before.get(tid, (0.0, 0))
         if switches - switches0 >= count // 10 or cpu - cpu0 >= 0.05 * count:
-            name = "main" if tid == pid else str(tid)
+            name = "main" if tid == pid else f"{tid}{':' + THREAD_NAMES[tid] if tid in THREAD_NAMES else ''}"
             cells.append((cpu - cpu0, f"{name} {(cpu - cpu0) / count:.3f} ms/{(switches - switches0) / count:.2f} sw"))
     return ", ".join(cell for _, cell in sorted(cells, reverse=True))
 
 
 async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str, token: str, ab_fastcall: bool,
-                   ab_rawpost: bool = False) -> dict[str, tuple[Client, str]]:
+                   ab_rawpost: bool = False, ab_one_worker: bool = False) -> dict[str, tuple[Client, str]]:
     clients = {
         "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
         "2025": (await stack.enter_async_context(connected(gateway, token, "legacy")), name),
@@ -177,6 +181,11 @@ async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str
             connected(gateway, token, "legacy", loop_call_path=True)), name)
         clients["2026loop"] = (await stack.enter_async_context(
             connected(gateway, token, "2026-07-28", loop_call_path=True)), name)
+    if ab_one_worker:  # the same eras with their jobs on one dedicated thread, in the same turns (_one_worker_ab.py)
+        clients["2025one"] = (await stack.enter_async_context(connected(gateway, token, "legacy", one_worker=True)),
+                              name)
+        clients["2026one"] = (await stack.enter_async_context(
+            connected(gateway, token, "2026-07-28", one_worker=True)), name)
     return clients
 
 
@@ -221,9 +230,10 @@ async def _count(label: str, once: Any, pids: dict[str, int | None], count: int)
 
 
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
-              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False) -> dict[str, list[float]]:
+              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False, ab_one_worker: bool = False
+              ) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
-        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost)
+        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost, ab_one_worker)
         for label, (client, _tool) in clients.items():
             print(f"  {label}: negotiated {client.protocol_version}")
 
@@ -244,6 +254,10 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
             turn = order[i % len(order):] + order[:i % len(order)]
             for label in turn:
                 samples[label].append(await once(label))
+        if ab_one_worker:  # the gateway's Python thread names, for the busy-thread lines
+            async with httpx2.AsyncClient(timeout=60) as http:
+                named = (await http.get(f"{base}/__bench_threads__")).json()
+            THREAD_NAMES.update({int(tid): str(name) for tid, name in named.items()})
         if count:
             pids = {"gateway": _pid_serving(base.rsplit(":", 1)[1], "uvicorn"),
                     "upstream": _pid_serving(upstream.rsplit(":", 1)[1].split("/")[0], "inventory_server"),
@@ -252,7 +266,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                   "thread, voluntary context switches):")
             # The A/B counts its kinds twice, in one order then the other, so a VM drifting within the run does not
             # favour the kinds counted first.
-            ab = ab_fastcall or ab_rawpost
+            ab = ab_fastcall or ab_rawpost or ab_one_worker
             for counting in ([list(clients), list(reversed(clients))] if ab else [list(clients)]):
                 for label in counting:
                     await _count(label, once, pids, count)
@@ -266,6 +280,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
 
 
 COUNTS: dict[str, float] = {}
+THREAD_NAMES: dict[int, str] = {}  # the gateway's threads' Python names (--ab-one-worker asks the gateway for them)
 UPSTREAM_LOG: str | None = None  # --log-upstream: the file bench/_inventory_server_logged.py writes
 
 
@@ -305,6 +320,9 @@ def main() -> None:
                         help="A/B in one run: a client of each era whose upstream call is the worker thread's own POST "
                              "(rawpost.py) and one through the pool's loop (2025loop, 2026loop), in turns, one gateway "
                              "(bench/_rawpost_ab.py)")
+    parser.add_argument("--ab-one-worker", action="store_true",
+                        help="A/B in one run: a client of each era whose worker-thread jobs run on one dedicated thread "
+                             "(2025one, 2026one) against the loop's default executor, in turns (bench/_one_worker_ab.py)")
     parser.add_argument("--log-upstream", metavar="FILE",
                         help="log every request the upstream receives to FILE; the counting phase prints them per call")
     args = parser.parse_args()
@@ -313,16 +331,16 @@ def main() -> None:
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
-                      args.ab_rawpost))) > 1:
+                      args.ab_rawpost, args.ab_one_worker))) > 1:
         parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
                      "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
-                 args.ab_fastcall, args.ab_rawpost) as (base, token), \
+                 args.ab_fastcall, args.ab_rawpost, args.ab_one_worker) as (base, token), \
             (logged_upstream(args.log_upstream) if args.log_upstream else http_upstream()) as upstream:
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
-                                  args.count, args.ab_fastcall, args.ab_rawpost))
+                                  args.count, args.ab_fastcall, args.ab_rawpost, args.ab_one_worker))
     direct = pct(samples["direct"], 50)
     out: dict[str, Any] = {"direct_p50_ms": round(direct, 2), "goal_minus_direct_p50_ms": 3}
     print(f"direct to the upstream (SDK Client, warm):  {summary(samples['direct'])}")
