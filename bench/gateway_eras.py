@@ -71,6 +71,7 @@ SDK_CALL_PATH_APP = "bench._sdk_call_path:application"
 FASTCALL_AB_APP = "bench._fastcall_ab:application"
 RAWPOST_AB_APP = "bench._rawpost_ab:application"
 ONE_WORKER_AB_APP = "bench._one_worker_ab:application"
+GC_PROBE_APP = "bench._gc_probe:application"
 ONE_WORKER_HEADER = "x-bench-one-worker"  # bench/_one_worker_ab.py: this request's jobs run on one dedicated thread
 LOOP_CALL_PATH_HEADER = "x-bench-loop-call-path"  # bench/_rawpost_ab.py: this request's upstream call takes the loop
 SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: this request takes the SDK's server path
@@ -79,11 +80,12 @@ SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: thi
 @contextmanager
 def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
             sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False,
-            ab_one_worker: bool = False) -> Iterator[tuple[str, str]]:
+            ab_one_worker: bool = False, gc_probe: bool = False) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
            else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall
-           else RAWPOST_AB_APP if ab_rawpost else ONE_WORKER_AB_APP if ab_one_worker else "config.asgi:application")
+           else RAWPOST_AB_APP if ab_rawpost else ONE_WORKER_AB_APP if ab_one_worker
+           else GC_PROBE_APP if gc_probe else "config.asgi:application")
     env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
     if sdk_server_path:
         env["TOOLHUB_MCP_FASTCALL"] = "0"
@@ -206,8 +208,17 @@ def _upstream_requests(lines: list[dict[str, Any]], count: int) -> str:
     return ", ".join(f"{key}: {n / count:.3f}" for key, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
 
 
+async def _gc_totals() -> dict[str, Any] | None:
+    """The gateway's garbage-collector totals (bench/_gc_probe.py), when --gc-probe runs it."""
+    if GC_PROBE_BASE is None:
+        return None
+    async with httpx2.AsyncClient(timeout=60) as http:
+        return dict((await http.get(f"{GC_PROBE_BASE}/__bench_gc__")).json())
+
+
 async def _count(label: str, once: Any, pids: dict[str, int | None], count: int) -> None:
     """`count` calls of one kind alone: what they cost each process (and the gateway's busy threads), per call."""
+    gc_before = await _gc_totals()
     logged_before = len(_upstream_log_lines())
     threads_before = _threads_usage(pids["gateway"])
     before = {who: _proc_usage(pid) for who, pid in pids.items()}
@@ -227,6 +238,23 @@ async def _count(label: str, once: Any, pids: dict[str, int | None], count: int)
         print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
     if UPSTREAM_LOG:
         print(f"          upstream received per call: {_upstream_requests(_upstream_log_lines()[logged_before:], count)}")
+    gc_after = await _gc_totals()
+    if gc_before is not None and gc_after is not None:
+        cells = []
+        for gen in ("0", "1", "2"):
+            runs = gc_after["totals"][gen][0] - gc_before["totals"][gen][0]
+            took = gc_after["totals"][gen][1] - gc_before["totals"][gen][1]
+            cells.append(f"gen{gen} {runs / count:.3f} runs {took / count:.3f} ms")
+        print(f"          gateway GC per call: {', '.join(cells)} (frozen objects {gc_after['frozen']})")
+
+
+async def _count_frozen(labels: list[str], once: Any, pids: dict[str, int | None], count: int) -> None:
+    """The counting phase again after gc.freeze() in the gateway: what the startup heap costs its collections."""
+    async with httpx2.AsyncClient(timeout=60) as http:
+        (await http.post(f"{GC_PROBE_BASE}/__bench_gc__", json={"freeze": True})).raise_for_status()
+    print("after gc.freeze() in the gateway:")
+    for label in labels:
+        await _count(label, once, pids, count)
 
 
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
@@ -270,6 +298,8 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
             for counting in ([list(clients), list(reversed(clients))] if ab else [list(clients)]):
                 for label in counting:
                     await _count(label, once, pids, count)
+            if GC_PROBE_BASE is not None:
+                await _count_frozen(list(clients), once, pids, count)
         if profile:
             for era in ("2025", "2026"):
                 await _profiling(base, token, era)
@@ -280,6 +310,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
 
 
 COUNTS: dict[str, float] = {}
+GC_PROBE_BASE: str | None = None  # --gc-probe: the gateway's base URL (bench/_gc_probe.py answers there)
 THREAD_NAMES: dict[int, str] = {}  # the gateway's threads' Python names (--ab-one-worker asks the gateway for them)
 UPSTREAM_LOG: str | None = None  # --log-upstream: the file bench/_inventory_server_logged.py writes
 
@@ -323,20 +354,24 @@ def main() -> None:
     parser.add_argument("--ab-one-worker", action="store_true",
                         help="A/B in one run: a client of each era whose worker-thread jobs run on one dedicated thread "
                              "(2025one, 2026one) against the loop's default executor, in turns (bench/_one_worker_ab.py)")
+    parser.add_argument("--gc-probe", action="store_true",
+                        help="count the gateway's garbage collections per call (bench/_gc_probe.py), then again after "
+                             "gc.freeze()")
     parser.add_argument("--log-upstream", metavar="FILE",
                         help="log every request the upstream receives to FILE; the counting phase prints them per call")
     args = parser.parse_args()
-    global UPSTREAM_LOG
+    global UPSTREAM_LOG, GC_PROBE_BASE
     UPSTREAM_LOG = args.log_upstream
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
-                      args.ab_rawpost, args.ab_one_worker))) > 1:
+                      args.ab_rawpost, args.ab_one_worker, args.gc_probe))) > 1:
         parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
                      "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
-                 args.ab_fastcall, args.ab_rawpost, args.ab_one_worker) as (base, token), \
+                 args.ab_fastcall, args.ab_rawpost, args.ab_one_worker, args.gc_probe) as (base, token), \
             (logged_upstream(args.log_upstream) if args.log_upstream else http_upstream()) as upstream:
+        GC_PROBE_BASE = base if args.gc_probe else None
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
