@@ -72,6 +72,7 @@ FASTCALL_AB_APP = "bench._fastcall_ab:application"
 RAWPOST_AB_APP = "bench._rawpost_ab:application"
 ONE_WORKER_AB_APP = "bench._one_worker_ab:application"
 GC_PROBE_APP = "bench._gc_probe:application"
+CPU_SPLIT_APP = "bench._cpu_split:application"
 ONE_WORKER_HEADER = "x-bench-one-worker"  # bench/_one_worker_ab.py: this request's jobs run on one dedicated thread
 LOOP_CALL_PATH_HEADER = "x-bench-loop-call-path"  # bench/_rawpost_ab.py: this request's upstream call takes the loop
 SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: this request takes the SDK's server path
@@ -80,12 +81,13 @@ SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: thi
 @contextmanager
 def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
             sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False,
-            ab_one_worker: bool = False, gc_probe: bool = False) -> Iterator[tuple[str, str]]:
+            ab_one_worker: bool = False, gc_probe: bool = False, cpu_split: bool = False
+            ) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
            else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall
            else RAWPOST_AB_APP if ab_rawpost else ONE_WORKER_AB_APP if ab_one_worker
-           else GC_PROBE_APP if gc_probe else "config.asgi:application")
+           else GC_PROBE_APP if gc_probe else CPU_SPLIT_APP if cpu_split else "config.asgi:application")
     env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
     if sdk_server_path:
         env["TOOLHUB_MCP_FASTCALL"] = "0"
@@ -216,8 +218,24 @@ async def _gc_totals() -> dict[str, Any] | None:
         return dict((await http.get(f"{GC_PROBE_BASE}/__bench_gc__")).json())
 
 
+async def _cpu_split() -> dict[str, list[float]] | None:
+    """The gateway's per-part thread CPU totals (bench/_cpu_split.py), when --cpu-split runs it."""
+    if CPU_SPLIT_BASE is None:
+        return None
+    async with httpx2.AsyncClient(timeout=60) as http:
+        return dict((await http.get(f"{CPU_SPLIT_BASE}/__bench_cpu__")).json())
+
+
+def _print_split(before: dict[str, list[float]], after: dict[str, list[float]], count: int) -> None:
+    for part, (calls, ms) in after.items():
+        calls0, ms0 = before.get(part, [0, 0.0])
+        if calls > calls0:
+            print(f"          {part:<34} {(ms - ms0) / count:.3f} ms/call ({(calls - calls0) / count:.2f} runs/call)")
+
+
 async def _count(label: str, once: Any, pids: dict[str, int | None], count: int) -> None:
     """`count` calls of one kind alone: what they cost each process (and the gateway's busy threads), per call."""
+    split_before = await _cpu_split()
     gc_before = await _gc_totals()
     logged_before = len(_upstream_log_lines())
     threads_before = _threads_usage(pids["gateway"])
@@ -238,6 +256,9 @@ async def _count(label: str, once: Any, pids: dict[str, int | None], count: int)
         print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
     if UPSTREAM_LOG:
         print(f"          upstream received per call: {_upstream_requests(_upstream_log_lines()[logged_before:], count)}")
+    split_after = await _cpu_split()
+    if split_before is not None and split_after is not None:
+        _print_split(split_before, split_after, count)
     gc_after = await _gc_totals()
     if gc_before is not None and gc_after is not None:
         cells = []
@@ -310,6 +331,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
 
 
 COUNTS: dict[str, float] = {}
+CPU_SPLIT_BASE: str | None = None  # --cpu-split: the gateway's base URL (bench/_cpu_split.py answers there)
 GC_PROBE_BASE: str | None = None  # --gc-probe: the gateway's base URL (bench/_gc_probe.py answers there)
 THREAD_NAMES: dict[int, str] = {}  # the gateway's threads' Python names (--ab-one-worker asks the gateway for them)
 UPSTREAM_LOG: str | None = None  # --log-upstream: the file bench/_inventory_server_logged.py writes
@@ -357,21 +379,25 @@ def main() -> None:
     parser.add_argument("--gc-probe", action="store_true",
                         help="count the gateway's garbage collections per call (bench/_gc_probe.py), then again after "
                              "gc.freeze()")
+    parser.add_argument("--cpu-split", action="store_true",
+                        help="the gateway's warm call split into parts, in thread CPU per call (bench/_cpu_split.py)")
     parser.add_argument("--log-upstream", metavar="FILE",
                         help="log every request the upstream receives to FILE; the counting phase prints them per call")
     args = parser.parse_args()
-    global UPSTREAM_LOG, GC_PROBE_BASE
+    global UPSTREAM_LOG, GC_PROBE_BASE, CPU_SPLIT_BASE
     UPSTREAM_LOG = args.log_upstream
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
-                      args.ab_rawpost, args.ab_one_worker, args.gc_probe))) > 1:
+                      args.ab_rawpost, args.ab_one_worker, args.gc_probe, args.cpu_split))) > 1:
         parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
                      "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
-                 args.ab_fastcall, args.ab_rawpost, args.ab_one_worker, args.gc_probe) as (base, token), \
+                 args.ab_fastcall, args.ab_rawpost, args.ab_one_worker, args.gc_probe,
+                 args.cpu_split) as (base, token), \
             (logged_upstream(args.log_upstream) if args.log_upstream else http_upstream()) as upstream:
         GC_PROBE_BASE = base if args.gc_probe else None
+        CPU_SPLIT_BASE = base if args.cpu_split else None
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
