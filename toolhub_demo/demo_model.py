@@ -248,6 +248,7 @@ class FakeLLM:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.peers: list[Any] = []  # each request's client address: one per connection the client opened
         self._lock = threading.Lock()
         self._position = 0
         self._hub = hub
@@ -401,6 +402,7 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             fake.requests.append(body)
             fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+            fake.peers.append(self.client_address)
         auth = self.headers.get("Authorization", "")
         if fake.api_key is not None and auth != f"Bearer {fake.api_key}":
             # Like some real servers, echo the presented key: clients must not pass it on.

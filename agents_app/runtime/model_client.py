@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     import openai
 
 from core.codes import ApiCode
-from core.outbound import deadline_at
+from core.outbound import deadline_at, honours_deadline
 from core.process_state import PerProcess
 from core.secrets import scrub_text
 
@@ -146,6 +147,47 @@ def _sdk() -> Any:
     return openai
 
 
+# After `data: [DONE]` an HTTP/1.1 body still has its end to come (the chunked terminator, as a rule in the same
+# packet). The SDK's sync stream closes the response right there, which drops the connection: every chat turn opened
+# a new one (TCP and, to a real provider, TLS). Its async stream first reads the rest, for up to 0.1 s; so do we.
+_DRAIN_S = 0.1
+_DRAIN_BYTES = 64 * 1024
+
+
+def _drain(response: httpx2.Response) -> None:
+    """Read what is left of a finished stream's body, so that closing it gives the connection back to the pool.
+
+    Bounded (0.1 s, 64 KiB) and only over a connection whose reads honour `deadline_at` (the guarded client's): a
+    server that sends more, or nothing, keeps the old outcome (the close drops the connection)."""
+    if response.http_version != "HTTP/1.1" or not honours_deadline(response.extensions.get("network_stream")):
+        return
+    left = _DRAIN_BYTES
+    try:
+        with deadline_at(time.monotonic() + _DRAIN_S):
+            for part in response.stream:  # type: ignore[union-attr]  # a sync client's stream
+                left -= len(part)
+                if left < 0:
+                    return
+    except (httpx2.HTTPError, httpx2.StreamError):
+        return
+
+
+@functools.cache
+def _chunk_stream() -> Any:
+    """`openai.Stream[ChatCompletionChunk]` that reads the body's end after [DONE] (`_drain`)."""
+    sdk = _sdk()
+    base: Any = sdk.Stream[sdk.types.chat.ChatCompletionChunk]
+
+    class ChunkStream(base):  # type: ignore[misc]  # the SDK is imported on first use
+        def _iter_events(self) -> Iterator[Any]:
+            for sse in super()._iter_events():
+                if sse.data.startswith("[DONE]"):
+                    _drain(self.response)
+                yield sse
+
+    return ChunkStream
+
+
 def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
     """Map SDK/transport failures to the four model error codes, scrubbing the key from any text."""
     openai = _sdk()
@@ -231,7 +273,7 @@ class ModelClient:
             options["extra_json"] = kwargs["extra_body"]
         return self._client.post("/chat/completions", body=body, options=cast(Any, options),
                                  cast_to=openai.types.chat.ChatCompletion, stream=True,
-                                 stream_cls=openai.Stream[openai.types.chat.ChatCompletionChunk])
+                                 stream_cls=_chunk_stream())
 
     def stream_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Iterator[str | ModelTurn]:
         """Yield text deltas as they arrive, then the assembled ModelTurn. Raises ModelError only."""

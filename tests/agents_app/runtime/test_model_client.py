@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import pytest
 
 from agents_app.runtime.model_client import ModelClient, ModelError, ModelTurn
 from core.codes import ApiCode
+from core.outbound import GuardedTransport
 from tests.agents_app.runtime.support import API_KEY, config_for
 from tests.fixtures.fake_llm import FakeLLM, Turn, calls, text
+from tools_app.wiring.http import outbound_policy
 
 FakeFactory = Callable[..., FakeLLM]
 USER = [{"role": "user", "content": "hi"}]
@@ -41,6 +44,22 @@ def test_auth_error_never_carries_the_key(fake_llm: FakeFactory) -> None:
     assert info.value.code == ApiCode.MODEL_AUTH
     assert API_KEY not in str(info.value) and API_KEY not in repr(info.value)
     assert API_KEY not in repr(config)
+
+
+def test_turns_over_the_guarded_client_keep_one_connection(fake_llm: FakeFactory) -> None:
+    """The SDK's stream stops reading at `data: [DONE]`; the body's end is read before the close, so the connection
+    goes back to the pool instead of being dropped (a new TCP, and TLS, handshake per turn). Same answers."""
+    llm = fake_llm([text("one"), calls(("a__one", {"sku": "A"})), text("three")])
+    with httpx2.Client(transport=GuardedTransport(outbound_policy()), trust_env=False) as http:
+        turns: list[ModelTurn] = []
+        for _ in range(3):
+            with ModelClient(config_for(llm), http_client=http) as client:
+                last = list(client.stream_turn(USER, []))[-1]
+            assert isinstance(last, ModelTurn)
+            turns.append(last)
+    assert [t.content for t in turns] == ["one", "", "three"]
+    assert [c.name for c in turns[1].tool_calls] == ["a__one"]
+    assert len(llm.peers) == 3 and len(set(llm.peers)) == 1
 
 
 def test_streams_text_incrementally(fake_llm: FakeFactory) -> None:
