@@ -14,7 +14,8 @@ identity cache, hot-cache snapshots, session record) and the third request is co
 
 Kinds: GET /api/v1/tools/ (20 tools in the tenant), GET /api/v1/tools/{id}/, a warm invoke (POST .../invoke/,
 member), the gateway's tools/list and tools/call for a 2025-06-18 session client and a 2026-07-28 stateless one
-(over a real uvicorn server), and a chat turn with the fake model (a text answer; a turn calling one tool).
+(over a real uvicorn server), and a chat turn with the fake model (a text answer; a turn calling one tool; the load mix's turn: a new
+conversation calling one tool).
 LOCAL servers run in the web process's own pool here, not in a runner: the runner registry read of production
 is not in these counts.
 
@@ -22,7 +23,7 @@ CPU: REQUEST_COSTS_REPEAT=N adds each in-process kind's process CPU and its call
 test client runs middleware and view in that thread) per request over N more; REQUEST_COSTS_SERVED=N the served
 kinds' server-side CPU (every thread but the client's) and its request threads' (core.asgi's "django-request").
 REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway;
-REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns.
+REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns; REQUEST_COSTS_CHAT_ONLY=1 stops after them (no served kinds).
 
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
@@ -363,6 +364,16 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
 
     llm.repeat_last = False
     warm_then_count("chat turn (one tool call)", tool_turn)
+
+    def fresh_turn() -> None:  # the load mix's chat: a new conversation each time, one tool call, then the answer
+        llm.script += [call("inventory__get_inventory", {"sku": "DEMO-001"}), text("twelve")]
+        body = chat(member, agent_id, "How many DEMO-001 are in stock?")
+        assert body["status"] == "completed" and body["events"], body
+
+    warm_then_count("chat turn (new conversation, one tool call)", fresh_turn)
+    if os.environ.get("REQUEST_COSTS_CHAT_ONLY"):  # the REST and chat kinds, without the served ones
+        _write_results()
+        return
 
     with running_server() as served:
         gateway_costs(served.endpoint(tenant.slug, agent_id), token_for_user(user=member.user))

@@ -174,9 +174,12 @@ def _drain(response: httpx2.Response) -> None:
 
 @functools.cache
 def _chunk_stream() -> Any:
-    """`openai.Stream[ChatCompletionChunk]` that reads the body's end after [DONE] (`_drain`)."""
+    """The SDK's stream of chunks as their JSON (`Stream[object]`), reading the body's end after [DONE] (`_drain`).
+
+    Not `Stream[ChatCompletionChunk]`: building the SDK's model of every chunk (`construct_type`, no validation) was
+    about a sixth of a chat turn's CPU in the web worker, for the four keys `stream_turn` reads."""
     sdk = _sdk()
-    base: Any = sdk.Stream[sdk.types.chat.ChatCompletionChunk]
+    base: Any = sdk.Stream[object]
 
     class ChunkStream(base):  # type: ignore[misc]  # the SDK is imported on first use
         def _iter_events(self) -> Iterator[Any]:
@@ -302,16 +305,18 @@ class ModelClient:
                         break
                     if time.monotonic() > end:
                         raise httpx2.ReadTimeout("the model did not finish in time")
-                    for choice in chunk.choices or []:
-                        if choice.index not in (0, None):
+                    # A chunk is its JSON (`_chunk_stream`): a missing key reads None, as on the SDK's models
+                    # (built without validation); a value of the wrong kind fails here, as it did there.
+                    for choice in chunk.get("choices") or []:
+                        if choice.get("index") not in (0, None):
                             continue
-                        delta = choice.delta
-                        if delta is not None and delta.content:
-                            text.append(delta.content)
-                            yield delta.content
-                        _gather_tool_calls(calls, delta.tool_calls if delta is not None else None)
-                        if choice.finish_reason:
-                            turn.finish_reason = choice.finish_reason
+                        delta = choice.get("delta")
+                        if delta is not None and delta.get("content"):
+                            text.append(delta["content"])
+                            yield delta["content"]
+                        _gather_tool_calls(calls, delta.get("tool_calls") if delta is not None else None)
+                        if choice.get("finish_reason"):
+                            turn.finish_reason = choice["finish_reason"]
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure leaves here typed
@@ -331,16 +336,17 @@ class ModelClient:
 def _gather_tool_calls(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
     """Fold one chunk's tool-call deltas into `calls` (by index: id, name, argument fragments)."""
     for tc in deltas or []:
-        slot = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": []})
-        if tc.id:
-            slot["id"] = tc.id
-        if tc.function is not None:
+        slot = calls.setdefault(tc.get("index"), {"id": None, "name": "", "arguments": []})
+        if tc.get("id"):
+            slot["id"] = tc["id"]
+        function = tc.get("function")
+        if function is not None:
             # Most servers send the name once; some repeat it whole in every delta.
-            name = tc.function.name
+            name = function.get("name")
             if name and name != slot["name"]:
                 slot["name"] += name
-            if tc.function.arguments:
-                slot["arguments"].append(tc.function.arguments)
+            if function.get("arguments"):
+                slot["arguments"].append(function["arguments"])
 
 
 def sampling_messages(params: dict[str, Any], vision: bool) -> list[dict[str, Any]]:
