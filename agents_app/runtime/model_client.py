@@ -306,9 +306,11 @@ class ModelClient:
                     if time.monotonic() > end:
                         raise httpx2.ReadTimeout("the model did not finish in time")
                     # A chunk is its JSON (`_chunk_stream`): a missing key reads None, as on the SDK's models
-                    # (built without validation); a value of the wrong kind fails here, as it did there.
+                    # (built without validation); a value of the wrong kind fails here, as it did there (a choice
+                    # that is a string or a list was skipped there: its `.index` is a method, not 0).
                     for choice in chunk.get("choices") or []:
-                        if choice.get("index") not in (0, None):
+                        index = choice.get("index") if isinstance(choice, dict) else choice.index
+                        if index not in (0, None):
                             continue
                         delta = choice.get("delta")
                         if delta is not None and delta.get("content"):

@@ -62,6 +62,51 @@ def test_turns_over_the_guarded_client_keep_one_connection(fake_llm: FakeFactory
     assert len(llm.peers) == 3 and len(set(llm.peers)) == 1
 
 
+class _RawChunks(FakeLLM):
+    """A model server streaming the given chunks as they are (odd ones included)."""
+
+    def __init__(self, chunks: list[Any]) -> None:
+        super().__init__([text("")], api_key=API_KEY)
+        self.raw = chunks
+
+    def _chunks(self, turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.raw
+
+
+def test_odd_chunks_read_as_the_sdk_models_read_them() -> None:
+    """Chunks are read as their JSON: a missing key reads None (as on the SDK's models, built without validation),
+    other choices than the first are skipped, a repeated whole name is kept once, a value of the wrong kind fails
+    the turn typed. The same test passes on the SDK's models (the code before this reading)."""
+    tool = {"index": 0, "id": "c1", "type": "function", "function": {"name": "a__one", "arguments": ""}}
+    chunks = [
+        {"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {"id": "x"},  # no choices
+        {"id": "x", "choices": [{"index": 0, "finish_reason": None}]},  # no delta
+        {"id": "x", "choices": [{"index": 1, "delta": {"content": "not the first choice"}}]},
+        {"id": "x", "choices": [{"delta": {"content": "Hi"}}]},  # no index: the first choice
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [tool]}}]},
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0}]}}]},  # no function
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"name": "a__one", "arguments": '{"sku": '}}]}}]},  # the name repeated whole
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": '"A"}'}}]}, "finish_reason": "tool_calls"}]},
+    ]
+    with _RawChunks(chunks) as llm, ModelClient(config_for(llm)) as client:
+        items = list(client.stream_turn(USER, []))
+    turn = items[-1]
+    assert isinstance(turn, ModelTurn) and items[:-1] == ["Hi"] and turn.content == "Hi"
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("c1", "a__one", '{"sku": "A"}')]
+    assert turn.finish_reason == "tool_calls"
+
+    with _RawChunks([{"id": "x", "choices": ["a string", {"delta": {"content": "ok"}}]}]) as llm, \
+            ModelClient(config_for(llm)) as client:
+        assert list(client.stream_turn(USER, []))[:-1] == ["ok"]  # a string choice is skipped, as before
+    for odd in ({"id": "x", "choices": [None]}, {"id": "x", "choices": [{"delta": "text"}]}, ["a list"]):
+        with _RawChunks([odd]) as llm, ModelClient(config_for(llm)) as client, pytest.raises(ModelError) as info:
+            list(client.stream_turn(USER, []))
+        assert info.value.code == ApiCode.MODEL_ERROR
+
+
 def test_streams_text_incrementally(fake_llm: FakeFactory) -> None:
     llm = fake_llm([Turn(text="one two three four", chunk_delay_s=0.05)])
     with ModelClient(config_for(llm)) as client:
