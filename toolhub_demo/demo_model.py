@@ -65,6 +65,7 @@ class Turn:
     error_message: str = "fake LLM error"
     delay_s: float = 0.0  # before the response headers
     chunk_delay_s: float = 0.0  # between streamed chunks
+    linger_s: float = 0.0  # after `data: [DONE]`, before the end of the streamed body
 
 
 def text(content: str, **kw: Any) -> Turn:
@@ -446,6 +447,8 @@ class _Handler(BaseHTTPRequestHandler):
             if turn.chunk_delay_s:
                 time.sleep(turn.chunk_delay_s)
         self._write_chunk(b"data: [DONE]\n\n")
+        if turn.linger_s:
+            time.sleep(turn.linger_s)
         self._write_chunk(b"")
 
     def _write_chunk(self, data: bytes) -> None:

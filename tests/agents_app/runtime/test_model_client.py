@@ -62,6 +62,19 @@ def test_turns_over_the_guarded_client_keep_one_connection(fake_llm: FakeFactory
     assert len(llm.peers) == 3 and len(set(llm.peers)) == 1
 
 
+def test_a_body_that_does_not_end_after_done_is_not_waited_for(fake_llm: FakeFactory) -> None:
+    """The read after [DONE] is bounded (0.1 s): a server that holds the body open after it is left, and the
+    connection dropped as before, rather than the turn waiting for the server."""
+    llm = fake_llm([text("one", linger_s=1.0), text("two")])
+    with httpx2.Client(transport=GuardedTransport(outbound_policy()), trust_env=False) as http:
+        answers = []
+        for _ in range(2):
+            with ModelClient(config_for(llm), http_client=http) as client:
+                answers.append(list(client.stream_turn(USER, []))[:-1])
+    assert answers == [["one"], ["two"]]
+    assert len(set(llm.peers)) == 2  # the lingering body's connection was not kept
+
+
 class _RawChunks(FakeLLM):
     """A model server streaming the given chunks as they are (odd ones included)."""
 
