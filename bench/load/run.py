@@ -589,9 +589,24 @@ def setup_remote(base: str, token: str, upstream: str) -> tuple[int, int, str]:
     return int(tool["id"]), int(agent["id"]), name
 
 
+def combine_rounds(rounds: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """One row per request name over several rounds of the same phase: requests and failures summed, req/s and the
+    percentiles the mean of the rounds' (a percentile of the union is not recoverable from locust's CSV)."""
+    out: dict[str, dict[str, float]] = {}
+    for name in set().union(*(r.keys() for r in rounds)):
+        rows = [r[name] for r in rounds if name in r]
+        requests = sum(row["requests"] for row in rows)
+        failures = sum(row["requests"] * row["error_rate"] for row in rows)
+        out[name] = {"requests": requests, "error_rate": failures / requests if requests else 0.0,
+                     **{k: sum(row[k] for row in rows) / len(rows) for k in ("rps", "p50", "p95", "p99")}}
+    return out
+
+
 def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str], token: str, users: int,
-                         duration: int) -> dict[str, object]:
-    """The same list/invoke/gateway mix (no chat) against Toolhub and ContextForge over one upstream."""
+                         duration: int, rounds: int = 2) -> dict[str, object]:
+    """The same list/invoke/gateway mix (no chat) against Toolhub and ContextForge over one upstream, in alternating
+    rounds (Toolhub, ContextForge, Toolhub, ...) with both running, so a drift of the machine's speed during the
+    comparison (this VM's moves 1.3-2x within minutes) falls on both sides alike instead of on whichever ran second."""
     import _contextforge
     from gateway import http_upstream
 
@@ -600,12 +615,12 @@ def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str]
         print(f"ContextForge comparison skipped: {how}")
         return {"skipped": how}
     workers = 2 * int(os.environ.get("WEB_CONCURRENCY", "2"))
+    th_rounds: list[dict[str, dict[str, float]]] = []
+    cf_rounds: list[dict[str, dict[str, float]]] = []
     with http_upstream() as upstream:
         tool_id, agent_id, name = setup_remote(hosts[0], token, upstream)
         th_env = {**env, "LOAD_TOOL_ID": str(tool_id), "LOAD_AGENT_ID": str(agent_id), "LOAD_TOOL_NAME": name,
                   "LOAD_CHAT": "0", "LOAD_CALL_LOG": str(OUT / "cmp-calls.txt")}
-        locust(locust_bin, th_env, users, duration, "cmp-toolhub").wait()
-        toolhub = read_rows("cmp-toolhub")
         load_th = os.getloadavg()[0]
         print(f"ContextForge {_contextforge.VERSION}: {how}; starting it ({workers} uvicorn workers, SQLite) ...",
               flush=True)
@@ -614,13 +629,24 @@ def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str]
                 cf_env = {**env, "LOAD_TARGET": "contextforge", "LOAD_HOSTS": cf.base, "LOAD_CF_BASE": cf.base,
                           "LOAD_CF_TOKEN": cf.token, "LOAD_CF_TOOL": cf.tool_name, "LOAD_CF_SERVER_URL": cf.server_url,
                           "LOAD_CALL_LOG": str(OUT / "cmp-calls-cf.txt")}
-                locust(locust_bin, cf_env, users, duration, "cmp-contextforge").wait()
+                for i in range(rounds):
+                    locust(locust_bin, th_env, users, duration, f"cmp-toolhub-{i}").wait()
+                    th_rounds.append(read_rows(f"cmp-toolhub-{i}"))
+                    locust(locust_bin, cf_env, users, duration, f"cmp-contextforge-{i}").wait()
+                    cf_rounds.append(read_rows(f"cmp-contextforge-{i}"))
+                    t, c = th_rounds[-1].get("Aggregated"), cf_rounds[-1].get("Aggregated")
+                    if t and c and c["rps"]:
+                        print(f"  round {i + 1}: Toolhub {t['rps']:.1f} req/s, ContextForge {c['rps']:.1f} req/s "
+                              f"({t['rps'] / c['rps']:.2f}x); load average {os.getloadavg()[0]:.2f}", flush=True)
         except RuntimeError as exc:
             print(f"ContextForge comparison skipped: it did not start or register the server: {exc}")
             return {"skipped": str(exc).splitlines()[0]}
-        forge = read_rows("cmp-contextforge")
+    if not th_rounds or not cf_rounds:
+        return {"skipped": "no round completed"}
+    toolhub, forge = combine_rounds(th_rounds), combine_rounds(cf_rounds)
     print(f"Toolhub vs ContextForge {_contextforge.VERSION}, same mix without chat (3 list : 6 invoke : 2 gateway "
-          f"tools/call), {users} users, {duration}s each, one streamable-HTTP upstream; Toolhub {workers} web workers "
+          f"tools/call), {users} users, {rounds} alternating rounds of {duration}s each (req/s and percentiles: the "
+          f"rounds' mean), one streamable-HTTP upstream; Toolhub {workers} web workers "
           f"in 2 processes on PostgreSQL + Redis, ContextForge {workers} workers on SQLite; load average "
           f"{load_th:.2f} / {os.getloadavg()[0]:.2f}:")
     labels = {"GET /tools/": "list tools (GET /api/v1/tools/ | GET /tools)",
@@ -854,6 +880,8 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="SECONDS",
                         help="py-spy record a web worker and a runner for SECONDS of a 32-user run (0: no profile)")
     parser.add_argument("--cf-users", type=int, default=32, help="users of the ContextForge comparison")
+    parser.add_argument("--cf-rounds", type=int, default=2,
+                        help="alternating rounds (Toolhub, ContextForge) of the comparison, --duration seconds each")
     parser.add_argument("--contextforge", choices=("auto", "no"), default="auto",
                         help="auto: the same workload against ContextForge where it installs, ratios printed")
     quotas.add_arguments(parser)
@@ -906,7 +934,7 @@ def main() -> None:
                 report["recovery_error_rate"] = rec["error_rate"]
             if args.contextforge != "no":
                 report["contextforge"] = compare_contextforge(locust_bin, env, hosts, token, args.cf_users,
-                                                              args.duration)
+                                                              args.duration, args.cf_rounds)
             missing = audit_rows_missing(call_log)
             print(f"completed invokes in the whole run: {count_calls(call_log)}; audit rows missing: {missing} (goal 0)")
             report["audit_missing"] = missing
