@@ -37,6 +37,12 @@ turns against the same gateway process (bench/_rawpost_ab.py): `2025loop`, `2026
 (bench/_inventory_server_logged.py) and prints, per kind in the counting phase, the requests the upstream received per
 call by JSON-RPC method and HTTP method (what else than the call the gateway sends it: listing refreshes, probes).
 
+`--ab-one-worker` adds a client of each era whose worker-thread jobs run on one dedicated thread instead of the loop's
+default executor (bench/_one_worker_ab.py), in the same turns: `2025one`, `2026one`. `--gc-probe` counts the
+gateway's garbage collections per call, then again after gc.freeze() (bench/_gc_probe.py). `--cpu-split` prints the
+warm call's parts (worker job, invoke checks, raw POST, screen, audit row, the loop's answer) in thread CPU per call
+(bench/_cpu_split.py).
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
