@@ -167,18 +167,27 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA,
                        on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)),
                        client_requests=client_requests, continuing=continuing)
-    needs_link = done.result.error_code in (codes.AUTHORIZATION_REQUIRED, codes.CREDENTIALS_REQUIRED)
-    base = (base_url() if callable(base_url) else base_url) if needs_link else ""
-    if done.result.error_code == codes.AUTHORIZATION_REQUIRED and base:
-        # The caller's own connect link when they may connect it (the shared connection: owners and admins).
-        link = oauth_flow.authorize_link_or_none(tenant=principal.tenant, actor=principal.user,
-                                                 tool_id=target.tool_id, base_url=base)
-        if link:
-            done.result.meta[AUTHORIZE_URL] = link
-    elif done.result.error_code == codes.CREDENTIALS_REQUIRED and base:
-        done.result.meta[CONNECTIONS_URL] = paths.home_url(base, principal.tenant.slug)
+    _connect_link(principal, target.tool_id, done.result, base_url)
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
+
+
+def _connect_link(principal: Principal, tool_id: int, result: ToolResult, base_url: BaseUrl) -> None:
+    """Where the caller connects: an `authorization_required` result gets the caller's own connect link when they
+    may connect it (the shared connection: owners and admins), `credentials_required` the member's connections
+    page. The base URL is built only then (`base_url` may be a callable)."""
+    if result.error_code not in (codes.AUTHORIZATION_REQUIRED, codes.CREDENTIALS_REQUIRED):
+        return
+    base = base_url() if callable(base_url) else base_url
+    if not base:
+        return
+    if result.error_code == codes.AUTHORIZATION_REQUIRED:
+        link = oauth_flow.authorize_link_or_none(tenant=principal.tenant, actor=principal.user,
+                                                 tool_id=tool_id, base_url=base)
+        if link:
+            result.meta[AUTHORIZE_URL] = link
+    else:
+        result.meta[CONNECTIONS_URL] = paths.home_url(base, principal.tenant.slug)
 
 
 def _unlisted(principal: Principal, name: str) -> ToolResult | None:
