@@ -33,6 +33,16 @@ against the same gateway process: `2025sdk`, `2026sdk`. `--sdk-server-path` turn
 raw path (tools_app/runtime/mcp/rawpost.py, the worker thread's own POST: TOOLHUB_MCP_RAW_POST), sampled in the same
 turns against the same gateway process (bench/_rawpost_ab.py): `2025loop`, `2026loop`.
 
+`--log-upstream FILE` runs the upstream with every request it receives logged to FILE
+(bench/_inventory_server_logged.py) and prints, per kind in the counting phase, the requests the upstream received per
+call by JSON-RPC method and HTTP method (what else than the call the gateway sends it: listing refreshes, probes).
+
+`--ab-one-worker` adds a client of each era whose worker-thread jobs run on one dedicated thread instead of the loop's
+default executor (bench/_one_worker_ab.py), in the same turns: `2025one`, `2026one`. `--gc-probe` counts the
+gateway's garbage collections per call, then again after gc.freeze() (bench/_gc_probe.py). `--cpu-split` prints the
+warm call's parts (worker job, invoke checks, raw POST, screen, audit row, the loop's answer) in thread CPU per call
+(bench/_cpu_split.py).
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
@@ -43,6 +53,9 @@ import argparse
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
@@ -51,7 +64,7 @@ from typing import Any
 
 import gateway as bench_gateway
 import httpx2
-from _common import pct, summary
+from _common import free_port, pct, summary
 from gateway import ARGS, http_upstream, setup_agent
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -63,18 +76,24 @@ POOL_ON_SERVER_LOOP_APP = "bench._pool_on_server_loop:application"
 SDK_CALL_PATH_APP = "bench._sdk_call_path:application"
 FASTCALL_AB_APP = "bench._fastcall_ab:application"
 RAWPOST_AB_APP = "bench._rawpost_ab:application"
+ONE_WORKER_AB_APP = "bench._one_worker_ab:application"
+GC_PROBE_APP = "bench._gc_probe:application"
+CPU_SPLIT_APP = "bench._cpu_split:application"
+ONE_WORKER_HEADER = "x-bench-one-worker"  # bench/_one_worker_ab.py: this request's jobs run on one dedicated thread
 LOOP_CALL_PATH_HEADER = "x-bench-loop-call-path"  # bench/_rawpost_ab.py: this request's upstream call takes the loop
 SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: this request takes the SDK's server path
 
 
 @contextmanager
 def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
-            sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False
+            sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False,
+            ab_one_worker: bool = False, gc_probe: bool = False, cpu_split: bool = False
             ) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
            else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall
-           else RAWPOST_AB_APP if ab_rawpost else "config.asgi:application")
+           else RAWPOST_AB_APP if ab_rawpost else ONE_WORKER_AB_APP if ab_one_worker
+           else GC_PROBE_APP if gc_probe else CPU_SPLIT_APP if cpu_split else "config.asgi:application")
     env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
     if sdk_server_path:
         env["TOOLHUB_MCP_FASTCALL"] = "0"
@@ -84,8 +103,10 @@ def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_pat
 
 @asynccontextmanager
 async def connected(url: str, token: str | None, mode: str, sdk_server_path: bool = False,
-                    loop_call_path: bool = False) -> AsyncIterator[Client]:
+                    loop_call_path: bool = False, one_worker: bool = False) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if one_worker:
+        headers[ONE_WORKER_HEADER] = "1"
     if sdk_server_path:
         headers[SDK_SERVER_PATH_HEADER] = "1"
     if loop_call_path:
@@ -150,13 +171,13 @@ def _busy_threads(pid: int | None, before: dict[int, tuple[float, int]], after: 
     for tid, (cpu, switches) in after.items():
         cpu0, switches0 = before.get(tid, (0.0, 0))
         if switches - switches0 >= count // 10 or cpu - cpu0 >= 0.05 * count:
-            name = "main" if tid == pid else str(tid)
+            name = "main" if tid == pid else f"{tid}{':' + THREAD_NAMES[tid] if tid in THREAD_NAMES else ''}"
             cells.append((cpu - cpu0, f"{name} {(cpu - cpu0) / count:.3f} ms/{(switches - switches0) / count:.2f} sw"))
     return ", ".join(cell for _, cell in sorted(cells, reverse=True))
 
 
 async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str, token: str, ab_fastcall: bool,
-                   ab_rawpost: bool = False) -> dict[str, tuple[Client, str]]:
+                   ab_rawpost: bool = False, ab_one_worker: bool = False) -> dict[str, tuple[Client, str]]:
     clients = {
         "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
         "2025": (await stack.enter_async_context(connected(gateway, token, "legacy")), name),
@@ -170,11 +191,59 @@ async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str
             connected(gateway, token, "legacy", loop_call_path=True)), name)
         clients["2026loop"] = (await stack.enter_async_context(
             connected(gateway, token, "2026-07-28", loop_call_path=True)), name)
+    if ab_one_worker:  # the same eras with their jobs on one dedicated thread, in the same turns (_one_worker_ab.py)
+        clients["2025one"] = (await stack.enter_async_context(connected(gateway, token, "legacy", one_worker=True)),
+                              name)
+        clients["2026one"] = (await stack.enter_async_context(
+            connected(gateway, token, "2026-07-28", one_worker=True)), name)
     return clients
+
+
+def _upstream_log_lines() -> list[dict[str, Any]]:
+    if not UPSTREAM_LOG:
+        return []
+    return [json.loads(line) for line in Path(UPSTREAM_LOG).read_text().splitlines() if line.strip()]
+
+
+def _upstream_requests(lines: list[dict[str, Any]], count: int) -> str:
+    """The upstream's received requests per call, by (HTTP method, JSON-RPC methods, session/protocol headers)."""
+    kinds: dict[str, int] = {}
+    for line in lines:
+        h = line["headers"]
+        key = (f"{line['http']} {'+'.join(line['rpc']) or '-'} [{line['status']}]"
+               f"{' sid' if 'mcp-session-id' in h else ''} pv={h.get('mcp-protocol-version', '-')}")
+        kinds[key] = kinds.get(key, 0) + 1
+    return ", ".join(f"{key}: {n / count:.3f}" for key, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+
+
+async def _gc_totals() -> dict[str, Any] | None:
+    """The gateway's garbage-collector totals (bench/_gc_probe.py), when --gc-probe runs it."""
+    if GC_PROBE_BASE is None:
+        return None
+    async with httpx2.AsyncClient(timeout=60) as http:
+        return dict((await http.get(f"{GC_PROBE_BASE}/__bench_gc__")).json())
+
+
+async def _cpu_split() -> dict[str, list[float]] | None:
+    """The gateway's per-part thread CPU totals (bench/_cpu_split.py), when --cpu-split runs it."""
+    if CPU_SPLIT_BASE is None:
+        return None
+    async with httpx2.AsyncClient(timeout=60) as http:
+        return dict((await http.get(f"{CPU_SPLIT_BASE}/__bench_cpu__")).json())
+
+
+def _print_split(before: dict[str, list[float]], after: dict[str, list[float]], count: int) -> None:
+    for part, (calls, ms) in after.items():
+        calls0, ms0 = before.get(part, [0, 0.0])
+        if calls > calls0:
+            print(f"          {part:<34} {(ms - ms0) / count:.3f} ms/call ({(calls - calls0) / count:.2f} runs/call)")
 
 
 async def _count(label: str, once: Any, pids: dict[str, int | None], count: int) -> None:
     """`count` calls of one kind alone: what they cost each process (and the gateway's busy threads), per call."""
+    split_before = await _cpu_split()
+    gc_before = await _gc_totals()
+    logged_before = len(_upstream_log_lines())
     threads_before = _threads_usage(pids["gateway"])
     before = {who: _proc_usage(pid) for who, pid in pids.items()}
     for _ in range(count):
@@ -191,12 +260,35 @@ async def _count(label: str, once: Any, pids: dict[str, int | None], count: int)
     print(f"  {label:>6}: " + "; ".join(cells))
     if label != "direct":
         print(f"          gateway threads: {_busy_threads(pids['gateway'], threads_before, threads_after, count)}")
+    if UPSTREAM_LOG:
+        print(f"          upstream received per call: {_upstream_requests(_upstream_log_lines()[logged_before:], count)}")
+    split_after = await _cpu_split()
+    if split_before is not None and split_after is not None:
+        _print_split(split_before, split_after, count)
+    gc_after = await _gc_totals()
+    if gc_before is not None and gc_after is not None:
+        cells = []
+        for gen in ("0", "1", "2"):
+            runs = gc_after["totals"][gen][0] - gc_before["totals"][gen][0]
+            took = gc_after["totals"][gen][1] - gc_before["totals"][gen][1]
+            cells.append(f"gen{gen} {runs / count:.3f} runs {took / count:.3f} ms")
+        print(f"          gateway GC per call: {', '.join(cells)} (frozen objects {gc_after['frozen']})")
+
+
+async def _count_frozen(labels: list[str], once: Any, pids: dict[str, int | None], count: int) -> None:
+    """The counting phase again after gc.freeze() in the gateway: what the startup heap costs its collections."""
+    async with httpx2.AsyncClient(timeout=60) as http:
+        (await http.post(f"{GC_PROBE_BASE}/__bench_gc__", json={"freeze": True})).raise_for_status()
+    print("after gc.freeze() in the gateway:")
+    for label in labels:
+        await _count(label, once, pids, count)
 
 
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
-              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False) -> dict[str, list[float]]:
+              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False, ab_one_worker: bool = False
+              ) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
-        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost)
+        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost, ab_one_worker)
         for label, (client, _tool) in clients.items():
             print(f"  {label}: negotiated {client.protocol_version}")
 
@@ -217,6 +309,10 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
             turn = order[i % len(order):] + order[:i % len(order)]
             for label in turn:
                 samples[label].append(await once(label))
+        if ab_one_worker:  # the gateway's Python thread names, for the busy-thread lines
+            async with httpx2.AsyncClient(timeout=60) as http:
+                named = (await http.get(f"{base}/__bench_threads__")).json()
+            THREAD_NAMES.update({int(tid): str(name) for tid, name in named.items()})
         if count:
             pids = {"gateway": _pid_serving(base.rsplit(":", 1)[1], "uvicorn"),
                     "upstream": _pid_serving(upstream.rsplit(":", 1)[1].split("/")[0], "inventory_server"),
@@ -225,10 +321,12 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                   "thread, voluntary context switches):")
             # The A/B counts its kinds twice, in one order then the other, so a VM drifting within the run does not
             # favour the kinds counted first.
-            ab = ab_fastcall or ab_rawpost
+            ab = ab_fastcall or ab_rawpost or ab_one_worker
             for counting in ([list(clients), list(reversed(clients))] if ab else [list(clients)]):
                 for label in counting:
                     await _count(label, once, pids, count)
+            if GC_PROBE_BASE is not None:
+                await _count_frozen(list(clients), once, pids, count)
         if profile:
             for era in ("2025", "2026"):
                 await _profiling(base, token, era)
@@ -239,6 +337,26 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
 
 
 COUNTS: dict[str, float] = {}
+CPU_SPLIT_BASE: str | None = None  # --cpu-split: the gateway's base URL (bench/_cpu_split.py answers there)
+GC_PROBE_BASE: str | None = None  # --gc-probe: the gateway's base URL (bench/_gc_probe.py answers there)
+THREAD_NAMES: dict[int, str] = {}  # the gateway's threads' Python names (--ab-one-worker asks the gateway for them)
+UPSTREAM_LOG: str | None = None  # --log-upstream: the file bench/_inventory_server_logged.py writes
+
+
+@contextmanager
+def logged_upstream(path: str) -> Iterator[str]:
+    """The inventory server on streamable HTTP with every received request logged to `path`; yields its /mcp URL."""
+    Path(path).write_text("")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "_inventory_server_logged.py"),
+                             "--port", str(port)], env={**os.environ, "BENCH_UPSTREAM_LOG": path},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        bench_gateway._wait_up(f"http://127.0.0.1:{port}/mcp", proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
 
 
 def main() -> None:
@@ -261,19 +379,35 @@ def main() -> None:
                         help="A/B in one run: a client of each era whose upstream call is the worker thread's own POST "
                              "(rawpost.py) and one through the pool's loop (2025loop, 2026loop), in turns, one gateway "
                              "(bench/_rawpost_ab.py)")
+    parser.add_argument("--ab-one-worker", action="store_true",
+                        help="A/B in one run: a client of each era whose worker-thread jobs run on one dedicated thread "
+                             "(2025one, 2026one) against the loop's default executor, in turns (bench/_one_worker_ab.py)")
+    parser.add_argument("--gc-probe", action="store_true",
+                        help="count the gateway's garbage collections per call (bench/_gc_probe.py), then again after "
+                             "gc.freeze()")
+    parser.add_argument("--cpu-split", action="store_true",
+                        help="the gateway's warm call split into parts, in thread CPU per call (bench/_cpu_split.py)")
+    parser.add_argument("--log-upstream", metavar="FILE",
+                        help="log every request the upstream receives to FILE; the counting phase prints them per call")
     args = parser.parse_args()
+    global UPSTREAM_LOG, GC_PROBE_BASE, CPU_SPLIT_BASE
+    UPSTREAM_LOG = args.log_upstream
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
-                      args.ab_rawpost))) > 1:
+                      args.ab_rawpost, args.ab_one_worker, args.gc_probe, args.cpu_split))) > 1:
         parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
                      "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
-                 args.ab_fastcall, args.ab_rawpost) as (base, token), http_upstream() as upstream:
+                 args.ab_fastcall, args.ab_rawpost, args.ab_one_worker, args.gc_probe,
+                 args.cpu_split) as (base, token), \
+            (logged_upstream(args.log_upstream) if args.log_upstream else http_upstream()) as upstream:
+        GC_PROBE_BASE = base if args.gc_probe else None
+        CPU_SPLIT_BASE = base if args.cpu_split else None
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
-                                  args.count, args.ab_fastcall, args.ab_rawpost))
+                                  args.count, args.ab_fastcall, args.ab_rawpost, args.ab_one_worker))
     direct = pct(samples["direct"], 50)
     out: dict[str, Any] = {"direct_p50_ms": round(direct, 2), "goal_minus_direct_p50_ms": 3}
     print(f"direct to the upstream (SDK Client, warm):  {summary(samples['direct'])}")

@@ -14,15 +14,17 @@ identity cache, hot-cache snapshots, session record) and the third request is co
 
 Kinds: GET /api/v1/tools/ (20 tools in the tenant), GET /api/v1/tools/{id}/, a warm invoke (POST .../invoke/,
 member), the gateway's tools/list and tools/call for a 2025-06-18 session client and a 2026-07-28 stateless one
-(over a real uvicorn server), and a chat turn with the fake model (a text answer; a turn calling one tool).
+(over a real uvicorn server), and a chat turn with the fake model (a text answer; a turn calling one tool; the load mix's turn: a new
+conversation calling one tool).
 LOCAL servers run in the web process's own pool here, not in a runner: the runner registry read of production
 is not in these counts.
 
 CPU: REQUEST_COSTS_REPEAT=N adds each in-process kind's process CPU and its calling thread's CPU (`thread_us`: the
 test client runs middleware and view in that thread) per request over N more; REQUEST_COSTS_SERVED=N the served
 kinds' server-side CPU (every thread but the client's) and its request threads' (core.asgi's "django-request").
+REQUEST_COSTS_LOOP_PROFILE=<prefix> writes a thread-CPU profile of the server's loop thread per served kind.
 REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway;
-REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns.
+REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns; REQUEST_COSTS_CHAT_ONLY=1 stops after them (no served kinds).
 
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
@@ -158,6 +160,42 @@ def warm_then_count(kind: str, request: Callable[[], Any]) -> None:
         profiler.dump_stats(os.environ.get("REQUEST_COSTS_PROFILE_OUT", "/tmp/request_costs.prof"))
 
 
+@contextmanager
+def _loop_profile(kind: str, poke: Callable[[], Any]) -> Iterator[None]:
+    """REQUEST_COSTS_LOOP_PROFILE=<prefix>: a thread-CPU cProfile of the server's event loop thread (what a served
+    request costs outside its request thread: uvicorn's protocol, core.asgi's side of the hop) while `kind` runs,
+    written to <prefix>-<kind>.prof. The profiler is switched on and off from inside a request on the loop (`poke`
+    sends the one that switches it off)."""
+    prefix = os.environ.get("REQUEST_COSTS_LOOP_PROFILE")
+    if not prefix:
+        yield
+        return
+    import cProfile
+
+    from core.asgi import OneHopASGIHandler
+
+    profiler = cProfile.Profile(time.thread_time)
+    switch: dict[str, bool] = {"on": True}
+    original = OneHopASGIHandler.__call__
+
+    async def call(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if switch.pop("on", False):
+            profiler.enable()  # the calling thread: the server's loop
+        if switch.pop("off", False):
+            profiler.disable()
+        await original(self, scope, receive, send)
+
+    OneHopASGIHandler.__call__ = call  # type: ignore[method-assign]
+    try:
+        yield
+        switch["off"] = True
+        poke()
+    finally:
+        OneHopASGIHandler.__call__ = original  # type: ignore[method-assign]
+    name = "".join(c if c.isalnum() else "-" for c in kind)
+    profiler.dump_stats(f"{prefix}-{name}.prof")
+
+
 def gateway_costs(url: str, token: str) -> None:
     """tools/list and tools/call of a 2025-06-18 session client, then of a 2026-07-28 stateless one."""
     import httpx2
@@ -283,8 +321,9 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
             for _ in range(5):
                 request()
             cpu, thread, wall = _server_cpu_s(), _server_cpu_s("django-request"), time.perf_counter()
-            for _ in range(repeat):
-                request()
+            with _loop_profile(kind, request):
+                for _ in range(repeat):
+                    request()
             RESULTS[kind] = {"sql": 0, "redis_trips": 0, "redis_commands": 0,
                              "cpu_us": round((_server_cpu_s() - cpu) / repeat * 1e6),
                              "thread_us": round((_server_cpu_s("django-request") - thread) / repeat * 1e6),
@@ -363,6 +402,16 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
 
     llm.repeat_last = False
     warm_then_count("chat turn (one tool call)", tool_turn)
+
+    def fresh_turn() -> None:  # the load mix's chat: a new conversation each time, one tool call, then the answer
+        llm.script += [call("inventory__get_inventory", {"sku": "DEMO-001"}), text("twelve")]
+        body = chat(member, agent_id, "How many DEMO-001 are in stock?")
+        assert body["status"] == "completed" and body["events"], body
+
+    warm_then_count("chat turn (new conversation, one tool call)", fresh_turn)
+    if os.environ.get("REQUEST_COSTS_CHAT_ONLY"):  # the REST and chat kinds, without the served ones
+        _write_results()
+        return
 
     with running_server() as served:
         gateway_costs(served.endpoint(tenant.slug, agent_id), token_for_user(user=member.user))

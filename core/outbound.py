@@ -112,6 +112,12 @@ class _DeadlineStream(httpcore2.NetworkStream):
         return self._stream.get_extra_info(info)
 
 
+def honours_deadline(stream: object) -> bool:
+    """Whether a connection (a response's `network_stream` extension) bounds each read by the surrounding
+    `deadline(...)`: those GuardedTransport opens do."""
+    return isinstance(stream, _DeadlineStream)
+
+
 class _DeadlineBackend(httpcore2.NetworkBackend):
     def __init__(self, backend: httpcore2.NetworkBackend) -> None:
         self._backend = backend

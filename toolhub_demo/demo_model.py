@@ -65,6 +65,7 @@ class Turn:
     error_message: str = "fake LLM error"
     delay_s: float = 0.0  # before the response headers
     chunk_delay_s: float = 0.0  # between streamed chunks
+    linger_s: float = 0.0  # after `data: [DONE]`, before the end of the streamed body
 
 
 def text(content: str, **kw: Any) -> Turn:
@@ -248,6 +249,7 @@ class FakeLLM:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.peers: list[Any] = []  # each request's client address: one per connection the client opened
         self._lock = threading.Lock()
         self._position = 0
         self._hub = hub
@@ -401,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             fake.requests.append(body)
             fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+            fake.peers.append(self.client_address)
         auth = self.headers.get("Authorization", "")
         if fake.api_key is not None and auth != f"Bearer {fake.api_key}":
             # Like some real servers, echo the presented key: clients must not pass it on.
@@ -444,6 +447,8 @@ class _Handler(BaseHTTPRequestHandler):
             if turn.chunk_delay_s:
                 time.sleep(turn.chunk_delay_s)
         self._write_chunk(b"data: [DONE]\n\n")
+        if turn.linger_s:
+            time.sleep(turn.linger_s)
         self._write_chunk(b"")
 
     def _write_chunk(self, data: bytes) -> None:

@@ -70,14 +70,19 @@ AUTHORIZE_URL = "authorize_url"  # ToolResult.meta: the caller's own link to con
 CONNECTIONS_URL = "connections_url"  # ToolResult.meta: the caller's page to set their own keys of a tool
 
 
+BaseUrl = str | Callable[[], str]  # Toolhub's public origin, or how to find it (read only for a connect link)
+
+
 def call_function(principal: Principal, name: str, arguments: dict[str, Any],
                   on_progress: Progress | None = None, client_requests: ClientRequests | None = None,
-                  *, base_url: str = "", continuing: int | None = None) -> CallOutcome:
+                  *, base_url: BaseUrl = "", continuing: int | None = None, unflagged: bool = False) -> CallOutcome:
     """`continuing`: the audit row of the call this round continues (a 2026 upstream's questions answered, the round
-    vouched for by the gateway's sealed requestState): counted when it began, so not throttled again."""
+    vouched for by the gateway's sealed requestState): counted when it began, so not throttled again.
+    `unflagged`: this worker job has just read `after_flagged(principal)` as False (the gateway's fast path,
+    fastcall._job, reads it first to step aside for a call that could be held): not read a second time."""
     with through_client(principal.client):
         outcome = _call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url,
-                                 continuing=continuing)
+                                 continuing=continuing, unflagged=unflagged)
     _after(principal, outcome)
     oauth_usage.note_use(principal.token_id, principal.expires_at)
     return outcome
@@ -127,7 +132,7 @@ def _after(principal: Principal, outcome: CallOutcome) -> None:
 
 def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
                    on_progress: Progress | None, client_requests: ClientRequests | None,
-                   *, base_url: str, continuing: int | None = None) -> CallOutcome:
+                   *, base_url: BaseUrl, continuing: int | None = None, unflagged: bool = False) -> CallOutcome:
     """Call one function by its qualified name, through the same service as `/tools/{id}/invoke/`.
 
     A call that needs approval is held (tools_app.services.approvals); approving it runs it once. When
@@ -147,7 +152,7 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
             Reason.VIEWER_MAY_NOT_CALL,
             f"viewers may list this agent's tools but not call them (you are {principal.role.value})"))
     target = fn.function
-    guarded = not target.needs_approval and not fn.read_only and after_flagged(principal)
+    guarded = not target.needs_approval and not fn.read_only and not unflagged and after_flagged(principal)
     if target.needs_approval or guarded:
         delivered = _collect_approved(principal, fn, arguments)
         if delivered is not None:
@@ -162,16 +167,27 @@ def _call_function(principal: Principal, name: str, arguments: dict[str, Any],
                        function=target.function, arguments=arguments, agent=principal.agent, via=VIA,
                        on_progress=_scrubbed_progress(on_progress, secrets_of(principal, fn)),
                        client_requests=client_requests, continuing=continuing)
-    if done.result.error_code == codes.AUTHORIZATION_REQUIRED and base_url:
-        # The caller's own connect link when they may connect it (the shared connection: owners and admins).
-        link = oauth_flow.authorize_link_or_none(tenant=principal.tenant, actor=principal.user,
-                                                 tool_id=target.tool_id, base_url=base_url)
-        if link:
-            done.result.meta[AUTHORIZE_URL] = link
-    elif done.result.error_code == codes.CREDENTIALS_REQUIRED and base_url:
-        done.result.meta[CONNECTIONS_URL] = paths.home_url(base_url, principal.tenant.slug)
+    _connect_link(principal, target.tool_id, done.result, base_url)
     return CallOutcome(done.result, call_id=done.call.pk, function=fn, arguments=arguments,
                        approval_id=done.approval.pk if done.approval is not None else None)
+
+
+def _connect_link(principal: Principal, tool_id: int, result: ToolResult, base_url: BaseUrl) -> None:
+    """Where the caller connects: an `authorization_required` result gets the caller's own connect link when they
+    may connect it (the shared connection: owners and admins), `credentials_required` the member's connections
+    page. The base URL is built only then (`base_url` may be a callable)."""
+    if result.error_code not in (codes.AUTHORIZATION_REQUIRED, codes.CREDENTIALS_REQUIRED):
+        return
+    base = base_url() if callable(base_url) else base_url
+    if not base:
+        return
+    if result.error_code == codes.AUTHORIZATION_REQUIRED:
+        link = oauth_flow.authorize_link_or_none(tenant=principal.tenant, actor=principal.user,
+                                                 tool_id=tool_id, base_url=base)
+        if link:
+            result.meta[AUTHORIZE_URL] = link
+    else:
+        result.meta[CONNECTIONS_URL] = paths.home_url(base, principal.tenant.slug)
 
 
 def _unlisted(principal: Principal, name: str) -> ToolResult | None:

@@ -88,15 +88,16 @@ def _plain(params: Any, capabilities: types.ClientCapabilities | None) -> bool:
             and params.get("inputResponses") is None)
 
 
-def _job(principal: Principal, name: str, arguments: dict[str, Any], requests: ClientRequests, base_url: str
-         ) -> tuple[service.CallOutcome, server.Wire | None] | None:
+def _job(principal: Principal, name: str, arguments: dict[str, Any], requests: ClientRequests,
+         base_url: service.BaseUrl) -> tuple[service.CallOutcome, server.Wire | None] | None:
     """The SDK path's worker job (`server._call`), unless the call could be held for approval (None: nothing was
-    counted yet; the SDK's path then asks). The same rule as `calls._call_function`'s, read first."""
+    counted yet; the SDK's path then asks). The same rule as `calls._call_function`'s, read first: the caller's
+    flag is read once per job (`unflagged`), not again by `_call_function`."""
     fn = service.listing(principal).by_name.get(name)
     if fn is not None and principal.may_call and (
             fn.function.needs_approval or (not fn.read_only and after_flagged(principal))):
         return None
-    return server._call(principal, name, arguments, None, requests, base_url)
+    return server._call(principal, name, arguments, None, requests, base_url, unflagged=True)
 
 
 class FastCalls:
@@ -179,7 +180,8 @@ class FastCalls:
         arguments = dict(params.arguments or {})
         requests = server.declined_requests(Resume() if modern else None)
         try:
-            ran = await server.db(_job, principal, params.name, arguments, requests, server._base_url(ctx))
+            # The base URL is read only for a connect link (rare): not built for every call.
+            ran = await server.db(_job, principal, params.name, arguments, requests, partial(server._base_url, ctx))
         except service.Refusal as refusal:
             raise server.Refused(refusal) from None
         if ran is None:

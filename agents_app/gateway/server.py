@@ -349,11 +349,11 @@ def _for_wire(ctx: ServerRequestContext[Any, Any], rendered: Wire) -> Wire:
 
 
 def _call(principal: Principal, name: str, arguments: dict[str, Any], on_progress: Any = None,
-          client_requests: ClientRequests | None = None, base_url: str = "", continuing: int | None = None
-          ) -> tuple[CallOutcome, Wire | None]:
+          client_requests: ClientRequests | None = None, base_url: service.BaseUrl = "",
+          continuing: int | None = None, *, unflagged: bool = False) -> tuple[CallOutcome, Wire | None]:
     """One worker-thread hop for the call and, unless it is held for approval, its rendering."""
     outcome = service.call_function(principal, name, arguments, on_progress, client_requests, base_url=base_url,
-                                    continuing=continuing)
+                                    continuing=continuing, unflagged=unflagged)
     unfinished = outcome.result.meta.get(INPUT_REQUIRED) or outcome.result.meta.get(INPUT_STATE_STALE)
     return outcome, (None if outcome.held or unfinished else _rendered(principal, outcome))
 

@@ -14,6 +14,7 @@ from agents_app.gateway.calls import (
     CONNECTIONS_URL,
     HANDED_OVER,
     VIA,
+    BaseUrl,
     CallOutcome,
     Refusal,
     call_function,
@@ -56,7 +57,7 @@ from agents_app.gateway.upstream import (
 from core.errors import NotFound
 
 __all__ = [
-    "CALL", "AUTHORIZE_URL", "CONNECTIONS_URL", "HANDED_OVER", "PROMPT_GET", "RESOURCE_READ", "RESOURCE_SCHEME", "VIA", "CallOutcome", "GatewayFunction",
+    "CALL", "AUTHORIZE_URL", "CONNECTIONS_URL", "HANDED_OVER", "PROMPT_GET", "RESOURCE_READ", "RESOURCE_SCHEME", "VIA", "BaseUrl", "CallOutcome", "GatewayFunction",
     "Listing", "NotFound", "Principal", "Refusal", "authenticate", "authenticate_remembering", "call_function",
     "decide_and_run", "decided_in_toolhub_only", "held_outcome", "fingerprint", "fingerprint_of", "get_prompt", "list_functions",
     "list_prompts", "list_resources", "listing", "read_resource", "redacted_arguments", "refresh",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     import openai
 
 from core.codes import ApiCode
-from core.outbound import deadline_at
+from core.outbound import deadline_at, honours_deadline
 from core.process_state import PerProcess
 from core.secrets import scrub_text
 
@@ -146,6 +147,50 @@ def _sdk() -> Any:
     return openai
 
 
+# After `data: [DONE]` an HTTP/1.1 body still has its end to come (the chunked terminator, as a rule in the same
+# packet). The SDK's sync stream closes the response right there, which drops the connection: every chat turn opened
+# a new one (TCP and, to a real provider, TLS). Its async stream first reads the rest, for up to 0.1 s; so do we.
+_DRAIN_S = 0.1
+_DRAIN_BYTES = 64 * 1024
+
+
+def _drain(response: httpx2.Response) -> None:
+    """Read what is left of a finished stream's body, so that closing it gives the connection back to the pool.
+
+    Bounded (0.1 s, 64 KiB) and only over a connection whose reads honour `deadline_at` (the guarded client's): a
+    server that sends more, or nothing, keeps the old outcome (the close drops the connection)."""
+    if response.http_version != "HTTP/1.1" or not honours_deadline(response.extensions.get("network_stream")):
+        return
+    left = _DRAIN_BYTES
+    try:
+        with deadline_at(time.monotonic() + _DRAIN_S):
+            for part in response.stream:  # type: ignore[union-attr]  # a sync client's stream
+                left -= len(part)
+                if left < 0:
+                    return
+    except (httpx2.HTTPError, httpx2.StreamError):
+        return
+
+
+@functools.cache
+def _chunk_stream() -> Any:
+    """The SDK's stream of chunks as their JSON (`Stream[object]`), reading the body's end after [DONE] (`_drain`).
+
+    Not `Stream[ChatCompletionChunk]`: building the SDK's model of every chunk (`construct_type`, no validation) was
+    about a sixth of a chat turn's CPU in the web worker, for the four keys `stream_turn` reads."""
+    sdk = _sdk()
+    base: Any = sdk.Stream[object]
+
+    class ChunkStream(base):  # type: ignore[misc]  # the SDK is imported on first use
+        def _iter_events(self) -> Iterator[Any]:
+            for sse in super()._iter_events():
+                if sse.data.startswith("[DONE]"):
+                    _drain(self.response)
+                yield sse
+
+    return ChunkStream
+
+
 def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
     """Map SDK/transport failures to the four model error codes, scrubbing the key from any text."""
     openai = _sdk()
@@ -231,7 +276,7 @@ class ModelClient:
             options["extra_json"] = kwargs["extra_body"]
         return self._client.post("/chat/completions", body=body, options=cast(Any, options),
                                  cast_to=openai.types.chat.ChatCompletion, stream=True,
-                                 stream_cls=openai.Stream[openai.types.chat.ChatCompletionChunk])
+                                 stream_cls=_chunk_stream())
 
     def stream_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Iterator[str | ModelTurn]:
         """Yield text deltas as they arrive, then the assembled ModelTurn. Raises ModelError only."""
@@ -260,16 +305,20 @@ class ModelClient:
                         break
                     if time.monotonic() > end:
                         raise httpx2.ReadTimeout("the model did not finish in time")
-                    for choice in chunk.choices or []:
-                        if choice.index not in (0, None):
+                    # A chunk is its JSON (`_chunk_stream`): a missing key reads None, as on the SDK's models
+                    # (built without validation); a value of the wrong kind fails here, as it did there (a choice
+                    # that is a string or a list was skipped there: its `.index` is a method, not 0).
+                    for choice in chunk.get("choices") or []:
+                        index = choice.get("index") if isinstance(choice, dict) else choice.index
+                        if index not in (0, None):
                             continue
-                        delta = choice.delta
-                        if delta is not None and delta.content:
-                            text.append(delta.content)
-                            yield delta.content
-                        _gather_tool_calls(calls, delta.tool_calls if delta is not None else None)
-                        if choice.finish_reason:
-                            turn.finish_reason = choice.finish_reason
+                        delta = choice.get("delta")
+                        if delta is not None and delta.get("content"):
+                            text.append(delta["content"])
+                            yield delta["content"]
+                        _gather_tool_calls(calls, delta.get("tool_calls") if delta is not None else None)
+                        if choice.get("finish_reason"):
+                            turn.finish_reason = choice["finish_reason"]
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure leaves here typed
@@ -289,16 +338,17 @@ class ModelClient:
 def _gather_tool_calls(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
     """Fold one chunk's tool-call deltas into `calls` (by index: id, name, argument fragments)."""
     for tc in deltas or []:
-        slot = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": []})
-        if tc.id:
-            slot["id"] = tc.id
-        if tc.function is not None:
+        slot = calls.setdefault(tc.get("index"), {"id": None, "name": "", "arguments": []})
+        if tc.get("id"):
+            slot["id"] = tc["id"]
+        function = tc.get("function")
+        if function is not None:
             # Most servers send the name once; some repeat it whole in every delta.
-            name = tc.function.name
+            name = function.get("name")
             if name and name != slot["name"]:
                 slot["name"] += name
-            if tc.function.arguments:
-                slot["arguments"].append(tc.function.arguments)
+            if function.get("arguments"):
+                slot["arguments"].append(function["arguments"])
 
 
 def sampling_messages(params: dict[str, Any], vision: bool) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.test import override_settings
 from mcp.shared.exceptions import MCPError
 
-from agents_app.gateway import fastcall, routing, server, transport
+from agents_app.gateway import calls, fastcall, routing, server, transport
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
@@ -81,6 +81,50 @@ def test_a_plain_warm_call_takes_the_fast_path(served: Any, setup: Any, mode: st
     assert all(not r.is_error and r.structured_content["sku"] == "DEMO-001" for r in results)
     assert paths.answered_fast == 3 and paths.sdk == []  # the SDK's tools/call handler was never entered
     assert ToolCall.objects.filter(via="gateway", status="ok").count() == 3  # each call audited once
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_a_fast_call_reads_the_callers_flag_once(served: Any, setup: Any, mode: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path reads `after_flagged` before it counts anything (to step aside for a call that could be held);
+    the same worker job does not read it again (calls._call_function is told: `unflagged`)."""
+    paths = Paths(monkeypatch)
+    reads: list[bool] = []
+    real = calls.after_flagged
+
+    def counted(principal: Any) -> bool:
+        reads.append(real(principal))
+        return reads[-1]
+
+    monkeypatch.setattr(fastcall, "after_flagged", counted)
+    monkeypatch.setattr(calls, "after_flagged", counted)
+
+    async def twice(connected: Any) -> list[Any]:
+        return [await connected.call_tool(*CALL) for _ in range(2)]
+
+    results = _run(served.endpoint("acme", setup.agent_id), setup.token, mode, twice)
+    assert all(not r.is_error for r in results) and paths.answered_fast == 2
+    assert reads == [False, False]  # once per call, not twice
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_a_flagged_callers_write_is_held_on_the_sdk_path(served: Any, setup: Any, mode: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller marked by a flagged result (the tenant's approve_after_flagged_result on): the fast path steps aside
+    before counting anything and the SDK's path holds the consequential call for a person, as before."""
+    setup.tenant.approve_after_flagged_result = True
+    setup.tenant.save(update_fields=["approve_after_flagged_result"])
+    user = setup.api.user
+    cache.set(f"toolhub:gw-flagged:{setup.tenant.pk}:{user.pk}:{setup.agent_id}", 1, 60)
+    paths = Paths(monkeypatch)
+
+    async def call(connected: Any) -> Any:
+        return await connected.call_tool(*CALL)
+
+    held = _run(served.endpoint("acme", setup.agent_id), setup.token, mode, call)
+    assert held.is_error and "APPROVAL_REQUIRED" in held.content[0].text
+    assert paths.fast == [None] and len(paths.sdk) == 1
+    assert ToolCall.objects.count() == 1 and not ToolCall.objects.filter(status="ok").exists()
 
 
 @pytest.mark.parametrize("mode", ERAS)

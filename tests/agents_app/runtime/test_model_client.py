@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import pytest
 
 from agents_app.runtime.model_client import ModelClient, ModelError, ModelTurn
 from core.codes import ApiCode
+from core.outbound import GuardedTransport
 from tests.agents_app.runtime.support import API_KEY, config_for
 from tests.fixtures.fake_llm import FakeLLM, Turn, calls, text
+from tools_app.wiring.http import outbound_policy
 
 FakeFactory = Callable[..., FakeLLM]
 USER = [{"role": "user", "content": "hi"}]
@@ -41,6 +44,80 @@ def test_auth_error_never_carries_the_key(fake_llm: FakeFactory) -> None:
     assert info.value.code == ApiCode.MODEL_AUTH
     assert API_KEY not in str(info.value) and API_KEY not in repr(info.value)
     assert API_KEY not in repr(config)
+
+
+def test_turns_over_the_guarded_client_keep_one_connection(fake_llm: FakeFactory) -> None:
+    """The SDK's stream stops reading at `data: [DONE]`; the body's end is read before the close, so the connection
+    goes back to the pool instead of being dropped (a new TCP, and TLS, handshake per turn). Same answers."""
+    llm = fake_llm([text("one"), calls(("a__one", {"sku": "A"})), text("three")])
+    with httpx2.Client(transport=GuardedTransport(outbound_policy()), trust_env=False) as http:
+        turns: list[ModelTurn] = []
+        for _ in range(3):
+            with ModelClient(config_for(llm), http_client=http) as client:
+                last = list(client.stream_turn(USER, []))[-1]
+            assert isinstance(last, ModelTurn)
+            turns.append(last)
+    assert [t.content for t in turns] == ["one", "", "three"]
+    assert [c.name for c in turns[1].tool_calls] == ["a__one"]
+    assert len(llm.peers) == 3 and len(set(llm.peers)) == 1
+
+
+def test_a_body_that_does_not_end_after_done_is_not_waited_for(fake_llm: FakeFactory) -> None:
+    """The read after [DONE] is bounded (0.1 s): a server that holds the body open after it is left, and the
+    connection dropped as before, rather than the turn waiting for the server."""
+    llm = fake_llm([text("one", linger_s=1.0), text("two")])
+    with httpx2.Client(transport=GuardedTransport(outbound_policy()), trust_env=False) as http:
+        answers = []
+        for _ in range(2):
+            with ModelClient(config_for(llm), http_client=http) as client:
+                answers.append(list(client.stream_turn(USER, []))[:-1])
+    assert answers == [["one"], ["two"]]
+    assert len(set(llm.peers)) == 2  # the lingering body's connection was not kept
+
+
+class _RawChunks(FakeLLM):
+    """A model server streaming the given chunks as they are (odd ones included)."""
+
+    def __init__(self, chunks: list[Any]) -> None:
+        super().__init__([text("")], api_key=API_KEY)
+        self.raw = chunks
+
+    def _chunks(self, turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.raw
+
+
+def test_odd_chunks_read_as_the_sdk_models_read_them() -> None:
+    """Chunks are read as their JSON: a missing key reads None (as on the SDK's models, built without validation),
+    other choices than the first are skipped, a repeated whole name is kept once, a value of the wrong kind fails
+    the turn typed. The same test passes on the SDK's models (the code before this reading)."""
+    tool = {"index": 0, "id": "c1", "type": "function", "function": {"name": "a__one", "arguments": ""}}
+    chunks = [
+        {"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {"id": "x"},  # no choices
+        {"id": "x", "choices": [{"index": 0, "finish_reason": None}]},  # no delta
+        {"id": "x", "choices": [{"index": 1, "delta": {"content": "not the first choice"}}]},
+        {"id": "x", "choices": [{"delta": {"content": "Hi"}}]},  # no index: the first choice
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [tool]}}]},
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0}]}}]},  # no function
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"name": "a__one", "arguments": '{"sku": '}}]}}]},  # the name repeated whole
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": '"A"}'}}]}, "finish_reason": "tool_calls"}]},
+    ]
+    with _RawChunks(chunks) as llm, ModelClient(config_for(llm)) as client:
+        items = list(client.stream_turn(USER, []))
+    turn = items[-1]
+    assert isinstance(turn, ModelTurn) and items[:-1] == ["Hi"] and turn.content == "Hi"
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("c1", "a__one", '{"sku": "A"}')]
+    assert turn.finish_reason == "tool_calls"
+
+    with _RawChunks([{"id": "x", "choices": ["a string", {"delta": {"content": "ok"}}]}]) as llm, \
+            ModelClient(config_for(llm)) as client:
+        assert list(client.stream_turn(USER, []))[:-1] == ["ok"]  # a string choice is skipped, as before
+    for odd in ({"id": "x", "choices": [None]}, {"id": "x", "choices": [{"delta": "text"}]}, ["a list"]):
+        with _RawChunks([odd]) as llm, ModelClient(config_for(llm)) as client, pytest.raises(ModelError) as info:
+            list(client.stream_turn(USER, []))
+        assert info.value.code == ApiCode.MODEL_ERROR
 
 
 def test_streams_text_incrementally(fake_llm: FakeFactory) -> None:
