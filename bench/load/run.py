@@ -668,6 +668,22 @@ def compare_contextforge(locust_bin: Path, env: dict[str, str], hosts: list[str]
               f"Toolhub's")
         out[key] = {"toolhub": t, "contextforge": c, "throughput_ratio": round(ratio_rps, 2),
                     "p50_ratio_cf_over_toolhub": round(ratio_p50, 2)}
+    # The mix itself: its three kinds' requests per second, without each virtual user's one-time MCP initialize and
+    # initialized (the same count on both sides, 2 per user per round, so in "all requests" they pull the ratio
+    # towards 1 the slower the target is). Per round too, to show the spread.
+    mix = ("GET /tools/", "POST invoke", "MCP tools/call")
+
+    def mix_rps(rows: dict[str, dict[str, float]]) -> float:
+        return sum(rows[k]["rps"] for k in mix if k in rows)
+
+    per_round = [round(mix_rps(t) / mix_rps(c), 2) for t, c in zip(th_rounds, cf_rounds, strict=True) if mix_rps(c)]
+    t_mix, c_mix = mix_rps(toolhub), mix_rps(forge)
+    if c_mix:
+        print(f"  the mix (list + invoke + gateway tools/call; each user's one-time initialize left out): Toolhub "
+              f"{t_mix:.1f} req/s, ContextForge {c_mix:.1f} req/s: {t_mix / c_mix:.2f}x (rounds: "
+              f"{', '.join(f'{r:.2f}x' for r in per_round)})")
+        out["mix"] = {"toolhub_rps": round(t_mix, 1), "contextforge_rps": round(c_mix, 1),
+                      "throughput_ratio": round(t_mix / c_mix, 2), "rounds": per_round}
     return out
 
 
