@@ -16,6 +16,24 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+async def read_body(receive: Any) -> bytes:
+    """An ASGI request's whole body (the bench apps' control endpoints)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+async def send_json(send: Any, payload: Any) -> None:
+    """A 200 JSON answer over ASGI (the bench apps' control endpoints)."""
+    import json
+
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+
 def pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]

@@ -9,16 +9,25 @@ Nothing here is imported by Toolhub.
 from __future__ import annotations
 
 import functools
-import json
 import threading
 import time
 from typing import Any
 
+from bench._common import send_json
 from config.asgi import application as toolhub
 
 PATH = "/__bench_cpu__"
 _totals: dict[str, list[float]] = {}
 _lock = threading.Lock()
+
+
+def _add(part: str, started: float) -> None:
+    """One more call of `part`, and the thread CPU it took since `started`."""
+    took = (time.thread_time() - started) * 1000
+    with _lock:
+        total = _totals.setdefault(part, [0, 0.0])
+        total[0] += 1
+        total[1] += took
 
 
 def _timed(part: str, fn: Any) -> Any:
@@ -28,11 +37,7 @@ def _timed(part: str, fn: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         finally:
-            took = (time.thread_time() - started) * 1000
-            with _lock:
-                total = _totals.setdefault(part, [0, 0.0])
-                total[0] += 1
-                total[1] += took
+            _add(part, started)
     return timed
 
 
@@ -44,11 +49,7 @@ def _atimed(part: str, fn: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
         finally:
-            took = (time.thread_time() - started) * 1000
-            with _lock:
-                total = _totals.setdefault(part, [0, 0.0])
-                total[0] += 1
-                total[1] += took
+            _add(part, started)
     return timed
 
 
@@ -87,8 +88,7 @@ _install()
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "http" and scope["path"] == PATH:
         with _lock:
-            body = json.dumps(_totals).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+            totals = {part: list(total) for part, total in _totals.items()}
+        await send_json(send, totals)
         return
     await toolhub(scope, receive, send)

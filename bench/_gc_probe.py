@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from bench._common import read_body, send_json
 from config.asgi import application as toolhub
 
 PATH = "/__bench_gc__"
@@ -32,23 +33,12 @@ def _callback(phase: str, info: dict[str, Any]) -> None:
 gc.callbacks.append(_callback)
 
 
-async def _answer(send: Any, payload: Any) -> None:
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
-
-
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "http" and scope["path"] == PATH:
         if scope["method"] == "POST":
-            body = b""
-            while True:
-                message = await receive()
-                body += message.get("body", b"")
-                if not message.get("more_body"):
-                    break
-            if json.loads(body or b"{}").get("freeze"):
+            if json.loads(await read_body(receive) or b"{}").get("freeze"):
                 gc.collect()
                 gc.freeze()
-        await _answer(send, {"totals": _totals, "count": gc.get_count(), "frozen": gc.get_freeze_count()})
+        await send_json(send, {"totals": _totals, "count": gc.get_count(), "frozen": gc.get_freeze_count()})
         return
     await toolhub(scope, receive, send)

@@ -23,6 +23,7 @@ from collections import Counter
 from concurrent.futures import thread as futures_thread
 from typing import Any
 
+from bench._common import read_body, send_json
 from config.asgi import application as toolhub
 
 PREFIX = os.environ.get("BENCH_PROFILE_PREFIX", "gateway-profile")
@@ -216,21 +217,12 @@ threading.Thread(target=_sampler, daemon=True, name="bench-sampler").start()
 
 async def application(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] == "http" and scope["path"] == "/__bench_profile__":
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        label = json.loads(body or b"{}").get("label")
+        label = json.loads(await read_body(receive) or b"{}").get("label")
         if label:
             _start(str(label))
             written = ""
         else:
             written = _stop()
-        payload = json.dumps({"written": written}).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": payload})
+        await send_json(send, {"written": written})
         return
     await toolhub(scope, receive, send)
