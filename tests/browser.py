@@ -1,7 +1,8 @@
-"""Headless Chromium for browser tests: launch, log in, and save a screenshot under var/screenshots/."""
+"""Headless Chromium for browser tests: launch, log in, and save a screenshot under var/screenshots/ (when asked)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,22 @@ from django.conf import settings
 from tests.waiting import scaled_ms
 
 CHROMIUM = Path("/usr/bin/chromium")
+
+# Pictures are taken only when asked (`make screenshots` asks; so may a contributor looking at the pages):
+# a full-page screenshot is a render and a PNG encode in Chromium, ~15 % of a browser module's CPU, and no test
+# reads one. What a test checks on the page runs either way.
+SCREENSHOTS_ENV = "TOOLHUB_TEST_SCREENSHOTS"
+
+
+def screenshots_wanted() -> bool:
+    return os.environ.get(SCREENSHOTS_ENV) == "1"
+
+
+def take(page: Any, path: Path, **options: Any) -> None:
+    """`page.screenshot(path=path, **options)` when pictures are asked for (`SCREENSHOTS_ENV`), else nothing."""
+    if screenshots_wanted():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(path), **options)
 
 # Marks for every browser test module: real Chromium, a live server and a transactional database.
 MARKS = [
@@ -68,14 +85,13 @@ def login(page: Any, base_url: str, username: str, password: str, next_url: str 
 
 def shot(page: Any, name: str, *, full_page: bool = True, docs: str = "") -> Path:
     """var/screenshots/<name>.png; with `docs`, also what the window shows (no taller than the viewport, so the
-    picture stays small) as var/screenshots/docs/<docs>.png, which `make screenshots` copies into docs/screenshots/."""
+    picture stays small) as var/screenshots/docs/<docs>.png, which `make screenshots` copies into docs/screenshots/.
+    Taken only when asked (`SCREENSHOTS_ENV`)."""
     folder = Path(settings.VAR_DIR) / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full_page)
+    take(page, path, full_page=full_page)
     if docs:
-        (folder / "docs").mkdir(exist_ok=True)
-        page.screenshot(path=str(folder / "docs" / f"{docs}.png"), full_page=False)
+        take(page, folder / "docs" / f"{docs}.png", full_page=False)
     return path
 
 

@@ -7,10 +7,13 @@ It fails, copying nothing, when a test fails or a picture the docs use was not t
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.browser import SCREENSHOTS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 TAKEN = ROOT / "var" / "screenshots" / "docs"
@@ -34,7 +37,7 @@ TESTS = [
 def main() -> int:
     shutil.rmtree(TAKEN, ignore_errors=True)
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-m", "browser", *TESTS],
-                         cwd=ROOT, check=False)
+                         cwd=ROOT, check=False, env={**os.environ, SCREENSHOTS_ENV: "1"})
     if run.returncode != 0:
         print("screenshots: a browser test failed; docs/screenshots/ left as it was", file=sys.stderr)
         return run.returncode

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission
 
 from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
+from tests.browser import take
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import calls, text
 from tests.waiting import scaled_ms
@@ -48,7 +49,6 @@ def test_show_data_chart_in_the_playground(live_server: Any, tenant: Any, api: A
     make_agent(api, model=make_model(api, llm), tools=[{"tool": tool.pk}], name="analyst")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     shots = Path(settings.BASE_DIR) / "var" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
@@ -90,7 +90,7 @@ def test_show_data_chart_in_the_playground(live_server: Any, tenant: Any, api: A
             scripts = page.evaluate("() => Array.from(document.scripts).map(s => s.src).filter(Boolean)")
             assert any("/static/agents_app/vendor/chart-4.6.1.umd.min.js" in s for s in scripts), scripts
             assert outside == [], outside  # no CDN, nothing fetched from anywhere but Toolhub
-            page.screenshot(path=str(shots / "show_data_chart.png"), full_page=True)
+            take(page, shots / "show_data_chart.png", full_page=True)
             # Every other widget, drawn by the same script from rows shaped like show_data's answer.
             drawn_text = page.evaluate(r"""() => {
                 const rows = [{status: "pending", orders: 2, units: 4}, {status: "shipped", orders: 3, units: 4}];

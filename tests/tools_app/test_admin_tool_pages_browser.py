@@ -13,6 +13,7 @@ from django.conf import settings
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
 from tests.browser import shot as browser_shot
+from tests.browser import take
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
 from tests.waiting import scaled_ms
@@ -54,13 +55,13 @@ def page(live_server: Any, tenant: Any, browser: Any) -> Iterator[Any]:
 def shot(page: Any, name: str, readme: str = "") -> None:
     """The whole page; with `readme` (a selector), also a small picture of that part, at most 720 px high
     (var/screenshots/readme-<name>.png: the README's candidates)."""
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    take(page, SHOTS / f"{name}.png", full_page=True)
     if readme:
         box = page.locator(readme).first.bounding_box()
         scroll = page.evaluate("({x: window.scrollX, y: window.scrollY})")
         clip = {"x": box["x"] + scroll["x"] - 8, "y": box["y"] + scroll["y"] - 8, "width": min(box["width"] + 16, 1100),
                 "height": min(box["height"] + 16, 720)}
-        page.screenshot(path=str(SHOTS / f"readme-{name}.png"), full_page=True, clip=clip)
+        take(page, SHOTS / f"readme-{name}.png", full_page=True, clip=clip)
 
 
 def fill_row(page: Any, field: str, index: int, key: str, value: str, secret: bool | None = None) -> None:
