@@ -9,7 +9,6 @@ from typing import Any
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
-from scim2_models import Group, ScimProvider, User
 
 BASE = "http://testserver/scim/v2"
 
@@ -46,9 +45,10 @@ def test_wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
 
 def scim_client(token: str, *, discovered: bool = False) -> Any:
     """scim2-client speaking to /scim/v2/ through Django's whole WSGI stack (middleware, urls, views)."""
-    # Imported here, not at the top: ~1 s of CPU (its pydantic models), which every xdist worker would pay while it
-    # collects the suite, though one worker runs the SCIM tests.
+    # Imported here, not at the top (and scim2-models, in the SCIM tests' functions): ~1 s of CPU (their pydantic
+    # models), which every xdist worker would pay while it collects the suite, though one or two run SCIM tests.
     from scim2_client.engines.wsgi import WSGISCIMClient
+    from scim2_models import Group, ScimProvider, User
 
     provider = None if discovered else ScimProvider(models=[User, Group])
     return WSGISCIMClient(test_wsgi_app, base_url=BASE, headers={"Authorization": f"Bearer {token}"},
