@@ -46,8 +46,8 @@ def api_schema(wsgi_app: Any) -> Any:
     ToolFactory(tenant=tenant, name="remote-one")
     token = token_for_user(user=user)
     headers = {"Authorization": f"Token {token}", "X-Tenant": tenant.slug}
-    # schemathesis is imported here and in fuzz(), not at the top (nor as a pytest plugin: `-p no:schemathesis`,
-    # pyproject.toml): every xdist worker collects this module, one or two fuzz.
+    # schemathesis is imported here and in fuzz(), not at the top (nor as a pytest plugin: `make test` passes
+    # `-p no:schemathesis`): every xdist worker collects this module, one or two fuzz.
     import schemathesis
 
     schema = schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", wsgi_app, headers=headers)
