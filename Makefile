@@ -76,8 +76,9 @@ XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --n
 # Bytecode caching on for the suite even where the environment turns it off (PYTHONDONTWRITEBYTECODE): each
 # worker imports every test module (assertion rewriting parses and compiles each one) and the suite starts dozens
 # of Python processes (runners, `toolhub_run`, MCP servers); without the __pycache__ files (git-ignored) every one
-# of them compiles the project again.
-PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
+# of them compiles the project again. schemathesis's pytest plugin is off: the suite never uses it (the fuzz,
+# tests/config/schema_fuzz.py, imports schemathesis itself), and loading it put schemathesis into every worker.
+PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p no:schemathesis
 test: install test-servers test-plugins
 	$(PYTEST) $(XDIST)
 

@@ -11,14 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import schemathesis
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, given, settings
-from schemathesis.checks import not_a_server_error
-from schemathesis.generation import GenerationMode
-from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
@@ -50,6 +46,10 @@ def api_schema(wsgi_app: Any) -> Any:
     ToolFactory(tenant=tenant, name="remote-one")
     token = token_for_user(user=user)
     headers = {"Authorization": f"Token {token}", "X-Tenant": tenant.slug}
+    # schemathesis is imported here and in fuzz(), not at the top (nor as a pytest plugin: `make test` passes
+    # `-p no:schemathesis`): every xdist worker collects this module, one or two fuzz.
+    import schemathesis
+
     schema = schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", wsgi_app, headers=headers)
     return schema.exclude(path_regex=NETWORK_BOUND)
 
@@ -62,6 +62,10 @@ def operations_of_part(api_schema: Any, part: int) -> list[Any]:
 
 
 def fuzz(operations: list[Any]) -> None:
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.generation import GenerationMode
+    from schemathesis.specs.openapi.checks import response_schema_conformance
+
     headers = {"Authorization": f"Token {token_for_user(user=UserFactory(username='fuzz-admin'))}", "X-Tenant": "acme"}
     failures: list[str] = []
     checks = [not_a_server_error, response_schema_conformance]

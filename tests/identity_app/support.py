@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
-from scim2_models import Group, ScimProvider, User
 
 BASE = "http://testserver/scim/v2"
 
@@ -33,23 +32,31 @@ def in_test_transaction() -> Iterator[None]:
         signals.request_finished.connect(close_old_connections)
 
 
-def test_wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
+def wsgi_app() -> Callable[[Any, Any], list[bytes]]:
     """Django's WSGI handler, each request inside `in_test_transaction` (Django's test Client reconnects the
-    closing signal after each of its own requests, so it is taken off per request here)."""
-    with in_test_transaction():
-        response = get_wsgi_application()(environ, start_response)
-        try:
-            return [b"".join(response)]
-        finally:
-            response.close()
+    closing signal after each of its own requests, so it is taken off per request here). Made once per client:
+    get_wsgi_application() runs django.setup() again, which configures logging anew (dictConfig): made per request,
+    scim2-tester's ~530 requests paid that ~530 times (~1.2 s of CPU)."""
+    handler = get_wsgi_application()
+
+    def app(environ: Any, start_response: Any) -> list[bytes]:
+        with in_test_transaction():
+            response = handler(environ, start_response)
+            try:
+                return [b"".join(response)]
+            finally:
+                response.close()
+
+    return app
 
 
 def scim_client(token: str, *, discovered: bool = False) -> Any:
     """scim2-client speaking to /scim/v2/ through Django's whole WSGI stack (middleware, urls, views)."""
-    # Imported here, not at the top: ~1 s of CPU (its pydantic models), which every xdist worker would pay while it
-    # collects the suite, though one worker runs the SCIM tests.
+    # Imported here, not at the top (and scim2-models, in the SCIM tests' functions): ~1 s of CPU (their pydantic
+    # models), which every xdist worker would pay while it collects the suite, though one or two run SCIM tests.
     from scim2_client.engines.wsgi import WSGISCIMClient
+    from scim2_models import Group, ScimProvider, User
 
     provider = None if discovered else ScimProvider(models=[User, Group])
-    return WSGISCIMClient(test_wsgi_app, base_url=BASE, headers={"Authorization": f"Bearer {token}"},
+    return WSGISCIMClient(wsgi_app(), base_url=BASE, headers={"Authorization": f"Bearer {token}"},
                           provider=provider)

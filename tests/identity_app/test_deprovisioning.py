@@ -14,7 +14,6 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-from scim2_models import Group, PatchOp, User
 
 from agents_app.gateway.tokens import grantee_for
 from identity_app.models import IdentityEvent, IdentityEventKind
@@ -71,6 +70,8 @@ def _connection(user: Any, tenant: Any, upstream: OIDCProvider) -> OAuthConnecti
 
 def test_a_deactivated_user_loses_everything_at_once(api: Any, tenant: Any, settings: Any,
                                                      django_capture_on_commit_callbacks: Any) -> None:
+    from scim2_models import Group, PatchOp, User  # here, not at the top: see tests/identity_app/support.py
+
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     _provider(api, ROLE_MAP)
     scim = scim_client(scim_token(api))
@@ -120,6 +121,8 @@ def test_a_deactivated_user_loses_everything_at_once(api: Any, tenant: Any, sett
 
 
 def test_deleting_a_user_through_scim_ends_their_access_too(api: Any, tenant: Any, settings: Any) -> None:
+    from scim2_models import User  # here, not at the top: see tests/identity_app/support.py
+
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     scim = scim_client(scim_token(api))
     created = scim.create(User.model_validate({"userName": "max", "active": True}))
@@ -133,6 +136,8 @@ def test_deleting_a_user_through_scim_ends_their_access_too(api: Any, tenant: An
 
 
 def test_a_group_whose_name_is_in_the_role_map_gives_its_role(api: Any, tenant: Any, settings: Any) -> None:
+    from scim2_models import Group, PatchOp, User  # here, not at the top: see tests/identity_app/support.py
+
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     _provider(api, ROLE_MAP)
     scim = scim_client(scim_token(api))
@@ -147,6 +152,8 @@ def test_a_group_whose_name_is_in_the_role_map_gives_its_role(api: Any, tenant: 
 
 
 def test_scim_needs_its_tenants_token_and_sees_only_that_tenant(api: Any, other_api: Any, settings: Any) -> None:
+    from scim2_models import User  # here, not at the top: see tests/identity_app/support.py
+
     settings.TOOLHUB_PUBLIC_URL = "http://testserver"
     mine = scim_client(scim_token(api))
     created = mine.create(User.model_validate({"userName": "oli", "active": True}))

@@ -8,6 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 from tests.waiting import PROCESS_BOUND_S, scaled
@@ -33,21 +34,14 @@ def test_the_tests_see_the_sample_from_their_own_folder() -> None:
     assert metadata.version("toolhub-sample-plugin") == "0.1.0"
 
 
-def test_other_settings_leave_the_folder_off_the_path() -> None:
-    code = ("import sys, django; django.setup(); "
-            "print(any(p.endswith('test-plugins') for p in sys.path))")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.dev"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=PROCESS_BOUND_S)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "False"
-
-
-def test_what_make_run_serves_offers_no_sample_tools_after_the_tests() -> None:
-    # This runs inside the suite, after the plugin tests loaded the sample in this process: a process on the
-    # settings `make run` uses (config.settings.dev, the same .venv) still finds no sample distribution and
-    # its registry no sample_* tool, so real tenants never get them from a test run.
-    code = ("import django; django.setup()\n"
+@pytest.fixture(scope="module")
+def dev_process() -> list[str]:
+    """One process on the settings `make run` uses (config.settings.dev, the same .venv), started from this suite
+    after the plugin tests loaded the sample in this process: the last three lines it prints are whether the
+    test-plugins folder is on its sys.path, whether it finds the sample distribution, and its registry's sample_*
+    tools. (One process answers both tests below: a Django start is ~2 s of CPU.)"""
+    code = ("import sys, django; django.setup()\n"
+            "print(any(p.endswith('test-plugins') for p in sys.path))\n"
             "from importlib import metadata\n"
             "from tools_app.runtime import registry\n"
             "try:\n    metadata.distribution('toolhub-sample-plugin'); print('installed')\n"
@@ -58,6 +52,17 @@ def test_what_make_run_serves_offers_no_sample_tools_after_the_tests() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=PROCESS_BOUND_S)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-2:] == ["absent", "[]"]
+    return out.stdout.strip().splitlines()[-3:]
+
+
+def test_other_settings_leave_the_folder_off_the_path(dev_process: list[str]) -> None:
+    assert dev_process[0] == "False"
+
+
+def test_what_make_run_serves_offers_no_sample_tools_after_the_tests(dev_process: list[str]) -> None:
+    # This runs inside the suite, after the plugin tests loaded the sample in this process: a process on the
+    # settings `make run` uses (config.settings.dev, the same .venv) still finds no sample distribution and
+    # its registry no sample_* tool, so real tenants never get them from a test run.
+    assert dev_process[1:] == ["absent", "[]"]
     # ... while the tests themselves do see it (from var/test-plugins/, not the venv).
     assert metadata.distribution("toolhub-sample-plugin").version == "0.1.0"

@@ -45,6 +45,12 @@ REFERENCE = [
     Reference("fetch", "pypi", "mcp-server-fetch", ("uvx", "mcp-server-fetch"), "2026.10.24"),
 ]
 BY_KEY = {r.key: r for r in REFERENCE}
+# Also kept in the prepared store, for a test that is not about installing: the older server-memory that
+# test_package_servers.py's version change starts from (it copies both versions into a store of its own).
+STORE_EXTRAS = [
+    Reference("memory-old", "npm", "@modelcontextprotocol/server-memory",
+              ("npx", "-y", "@modelcontextprotocol/server-memory@2026.1.26"), "2026.1.26"),
+]
 
 
 def pinned_line(ref: Reference) -> str:
@@ -53,14 +59,14 @@ def pinned_line(ref: Reference) -> str:
 
 
 def missing_from(store_root: str | Path) -> list[Reference]:
-    """The reference packages whose version the store does not hold (complete) yet."""
+    """The reference packages (and STORE_EXTRAS) whose version the store does not hold (complete) yet."""
     from tools_app.runtime.packages import store
 
-    return [r for r in REFERENCE if store.installed(store_root, r.manager, r.package, r.version) is None]
+    return [r for r in (*REFERENCE, *STORE_EXTRAS) if store.installed(store_root, r.manager, r.package, r.version) is None]
 
 
 def prepare_store() -> tuple[bool, str]:
-    """The five reference packages in the test settings' package store (var/test-packages), installed by the
+    """The five reference packages (and STORE_EXTRAS) in the test settings' package store (var/test-packages), installed by the
     product's own installer as an operator pre-warms a store (`manage.py toolhub_packages install` with the pinned
     lines) unless they are there already. `make test-servers` runs it once per machine, as it installs the real
     servers: the package tests then run their servers from the store, and only the test about installing installs

@@ -4,6 +4,7 @@ fails Test at once with a typed error; the store is read-only to the server; ver
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ from tests.waiting import PROCESS_BOUND_S, scaled
 from tools_app.models import Tool
 from tools_app.packages.models import PackageInstall, ToolPackage
 from tools_app.runtime.mcp.spec import LocalSpec
+from tools_app.runtime.packages import store
 from tools_app.runtime.sandbox import bwrap_argv, check_available
 from tools_app.wiring.pool import pool
 from tools_app.wiring.specs import server_sandbox, server_spec
@@ -144,10 +146,26 @@ def tasks_inline() -> Any:
         current_app.conf.task_always_eager = before
 
 
+def own_store_from_the_shared(tmp_path: Path, settings: Any, manager: str, name: str, versions: list[str]) -> None:
+    """The test's own package store, holding copies of the versions the shared test store holds (prepared once per
+    machine: tests/tools_app/packages/reference.py): for a test that frees what it used, which in the shared store
+    would make the next test (or run) needing it install it again, and pull it from under a test of another worker
+    running from it. A version the shared store lacks is installed by the test, as before."""
+    shared, own = settings.TOOLHUB_PACKAGE_STORE, tmp_path / "store"
+    for version in versions:
+        if store.installed(shared, manager, name, version) is not None:
+            shutil.copytree(store.folder(shared, manager, name, version), store.folder(own, manager, name, version),
+                            symlinks=True)
+    settings.TOOLHUB_PACKAGE_STORE = str(own)
+
+
 def test_version_change_installs_beside_and_last_tool_frees_it(api: Any, settings: Any, tasks_inline: None,
-                                                                registries_reachable: None) -> None:
+                                                                tmp_path: Path, registries_reachable: None) -> None:
+    """The switch from one version to the other and the freeing of each (the installs themselves:
+    test_reference_install_npm.py and test_npx_server_installs_once_and_runs_sandboxed_without_network)."""
     settings.TOOLHUB_PACKAGE_INSTALL_ON_SAVE = True  # the install task runs (inline) on save
     old, new = "2026.1.26", "2026.8.31"
+    own_store_from_the_shared(tmp_path, settings, "npm", "@modelcontextprotocol/server-memory", [old, new])
     tool_id = create(api, "memory", "npx", ["-y", f"@modelcontextprotocol/server-memory@{old}"])
     link = ToolPackage.objects.select_related("current").get(tool_id=tool_id)
     assert link.current is not None and link.current.version == old
