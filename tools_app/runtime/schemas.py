@@ -59,11 +59,23 @@ def _compiled(schema_json: str) -> Any:
 _FITTED: ContextVar[tuple[str, Any, str] | None] = ContextVar("toolhub_arguments_fitted", default=None)
 
 
-def _as_json(arguments: Any) -> str | None:
-    """The arguments' exact JSON (no `default`: a value JSON cannot hold has none), or None."""
+_SMALL_KEYS = 32
+_SMALL_TEXT = 256
+
+
+def _as_json(arguments: dict[str, Any]) -> str | None:
+    """The arguments' exact JSON when they are small and flat (at most _SMALL_KEYS names, each value a number, a bool,
+    null or a string of at most _SMALL_TEXT characters: the usual call, whose JSON costs a microsecond or two), else
+    None: large or nested arguments are simply checked each time (their JSON could cost more than the check)."""
+    if len(arguments) > _SMALL_KEYS:
+        return None
+    for value in arguments.values():
+        kind = type(value)
+        if not (kind in (int, float, bool) or value is None or (kind is str and len(value) <= _SMALL_TEXT)):
+            return None
     try:
-        return json.dumps(arguments, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):
+        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # a key JSON cannot hold, nan and the like: no memo
         return None
 
 

@@ -154,12 +154,16 @@ def test_another_context_checks_for_itself(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(checked) == 2
 
 
-def test_arguments_json_cannot_hold_are_checked_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("value", [object(), float("nan"), "x" * 257, [1, 2], {"nested": 1}],
+                         ids=["not-json", "nan", "long-text", "list", "object"])
+def test_large_nested_or_non_json_arguments_are_checked_every_time(monkeypatch: pytest.MonkeyPatch,
+                                                                    value: object) -> None:
+    """Only small flat arguments are remembered (their JSON is cheap and exact); the rest are checked each time."""
     checked = _counting_checks(monkeypatch)
     free = {"type": "object", "additionalProperties": True}
 
     def calls() -> None:
-        arguments = {"when": object()}
+        arguments = {"value": value}
         validate_arguments(free, arguments)
         validate_arguments(free, arguments)
         assert len(checked) == 2
