@@ -43,6 +43,9 @@ gateway's garbage collections per call, then again after gc.freeze() (bench/_gc_
 warm call's parts (worker job, invoke checks, raw POST, screen, audit row, the loop's answer) in thread CPU per call
 (bench/_cpu_split.py).
 
+`--ab-lean` adds a client of each era without branch h-gwlean's cuts of the warm call (bench/_lean_ab.py puts the
+code before them back for its requests), in the same turns against the same gateway process: `2025old`, `2026old`.
+
 `--pool-on-server-loop` is an experiment: the MCP session pool runs on uvicorn's loop instead of its own thread
 (bench/_pool_on_server_loop.py), to count what a warm call's third thread costs (bench/PROFILE-gateway.md).
 """
@@ -53,6 +56,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -78,6 +82,8 @@ FASTCALL_AB_APP = "bench._fastcall_ab:application"
 RAWPOST_AB_APP = "bench._rawpost_ab:application"
 ONE_WORKER_AB_APP = "bench._one_worker_ab:application"
 GC_PROBE_APP = "bench._gc_probe:application"
+LEAN_AB_APP = "bench._lean_ab:application"
+LEAN_OFF_HEADER = "x-bench-lean-off"  # bench/_lean_ab.py: this request runs without branch h-gwlean's cuts
 CPU_SPLIT_APP = "bench._cpu_split:application"
 ONE_WORKER_HEADER = "x-bench-one-worker"  # bench/_one_worker_ab.py: this request's jobs run on one dedicated thread
 LOOP_CALL_PATH_HEADER = "x-bench-loop-call-path"  # bench/_rawpost_ab.py: this request's upstream call takes the loop
@@ -87,13 +93,14 @@ SDK_SERVER_PATH_HEADER = "x-bench-sdk-server-path"  # bench/_fastcall_ab.py: thi
 @contextmanager
 def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_path: bool = False,
             sdk_server_path: bool = False, ab_fastcall: bool = False, ab_rawpost: bool = False,
-            ab_one_worker: bool = False, gc_probe: bool = False, cpu_split: bool = False
+            ab_one_worker: bool = False, gc_probe: bool = False, cpu_split: bool = False, ab_lean: bool = False
             ) -> Iterator[tuple[str, str]]:
     """uvicorn serving Toolhub (profiled when asked); yields (base URL, an owner's API token)."""
     app = (PROFILED_APP if profile else POOL_ON_SERVER_LOOP_APP if pool_on_server_loop
            else SDK_CALL_PATH_APP if sdk_call_path else FASTCALL_AB_APP if ab_fastcall
            else RAWPOST_AB_APP if ab_rawpost else ONE_WORKER_AB_APP if ab_one_worker
-           else GC_PROBE_APP if gc_probe else CPU_SPLIT_APP if cpu_split else "config.asgi:application")
+           else GC_PROBE_APP if gc_probe else CPU_SPLIT_APP if cpu_split else LEAN_AB_APP if ab_lean
+           else "config.asgi:application")
     env = {"BENCH_PROFILE_PREFIX": str(Path(profile).resolve())} if profile else {}
     if sdk_server_path:
         env["TOOLHUB_MCP_FASTCALL"] = "0"
@@ -103,8 +110,11 @@ def toolhub(profile: str | None, pool_on_server_loop: bool = False, sdk_call_pat
 
 @asynccontextmanager
 async def connected(url: str, token: str | None, mode: str, sdk_server_path: bool = False,
-                    loop_call_path: bool = False, one_worker: bool = False) -> AsyncIterator[Client]:
+                    loop_call_path: bool = False, one_worker: bool = False, lean_off: bool = False
+                    ) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if lean_off:
+        headers[LEAN_OFF_HEADER] = "1"
     if one_worker:
         headers[ONE_WORKER_HEADER] = "1"
     if sdk_server_path:
@@ -114,6 +124,14 @@ async def connected(url: str, token: str | None, mode: str, sdk_server_path: boo
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=300)) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             yield client
+
+
+async def _lean_totals() -> dict[str, list[float]]:
+    """{"on"|"off": [ms of each job]} so far (bench/_lean_ab.py)."""
+    async with httpx2.AsyncClient(timeout=60) as http:
+        answer = await http.get(f"{LEAN_AB_BASE}/__bench_lean__")
+        answer.raise_for_status()
+        return dict(answer.json())
 
 
 async def _profiling(base: str, token: str, label: str | None) -> None:
@@ -177,7 +195,8 @@ def _busy_threads(pid: int | None, before: dict[int, tuple[float, int]], after: 
 
 
 async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str, token: str, ab_fastcall: bool,
-                   ab_rawpost: bool = False, ab_one_worker: bool = False) -> dict[str, tuple[Client, str]]:
+                   ab_rawpost: bool = False, ab_one_worker: bool = False, ab_lean: bool = False
+                   ) -> dict[str, tuple[Client, str]]:
     clients = {
         "direct": (await stack.enter_async_context(connected(upstream, None, "auto")), "get_inventory"),
         "2025": (await stack.enter_async_context(connected(gateway, token, "legacy")), name),
@@ -196,6 +215,11 @@ async def _clients(stack: AsyncExitStack, upstream: str, gateway: str, name: str
                               name)
         clients["2026one"] = (await stack.enter_async_context(
             connected(gateway, token, "2026-07-28", one_worker=True)), name)
+    if ab_lean:  # the same eras without branch h-gwlean's cuts, in the same turns (bench/_lean_ab.py)
+        clients["2025old"] = (await stack.enter_async_context(connected(gateway, token, "legacy", lean_off=True)),
+                              name)
+        clients["2026old"] = (await stack.enter_async_context(
+            connected(gateway, token, "2026-07-28", lean_off=True)), name)
     return clients
 
 
@@ -284,11 +308,36 @@ async def _count_frozen(labels: list[str], once: Any, pids: dict[str, int | None
         await _count(label, once, pids, count)
 
 
+async def _turns(order: list[str], once: Any, n: int) -> dict[str, list[float]]:
+    """`n` calls of each kind, the order rotating each turn; with --ab-lean, the worker job's CPU per mode."""
+    samples: dict[str, list[float]] = {label: [] for label in order}
+    lean_before = await _lean_totals() if LEAN_AB_BASE is not None else {}
+    shuffled = random.Random(36)
+    for i in range(n):
+        turn = order[i % len(order):] + order[:i % len(order)]
+        if LEAN_AB_BASE is not None:
+            # A rotation keeps each kind after the same one (2025 after direct: the gateway idle, its caches cold);
+            # shuffled turns put every kind after every other alike.
+            shuffled.shuffle(turn)
+        for label in turn:
+            samples[label].append(await once(label))
+    if LEAN_AB_BASE is not None:
+        lean_after = await _lean_totals()
+        print("worker job (fastcall._job) thread CPU per call in the timed turns, kinds interleaved call by call:")
+        for mode in ("on", "off"):
+            took = lean_after[mode][len(lean_before.get(mode, [])):]
+            mean, median = sum(took) / len(took), pct(took, 50)
+            COUNTS.update({f"lean_{mode}_job_cpu_ms": round(mean, 3), f"lean_{mode}_job_cpu_p50_ms": round(median, 3)})
+            print(f"  cuts {mode:<3}: mean {mean:.3f} ms, median {median:.3f} ms over {len(took)} jobs")
+    return samples
+
+
 async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: str, profile: bool,
-              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False, ab_one_worker: bool = False
-              ) -> dict[str, list[float]]:
+              count: int = COUNT, ab_fastcall: bool = False, ab_rawpost: bool = False, ab_one_worker: bool = False,
+              ab_lean: bool = False) -> dict[str, list[float]]:
     async with AsyncExitStack() as stack:
-        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost, ab_one_worker)
+        clients = await _clients(stack, upstream, gateway, name, token, ab_fastcall, ab_rawpost, ab_one_worker,
+                                 ab_lean)
         for label, (client, _tool) in clients.items():
             print(f"  {label}: negotiated {client.protocol_version}")
 
@@ -303,12 +352,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
         for _ in range(WARMUP):
             for label in clients:
                 await once(label)
-        samples: dict[str, list[float]] = {label: [] for label in clients}
-        order = list(clients)
-        for i in range(n):
-            turn = order[i % len(order):] + order[:i % len(order)]
-            for label in turn:
-                samples[label].append(await once(label))
+        samples = await _turns(list(clients), once, n)
         if ab_one_worker:  # the gateway's Python thread names, for the busy-thread lines
             async with httpx2.AsyncClient(timeout=60) as http:
                 named = (await http.get(f"{base}/__bench_threads__")).json()
@@ -321,7 +365,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
                   "thread, voluntary context switches):")
             # The A/B counts its kinds twice, in one order then the other, so a VM drifting within the run does not
             # favour the kinds counted first.
-            ab = ab_fastcall or ab_rawpost or ab_one_worker
+            ab = ab_fastcall or ab_rawpost or ab_one_worker or ab_lean
             for counting in ([list(clients), list(reversed(clients))] if ab else [list(clients)]):
                 for label in counting:
                     await _count(label, once, pids, count)
@@ -337,6 +381,7 @@ async def run(upstream: str, gateway: str, name: str, token: str, n: int, base: 
 
 
 COUNTS: dict[str, float] = {}
+LEAN_AB_BASE: str | None = None  # --ab-lean: the gateway's base URL (bench/_lean_ab.py answers there)
 CPU_SPLIT_BASE: str | None = None  # --cpu-split: the gateway's base URL (bench/_cpu_split.py answers there)
 GC_PROBE_BASE: str | None = None  # --gc-probe: the gateway's base URL (bench/_gc_probe.py answers there)
 THREAD_NAMES: dict[int, str] = {}  # the gateway's threads' Python names (--ab-one-worker asks the gateway for them)
@@ -387,27 +432,31 @@ def main() -> None:
                              "gc.freeze()")
     parser.add_argument("--cpu-split", action="store_true",
                         help="the gateway's warm call split into parts, in thread CPU per call (bench/_cpu_split.py)")
+    parser.add_argument("--ab-lean", action="store_true",
+                        help="A/B in one run: a client of each era without branch h-gwlean's cuts (2025old, 2026old) "
+                             "against the usual ones, in turns, one gateway (bench/_lean_ab.py)")
     parser.add_argument("--log-upstream", metavar="FILE",
                         help="log every request the upstream receives to FILE; the counting phase prints them per call")
     args = parser.parse_args()
-    global UPSTREAM_LOG, GC_PROBE_BASE, CPU_SPLIT_BASE
+    global UPSTREAM_LOG, GC_PROBE_BASE, CPU_SPLIT_BASE, LEAN_AB_BASE
     UPSTREAM_LOG = args.log_upstream
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])} "
           f"({os.cpu_count()} CPUs, shared)")
     if sum(map(bool, (args.profile, args.pool_on_server_loop, args.sdk_call_path, args.ab_fastcall,
-                      args.ab_rawpost, args.ab_one_worker, args.gc_probe, args.cpu_split))) > 1:
+                      args.ab_rawpost, args.ab_one_worker, args.gc_probe, args.cpu_split, args.ab_lean))) > 1:
         parser.error("--profile, --pool-on-server-loop, --sdk-call-path, --ab-fastcall and --ab-rawpost are separate "
                      "runs")
     with toolhub(args.profile, args.pool_on_server_loop, args.sdk_call_path, args.sdk_server_path,
                  args.ab_fastcall, args.ab_rawpost, args.ab_one_worker, args.gc_probe,
-                 args.cpu_split) as (base, token), \
+                 args.cpu_split, args.ab_lean) as (base, token), \
             (logged_upstream(args.log_upstream) if args.log_upstream else http_upstream()) as upstream:
         GC_PROBE_BASE = base if args.gc_probe else None
         CPU_SPLIT_BASE = base if args.cpu_split else None
+        LEAN_AB_BASE = base if args.ab_lean else None
         gateway_url, name = setup_agent(base, token, name="inventory_http", tool_type="REMOTE",
                                         config={"url": upstream, "transport": "streamable_http"})
         samples = asyncio.run(run(upstream, gateway_url, name, token, args.n, base, bool(args.profile),
-                                  args.count, args.ab_fastcall, args.ab_rawpost, args.ab_one_worker))
+                                  args.count, args.ab_fastcall, args.ab_rawpost, args.ab_one_worker, args.ab_lean))
     direct = pct(samples["direct"], 50)
     out: dict[str, Any] = {"direct_p50_ms": round(direct, 2), "goal_minus_direct_p50_ms": 3}
     print(f"direct to the upstream (SDK Client, warm):  {summary(samples['direct'])}")

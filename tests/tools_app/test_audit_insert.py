@@ -164,3 +164,71 @@ def test_the_audit_streams_outbox_and_the_metrics_see_its_row(tenant: Any, tool_
     audit_service.insert(call)
     assert list(AuditEvent.objects.values_list("tool_call_id", flat=True)) == [call.pk]
     assert counter._value.get() == before + 1  # counted by tools_app.metrics' post_save receiver
+
+
+def _same(written: Any, expected: Any) -> bool:
+    """The same value of the same type (a backend's wrapper, e.g. psycopg's Jsonb, compared by what it wraps)."""
+    if type(written) is not type(expected):
+        return False
+    if hasattr(expected, "obj"):
+        return bool(written.obj == expected.obj)
+    return bool(written == expected)
+
+
+def test_each_fields_value_is_prepared_as_the_field_prepares_it(tenant: Any, tool_factory: Any) -> None:
+    """The statement's preparers skip the fields' layers for the usual values; for every field of the row and values
+    of every kind (the usual ones, and ones only the field's own chain handles: a bool or str where an int goes, a
+    lazy string, a tuple, a datetime, a UUID), what they give is exactly what the field's get_db_prep_save gives,
+    or the same error."""
+    from django.db import connection
+    from django.utils.functional import lazy
+
+    tool = tool_factory(tenant=tenant, name="inventory")
+    statement = audit_service._insert_statement(connection)
+    assert statement is not None
+    _sql, fields, _returning, preparers = statement
+    lazy_text = lazy(lambda: "lazy", str)()
+    values: list[Any] = ["", "x", "é ✓", CallStatus.OK, True, False, 0, 7, 2**40, None, {}, {"a": [1, None]}, [], [1, "x"],
+                         ("t",), lazy_text, 1.5, timezone.now(), uuid.uuid4()]
+    call = _row(tenant, tool)
+    compared = 0
+    for field, prepare in zip(fields, preparers, strict=True):
+        for value in values:
+            setattr(call, field.attname, value)
+            try:
+                expected = field.get_db_prep_save(field.pre_save(call, True), connection=connection)
+            except Exception as exc:  # noqa: BLE001 - the preparer must fail alike
+                with pytest.raises(type(exc)):
+                    prepare(call, value)
+                continue
+            written = prepare(call, value)
+            assert _same(written, expected), (field.name, value, written, expected)
+            compared += 1
+    assert compared > len(fields) * 5
+
+
+def test_the_usual_values_skip_the_fields_chain(tenant: Any, tool_factory: Any, monkeypatch: Any) -> None:
+    """The gateway's row (str, bool, int ids and counts, JSON structures) is prepared without the fields' chain; the
+    datetimes and the UUID go through it."""
+    from django.db import connection
+    from django.db.models.fields import Field
+    from django.db.models.fields.json import JSONField
+    from django.db.models.fields.related import ForeignKey
+
+    tool = tool_factory(tenant=tenant, name="inventory")
+    actor = UserFactory()
+    statement = audit_service._insert_statement(connection)
+    assert statement is not None
+    chained: list[str] = []
+    for cls in (Field, JSONField, ForeignKey):
+        original = cls.get_db_prep_save
+
+        def counted(self: Any, value: Any, connection: Any, _original: Any = original) -> Any:
+            chained.append(self.name)
+            return _original(self, value, connection)
+
+        monkeypatch.setattr(cls, "get_db_prep_save", counted)
+    call = _row(tenant, tool, actor=actor)
+    audit_service.insert(call)
+    assert sorted(set(chained)) == ["call_uid", "created_at", "input_asked_at"]
+    assert ToolCall.objects.filter(pk=call.pk).exists()

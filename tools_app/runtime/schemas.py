@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import re
+from contextvars import ContextVar
 from typing import Any
 
 import jsonschema
@@ -49,11 +50,51 @@ def _compiled(schema_json: str) -> Any:
     return validator_cls(schema)
 
 
+# The last arguments this context found fitting a schema: (the schema's canonical JSON, the arguments object, their
+# JSON). A call's arguments are checked twice against the same schema, as a rule: by the invoke service against the
+# stored function, then by the runtime (the MCP pool, an HTTP tool) against the live listing, which is that stored
+# schema whenever the tool has not changed. The second check of the same content is the same verdict (a pure function
+# of the two), so it is not run again. The arguments must be the very object checked and still the same JSON; a worker
+# thread's job runs in a copy of its caller's context, so nothing is carried from one call to the next.
+_FITTED: ContextVar[tuple[str, Any, str] | None] = ContextVar("toolhub_arguments_fitted", default=None)
+
+
+_SMALL_KEYS = 32
+_SMALL_TEXT = 256
+
+
+def _as_json(arguments: dict[str, Any]) -> str | None:
+    """The arguments' exact JSON when they are small and flat (at most _SMALL_KEYS names, each value a number, a bool,
+    null or a string of at most _SMALL_TEXT characters: the usual call, whose JSON costs a microsecond or two), else
+    None: large or nested arguments are simply checked each time (their JSON could cost more than the check)."""
+    if len(arguments) > _SMALL_KEYS:
+        return None
+    for value in arguments.values():
+        kind = type(value)
+        if not (kind in (int, float, bool) or value is None or (kind is str and len(value) <= _SMALL_TEXT)):
+            return None
+    try:
+        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # a key JSON cannot hold, nan and the like: no memo
+        return None
+
+
 def validate_arguments(schema: dict[str, Any] | None, arguments: dict[str, Any]) -> None:
     """Raise InvalidParams unless `arguments` fit `schema`; unknown names always fail, naming the accepted ones."""
     schema = schema or {"type": "object"}
     if not isinstance(arguments, dict):
         raise InvalidParams("arguments must be a JSON object")
+    key = canonical_json(schema)
+    fitted = _FITTED.get()
+    text = _as_json(arguments)
+    if fitted is not None and fitted[1] is arguments and fitted[0] == key and text is not None and fitted[2] == text:
+        return  # these arguments, unchanged, were found to fit this very schema in this context
+    _check(schema, key, arguments)
+    if text is not None:
+        _FITTED.set((key, arguments, text))
+
+
+def _check(schema: dict[str, Any], key: str, arguments: dict[str, Any]) -> None:
     properties = schema.get("properties") or {}
     accepted = sorted(properties)
     unknown = sorted(set(arguments) - set(properties))
@@ -69,7 +110,7 @@ def validate_arguments(schema: dict[str, Any] | None, arguments: dict[str, Any])
             details={"unknown": unknown, "accepted": accepted},
         )
     try:
-        validator = _compiled(canonical_json(schema))
+        validator = _compiled(key)
     except SchemaError as exc:
         raise InvalidParams(f"the tool's input schema is invalid: {exc.message}") from None
     error = best_match(validator.iter_errors(arguments))

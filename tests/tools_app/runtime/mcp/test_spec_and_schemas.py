@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from tools_app.configs import server_spec as spec_from_config
@@ -78,3 +80,92 @@ def test_schema_hash_is_canonical_and_sensitive() -> None:
     assert a != schema_hash(name="f", description="d2", input_schema={"a": 1, "b": 2})
     assert a != schema_hash(name="f", description="d", input_schema={"a": 1, "b": 2},
                             annotations={"readOnlyHint": True})
+
+
+def _counting_checks(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    from tools_app.runtime import schemas
+
+    checked: list[dict] = []
+    original = schemas._check
+
+    def counted(schema: dict, key: str, arguments: dict) -> None:
+        checked.append(arguments)
+        original(schema, key, arguments)
+
+    monkeypatch.setattr(schemas, "_check", counted)
+    return checked
+
+
+def _in_fresh_context(fn: object) -> None:
+    import contextvars
+
+    contextvars.Context().run(fn)  # type: ignore[arg-type]
+
+
+def test_the_same_arguments_against_the_same_schema_content_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The invoke service's check and the runtime's (the live listing's schema, an equal copy) are one check."""
+    checked = _counting_checks(monkeypatch)
+
+    def calls() -> None:
+        arguments = {"sku": "A", "n": 2}
+        validate_arguments(SCHEMA, arguments)
+        validate_arguments(copy.deepcopy(SCHEMA), arguments)  # equal content, another object
+        assert checked == [arguments]
+
+    _in_fresh_context(calls)
+
+
+def test_what_differs_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = _counting_checks(monkeypatch)
+
+    def calls() -> None:
+        arguments = {"sku": "A", "n": 2}
+        validate_arguments(SCHEMA, arguments)
+        validate_arguments({**SCHEMA, "required": ["sku", "n"]}, arguments)  # another schema
+        validate_arguments(SCHEMA, {"sku": "A", "n": 2})  # equal arguments, another object
+        assert len(checked) == 3
+        arguments["n"] = "two"  # the same object, changed since: checked, and refused
+        with pytest.raises(InvalidParams, match="invalid argument n"):
+            validate_arguments(SCHEMA, arguments)
+        assert len(checked) == 4
+
+    _in_fresh_context(calls)
+
+
+def test_a_refusal_is_never_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = _counting_checks(monkeypatch)
+
+    def calls() -> None:
+        arguments = {"n": 2}
+        for _ in range(2):
+            with pytest.raises(InvalidParams, match="sku"):
+                validate_arguments(SCHEMA, arguments)
+        assert len(checked) == 2
+
+    _in_fresh_context(calls)
+
+
+def test_another_context_checks_for_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker job runs in a copy of its caller's context: what one call's job found is not another's."""
+    checked = _counting_checks(monkeypatch)
+    arguments = {"sku": "A"}
+    _in_fresh_context(lambda: validate_arguments(SCHEMA, arguments))
+    _in_fresh_context(lambda: validate_arguments(SCHEMA, arguments))
+    assert len(checked) == 2
+
+
+@pytest.mark.parametrize("value", [object(), float("nan"), "x" * 257, [1, 2], {"nested": 1}],
+                         ids=["not-json", "nan", "long-text", "list", "object"])
+def test_large_nested_or_non_json_arguments_are_checked_every_time(monkeypatch: pytest.MonkeyPatch,
+                                                                    value: object) -> None:
+    """Only small flat arguments are remembered (their JSON is cheap and exact); the rest are checked each time."""
+    checked = _counting_checks(monkeypatch)
+    free = {"type": "object", "additionalProperties": True}
+
+    def calls() -> None:
+        arguments = {"value": value}
+        validate_arguments(free, arguments)
+        validate_arguments(free, arguments)
+        assert len(checked) == 2
+
+    _in_fresh_context(calls)
