@@ -20,6 +20,7 @@ from tenants_app.services import token_for_user
 from tests.browser import browser, module_chromium  # noqa: F401 - fixtures of the browser tests (one Chromium a module)
 from tests.cpu_per_module import register as register_cpu_per_module
 from tests.factories import MembershipFactory, TenantFactory, ToolFactory, UserFactory
+from tests.fixtures.zygote import shutdown as stop_zygote
 from tests.migrated import sqlite_copy, template_path
 from tests.waiting import scaled
 
@@ -92,6 +93,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_zygote()  # this process's fixture fork server, if a test started one: ended and waited for (its CPU counted)
     config = session.config
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None) or not _run_seconds:
         return  # the controller of a parallel run records what its workers reported
