@@ -210,7 +210,10 @@ class Connection:
 
     @property
     def alive(self) -> bool:
-        return self._ready.done() and not self._closing.is_set() and self.broken is None
+        """Open, not failed, and its server still there: a session whose LOCAL process died (or whose stream ended)
+        while idle is not alive, so every path that takes a session (call, listing, prompts and resources, the
+        reaper) replaces or drops it instead of sending into it."""
+        return self._ready.done() and not self._closing.is_set() and self.broken is None and not self.exited()
 
     async def _own(self) -> None:
         try:
@@ -451,7 +454,9 @@ class Connection:
         channel = self._channel
         if isinstance(channel, HttpChannel):
             return channel.stream_ended or channel.failure is not None
-        return isinstance(channel, StdioChannel) and channel.process.returncode is not None
+        # The server's stdout ended (its reader saw EOF) before the loop reaped it, or it was reaped.
+        return isinstance(channel, StdioChannel) and (channel.closed_reason is not None
+                                                      or channel.process.returncode is not None)
 
     def never_reached(self) -> bool:
         """The last failure proves the request never ran: the server forgot the session (404, or 400, after a restart)

@@ -213,7 +213,7 @@ class SessionPool:
         conn = self._conns.get(spec.key)  # the loop's dict, read under the GIL; the connection's state re-checked
         raw = conn.raw if conn is not None else None
         if (loop is None or conn is None or raw is None or threading.current_thread() is self._thread
-                or not conn.alive or conn.retired or conn.exited()
+                or not conn.alive or conn.retired
                 or (client_requests is not None and client_requests.stateless is not None
                     and client_requests.stateless.resumed)):
             return None
@@ -528,12 +528,9 @@ class SessionPool:
                           on_progress: ProgressFn | None = None,
                           client_requests: ClientRequests | None = None) -> ToolResult:
         try:
+            # A session whose child died (or whose SSE stream ended) while idle is not alive: _acquire replaces it
+            # before anything is sent.
             conn = await self._acquire(spec)
-            if conn.exited():
-                # The child died (or the SSE stream ended) while idle: nothing was sent yet, so a fresh
-                # session takes the call.
-                self._retire(conn)
-                conn = await self._acquire(spec)
         except RuntimeToolError as exc:
             return ToolResult.fail(exc.result_code, exc.message, error_type=exc.code)
         conn.last_used = time.monotonic()

@@ -6,6 +6,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,6 +161,52 @@ def test_a_server_that_died_while_idle_is_replaced_before_the_next_call(pool: Se
     first = pool.call(spec, "whoami", {})
     assert first.success and first.data["pid"] != pid, first
     assert pool.stats()["sessions_opened"] == 2
+
+
+def _killed_while_idle(pool: SessionPool, specs: Specs, spec: Any) -> int:
+    """Start `spec`'s server through a call, SIGKILL it while idle, and wait until the pool's loop has seen it go."""
+    pid = pool.call(spec, "whoami", {}).data["pid"]
+    conn = pool._conns[spec.key]
+    os.kill(pid, 9)
+    assert wait_until(lambda: pid not in marked_pids(specs.marker) and conn.exited())
+    assert not conn.alive
+    return int(pid)
+
+
+def test_a_listing_after_the_server_died_while_idle_goes_to_a_new_server(pool: SessionPool, specs: Specs) -> None:
+    spec = specs.local()
+    _killed_while_idle(pool, specs, spec)
+    found = pool.discover(spec)
+    assert "whoami" in {f.name for f in found.functions}
+    assert pool.stats()["sessions_opened"] == 2
+
+
+def test_a_session_request_after_the_server_died_while_idle_goes_to_a_new_server(pool: SessionPool,
+                                                                                  specs: Specs) -> None:
+    """The gateway's prompts and resources requests take the warm session as calls do: never the dead one."""
+    spec = specs.local()
+    pid = _killed_while_idle(pool, specs, spec)
+
+    async def tools(session: Any) -> Any:
+        return await session.list_tools()
+
+    listed = pool.session_request(spec, tools)
+    assert "whoami" in {t.name for t in listed.tools}
+    assert pool.stats()["sessions_opened"] == 2
+    assert pool.call(spec, "whoami", {}).data["pid"] != pid
+
+
+def test_the_reaper_drops_a_session_whose_server_died_while_idle(pool: SessionPool, specs: Specs) -> None:
+    """A dead server's session stops counting at the reaper's next pass (the TTL is far off), not at its next use."""
+    spec = specs.local()
+    _killed_while_idle(pool, specs, spec)
+    assert pool.stats()["open_sessions"] == 1
+
+    async def reap() -> None:
+        pool._reap_once()
+
+    pool._run(reap(), 10)
+    assert pool.stats()["open_sessions"] == 0 and pool.stats()["reaped"] == 1
 
 
 def test_close_and_close_all_leave_no_process(pool: SessionPool, specs: Specs) -> None:
