@@ -41,7 +41,8 @@ class OneLine:
         dispatcher = session._dispatcher
         if not isinstance(dispatcher, JSONRPCDispatcher):
             raise TypeError("the one-line path needs the session's JSON-RPC dispatcher")
-        if dispatcher._closed:
+        if dispatcher._closed or self.channel.closed_reason is not None:
+            # The reader has ended: nobody would answer a waiter registered now.
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         params, _headers = stamped_params(session, name, arguments, input_responses, request_state)
         request_id = fresh_id(dispatcher, self.channel.waiters)

@@ -60,7 +60,9 @@ class StdioChannel:
         return False
 
     def closed(self) -> None:
-        """The server's stdout ended: every waiter is told as the SDK tells its own (CONNECTION_CLOSED)."""
+        """The server's stdout ended: every waiter is told as the SDK tells its own (CONNECTION_CLOSED), and
+        `closed_reason` says so from now on (a request sent past the SDK checks it before it waits for an answer)."""
+        self.closed_reason = self.closed_reason or "server closed stdout"
         for waiter in self.waiters.values():
             if not waiter.answer.done():
                 waiter.answer.set_result(types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed"))

@@ -209,6 +209,21 @@ def test_the_reaper_drops_a_session_whose_server_died_while_idle(pool: SessionPo
     assert pool.stats()["open_sessions"] == 0 and pool.stats()["reaped"] == 1
 
 
+def test_a_call_sent_on_a_session_whose_server_died_fails_at_once(pool: SessionPool, specs: Specs) -> None:
+    """Past the pool's check (the session taken just before the death): the call is not left waiting for an answer
+    no reader will take (it would end as a TIMEOUT after the call's 60 s), it fails saying the server exited."""
+    spec = specs.local()
+    _killed_while_idle(pool, specs, spec)
+    conn = pool._conns[spec.key]
+
+    async def call() -> Any:
+        return await conn.call("whoami", {}, 60.0)
+
+    result = pool._run(call(), 90)
+    assert not result.success and result.error_code == "EXECUTION_ERROR", result
+    assert result.meta["error_type"] == "server_exited" and "exited with status -9" in result.error, result
+
+
 def test_close_and_close_all_leave_no_process(pool: SessionPool, specs: Specs) -> None:
     for tool_id in (1, 2):
         assert pool.call(specs.local(tool_id=tool_id), "whoami", {}).success
