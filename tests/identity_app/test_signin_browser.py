@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from tenants_app.models import Membership, Role
-from tests.browser import MARKS, chromium, shot
+from tests.browser import MARKS, shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.identity_app.oidc_node import node_available, node_provider
 from tests.waiting import scaled_ms
@@ -45,7 +45,7 @@ def _sign_in_in_chromium(page: Any, base: str, login: str) -> None:
 
 
 def test_a_person_signs_in_through_the_provider_and_gets_their_groups_role(
-        live_server: Any, tenant: Any, idp: Any, monkeypatch: Any) -> None:
+        live_server: Any, tenant: Any, idp: Any, browser: Any) -> None:
     admin = UserFactory(username="setup-admin")
     MembershipFactory(tenant=tenant, user=admin, role=Role.OWNER)
     api = APIClient()
@@ -57,16 +57,15 @@ def test_a_person_signs_in_through_the_provider_and_gets_their_groups_role(
     assert resp.status_code == 201, resp.content
     idp.set_accounts({"dana": {"email": "dana@acme.example", "given_name": "Dana", "groups": ["toolhub-users"]}})
 
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page()
-        _sign_in_in_chromium(page, live_server.url, "dana")
-        shot(page, "sso-signed-in")
-        user = get_user_model().objects.get(email="dana@acme.example")
-        assert not user.has_usable_password()
-        assert Membership.objects.get(tenant=tenant, user=user).role == Role.MEMBER
-        page.context.clear_cookies()
+    page = browser.new_page()
+    _sign_in_in_chromium(page, live_server.url, "dana")
+    shot(page, "sso-signed-in")
+    user = get_user_model().objects.get(email="dana@acme.example")
+    assert not user.has_usable_password()
+    assert Membership.objects.get(tenant=tenant, user=user).role == Role.MEMBER
+    page.context.clear_cookies()
 
-        idp.set_accounts({"dana": {"email": "dana@acme.example", "groups": ["toolhub-admins", "toolhub-users"]}})
-        page = browser.new_page()
-        _sign_in_in_chromium(page, live_server.url, "dana")
-        assert Membership.objects.get(tenant=tenant, user=user).role == Role.ADMIN
+    idp.set_accounts({"dana": {"email": "dana@acme.example", "groups": ["toolhub-admins", "toolhub-users"]}})
+    page = browser.new_page()
+    _sign_in_in_chromium(page, live_server.url, "dana")
+    assert Membership.objects.get(tenant=tenant, user=user).role == Role.ADMIN

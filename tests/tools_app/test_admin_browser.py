@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, login, overflows, shot
+from tests.browser import MARKS, login, overflows, shot
 from tests.conftest import make_client
 from tests.factories import MembershipFactory, UserFactory
 from tools_app.models import Approval, ApprovalStatus, Tool, ToolStatus, ToolType
@@ -16,7 +16,7 @@ from tools_app.wiring.workspaces import workspace_for
 pytestmark = MARKS
 
 
-def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, monkeypatch: Any) -> None:
+def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="ops", password="pw-browser-2", is_staff=True)
@@ -35,42 +35,41 @@ def test_decide_pending_approvals_from_the_queue(live_server: Any, tenant: Any, 
     api.post(f"/api/v1/tools/{tool.pk}/invoke/", {"function": "delete_file", "arguments": {"path": "keep-a.txt"}},
              format="json")  # identical: joins keep-a.txt's approval (×2)
 
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "ops", "pw-browser-2")
-        page.click("#panel-approvals a.button")
-        page.wait_for_url("**/admin/tools_app/approval/")
-        rows = page.locator("#result_list tbody tr")
-        expect(rows).to_have_count(3)
-        expect(page.locator("#result_list")).to_contain_text("DESTRUCTIVE")
-        expect(page.locator("#result_list")).to_contain_text("×2")
-        assert not overflows(page)
-        shot(page, "admin-approvals-queue", docs="approvals-queue")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "ops", "pw-browser-2")
+    page.click("#panel-approvals a.button")
+    page.wait_for_url("**/admin/tools_app/approval/")
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#result_list")).to_contain_text("DESTRUCTIVE")
+    expect(page.locator("#result_list")).to_contain_text("×2")
+    assert not overflows(page)
+    shot(page, "admin-approvals-queue", docs="approvals-queue")
 
-        row = rows.filter(has_text="old.log")
-        row.locator("button.toolhub-approve").click()
-        # A DESTRUCTIVE call is shown with its warning before it runs.
-        expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
-        expect(page.locator("#batch-rows")).to_contain_text("old.log")
-        assert files["old.log"].exists()
-        shot(page, "admin-approvals-destructive-confirm", docs="approval-confirm")
-        page.click("#confirm-batch")
-        expect(page.locator(".messagelist")).to_contain_text("approved; it ran: OK")
-        expect(page.locator("#result_list tbody tr")).to_have_count(2)
-        page.click(".messagelist a.toolhub-result-call")  # the result links to the call that ran
-        page.wait_for_url("**/admin/tools_app/toolcall/*/change/")
-        expect(page.locator("#toolhub-approval")).to_contain_text(f"approval #{ids['old.log']}")
-        page.goto(f"{live_server.url}/admin/tools_app/approval/")
+    row = rows.filter(has_text="old.log")
+    row.locator("button.toolhub-approve").click()
+    # A DESTRUCTIVE call is shown with its warning before it runs.
+    expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
+    expect(page.locator("#batch-rows")).to_contain_text("old.log")
+    assert files["old.log"].exists()
+    shot(page, "admin-approvals-destructive-confirm", docs="approval-confirm")
+    page.click("#confirm-batch")
+    expect(page.locator(".messagelist")).to_contain_text("approved; it ran: OK")
+    expect(page.locator("#result_list tbody tr")).to_have_count(2)
+    page.click(".messagelist a.toolhub-result-call")  # the result links to the call that ran
+    page.wait_for_url("**/admin/tools_app/toolcall/*/change/")
+    expect(page.locator("#toolhub-approval")).to_contain_text(f"approval #{ids['old.log']}")
+    page.goto(f"{live_server.url}/admin/tools_app/approval/")
 
-        page.locator("#result_list tbody tr input.action-select").nth(0).check()
-        page.locator("#result_list tbody tr input.action-select").nth(1).check()
-        page.select_option("select[name=action]", "deny_selected")
-        page.click("button[name=index]")
-        expect(page.locator("#batch-summary")).to_contain_text("deny 2 requests covering 3 calls")
-        shot(page, "admin-approvals-batch-confirm")
-        page.click("#confirm-batch")
-        expect(page.locator(".messagelist")).to_contain_text("2 of 2 request(s) denied")
-        expect(page.locator("#result_list tbody tr")).to_have_count(0)
+    page.locator("#result_list tbody tr input.action-select").nth(0).check()
+    page.locator("#result_list tbody tr input.action-select").nth(1).check()
+    page.select_option("select[name=action]", "deny_selected")
+    page.click("button[name=index]")
+    expect(page.locator("#batch-summary")).to_contain_text("deny 2 requests covering 3 calls")
+    shot(page, "admin-approvals-batch-confirm")
+    page.click("#confirm-batch")
+    expect(page.locator(".messagelist")).to_contain_text("2 of 2 request(s) denied")
+    expect(page.locator("#result_list tbody tr")).to_have_count(0)
 
     assert not files["old.log"].exists() and files["keep-a.txt"].exists() and files["keep-b.txt"].exists()
     statuses = dict(Approval.objects.filter(pk__in=ids.values()).values_list("pk", "status"))

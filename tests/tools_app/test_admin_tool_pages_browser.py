@@ -12,8 +12,8 @@ from django.conf import settings
 
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
+from tests.browser import MARKS, take
 from tests.browser import shot as browser_shot
-from tests.browser import take
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
 from tests.waiting import scaled_ms
@@ -21,15 +21,9 @@ from tools_app.models import FunctionState, Tool, ToolFunction
 from tools_app.wiring.pool import pool
 from tools_app.wiring.workspaces import workspace_for
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
-                                                      "(.ci/run installs it: apt-get install chromium)"),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tenants_app.models import Role
-from tests.browser import MARKS, chromium, dead_links, login, shot
+from tests.browser import MARKS, dead_links, login, shot
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 from tools_app.models import CallStatus, Quota, Tool, ToolCall
 from tools_app.services import quotas
@@ -25,7 +25,7 @@ def _fresh_counters() -> Iterator[None]:
 
 
 def test_usage_page_shows_calls_errors_members_headroom_and_a_chart(live_server: Any, tenant: Any,
-                                                                    monkeypatch: Any) -> None:
+                                                                    browser: Any) -> None:
     user = UserFactory(username="uma", password="pw-usage-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     helper = UserFactory(username="bob")
@@ -45,29 +45,28 @@ def test_usage_page_shows_calls_errors_members_headroom_and_a_chart(live_server:
     # One real call uses one of the tool's 100 a day: the headroom reads the live counters.
     quotas.store().acquire(quotas.applicable(tenant=tenant, actor=helper, tool=reader, agent=None))
 
-    with chromium(monkeypatch) as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        login(page, live_server.url, "uma", "pw-usage-1")
-        page.goto(f"{live_server.url}/admin/tools_app/quota/")
-        page.click("#usage-link")
-        page.wait_for_url("**/admin/tools_app/quota/usage/")
-        assert page.inner_text("#total-calls") == "5"
-        assert page.inner_text("#total-errors") == "1"
-        tools = page.inner_text("#usage-tools")
-        assert "read_file" in tools and "list_directory" in tools and "TIMEOUT" in tools
-        assert "secret_tool" not in page.content()
-        assert page.locator("#usage-chart svg rect").count() >= 1
-        slowest = page.locator("#usage-slowest tr").all_inner_texts()
-        assert slowest[0].startswith("list_directory")
-        members = page.inner_text("#usage-members")
-        assert members.index("bob") < members.index("uma")
-        headroom = page.inner_text("#usage-headroom")
-        assert "member bob" in headroom and f"tool {reader.pk} (read_file)" in headroom
-        rows = {r.split("\t")[0].split(" (")[0]: r for r in page.locator("#usage-headroom tbody tr").all_inner_texts()}
-        assert "\t1\t100" in rows[f"tool {reader.pk}"]  # used 1 of 100 today
-        assert page.locator(f"#usage-headroom a[href$='/quota/{quota.pk}/change/']").count() == 1
-        assert page.locator(f"#usage-headroom a[href$='/quota/{tool_limit.pk}/change/']").count() == 1
-        shot(page, "admin-usage", docs="admin-usage")
-        assert dead_links(page) == {}
-        page.goto(f"{live_server.url}/admin/tools_app/quota/usage/?days=7")
-        assert page.inner_text("#total-calls") == "5"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    login(page, live_server.url, "uma", "pw-usage-1")
+    page.goto(f"{live_server.url}/admin/tools_app/quota/")
+    page.click("#usage-link")
+    page.wait_for_url("**/admin/tools_app/quota/usage/")
+    assert page.inner_text("#total-calls") == "5"
+    assert page.inner_text("#total-errors") == "1"
+    tools = page.inner_text("#usage-tools")
+    assert "read_file" in tools and "list_directory" in tools and "TIMEOUT" in tools
+    assert "secret_tool" not in page.content()
+    assert page.locator("#usage-chart svg rect").count() >= 1
+    slowest = page.locator("#usage-slowest tr").all_inner_texts()
+    assert slowest[0].startswith("list_directory")
+    members = page.inner_text("#usage-members")
+    assert members.index("bob") < members.index("uma")
+    headroom = page.inner_text("#usage-headroom")
+    assert "member bob" in headroom and f"tool {reader.pk} (read_file)" in headroom
+    rows = {r.split("\t")[0].split(" (")[0]: r for r in page.locator("#usage-headroom tbody tr").all_inner_texts()}
+    assert "\t1\t100" in rows[f"tool {reader.pk}"]  # used 1 of 100 today
+    assert page.locator(f"#usage-headroom a[href$='/quota/{quota.pk}/change/']").count() == 1
+    assert page.locator(f"#usage-headroom a[href$='/quota/{tool_limit.pk}/change/']").count() == 1
+    shot(page, "admin-usage", docs="admin-usage")
+    assert dead_links(page) == {}
+    page.goto(f"{live_server.url}/admin/tools_app/quota/usage/?days=7")
+    assert page.inner_text("#total-calls") == "5"
