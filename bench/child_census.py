@@ -26,6 +26,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path("/sys/fs/cgroup/cpuacct")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -98,54 +99,61 @@ def sample(cg: Path, seen: dict[int, dict]) -> None:
         if st is None:
             continue
         ppid, cpu = st
+        # read again each time: a child seen between its fork and its exec shows its parent's command line
+        argv = [a.decode(errors="replace") for a in (_read(f"/proc/{pid}/cmdline") or b"").split(b"\0") if a]
         rec = seen.get(pid)
         if rec is None:
-            argv = [a.decode(errors="replace") for a in (_read(f"/proc/{pid}/cmdline") or b"").split(b"\0") if a]
             rec = seen[pid] = {"pid": pid, "ppid": ppid, "argv": argv, "test": _test_of(pid) or _current(), "cpu": cpu,
                                "first": time.monotonic()}
         else:
-            if rec["cpu"] == 0.0 and not rec["argv"]:
-                rec["argv"] = [a.decode(errors="replace")
-                               for a in (_read(f"/proc/{pid}/cmdline") or b"").split(b"\0") if a]
+            if argv and argv != rec["argv"]:  # it exec'd: another program, maybe another environment
+                rec["argv"], rec["test"] = argv, _test_of(pid) or rec["test"]
             rec["cpu"] = max(rec["cpu"], cpu)
         rec["last"] = time.monotonic()
 
 
-def report(seen: dict[int, dict], total: float, wall: float) -> None:
-    pytest_pids = set()
+def _pytest_pids(seen: dict[int, dict]) -> set[int]:
+    """The pytest processes (the run and its xdist workers); every record gets its kind."""
+    pids = set()
     for pid, rec in seen.items():
-        k = kind(rec["argv"])
-        rec["kind"] = k
-        if k == "pytest worker" or any("pytest" in a for a in rec["argv"][:4]):
-            pytest_pids.add(pid)
-    # a fork of the zygote shows the zygote's cmdline: name it by its parent
+        rec["kind"] = kind(rec["argv"])
+        if rec["kind"] == "pytest worker" or any("pytest" in a for a in rec["argv"][:4]):
+            pids.add(pid)
+    return pids
+
+
+def _attribute(seen: dict[int, dict], pytest_pids: set[int]) -> None:
+    """A fork of the zygote (the zygote's cmdline) is named by its parent; a child without a test takes its parent's."""
     for rec in seen.values():
         parent = seen.get(rec["ppid"])
         if parent is not None and parent["argv"] == rec["argv"] and "zygote" in " ".join(rec["argv"]):
             rec["kind"] = "zygote fork"
-    # a child without the test in its environment takes its parent's
     for rec in sorted(seen.values(), key=lambda r: r["first"]):
         if rec["test"] is None and rec["pid"] not in pytest_pids:
             parent = seen.get(rec["ppid"])
             rec["test"] = parent["test"] if parent is not None and parent["pid"] not in pytest_pids else None
+
+
+def _table(title: str, kids: list[dict], key: Any, top: int) -> None:
+    rows: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for r in kids:
+        rows[key(r)][0] += 1
+        rows[key(r)][1] += r["cpu"]
+    print(f"\n{title}: processes, CPU s")
+    for name, (n, c) in sorted(rows.items(), key=lambda x: -x[1][1])[:top]:
+        print(f"  {n:5d} {c:7.1f}  {name}")
+
+
+def report(seen: dict[int, dict], total: float, wall: float) -> None:
+    pytest_pids = _pytest_pids(seen)
+    _attribute(seen, pytest_pids)
     own = sum(seen[p]["cpu"] for p in pytest_pids)
     kids = [r for p, r in seen.items() if p not in pytest_pids]
     print(f"cgroup CPU {total:.1f} s (wall {wall:.1f} s); sampled: pytest processes {own:.1f} s, "
           f"{len(kids)} other processes {sum(r['cpu'] for r in kids):.1f} s")
-    by_kind: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    by_module: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    for r in kids:
-        by_kind[r["kind"]][0] += 1
-        by_kind[r["kind"]][1] += r["cpu"]
-        module = (r["test"] or "?").split("::")[0]
-        by_module[module][0] += 1
-        by_module[module][1] += r["cpu"]
-    print("\nby kind: processes, CPU s")
-    for k, (n, c) in sorted(by_kind.items(), key=lambda x: -x[1][1])[:40]:
-        print(f"  {n:5d} {c:7.1f}  {k}")
-    print("\nby test module: processes, CPU s")
-    for k, (n, c) in sorted(by_module.items(), key=lambda x: -x[1][1])[:60]:
-        print(f"  {n:5d} {c:7.1f}  {k}")
+    _table("by kind", kids, lambda r: r["kind"], 40)
+    _table("by test module", kids, lambda r: (r["test"] or "?").split("::")[0], 60)
+    _table("by test", kids, lambda r: (r["test"] or "?").split("::", 1)[-1][:100], 20)
 
 
 def main() -> int:
