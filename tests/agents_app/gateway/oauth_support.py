@@ -10,19 +10,17 @@ import html
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
-    OAuthClientMetadata,
-    OAuthToken,
-)
 
 from tests.waiting import scaled
+
+if TYPE_CHECKING:  # the SDK at run time only in `provider()`: consent_browser.py, a process of its own, needs none of
+    # it (the SDK's import is ~1 s of CPU per start)
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
 CLIENT_NAME = "Test Desktop Client"
@@ -115,6 +113,9 @@ def provider(server_url: str, browser: Browser, storage: MemoryStorage | None = 
              client_metadata_url: str | None = None) -> OAuthClientProvider:
     """The SDK's OAuth client for `server_url`, its person being `browser` (identified by a client ID metadata
     document at `client_metadata_url` when given, else registering itself)."""
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
     pending: list[str] = []
 
     async def redirect_handler(url: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures import real_servers as rs
-from tests.tools_app.runtime.mcp.conftest import Specs
+from tests.tools_app.runtime.mcp.conftest import Specs, pool_maker
 from tests.waiting import scaled, wait_until
 from tools_app.runtime.mcp import ServerSpec, SessionPool
 
@@ -39,15 +40,36 @@ def everything_served(npm_servers: None) -> Iterator[Callable[[str], str]]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def everything_stdio(npm_servers: None) -> Iterator[tuple[SessionPool, ServerSpec]]:
+    """server-everything over stdio for the tests of `everything` (a pool of the module's own and the spec): as over
+    HTTP (`everything_served`), they only call it, none stops or breaks it, so one process serves them all (a node
+    start each was ~0.45 s of CPU); it starts on the first call, and no process outlives the pool at the end."""
+    marker = uuid.uuid4().hex
+    with pool_maker(marker) as make:
+        yield make(idle_ttl_s=300), Specs(marker).local(None, command=rs.node(),
+                                                         args=[rs.npm_entry(rs.EVERYTHING), "stdio"],
+                                                         startup_timeout_s=scaled(30))
+
+
+@pytest.fixture
+def pool(request: Any, make_pool: Any) -> SessionPool:
+    """The test's own pool; for `everything` over stdio, the module's (`everything_stdio`), which keeps its server."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("everything") == "stdio":
+        return request.getfixturevalue("everything_stdio")[0]
+    return make_pool(idle_ttl_s=300)
+
+
 @pytest.fixture(params=TRANSPORTS)
-def everything(request: Any, npm_servers: None, specs: Specs) -> Iterator[ServerSpec]:
-    """server-everything as a LOCAL (stdio) or REMOTE (streamable HTTP, SSE) tool spec."""
+def everything(request: Any, npm_servers: None) -> Iterator[ServerSpec]:
+    """server-everything as a LOCAL (stdio: the module's one process, `everything_stdio`) or REMOTE (streamable
+    HTTP, SSE) tool spec."""
     if request.param == "stdio":
-        yield specs.local(None, command=rs.node(), args=[rs.npm_entry(rs.EVERYTHING), "stdio"],
-                          startup_timeout_s=scaled(30))
+        yield request.getfixturevalue("everything_stdio")[1]
         return
     served = "streamableHttp" if request.param == "streamable_http" else "sse"
-    yield specs.remote(request.getfixturevalue("everything_served")(served), request.param, timeout_s=20)
+    yield Specs.remote(request.getfixturevalue("everything_served")(served), request.param, timeout_s=20)
 
 
 def test_image_content_is_kept_whole(pool: SessionPool, everything: ServerSpec) -> None:
