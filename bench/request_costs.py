@@ -275,7 +275,40 @@ def _server_cpu_s(prefix: str = "") -> float:
     return total / tick
 
 
-def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -> None:
+@contextmanager
+def _http_upstream() -> Iterator[str]:
+    """The inventory server on streamable HTTP on loopback (bench/gateway.py's http_upstream, the load's
+    ContextForge comparison's upstream); yields its /mcp URL."""
+    import signal
+    import socket
+    import subprocess
+
+    import httpx2
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "toolhub_demo" / "inventory_server.py"), "--transport",
+                             "streamable-http", "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx2.get(url, timeout=2)
+                break
+            except httpx2.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str, *, remote: str = "") -> None:
     """The REST kinds and the gateway's tools/call over the real uvicorn server (production's ASGI path), with the
     server side's CPU per request (every thread but the client's) over REQUEST_COSTS_SERVED requests."""
     import httpx2
@@ -287,6 +320,7 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
     mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
            "Authorization": f"Bearer {token}", "MCP-Protocol-Version": HANDSHAKE}
     rest_only = bool(os.environ.get("REQUEST_COSTS_REST_ONLY"))
+    name = remote or "inventory__get_inventory"  # the gateway's qualified name of the called function
     with httpx2.Client(timeout=60) as http:
         session = dict(mcp)
         if not rest_only:
@@ -305,7 +339,7 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
 
         def call() -> None:
             resp = http.post(url, headers=session, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "inventory__get_inventory", "arguments": {"sku": "DEMO-001"}}})
+                "name": name, "arguments": {"sku": "DEMO-001"}}})
             assert resp.status_code == 200 and '"isError":false' in resp.text.replace(" ", ""), resp.text
 
         def initialize() -> None:
@@ -315,7 +349,9 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
             http.request("DELETE", url, headers={**mcp, "Mcp-Session-Id": resp.headers["mcp-session-id"]})
 
         kinds = [("served GET /tools/", listing), ("served POST invoke", invoke)]
-        if not rest_only:
+        if remote:  # the load's ContextForge mix: no initialize kind (each user's is one-time)
+            kinds += [("served MCP tools/call", call)]
+        elif not rest_only:
             kinds += [("served MCP tools/call", call), ("served MCP initialize+DELETE", initialize)]
         for kind, request in kinds:
             for _ in range(5):
@@ -330,6 +366,8 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
                              "wall_us": round((time.perf_counter() - wall) / repeat * 1e6)}
         hold = float(os.environ.get("REQUEST_COSTS_HOLD_S", "0"))  # time for an outside profiler (py-spy)
         until = time.monotonic() + hold
+        if hold:
+            print(f"\nholding the mix for {hold:.0f} s (pid {os.getpid()})", file=sys.stderr, flush=True)
         while time.monotonic() < until:
             for request in (listing, invoke, invoke, call):
                 request()
@@ -368,6 +406,28 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
                            {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}, format="json")
         assert resp.status_code == 200 and resp.json()["success"], resp.content
 
+    if os.environ.get("REQUEST_COSTS_REMOTE"):  # the ContextForge comparison's mix: one REMOTE upstream
+        with _http_upstream() as upstream:
+            resp = admin.post("/api/v1/tools/", {"name": "remote_inventory", "type": "REMOTE", "config": {
+                "url": upstream, "transport": "streamable_http"}}, format="json")
+            assert resp.status_code == 201, resp.content
+            remote_id = int(resp.json()["id"])
+            assert admin.post(f"/api/v1/tools/{remote_id}/refresh/").json()["ok"]
+            agent_id = make_agent(admin, model=None, tools=[{"tool": remote_id}], name="remote")
+            tool_id = remote_id
+
+            def remote_invoke() -> None:
+                resp = member.post(f"/api/v1/tools/{tool_id}/invoke/",
+                                   {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}, format="json")
+                assert resp.status_code == 200 and resp.json()["success"], resp.content
+
+            warm_then_count("GET /tools/ (list)", listing)
+            warm_then_count("POST /tools/{id}/invoke/ (REMOTE)", remote_invoke)
+            with running_server() as served:
+                served_costs(served.base_url, token_for_user(user=member.user), tenant.slug, tool_id,
+                             served.endpoint(tenant.slug, agent_id), remote="remote_inventory__get_inventory")
+        _write_results()
+        return
     warm_then_count("GET /tools/ (list)", listing)
     warm_then_count("GET /tools/{id}/", detail)
     warm_then_count("POST /tools/{id}/invoke/", invoke)
