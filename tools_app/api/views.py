@@ -234,15 +234,14 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
     @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedWindowThrottle])
     def invoke(self, request: Request, pk: Any = None) -> Response:
-        body = s.InvokeIn(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = s.InvokeIn.validated(request.data)
         done = invoke.tool_invoke(
             tenant=self.tenant,
             actor=request.user,
             tool_id=pk,
-            function=body.validated_data["function"],
-            arguments=body.validated_data.get("arguments", {}),
-            dry_run=body.validated_data.get("dry_run", False),
+            function=body["function"],
+            arguments=body.get("arguments", {}),
+            dry_run=body.get("dry_run", False),
         )
         outage = done.outage()
         if outage is not None:
