@@ -25,6 +25,12 @@ kinds' server-side CPU (every thread but the client's) and its request threads' 
 REQUEST_COSTS_LOOP_PROFILE=<prefix> writes a thread-CPU profile of the server's loop thread per served kind.
 REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway;
 REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns; REQUEST_COSTS_CHAT_ONLY=1 stops after them (no served kinds).
+REQUEST_COSTS_REMOTE=1 measures the load's ContextForge comparison mix instead: a REMOTE tool on one streamable-HTTP
+upstream (toolhub_demo/inventory_server.py, as bench/gateway.py's http_upstream), its list and invoke in-process, then
+served GET /tools/, POST invoke and the gateway's tools/call of that tool (a 2025 session); it keeps each thread's
+database connection (DB_CONN_MAX_AGE=600 unless set): production pools them (config.settings.production), and
+without it every served request on PostgreSQL opens a connection (12% of the server's samples in py-spy).
+REQUEST_COSTS_HOLD_S=N then serves that mix for N more seconds for an outside profiler (py-spy; the pid is printed).
 
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
@@ -519,6 +525,8 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     if args.verbose:
         os.environ["REQUEST_COSTS_VERBOSE"] = "1"
+    if os.environ.get("REQUEST_COSTS_REMOTE"):
+        os.environ.setdefault("DB_CONN_MAX_AGE", "600")  # pooled in production: no connect per served request
     if not os.environ.get("REDIS_URL"):
         print("REDIS_URL is not set: the cache is in process memory, Redis counts are 0", file=sys.stderr)
     os.chdir(ROOT)
