@@ -42,10 +42,10 @@ class PageJSONRenderer(JSONRenderer):
 
     def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
         rows = data.get("results") if type(data) is dict else None
-        if type(rows) is not EncodedRows or self.get_indent(accepted_media_type, renderer_context or {}) is not None:
+        if type(rows) is not EncodedRows or self.get_indent(accepted_media_type or "", renderer_context or {}) is not None:
             return super().render(data, accepted_media_type, renderer_context)
         separators = SHORT_SEPARATORS if self.compact else LONG_SEPARATORS
-        empty = "[]" + "}"
+        empty = "[]}"
         head = json.dumps({**data, "results": []}, cls=self.encoder_class, ensure_ascii=self.ensure_ascii,
                           allow_nan=not self.strict, separators=separators)
         if not head.endswith(empty) or list(data)[-1] != "results":

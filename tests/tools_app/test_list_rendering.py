@@ -62,7 +62,12 @@ def test_a_cached_page_is_not_encoded_again(listed: Any, monkeypatch: pytest.Mon
     monkeypatch.setattr(renderers.EncodedRows, "encoded", encode_counted)
     dumps: list[Any] = []
     real_dumps = json.dumps
-    monkeypatch.setattr(renderers.json, "dumps", lambda value, **kw: dumps.append(value) or real_dumps(value, **kw))
+
+    def dumps_counted(value: Any, **kwargs: Any) -> str:
+        dumps.append(value)
+        return real_dumps(value, **kwargs)
+
+    monkeypatch.setattr(json, "dumps", dumps_counted)  # the one json module, core.renderers' too
     response = listed.get("/api/v1/tools/")
     assert response.status_code == 200
     assert calls == ["rows"]  # the page's text, not DRF's full rendering
