@@ -25,6 +25,12 @@ kinds' server-side CPU (every thread but the client's) and its request threads' 
 REQUEST_COSTS_LOOP_PROFILE=<prefix> writes a thread-CPU profile of the server's loop thread per served kind.
 REQUEST_COSTS_REST_ONLY=1 measures the REST kinds alone (in-process and served), skipping chat and the gateway;
 REQUEST_COSTS_SKIP_CHAT=1 skips only the chat turns; REQUEST_COSTS_CHAT_ONLY=1 stops after them (no served kinds).
+REQUEST_COSTS_REMOTE=1 measures the load's ContextForge comparison mix instead: a REMOTE tool on one streamable-HTTP
+upstream (toolhub_demo/inventory_server.py, as bench/gateway.py's http_upstream), its list and invoke in-process, then
+served GET /tools/, POST invoke and the gateway's tools/call of that tool (a 2025 session); it keeps each thread's
+database connection (DB_CONN_MAX_AGE=600 unless set): production pools them (config.settings.production), and
+without it every served request on PostgreSQL opens a connection (12% of the server's samples in py-spy).
+REQUEST_COSTS_HOLD_S=N then serves that mix for N more seconds for an outside profiler (py-spy; the pid is printed).
 
 It runs under pytest (the test suite's fixtures: tests/conftest.py and the agents' and gateway's conftests).
 `--save` writes the counts as JSON; `--compare` prints them beside a saved run.
@@ -275,7 +281,40 @@ def _server_cpu_s(prefix: str = "") -> float:
     return total / tick
 
 
-def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -> None:
+@contextmanager
+def _http_upstream() -> Iterator[str]:
+    """The inventory server on streamable HTTP on loopback (bench/gateway.py's http_upstream, the load's
+    ContextForge comparison's upstream); yields its /mcp URL."""
+    import signal
+    import socket
+    import subprocess
+
+    import httpx2
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "toolhub_demo" / "inventory_server.py"), "--transport",
+                             "streamable-http", "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx2.get(url, timeout=2)
+                break
+            except httpx2.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str, *, remote: str = "") -> None:
     """The REST kinds and the gateway's tools/call over the real uvicorn server (production's ASGI path), with the
     server side's CPU per request (every thread but the client's) over REQUEST_COSTS_SERVED requests."""
     import httpx2
@@ -287,6 +326,7 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
     mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
            "Authorization": f"Bearer {token}", "MCP-Protocol-Version": HANDSHAKE}
     rest_only = bool(os.environ.get("REQUEST_COSTS_REST_ONLY"))
+    name = remote or "inventory__get_inventory"  # the gateway's qualified name of the called function
     with httpx2.Client(timeout=60) as http:
         session = dict(mcp)
         if not rest_only:
@@ -305,7 +345,7 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
 
         def call() -> None:
             resp = http.post(url, headers=session, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "inventory__get_inventory", "arguments": {"sku": "DEMO-001"}}})
+                "name": name, "arguments": {"sku": "DEMO-001"}}})
             assert resp.status_code == 200 and '"isError":false' in resp.text.replace(" ", ""), resp.text
 
         def initialize() -> None:
@@ -315,7 +355,9 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
             http.request("DELETE", url, headers={**mcp, "Mcp-Session-Id": resp.headers["mcp-session-id"]})
 
         kinds = [("served GET /tools/", listing), ("served POST invoke", invoke)]
-        if not rest_only:
+        if remote:  # the load's ContextForge mix: no initialize kind (each user's is one-time)
+            kinds += [("served MCP tools/call", call)]
+        elif not rest_only:
             kinds += [("served MCP tools/call", call), ("served MCP initialize+DELETE", initialize)]
         for kind, request in kinds:
             for _ in range(5):
@@ -330,6 +372,8 @@ def served_costs(base_url: str, token: str, slug: str, tool_id: int, url: str) -
                              "wall_us": round((time.perf_counter() - wall) / repeat * 1e6)}
         hold = float(os.environ.get("REQUEST_COSTS_HOLD_S", "0"))  # time for an outside profiler (py-spy)
         until = time.monotonic() + hold
+        if hold:
+            print(f"\nholding the mix for {hold:.0f} s (pid {os.getpid()})", file=sys.stderr, flush=True)
         while time.monotonic() < until:
             for request in (listing, invoke, invoke, call):
                 request()
@@ -368,6 +412,28 @@ def test_request_costs(transactional_db: Any, tenant: Any, member_client: Any, t
                            {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}, format="json")
         assert resp.status_code == 200 and resp.json()["success"], resp.content
 
+    if os.environ.get("REQUEST_COSTS_REMOTE"):  # the ContextForge comparison's mix: one REMOTE upstream
+        with _http_upstream() as upstream:
+            resp = admin.post("/api/v1/tools/", {"name": "remote_inventory", "type": "REMOTE", "config": {
+                "url": upstream, "transport": "streamable_http"}}, format="json")
+            assert resp.status_code == 201, resp.content
+            remote_id = int(resp.json()["id"])
+            assert admin.post(f"/api/v1/tools/{remote_id}/refresh/").json()["ok"]
+            agent_id = make_agent(admin, model=None, tools=[{"tool": remote_id}], name="remote")
+            tool_id = remote_id
+
+            def remote_invoke() -> None:
+                resp = member.post(f"/api/v1/tools/{tool_id}/invoke/",
+                                   {"function": "get_inventory", "arguments": {"sku": "DEMO-001"}}, format="json")
+                assert resp.status_code == 200 and resp.json()["success"], resp.content
+
+            warm_then_count("GET /tools/ (list)", listing)
+            warm_then_count("POST /tools/{id}/invoke/ (REMOTE)", remote_invoke)
+            with running_server() as served:
+                served_costs(served.base_url, token_for_user(user=member.user), tenant.slug, tool_id,
+                             served.endpoint(tenant.slug, agent_id), remote="remote_inventory__get_inventory")
+        _write_results()
+        return
     warm_then_count("GET /tools/ (list)", listing)
     warm_then_count("GET /tools/{id}/", detail)
     warm_then_count("POST /tools/{id}/invoke/", invoke)
@@ -459,6 +525,8 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     if args.verbose:
         os.environ["REQUEST_COSTS_VERBOSE"] = "1"
+    if os.environ.get("REQUEST_COSTS_REMOTE"):
+        os.environ.setdefault("DB_CONN_MAX_AGE", "600")  # pooled in production: no connect per served request
     if not os.environ.get("REDIS_URL"):
         print("REDIS_URL is not set: the cache is in process memory, Redis counts are 0", file=sys.stderr)
     os.chdir(ROOT)

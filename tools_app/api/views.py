@@ -20,7 +20,7 @@ from core.api import TenantViewSet
 from core.links import public_base
 from core.pagination import Pagination
 from core.parsers import JSONParser, TextYAMLParser, YAMLParser
-from core.renderers import TextYAMLRenderer, YAMLRenderer
+from core.renderers import EncodedRows, PageJSONRenderer, TextYAMLRenderer, YAMLRenderer
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tools_app import selectors, services
@@ -69,6 +69,8 @@ class ToolViewSet(TenantViewSet):
     action_roles = {"invoke": Role.MEMBER, "oauth_connect": Role.MEMBER, "oauth_disconnect": Role.MEMBER,
                     "my_credentials": Role.MEMBER}
     serializer_class = s.ToolOut
+    # DRF's default renderers, with the JSON one taking a cached page's encoded rows (the list's, byte for byte).
+    renderer_classes = [PageJSONRenderer if r is JSONRenderer else r for r in TenantViewSet.renderer_classes]
 
     def scoped_queryset(self, *, tenant: Any, user: Any) -> QuerySet[Any]:
         return selectors.tool_list(tenant=tenant, filters=selectors.ToolFilters.from_query(self.request.query_params))
@@ -81,19 +83,21 @@ class ToolViewSet(TenantViewSet):
         paginator = self.paginator
         assert isinstance(paginator, Pagination)
 
-        def render() -> tuple[int, int, int, list[Any]]:
+        def render() -> tuple[int, int, int, list[Any], dict[Any, str]]:
             # The list shows no functions: tool_list's prefetch is for the detail.
             rows = paginator.paginate_queryset(self.get_queryset().prefetch_related(None), request, view=self)
             page = paginator.page
             assert page is not None and rows is not None
-            return page.paginator.count, page.paginator.per_page, page.number, list(s.ToolListOut(rows, many=True).data)
+            return (page.paginator.count, page.paginator.per_page, page.number,
+                    list(s.ToolListOut(rows, many=True).data), {})
 
         key = (self.tenant.pk, tuple(sorted((k, tuple(v)) for k, v in request.query_params.lists())))
-        count, per_page, number, results = hotcache.remembered(
+        count, per_page, number, results, encoded = hotcache.remembered(
             "tool-list", key, (hotcache.tenant_scope(self.tenant.pk),), render)
         paginator.request = request
         paginator.page = Page(results, number, Paginator(range(count), per_page))
-        return paginator.get_paginated_response([dict(row) for row in results])
+        # The rows' JSON is kept with the page (PageJSONRenderer): encoded once, not per request.
+        return paginator.get_paginated_response(EncodedRows(results, encoded))
 
     # The id is an integer here: the route's pattern is loose only for DELETE's comma-separated ids, and a
     # string id in the schema would name `GET /tools/all/` (another operation) as this one.
@@ -234,15 +238,14 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(request=s.InvokeIn, responses={200: s.InvokeOut})
     @action(detail=True, methods=["post"], url_path="invoke", throttle_classes=[ScopedWindowThrottle])
     def invoke(self, request: Request, pk: Any = None) -> Response:
-        body = s.InvokeIn(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = s.InvokeIn.validated(request.data)
         done = invoke.tool_invoke(
             tenant=self.tenant,
             actor=request.user,
             tool_id=pk,
-            function=body.validated_data["function"],
-            arguments=body.validated_data.get("arguments", {}),
-            dry_run=body.validated_data.get("dry_run", False),
+            function=body["function"],
+            arguments=body.get("arguments", {}),
+            dry_run=body.get("dry_run", False),
         )
         outage = done.outage()
         if outage is not None:
