@@ -22,6 +22,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from core.outbound import ssl_context  # one CA bundle load per process, not one per client (~20 ms each)
 from tests.waiting import scaled
 
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
@@ -61,7 +62,7 @@ class Browser:
 
     def __init__(self, username: str, password: str = "pw", *, allow: bool = True) -> None:
         self.username, self.password, self.allow = username, password, allow
-        self.http = httpx2.AsyncClient(timeout=scaled(30))
+        self.http = httpx2.AsyncClient(timeout=scaled(30), verify=ssl_context())
         self.consent_pages: list[str] = []
 
     async def close(self) -> None:
