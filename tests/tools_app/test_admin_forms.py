@@ -183,8 +183,8 @@ def test_changelist_queries_do_not_grow_with_tools(staff: Client, tenant: Any) -
         from core import hotcache
 
         q = connection.ops.quote_name
-        table, pk = q(Tool._meta.db_table), q(Tool._meta.pk.column)
-        columns = [q(f.column) for f in Tool._meta.concrete_fields if not f.primary_key and f.name != "name"]
+        table, pk = q(Tool._meta.db_table), q(str(Tool._meta.pk.column))  # the stubs allow None; a concrete field has one
+        columns = [q(str(f.column)) for f in Tool._meta.concrete_fields if not f.primary_key and f.name != "name"]
         with connection.cursor() as cursor:
             cursor.execute(
                 f"WITH RECURSIVE n(i) AS (SELECT %s UNION ALL SELECT i + 1 FROM n WHERE i < %s) "
