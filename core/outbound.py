@@ -436,6 +436,9 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
     """The async twin of GuardedTransport, for the MCP SDK's HTTP clients (they build their own requests)."""
 
     def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
+        # The process's one SSL context (ssl_context()), as GuardedTransport's callers pass it: httpx2's default
+        # loads the CA bundle again for every transport (~20 ms of CPU), and one is built per MCP connection.
+        kwargs.setdefault("verify", ssl_context())
         super().__init__(**kwargs)
         self.policy = policy
         pool = self._pool

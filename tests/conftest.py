@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import time
@@ -82,6 +83,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     guess = per_test[len(per_test) // 2] if per_test else 1.0
     estimate = {m: seconds.get(m, n * guess) for m, n in tests.items()}
     items.sort(key=lambda item: -estimate[item.nodeid.split("::", 1)[0]])  # stable: same for every worker
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (every module of the project and its dependencies, imported by each worker, and the
+    test items) lives until the process ends: moved out of the garbage collector's generations (gc.freeze), so each
+    full collection during the tests no longer walks it again (they took half the time: ~0.16 -> ~0.08 s each, a
+    few dozen of them per worker). Only what is garbage now is collected first; nothing a test makes is frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 _run_seconds: dict[str, float] = {}

@@ -11,6 +11,8 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from core.outbound import ssl_context  # one CA bundle load per process, not one per client (~20 ms each)
+
 
 @asynccontextmanager
 async def connect(url: str, token: str, *, transport: str = "streamable_http", **session_kw: Any
@@ -22,7 +24,7 @@ async def connect(url: str, token: str, *, transport: str = "streamable_http", *
             async with ClientSession(read, write, **session_kw) as session:
                 yield session, await session.initialize()
         return
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), verify=ssl_context()) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write, **session_kw) as session:
                 yield session, await session.initialize()

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx2
 
+from core.outbound import ssl_context  # one CA bundle load per process, not one per client (~20 ms each)
 from tests.waiting import scaled
 
 if TYPE_CHECKING:  # the SDK at run time only in `provider()`: consent_browser.py, a process of its own, needs none of
@@ -59,7 +60,7 @@ class Browser:
 
     def __init__(self, username: str, password: str = "pw", *, allow: bool = True) -> None:
         self.username, self.password, self.allow = username, password, allow
-        self.http = httpx2.AsyncClient(timeout=scaled(30))
+        self.http = httpx2.AsyncClient(timeout=scaled(30), verify=ssl_context())
         self.consent_pages: list[str] = []
 
     async def close(self) -> None:
