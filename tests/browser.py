@@ -94,6 +94,23 @@ def login(page: Any, base_url: str, username: str, password: str, next_url: str 
     page.wait_for_url(f"**{next_url}")
 
 
+def signed_in_page(browser: Any, base_url: str, user: Any, *, width: int = 1280, height: int = 900) -> Any:
+    """A page in a new context of `browser` (its own cookies, storage and cache), already signed in as `user`:
+    the session Django's login() makes at the end of the admin's login form (django.test.Client.force_login: the
+    first backend, the user_logged_in signal) handed to the context as its cookie, so no login page is loaded,
+    posted and redirected in Chromium. For tests that are about what a signed-in admin sees, not the form."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": base_url}])
+    page = context.new_page()
+    page.set_default_timeout(scaled_ms(20))
+    return page
+
+
 def shot(page: Any, name: str, *, full_page: bool = True, docs: str = "") -> Path:
     """var/screenshots/<name>.png; with `docs`, also what the window shows (no taller than the viewport, so the
     picture stays small) as var/screenshots/docs/<docs>.png, which `make screenshots` copies into docs/screenshots/.

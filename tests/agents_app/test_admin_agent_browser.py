@@ -6,7 +6,7 @@ from typing import Any
 
 from agents_app.models import Agent, IntentNode
 from tenants_app.models import Role
-from tests.browser import MARKS, dead_links, login, overflows, shot
+from tests.browser import MARKS, dead_links, overflows, shot, signed_in_page
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
 from tools_app.models import ToolFunction
 
@@ -26,8 +26,8 @@ def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, bro
     user = UserFactory(username="ada", password="pw-agent-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     inventory = tool_with(tenant, "inventory", "get_stock", "list_products", "set_price")
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    login(page, live_server.url, "ada", "pw-agent-1", next_url="/admin/agents_app/agent/add/")
+    page = signed_in_page(browser, live_server.url, user)
+    page.goto(f"{live_server.url}/admin/agents_app/agent/add/")
     page.fill("#id_name", "stock-helper")
     page.fill("#id_system_prompt", "Answer stock questions briefly.")
     row = page.locator("#agent_tools-0")
@@ -77,8 +77,8 @@ def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: An
     user = UserFactory(username="ida", password="pw-intent-1", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     weather = tool_with(tenant, "weather", "forecast")
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    login(page, live_server.url, "ida", "pw-intent-1", next_url="/admin/agents_app/intentnode/add/")
+    page = signed_in_page(browser, live_server.url, user)
+    page.goto(f"{live_server.url}/admin/agents_app/intentnode/add/")
     expect(page.locator(".field-function_refs .help")).to_contain_text("as <tool>__<function>")
     page.fill("#id_code", "info-weather")
     page.fill("#id_name", "Weather questions")
@@ -130,8 +130,8 @@ def test_a_chat_held_destructive_call_approved_from_the_queue_links_call_convers
     conversation_id = approval.tool_call.conversation_id
     assert conversation_id is not None
 
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    login(page, live_server.url, "oli", "pw-approve-1", next_url="/admin/tools_app/approval/")
+    page = signed_in_page(browser, live_server.url, user, height=800)
+    page.goto(f"{live_server.url}/admin/tools_app/approval/")
     page.locator("#result_list tbody tr", has_text="old.log").locator("button.toolhub-approve").click()
     expect(page.locator("#destructive-warning")).to_contain_text("This call is DESTRUCTIVE")
     assert target.exists()  # nothing decided before the confirmation
