@@ -12,11 +12,10 @@ from django.conf import settings
 
 from market_app.models import MarketEntry, MarketSource
 from tenants_app.models import Role
-from tests.browser import MARKS, take
+from tests.browser import MARKS, signed_in_page, take
 from tests.browser import shot as browser_shot
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.mcp_servers import CHANGING, MINI, http_server
-from tests.waiting import scaled_ms
 from tools_app.models import FunctionState, Tool, ToolFunction
 from tools_app.wiring.pool import pool
 from tools_app.wiring.workspaces import workspace_for
@@ -28,18 +27,13 @@ pytestmark = MARKS
 
 @pytest.fixture
 def page(live_server: Any, tenant: Any, browser: Any) -> Iterator[Any]:
-    """A page of the module's Chromium, in a context of its own, signed in as tenant admin tina."""
+    """A page of the module's Chromium, in a context of its own, signed in as tenant admin tina (a session cookie:
+    no login form; each test opens its first page itself)."""
     user = UserFactory(username="tina", password="pw-browser-2", is_staff=True)
     MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
     SHOTS.mkdir(parents=True, exist_ok=True)
     try:
-        p = browser.new_page(viewport={"width": 1280, "height": 900})
-        p.set_default_timeout(scaled_ms(20))
-        p.goto(f"{live_server.url}/admin/login/?next=/admin/")
-        p.fill("#id_username", "tina")
-        p.fill("#id_password", "pw-browser-2")
-        p.click("input[type=submit]")
-        p.wait_for_url("**/admin/")
+        p = signed_in_page(browser, live_server.url, user)
         p.base = live_server.url  # the tests' own attribute on the page
         yield p
     finally:
@@ -218,22 +212,26 @@ def test_market_entry_loaded_from_its_page(page: Any, tenant: Any) -> None:
     assert "market-secret-777" not in page.content()
 
 
-@pytest.mark.parametrize("width", [1280, 390])
-def test_tool_pages_fit_the_screen(page: Any, tenant: Any, width: int) -> None:
+def test_tool_pages_fit_the_screen(page: Any, tenant: Any) -> None:
+    """The list, change, try and changes pages of a tool with long values, at 390 px (a phone) and 1280 px: none is
+    wider than the window. Each page is loaded once, at 390, then laid out again at 1280 (a resize re-applies the
+    CSS as a load at that width would)."""
     tool = Tool.objects.create(tenant=tenant, name="wide-tool", type="REMOTE", description="x " * 200, config={
         "url": "http://127.0.0.1:9/" + "very-long-path-segment/" * 8, "transport": "streamable_http",
         "headers": {"X-Team": "blue", "Authorization": "Bearer wide-secret-1"}, "timeout_s": 30.0,
         "not_secret": ["headers.X-Team"]})
     ToolFunction.objects.create(tool=tool, name="a_rather_long_function_name_for_layout", schema_hash="h",
                                 description="d " * 100, input_schema={}, state=FunctionState.CHANGED)
-    page.set_viewport_size({"width": width, "height": 900})
     for url in ("/admin/tools_app/tool/", f"/admin/tools_app/tool/{tool.pk}/change/",
                 f"/admin/tools_app/tool/{tool.pk}/try/", f"/admin/tools_app/tool/{tool.pk}/changes/"):
+        page.set_viewport_size({"width": 390, "height": 900})
         page.goto(page.base + url)
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 1, (url, width, overflow)
-        if url.endswith("/change/"):
-            shot(page, f"tool-change-{width}px")
+        for width in (390, 1280):
+            page.set_viewport_size({"width": width, "height": 900})
+            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, (url, width, overflow)
+            if url.endswith("/change/"):
+                shot(page, f"tool-change-{width}px")
 
 
 def test_market_load_then_update_shows_a_diff_before_applying(page: Any, tenant: Any) -> None:
