@@ -128,9 +128,13 @@ def overflows(page: Any) -> bool:
     return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1"))
 
 
-def dead_links(page: Any) -> dict[str, int]:
-    """Links in the page's content that do not open for this viewer (403, 404, 500...): href -> status."""
+def dead_links(page: Any, seen: dict[str, int] | None = None) -> dict[str, int]:
+    """Links in the page's content that do not open for this viewer (403, 404, 500...): href -> status. With
+    `seen` (href -> status, filled here), a link already opened by this viewer on an earlier page of a test that
+    only reads is not opened again."""
     hrefs = page.eval_on_selector_all("#content-main a[href^='/']", "links => links.map(a => a.getAttribute('href'))")
     origin = page.evaluate("location.origin")
-    statuses = {href: page.request.get(origin + href).status for href in set(hrefs)}
-    return {href: status for href, status in statuses.items() if status >= 400}
+    statuses = {} if seen is None else seen
+    for href in set(hrefs) - statuses.keys():
+        statuses[href] = page.request.get(origin + href).status
+    return {href: statuses[href] for href in set(hrefs) if statuses[href] >= 400}
