@@ -6,7 +6,7 @@ from typing import Any
 
 from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
-from tests.browser import MARKS
+from tests.browser import MARKS, login
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import call, text
 from tests.waiting import scaled_ms
@@ -27,12 +27,7 @@ def test_chat_with_approval_in_the_browser(live_server: Any, tenant: Any, api: A
     llm = start_llm([call("delete_file__delete_file", {"path": "old.log"}), text("Deleted old.log for you.")])
     make_agent(api, model=make_model(api, llm), tools=[{"tool": tool.pk}], name="janitor")
     page = browser.new_page()
-    page.set_default_timeout(scaled_ms(20))
-    page.goto(f"{live_server.url}/admin/login/?next=/playground/")
-    page.fill("#id_username", "pat")
-    page.fill("#id_password", "pw-browser-1")
-    page.click("input[type=submit]")
-    page.wait_for_url("**/playground/")
+    login(page, live_server.url, "pat", "pw-browser-1", "/playground/")
     expect(page.locator("#agent")).to_contain_text("janitor")
     page.fill("#message", "please delete old.log")
     page.click("#send")
@@ -65,12 +60,7 @@ def test_conversations_persist_across_reloads_even_while_waiting_for_approval(
     make_agent(api, model=make_model(api, llm), tools=[{"tool": reader.pk}, {"tool": deleter.pk}], name="stock")
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.set_default_timeout(scaled_ms(20))
-    page.goto(f"{live_server.url}/admin/login/?next=/playground/")
-    page.fill("#id_username", "robin")
-    page.fill("#id_password", "pw-browser-5")
-    page.click("input[type=submit]")
-    page.wait_for_url("**/playground/")
+    login(page, live_server.url, "robin", "pw-browser-5", "/playground/")
     page.fill("#message", "what is in stock?")
     page.click("#send")
     table = page.locator(".tool-result table.result-table")

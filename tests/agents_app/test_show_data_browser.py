@@ -10,10 +10,9 @@ from django.contrib.auth.models import Permission
 
 from tenants_app.models import Role
 from tests.agents_app.support import builtin, make_agent, make_model
-from tests.browser import MARKS, take
+from tests.browser import MARKS, login, take
 from tests.factories import MembershipFactory, UserFactory
 from tests.fixtures.fake_llm import calls, text
-from tests.waiting import scaled_ms
 from toolhub_demo.records import seed_records
 
 pytestmark = MARKS
@@ -42,15 +41,10 @@ def test_show_data_chart_in_the_playground(live_server: Any, tenant: Any, api: A
     shots = Path(settings.BASE_DIR) / "var" / "screenshots"
 
     page = browser.new_page(viewport={"width": 1000, "height": 800})
-    page.set_default_timeout(scaled_ms(20))
     outside: list[str] = []
     page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(live_server.url)
             and not r.url.startswith("data:") else None)
-    page.goto(f"{live_server.url}/admin/login/?next=/playground/")
-    page.fill("#id_username", "dana")
-    page.fill("#id_password", "pw-browser-2")
-    page.click("input[type=submit]")
-    page.wait_for_url("**/playground/")
+    login(page, live_server.url, "dana", "pw-browser-2", "/playground/")
     page.fill("#message", "orders by status, as a chart please")
     page.click("#send")
     widget = page.locator(".widget.widget-chart")
