@@ -62,7 +62,9 @@ bench-load: install
 bench-gateway-eras: install
 	$(BIN)/python bench/gateway_eras.py --profile bench/profiles/gateway-latest
 
-# The npm MCP clients the gateway tests drive (TypeScript SDK, Inspector CLI), from the pinned lock into var/.
+# The npm MCP clients the gateway tests drive (TypeScript SDK, Inspector CLI) and the OpenID provider the sign-in
+# tests run, from the pinned locks into var/; once per machine (again only when a lock changes), ahead of the suite
+# as `test-servers` is, so a fresh clone's pytest does not spend a worker's half minute on `npm ci`.
 gateway-clients: install
 	$(BIN)/python -m tests.agents_app.gateway.node_clients
 	$(BIN)/python -m tests.identity_app.oidc_node
@@ -79,7 +81,7 @@ XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --n
 # of them compiles the project again. schemathesis's pytest plugin is off: the suite never uses it (the fuzz,
 # tests/config/schema_fuzz.py, imports schemathesis itself), and loading it put schemathesis into every worker.
 PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p no:schemathesis
-test: install test-servers test-plugins
+test: install test-servers test-plugins gateway-clients
 	$(PYTEST) $(XDIST)
 
 # The inner loop: everything but the slow lanes (third-party servers and clients, browsers, schema fuzzing, the
