@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
@@ -20,6 +20,14 @@ app.autodiscover_tasks()
 def ping() -> str:
     """Proves the broker, a worker and the result path work end to end."""
     return "pong"
+
+
+@worker_init.connect
+def _preload(**_: Any) -> None:
+    """The pool's children are forked from this process: import here, once, what their tasks use (the MCP session
+    pool with the SDK, the runners' client with redis), which `django.setup()` leaves to first use (issue 35)."""
+    import tools_app.runtime.mcp.pool
+    import tools_app.runtime.runner.client  # noqa: F401
 
 
 @worker_ready.connect

@@ -33,8 +33,7 @@ from tools_app.models import (
 )
 from tools_app.runtime import result as codes
 from tools_app.runtime.mcp.client_requests import ClientRequests
-from tools_app.runtime.mcp.discovery import RESULT_META
-from tools_app.runtime.result import ToolResult
+from tools_app.runtime.result import RESULT_META, ToolResult
 from tools_app.runtime.screen.results import META_KEY
 from tools_app.services.approvals import approval_decide, approval_request, may_decide
 from tools_app.services.audit import through_client

@@ -47,7 +47,7 @@ from tools_app.runtime.mcp.client_requests import (
     ClientRequests,
     Resume,
 )
-from tools_app.runtime.mcp.discovery import RESULT_META, UPSTREAM_ERROR
+from tools_app.runtime.result import RESULT_META, UPSTREAM_ERROR
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from agents_app.intents import selectors
 from agents_app.models import IntentExample, IntentNode
-from agents_app.runtime.intents.embedder import default_embedder, to_bytes
 from tenants_app.models import Tenant
 
 
@@ -22,6 +21,10 @@ def intent_examples_embed(*, tenant: Tenant, actor: Any = None, node_id: int | N
 
     The model runs outside any transaction; a vector is stored only if its example still has that text.
     """
+    # numpy and the models on first use: the intent services import this module (their task), and so every Django
+    # process's start would pay for numpy (issue 35), which only an embedding needs.
+    from agents_app.runtime.intents.embedder import default_embedder, to_bytes
+
     embedder = default_embedder()
     todo = selectors.examples_to_embed(tenant=tenant, node_id=node_id, model=embedder.model)
     if not todo:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
@@ -17,11 +17,14 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from agents_app.intents import selectors, tasks
 from agents_app.models import Agent, AgentRouting
-from agents_app.runtime.intents import IntentIndex, IntentSpec, Match, RouterConfig, default_embedder
-from agents_app.runtime.intents.embedder import from_bytes
 from agents_app.runtime.intents.policy import OFFERS_FUNCTIONS, OFFERS_KNOWLEDGE, Routing, decide
 from agents_app.runtime.toolset import Toolset
 from tenants_app.models import Tenant
+
+# The router itself (numpy, the embedder) is imported where an index is built or matched: this module connects the
+# intent signals from the app's ready(), and so every Django process's start (issue 35) would pay for numpy.
+if TYPE_CHECKING:
+    from agents_app.runtime.intents import IntentIndex, Match
 
 FnKey = tuple[int, str]  # (tool id, function name)
 
@@ -77,6 +80,10 @@ def _now() -> float:
 
 
 def _build(tenant: Tenant, signature: tuple[Any, ...]) -> TreeIndex:
+    # numpy on first use (see the imports)
+    from agents_app.runtime.intents import IntentIndex, IntentSpec, RouterConfig, default_embedder
+    from agents_app.runtime.intents.embedder import from_bytes
+
     nodes, examples, function_rows = selectors.routing_rows(tenant=tenant)
     embedder = default_embedder()
     by_id = {n["id"]: n for n in nodes}
@@ -167,6 +174,8 @@ def _match(tree: TreeIndex, question: str, *, toolset: Toolset, knowledge: str |
     For an agent run, functions are named as the toolset names them (what the model sees); otherwise as
     `<tool>__<function>` refs.
     """
+    from agents_app.runtime.intents import Match  # numpy on first use (see the imports)
+
     names = _qualified(toolset)
     refs = {(f.tool_id, f.function): f"{f.tool_name}__{f.function}" for f in toolset}
     allowed: dict[str, tuple[str, ...]] = {

@@ -26,6 +26,12 @@ DENIED = ResultCode.DENIED
 
 ERROR_CODES = tuple(ResultCode)
 
+# ToolResult.meta keys of an MCP server's answer (tools_app.runtime.mcp.discovery): the result-level `_meta` as sent,
+# and that the server itself answered isError (its result is passed through whole, unlike Toolhub's own refusals).
+# Here, not beside the SDK's types there, so the result screen reads them without importing the SDK (issue 35).
+RESULT_META = "result_meta"
+UPSTREAM_ERROR = "upstream_error"
+
 
 @dataclass
 class ToolResult:

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
@@ -68,7 +67,14 @@ class Refusal:
         )
 
 
+# redis is imported by the functions that use it: the call services import this module, and so every Django process's
+# start (issue 35) would pay for redis (~0.3 s of CPU: its client pulls in OpenTelemetry's SDK), which only a refused
+# call with REDIS_URL set needs.
+
+
 def _client() -> Any:
+    import redis  # on first use (see above)
+
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
@@ -103,6 +109,8 @@ return n
 def count(refusal: Refusal, now: float) -> int | None:
     """Count one refusal under its key; the how-manieth of its minute it is (1: write its row), or None when the
     store could not count it (then the caller writes the row: nothing is lost)."""
+    import redis  # on first use (see _client)
+
     prefix = _prefix()
     key = refusal.key(prefix)
     try:
@@ -116,6 +124,8 @@ def count(refusal: Refusal, now: float) -> int | None:
 
 def recorded(refusal: Refusal, call_id: Any) -> None:
     """The first refusal's row is stored (as `call_id`): the fold writes only the ones after it, naming that row."""
+    import redis  # on first use (see _client)
+
     try:
         pipe = _redis.get().pipeline(transaction=True)
         pipe.hincrby(refusal.key(_prefix()), "done", 1)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -37,9 +36,16 @@ from tools_app.runtime.result import QUOTA_EXCEEDED
 logger = logging.getLogger(__name__)
 
 LIMITS = ("per_minute", "per_day", "concurrent")
-# A counter store that cannot answer (Redis down, a timeout): the call is admitted and the failure logged.
-STORE_ERRORS = (redis.RedisError, OSError)
 UNSET: Any = object()
+
+
+def store_errors() -> tuple[type[Exception], ...]:
+    """What a counter store that cannot answer raises (Redis down, a timeout): the call is admitted and the failure
+    logged. A function, evaluated only when something was raised: redis is imported with the store that uses it, not
+    by every Django process's start, which imports this module through the call services (issue 35)."""
+    import redis
+
+    return (redis.RedisError, OSError)
 
 
 class InvalidQuota(ValidationFailed):
@@ -223,7 +229,7 @@ def admitted(*, tenant: Tenant, actor: Any, tool: Tool, agent: Any, counted: boo
     now = clock()
     try:
         got = store().acquire(limits, now)
-    except STORE_ERRORS as exc:  # the store is down: admit, say so
+    except store_errors() as exc:  # the store is down: admit, say so
         logger.warning("quota store unavailable, call admitted: %s", type(exc).__name__)
         yield
         return
@@ -235,7 +241,7 @@ def admitted(*, tenant: Tenant, actor: Any, tool: Tool, agent: Any, counted: boo
     finally:
         try:
             got.release()
-        except STORE_ERRORS as exc:
+        except store_errors() as exc:
             logger.warning("quota slot not released (it expires on its own): %s", type(exc).__name__)
 
 
@@ -249,7 +255,7 @@ def headroom(*, tenant: Tenant) -> list[dict[str, Any]]:
                                    per_minute=quota.per_minute, per_day=quota.per_day, concurrent=quota.concurrent)
             try:
                 used = store().usage(limit, clock())
-            except STORE_ERRORS:
+            except store_errors():
                 used = {}
         out.append({"quota": quota, "used": used,
                     "limits": {name: getattr(quota, name) for name in LIMITS if getattr(quota, name) is not None}})
@@ -258,6 +264,8 @@ def headroom(*, tenant: Tenant) -> list[dict[str, Any]]:
 
 def _make_store() -> counters.Counters:
     if settings.REDIS_URL:
+        import redis  # on first use (see store_errors)
+
         client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
         return counters.RedisCounters(client, prefix=settings.TOOLHUB_QUOTA_PREFIX)
     return counters.MemoryCounters()

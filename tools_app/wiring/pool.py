@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from django.conf import settings
 
-from tools_app.runtime.mcp.pool import Discovery, SessionPool, configure_pool
-from tools_app.runtime.mcp.spec import ServerSpec
-from tools_app.runtime.result import ToolResult
-from tools_app.runtime.runner.client import RunnerPool
-from tools_app.runtime.runner.placement import Registry
 from tools_app.wiring.http import outbound_policy
+
+# The pools are imported where they are made: the session pool imports the MCP SDK (~1 s of CPU) and the runners'
+# registry redis (~0.3 s), and this module is imported by the services and so by every Django process's start
+# (issue 35), most of which never open a pool.
+if TYPE_CHECKING:
+    from tools_app.runtime.mcp.pool import Discovery, SessionPool
+    from tools_app.runtime.mcp.spec import ServerSpec
+    from tools_app.runtime.result import ToolResult
+    from tools_app.runtime.runner.placement import Registry
 
 T = TypeVar("T")
 
@@ -52,6 +56,9 @@ class _Slot:
     def get(self) -> Pool:
         with self.lock:
             if self.pool is None:
+                # the pools on first use (see the imports)
+                from tools_app.runtime.runner.client import RunnerPool
+
                 local = local_pool()
                 self.pool = RunnerPool(local, runner_registry(), settings.TOOLHUB_RUNNER_SECRET) \
                     if settings.TOOLHUB_RUNNERS else local
@@ -87,6 +94,8 @@ def swap_pool(new: Pool | None) -> Pool | None:
 
 def local_pool() -> SessionPool:
     """The process-wide session pool from settings (a runner hosts its servers in one)."""
+    from tools_app.runtime.mcp.pool import configure_pool  # the SDK on first use (see the imports)
+
     return configure_pool(
         policy=outbound_policy(),
         idle_ttl_s=settings.TOOLHUB_POOL_IDLE_TTL_S,
@@ -100,6 +109,8 @@ def local_pool() -> SessionPool:
 
 
 def runner_registry() -> Registry:
+    from tools_app.runtime.runner.placement import Registry  # redis on first use (see the imports)
+
     return Registry(settings.REDIS_URL, ttl_s=settings.TOOLHUB_RUNNER_TTL_S, secret=settings.TOOLHUB_RUNNER_SECRET)
 
 

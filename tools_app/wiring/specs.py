@@ -5,7 +5,7 @@ runs on."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -18,13 +18,14 @@ from tools_app.runtime.builtins import BuiltinContext, SqlTarget
 from tools_app.runtime.builtins.command_rules import DEFAULT_ALLOWLIST, INTERPRETERS
 from tools_app.runtime.errors import CredentialsNeeded
 from tools_app.runtime.mcp.spec import RemoteSpec, ServerSpec
-from tools_app.runtime.runner.client import RunnerPool
-from tools_app.runtime.runner.placement import RunnerInfo
 from tools_app.runtime.sandbox import SandboxPolicy, ServerSandbox
 from tools_app.wiring.pool import pool
 from tools_app.wiring.sql import sql_tables, sql_url
 from tools_app.wiring.tokens import token_provider
 from tools_app.wiring.workspaces import workspace_for, workspace_of
+
+if TYPE_CHECKING:
+    from tools_app.runtime.runner.placement import RunnerInfo
 
 
 def server_spec(tool: Tool, user: Any = None, *, user_values_needed: bool = True) -> ServerSpec:
@@ -158,6 +159,9 @@ def builtin_context(tenant: Tenant, user: Any = None, *, dry_run: bool = False) 
 
 def runner_of(tool: Tool) -> RunnerInfo | None:
     """The runner a LOCAL tool's server runs on (None without runners, or when none is live)."""
+    # the runners' client (the MCP SDK, redis) on first use: every Django process's start imports this module (issue 35)
+    from tools_app.runtime.runner.client import RunnerPool
+
     current = pool()
     if not isinstance(current, RunnerPool) or tool.type != "LOCAL":
         return None

@@ -1,8 +1,36 @@
-"""Django-free intent routing: a lexical channel (words + CJK character n-grams) fused with sentence embeddings."""
+"""Django-free intent routing: a lexical channel (words + CJK character n-grams) fused with sentence embeddings.
 
-from agents_app.runtime.intents.embedder import EMBEDDING_MODEL, Embedder, IntentEmbedder, default_embedder
-from agents_app.runtime.intents.lexical import features
-from agents_app.runtime.intents.router import IntentIndex, IntentSpec, Match, RouterConfig
+The names below load on first use (PEP 562): importing a submodule (`policy`, what the routing service needs at
+import) runs this file, and the router and the embedder import numpy, which only a route or an embedding needs
+(issue 35: every Django process's start imports the routing service).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agents_app.runtime.intents.embedder import (
+        EMBEDDING_MODEL,
+        Embedder,
+        IntentEmbedder,
+        default_embedder,
+    )
+    from agents_app.runtime.intents.lexical import features
+    from agents_app.runtime.intents.router import IntentIndex, IntentSpec, Match, RouterConfig
+
+_HOMES = {
+    "EMBEDDING_MODEL": "embedder",
+    "Embedder": "embedder",
+    "IntentEmbedder": "embedder",
+    "default_embedder": "embedder",
+    "features": "lexical",
+    "IntentIndex": "router",
+    "IntentSpec": "router",
+    "Match": "router",
+    "RouterConfig": "router",
+}
 
 __all__ = [
     "EMBEDDING_MODEL",
@@ -15,3 +43,12 @@ __all__ = [
     "default_embedder",
     "features",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

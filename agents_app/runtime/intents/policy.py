@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from agents_app.runtime.intents.router import Match
+if TYPE_CHECKING:  # the router imports numpy; this module only names its matches (issue 35: import costs)
+    from agents_app.runtime.intents.router import Match
 
 Mode = Literal["intent", "fallback", "system"]
 OFFERS_FUNCTIONS = ("MCP", "KB_AND_MCP")

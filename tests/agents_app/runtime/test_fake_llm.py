@@ -8,9 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import openai
-from openai.types.chat import ChatCompletionMessageFunctionToolCall
-
 from agents_app.runtime.loop import run
 from agents_app.runtime.model_client import ModelConfig
 from agents_app.runtime.toolset import ToolsetFunction, assemble
@@ -23,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_non_streaming_completion_with_tool_call() -> None:
+    # openai here, not at the top: every xdist worker collects (imports) this module, one runs it (~0.5 s of CPU)
+    import openai
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
     with FakeLLM([call("inventory__get_inventory", {"sku": "A-1"}), text("hello")]) as llm:
         client = openai.OpenAI(base_url=llm.base_url, api_key="any", max_retries=0)
         first = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
@@ -39,6 +40,8 @@ def test_non_streaming_completion_with_tool_call() -> None:
 
 
 def test_exhausted_script_is_a_loud_500() -> None:
+    import openai  # at first use (see the first test)
+
     with FakeLLM([]) as llm:
         client = openai.OpenAI(base_url=llm.base_url, api_key="any", max_retries=0)
         try:
@@ -79,6 +82,8 @@ def _free_port() -> int:
 
 
 def test_command_line_serves_the_demo_model() -> None:
+    import openai  # at first use (see the first test)
+
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolhub_demo.demo_model", "--port", str(port)],

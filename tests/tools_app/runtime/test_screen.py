@@ -250,8 +250,7 @@ def test_a_prompt_or_resource_answer_is_stripped_where_a_model_reads_it_and_a_cl
 def test_a_clean_result_is_screened_once_per_distinct_text_and_not_again_for_the_audit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tools_app.runtime.mcp.discovery import RESULT_META
-    from tools_app.runtime.result import ToolResult
+    from tools_app.runtime.result import RESULT_META, ToolResult
     from tools_app.runtime.screen.results import META_KEY, markers_of, screened
 
     read = screened_texts(monkeypatch)
@@ -268,8 +267,7 @@ def test_a_clean_result_is_screened_once_per_distinct_text_and_not_again_for_the
 def test_a_flagged_result_is_still_stripped_and_its_markers_read_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tools_app.runtime.mcp.discovery import RESULT_META
-    from tools_app.runtime.result import ToolResult
+    from tools_app.runtime.result import RESULT_META, ToolResult
     from tools_app.runtime.screen.results import META_KEY, markers_of, screened
 
     read = screened_texts(monkeypatch)

@@ -11,7 +11,7 @@ from mcp.client.session import ClientSession
 
 from tools_app.runtime.content import content_dicts, joined_text
 from tools_app.runtime.errors import ProtocolError
-from tools_app.runtime.result import BUSINESS_ERROR, ToolResult
+from tools_app.runtime.result import BUSINESS_ERROR, RESULT_META, UPSTREAM_ERROR, ToolResult
 from tools_app.runtime.schemas import schema_hash
 
 MAX_LIST_PAGES = 100
@@ -161,12 +161,6 @@ async def _every_page(list_page: Callable[..., Awaitable[Any]], items: str) -> l
         if not cursor:
             break
     return out
-
-
-# ToolResult.meta keys: the result-level `_meta` as sent, and that the server itself answered isError (its
-# result is passed through whole, unlike Toolhub's own refusals).
-RESULT_META = "result_meta"
-UPSTREAM_ERROR = "upstream_error"
 
 
 def to_tool_result(result: types.CallToolResult) -> ToolResult:

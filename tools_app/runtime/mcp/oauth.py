@@ -16,30 +16,21 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 import httpx2
-from mcp.client.auth.oauth2 import PKCEParameters, check_registration_usable
-from mcp.client.auth.utils import (
-    build_oauth_authorization_server_metadata_discovery_urls,
-    build_protected_resource_metadata_discovery_urls,
-    extract_resource_metadata_from_www_auth,
-    validate_metadata_issuer,
-)
-from mcp.shared.auth import (
-    OAuthClientInformationFull,
-    OAuthClientMetadata,
-    OAuthMetadata,
-    OAuthToken,
-    ProtectedResourceMetadata,
-)
-from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import BaseModel, ValidationError
 
 from core.codes import ApiCode, ResultCode
 from core.outbound import FetchedResponse, OutboundPolicy, deadline, fetch, safe_url
 from tools_app.runtime.errors import RuntimeToolError
+
+# The SDK's pieces are imported inside the functions that use them: importing any of `mcp` imports all of it (its
+# client and server, starlette, uvicorn: ~1 s of CPU), and the connection services import this module, so every
+# Django process's start would pay for it (issue 35), though few of them ever speak OAuth.
+if TYPE_CHECKING:
+    from mcp.shared.auth import OAuthMetadata
 
 M = TypeVar("M", bound=BaseModel)
 INITIALIZE_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -78,6 +69,8 @@ class Discovery:
 
     @property
     def server(self) -> OAuthMetadata:
+        from mcp.shared.auth import OAuthMetadata  # the SDK on first use (see the imports)
+
         return OAuthMetadata.model_validate(self.metadata)
 
 
@@ -125,6 +118,9 @@ def _www_auth_hint(answer: FetchedResponse) -> str | None:
     """The RFC 9728 resource metadata URL a 401 names (the SDK's parser, given the answer's headers)."""
     if answer.status != 401:
         return None
+    # the SDK on first use (see the imports)
+    from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
+
     return extract_resource_metadata_from_www_auth(httpx2.Response(401, headers=answer.headers))
 
 
@@ -163,6 +159,8 @@ WELL_KNOWN_PRM = "/.well-known/oauth-protected-resource"
 def _same_resource(a: str, b: str) -> bool:
     """One resource identifier (RFC 8707: scheme and host compared without case, no fragment, a trailing slash
     of the path not significant)."""
+    from mcp.shared.auth_utils import resource_url_from_server_url  # the SDK on first use (see the imports)
+
     return resource_url_from_server_url(a).rstrip("/") == resource_url_from_server_url(b).rstrip("/")
 
 
@@ -179,6 +177,8 @@ def expected_resource(server_url: str, metadata_url: str) -> str:
 def check_resource(server_url: str, claimed: str, metadata_url: str) -> None:
     """Refuse a `resource` that is not the tool's own (RFC 9728 §3.3): it must be the identifier the metadata was
     fetched for, and that identifier the tool's URL or (the origin-wide fallback document) a parent of it."""
+    from mcp.shared.auth_utils import check_resource_allowed  # the SDK on first use (see the imports)
+
     expected = expected_resource(server_url, metadata_url)
     if _same_resource(claimed, expected) and (
             _same_resource(expected, server_url)
@@ -191,6 +191,15 @@ def check_resource(server_url: str, claimed: str, metadata_url: str) -> None:
 
 
 def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
+    # the SDK on first use (see the imports)
+    from mcp.client.auth.utils import (
+        build_oauth_authorization_server_metadata_discovery_urls,
+        build_protected_resource_metadata_discovery_urls,
+        validate_metadata_issuer,
+    )
+    from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+    from mcp.shared.auth_utils import resource_url_from_server_url
+
     probe = _probe(server_url, policy)
     hinted = _www_auth_hint(probe)
     found = _first_document(policy, build_protected_resource_metadata_discovery_urls(hinted, server_url),
@@ -222,6 +231,10 @@ def _discover(server_url: str, policy: OutboundPolicy) -> Discovery:
 
 def register(discovery: Discovery, *, redirect_uri: str, client_name: str, policy: OutboundPolicy) -> Client:
     """Dynamic Client Registration (RFC 7591) of Toolhub's callback at this authorization server."""
+    # the SDK on first use (see the imports)
+    from mcp.client.auth.oauth2 import check_registration_usable
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+
     endpoint = discovery.server.registration_endpoint
     if endpoint is None:
         raise OAuthFailed(f"{safe_url(discovery.issuer)} offers no client registration: configure a client_id")
@@ -254,6 +267,8 @@ def uses_client_metadata_document(discovery: Discovery, document_url: str) -> bo
 
 def client_metadata_document(document_url: str, *, redirect_uri: str, client_name: str, client_uri: str) -> dict[str, Any]:
     """The document served at `document_url` (the client id itself): a public client with one exact redirect."""
+    from mcp.shared.auth import OAuthClientMetadata  # the SDK on first use (see the imports)
+
     document = OAuthClientMetadata(
         redirect_uris=[redirect_uri],  # type: ignore[list-item]
         client_name=client_name, client_uri=client_uri,  # type: ignore[arg-type]
@@ -282,6 +297,8 @@ def configured_client(discovery: Discovery, client_id: str, client_secret: str) 
 
 def new_pkce() -> tuple[str, str]:
     """(verifier, S256 challenge)."""
+    from mcp.client.auth.oauth2 import PKCEParameters  # the SDK on first use (see the imports)
+
     pkce = PKCEParameters.generate()
     return pkce.code_verifier, pkce.code_challenge
 
@@ -309,6 +326,8 @@ def _client_auth(client: Client, data: dict[str, str]) -> tuple[dict[str, str], 
 
 def _token_request(discovery: Discovery, client: Client, data: dict[str, str], policy: OutboundPolicy,
                    what: str) -> Tokens:
+    from mcp.shared.auth import OAuthToken  # the SDK on first use (see the imports)
+
     endpoint = str(discovery.server.token_endpoint)
     form, headers = _client_auth(client, data)
     started = time.time()

@@ -11,8 +11,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from tools_app.runtime.mcp.discovery import RESULT_META
-from tools_app.runtime.result import ToolResult
+from tools_app.runtime.result import RESULT_META, ToolResult
 from tools_app.runtime.screen import clean_result, strip_invisible
 
 # The key a screened result's markers travel under in ToolResult.meta (and the gateway's `_meta`).
