@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import gc
+import itertools
 import json
 import os
 import time
@@ -290,10 +291,22 @@ def _quota_windows(monkeypatch: Any, settings: Any) -> Iterator[None]:
     quotas._store.reset()
 
 
+@pytest.fixture(scope="session")
+def _workspaces(tmp_path_factory: Any) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("workspaces")
+
+
+_workspace_numbers = itertools.count()
+
+
 @pytest.fixture(autouse=True)
-def _isolated_workspace(settings: Any, tmp_path_factory: Any) -> None:
-    """Each test gets its own workspace root, so files never leak between tests."""
-    settings.TOOLHUB_WORKSPACE_ROOT = tmp_path_factory.mktemp("workspace")
+def _isolated_workspace(settings: Any, _workspaces: Path) -> None:
+    """Each test gets its own workspace root (new and empty), so files never leak between tests. A numbered folder
+    of one per-process folder, not `tmp_path_factory.mktemp` (which lists every earlier test's folder to number
+    the next one and resolves the path each time, for each of the process's tests)."""
+    root = _workspaces / f"workspace{next(_workspace_numbers)}"
+    root.mkdir()
+    settings.TOOLHUB_WORKSPACE_ROOT = root
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ def _tenant_created(sender: Any, instance: Tenant, created: bool, **kwargs: Any)
         from tools_app.services.builtins_sync import sync_builtin_tools
 
         # In the creating transaction: a tenant is never seen without its built-ins.
-        sync_builtin_tools(tenant=instance)
+        sync_builtin_tools(tenant=instance, new=True)
     else:
         from tools_app.services.local_policy import recycle_local_servers
 

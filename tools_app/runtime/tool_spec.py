@@ -3,6 +3,7 @@ A leaf: the registry, the built-ins and the services all name the same class."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,15 @@ class ToolSpec:
     args_model: type[BaseModel]
     source: str = "builtin"  # "builtin", "host" or "plugin:<distribution>"
     hooks: frozenset[str] = field(default_factory=frozenset)
+
+    @functools.cached_property
+    def schema_digest(self) -> str:
+        """The schema hash of its one function (tools_app.runtime.schemas.schema_hash), worked out once: every new
+        tenant's built-in rows carry it (a spec is made at registration and never changed)."""
+        from tools_app.runtime.schemas import schema_hash
+
+        return schema_hash(name=self.function_name, description=self.description, input_schema=self.input_schema,
+                           output_schema=None, annotations=None)
 
     @property
     def undone_by_rollback(self) -> bool:

@@ -8,7 +8,6 @@ from tenants_app.models import Tenant
 from tools_app.models import FunctionState, Tool, ToolFunction, ToolStatus, ToolType
 from tools_app.runtime import registry
 from tools_app.runtime.registry import ToolSpec
-from tools_app.runtime.schemas import schema_hash
 
 COUNTS = ("added", "updated", "retired", "removed")
 
@@ -20,25 +19,29 @@ def _specs(refresh: bool) -> tuple[dict[str, ToolSpec], bool]:
 
 
 @transaction.atomic
-def sync_builtin_tools(*, tenant: Tenant, refresh: bool = False) -> dict[str, int]:
+def sync_builtin_tools(*, tenant: Tenant, refresh: bool = False, new: bool = False) -> dict[str, int]:
     """Add missing tools (anything not READ_ONLY DISABLED), refresh definitions, drop vanished ones.
 
     A tool that is no longer registered (its plugin package was uninstalled) loses its row; its audit
     rows (ToolCall) stay, keeping the tool's name. While some installed plugin fails to load, a
     vanished tool is only retired (disabled, functions REMOVED): it may belong to the broken package.
-    `refresh` re-reads the installed packages' entry points first.
+    `refresh` re-reads the installed packages' entry points first. `new`: the tenant was inserted in this
+    transaction a moment ago (its post_save), so it holds no tool yet: the two lookups of its tools are skipped.
     """
     specs, all_loaded = _specs(refresh)
-    existing = {t.builtin_name: t for t in Tool.objects.select_for_update().filter(tenant=tenant, type=ToolType.BUILTIN)}
-    # Names a tool of the tenant already holds, asked once (a new tenant has none: one query, not one per tool).
-    taken = set(Tool.objects.filter(tenant=tenant, name__in=[n for n in specs if n not in existing])
-                .values_list("name", flat=True))
+    existing: dict[str, Tool] = {}
+    taken: set[str] = set()
+    if not new:
+        existing = {t.builtin_name: t
+                    for t in Tool.objects.select_for_update().filter(tenant=tenant, type=ToolType.BUILTIN)}
+        # Names a tool of the tenant already holds, asked once (one query, not one per tool).
+        taken = set(Tool.objects.filter(tenant=tenant, name__in=[n for n in specs if n not in existing])
+                    .values_list("name", flat=True))
     counts = dict.fromkeys(COUNTS, 0)
     new_tools: list[tuple[Tool, ToolFunction]] = []
     for name, spec in specs.items():
         tool = existing.get(name)
-        digest = schema_hash(name=spec.function_name, description=spec.description, input_schema=spec.input_schema,
-                             output_schema=None, annotations=None)
+        digest = spec.schema_digest
         function = {"description": spec.description, "input_schema": spec.input_schema, "schema_hash": digest,
                     "approved_hash": digest, "state": FunctionState.ACTIVE}
         if tool is None:
