@@ -4,6 +4,7 @@ fails Test at once with a typed error; the store is read-only to the server; ver
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -146,16 +147,25 @@ def tasks_inline() -> Any:
         current_app.conf.task_always_eager = before
 
 
+def link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def own_store_from_the_shared(tmp_path: Path, settings: Any, manager: str, name: str, versions: list[str]) -> None:
     """The test's own package store, holding copies of the versions the shared test store holds (prepared once per
     machine: tests/tools_app/packages/reference.py): for a test that frees what it used, which in the shared store
     would make the next test (or run) needing it install it again, and pull it from under a test of another worker
-    running from it. A version the shared store lacks is installed by the test, as before."""
+    running from it. A version the shared store lacks is installed by the test, as before. The files are hard
+    links (read-only in both stores: freeing the copy unlinks its names, the shared files stay), not copies of ~7,000
+    files' bytes; a store on another file system is copied."""
     shared, own = settings.TOOLHUB_PACKAGE_STORE, tmp_path / "store"
     for version in versions:
         if store.installed(shared, manager, name, version) is not None:
             shutil.copytree(store.folder(shared, manager, name, version), store.folder(own, manager, name, version),
-                            symlinks=True)
+                            symlinks=True, copy_function=link_or_copy)
     settings.TOOLHUB_PACKAGE_STORE = str(own)
 
 

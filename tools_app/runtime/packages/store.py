@@ -9,7 +9,8 @@ records what was installed and how it was verified.
   keeping `package-lock.json`; every package in the lock must carry its `integrity` hash, which npm checked.
 - PyPI: a virtualenv from this Python; pip resolves the exact version (`--dry-run --report`), the resolved files
   are pinned with their sha256 into `requirements.txt`, then installed with `--require-hashes --no-deps`, wheels
-  only (building an sdist would run package code outside the sandbox).
+  only (building an sdist would run package code outside the sandbox), from those very files (no second look at
+  the index).
 """
 
 from __future__ import annotations
@@ -222,13 +223,20 @@ def _install_pypi(ref: PackageRef, version: str, work: Path, final: Path, regist
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--quiet",
           "--ignore-installed", "--only-binary", ":all:", *index_args, "--report", str(report), requirement],
          cwd=work, timeout_s=timeout_s, ref=ref, step="pip resolve")
-    pinned = _pinned_requirements(ref, json.loads(report.read_text()))
+    resolved = json.loads(report.read_text())
+    pinned = _pinned_requirements(ref, resolved)
     report.unlink()
     requirements = work / "requirements.txt"
     requirements.write_text(pinned)
+    # The install takes the very files the resolve chose, from a page of their links: pip neither fetches the index
+    # pages again nor weighs every file of every version on them (thousands for some projects) a second time.
+    links = work / ".pip-links.html"
+    links.write_text(_links_page(resolved))
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-          "--require-hashes", "--only-binary", ":all:", "--no-compile", *index_args, "-r", str(requirements)],
+          "--require-hashes", "--only-binary", ":all:", "--no-compile", "--no-index", "--find-links", str(links),
+          "-r", str(requirements)],
          cwd=work, timeout_s=timeout_s, ref=ref, step="pip install")
+    links.unlink()
     helpers = _node_helpers(ref, work, pinned, registries, timeout_s)
     _compile(python, work, final, timeout_s)
     _relocate(work, final)
@@ -329,6 +337,23 @@ def _pinned_requirements(ref: PackageRef, report: dict[str, Any]) -> str:
     if not lines:
         raise PackageInstallFailed(f"pip resolved nothing to install for {ref.label}", details={"package": ref.name})
     return "\n".join(sorted(lines)) + "\n"
+
+
+def _links_page(report: dict[str, Any]) -> str:
+    """A find-links page naming each file of the resolve's report by its URL (its sha256 beside it, which
+    `--require-hashes` checks against the pinned requirement anyway)."""
+    from html import escape
+
+    anchors = []
+    for item in report.get("install") or []:
+        info = item.get("download_info") or {}
+        url = str(info.get("url") or "").split("#", 1)[0]
+        if not url:
+            continue
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        href = f"{url}#sha256={digest}" if digest else url
+        anchors.append(f'<a href="{escape(href)}">{escape(url.rsplit("/", 1)[-1])}</a>')
+    return "<!DOCTYPE html>\n<html><body>\n" + "\n".join(anchors) + "\n</body></html>\n"
 
 
 def _sha256(path: Path) -> str:
