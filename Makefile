@@ -146,7 +146,8 @@ lock:
 	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 		print("\n".join([*p["dependencies"], *p["optional-dependencies"]["dev"]]))' > $(VENV)/.lock-pins
 	$(BIN)/python -m pip install -q -r $(VENV)/.lock-pins
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+	@# --all: pip itself is pinned too (the packages' installs run it); setuptools/wheel are what venv bundles, not ours.
+	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v -e '^-e' -e '^setuptools==' -e '^wheel==' > requirements.lock
 
 ci:
 	bash .ci/run
