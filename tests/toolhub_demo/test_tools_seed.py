@@ -20,7 +20,12 @@ def test_inventory_is_discovered_once_and_no_refresh_is_queued(tenant: Any, sett
 
     settings.TOOLHUB_DISCOVER_ON_SAVE = True  # as `make run` has it (the test settings turn it off)
     discovered: list[str] = []
-    monkeypatch.setattr(discovery, "rediscover", lambda tool, actor=None: discovered.append(tool.name) or {})
+
+    def rediscover(tool: Any, actor: Any = None) -> dict[str, Any]:
+        discovered.append(tool.name)
+        return {}
+
+    monkeypatch.setattr(discovery, "rediscover", rediscover)
     admin = UserFactory(username="demo-admin", is_superuser=True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         seed_tools(tenant, admin)
