@@ -128,13 +128,26 @@ def overflows(page: Any) -> bool:
     return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1"))
 
 
+def viewer_client(page: Any) -> Any:
+    """A django.test.Client with the cookies of `page`'s context (the same signed-in session): a page fetched
+    through it is what this viewer would get, rendered by the same Django in this process, without a request
+    through Playwright's driver and the live server's socket."""
+    from django.test import Client
+
+    client = Client()
+    for cookie in page.context.cookies():
+        client.cookies[cookie["name"]] = cookie["value"]
+    return client
+
+
 def dead_links(page: Any, seen: dict[str, int] | None = None) -> dict[str, int]:
-    """Links in the page's content that do not open for this viewer (403, 404, 500...): href -> status. With
-    `seen` (href -> status, filled here), a link already opened by this viewer on an earlier page of a test that
-    only reads is not opened again."""
+    """Links in the page's content as Chromium has it (scripts have run: hrefs they set count) that do not open
+    for this viewer (403, 404, 500... after redirects): href -> status. Each is fetched with the viewer's session
+    through Django's test client (`viewer_client`), not rendered. With `seen` (href -> status, filled here), a link
+    already opened by this viewer on an earlier page of a test that only reads is not opened again."""
     hrefs = page.eval_on_selector_all("#content-main a[href^='/']", "links => links.map(a => a.getAttribute('href'))")
-    origin = page.evaluate("location.origin")
+    client = viewer_client(page)
     statuses = {} if seen is None else seen
     for href in set(hrefs) - statuses.keys():
-        statuses[href] = page.request.get(origin + href).status
+        statuses[href] = client.get(href, follow=True).status_code
     return {href: statuses[href] for href in set(hrefs) if statuses[href] >= 400}

@@ -46,6 +46,7 @@ def seed_tools(tenant: Tenant, user: Any) -> list[str]:
                 config={"command": sys.executable, "args": [str(INVENTORY_SERVER)], "startup_timeout_s": 20},
                 safety="READ_ONLY",
             ),
+            queue_discovery=False,  # discovered just below, once: not again by the worker after commit
         )
     if not tool.functions.exists():
         rediscover(tool)

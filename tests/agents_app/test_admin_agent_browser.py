@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from agents_app.intents import routing
 from agents_app.models import Agent, IntentNode
 from tenants_app.models import Role
 from tests.browser import MARKS, dead_links, overflows, shot, signed_in_page
 from tests.factories import MembershipFactory, ToolFactory, UserFactory
+from tests.fixtures.hashed_embedder import hashed_embedder
 from tools_app.models import ToolFunction
 
 pytestmark = MARKS
@@ -71,7 +76,18 @@ def test_link_a_tool_with_the_function_picker(live_server: Any, tenant: Any, bro
     assert link.allowed_functions == ["get_stock", "list_products"]
 
 
-def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: Any, browser: Any) -> None:
+@pytest.fixture
+def hashed_vectors() -> Iterator[None]:
+    """The deterministic embedder (tests/fixtures/hashed_embedder.py) for a saved intent's examples: the page is
+    what is tested, not how well the vectors route, and the real model's load is ~3 s of CPU in this process."""
+    with hashed_embedder():
+        routing.clear_cache()
+        yield
+        routing.clear_cache()  # no router built on hashed vectors outlives the test
+
+
+def test_a_refused_intent_save_keeps_what_was_typed(live_server: Any, tenant: Any, browser: Any,
+                                                    hashed_vectors: None) -> None:
     from playwright.sync_api import expect
 
     user = UserFactory(username="ida", password="pw-intent-1", is_staff=True)

@@ -45,8 +45,11 @@ def check_name(name: Any) -> str:
 
 
 @transaction.atomic
-def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: Any = None) -> Tool:
-    """Create a LOCAL, REMOTE or HTTP tool; built-in rows come only from the built-in sync."""
+def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: Any = None,
+                queue_discovery: bool = True) -> Tool:
+    """Create a LOCAL, REMOTE or HTTP tool; built-in rows come only from the built-in sync. `queue_discovery=False`:
+    an MCP tool's discovery is not queued after commit, for a caller that discovers it itself right away (the demo
+    seed), so its server is not started twice."""
     ensure_role(tenant=tenant, user=actor, at_least=Role.ADMIN)
     if data.type not in (ToolType.LOCAL, ToolType.REMOTE, ToolType.HTTP):
         if data.type == ToolType.BUILTIN:
@@ -77,11 +80,11 @@ def tool_create(*, tenant: Tenant, actor: Any, data: ToolInput, market_entry: An
         unsandboxed=unsandboxed,
     )
     names.save_unique_name(tool, what="tool")
-    _functions_follow_config(tool)
+    _functions_follow_config(tool, queue_discovery=queue_discovery)
     return tool
 
 
-def _functions_follow_config(tool: Tool) -> None:
+def _functions_follow_config(tool: Tool, *, queue_discovery: bool = True) -> None:
     """HTTP tools define their function locally (stored now); MCP tools are rediscovered after commit."""
     if tool.type == ToolType.LOCAL:
         from tools_app.packages.follow import package_follow_config
@@ -91,7 +94,7 @@ def _functions_follow_config(tool: Tool) -> None:
         from tools_app.services.discovery import probe_tool, store_functions
 
         store_functions(tool=tool, offered=probe_tool(tool).functions)
-    elif tool.type in (ToolType.LOCAL, ToolType.REMOTE) and settings.TOOLHUB_DISCOVER_ON_SAVE:
+    elif tool.type in (ToolType.LOCAL, ToolType.REMOTE) and settings.TOOLHUB_DISCOVER_ON_SAVE and queue_discovery:
         from tools_app.services.tasks import refresh_functions
 
         transaction.on_commit(functools.partial(refresh_functions.delay, tool.pk))
