@@ -28,7 +28,7 @@ from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.gateway.conftest import Served, running_server
 from tests.agents_app.gateway.modern import client
 from tests.agents_app.support import make_agent
-from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_ONLY, http_server
+from tests.fixtures.mcp_servers import CLIENT_PROBE, MODERN_MINI, MODERN_ONLY, http_server
 from tools_app.models import CallStatus, ToolCall
 from tools_app.wiring.pool import pool
 
@@ -186,15 +186,17 @@ def on_a_runner() -> Iterator[Any]:
 @pytest.mark.parametrize("era", ["2025", "2026"])
 def test_a_local_2026_upstream_on_a_runner_has_its_sampling_request_answered_by_the_gateway_clients_model(
         gateways: tuple[Served, Served], tenant: Any, member_client: Any, on_a_runner: Any, era: str) -> None:
-    """A LOCAL modern_only.py on a runner: a 2025 client is asked in place (the runner's `ask` event, its `answer`),
-    a 2026 client by the gateway's input request (the round handed back across the runner, resumed across it on the
-    retry); either way one call, one audit row settled OK."""
+    """A LOCAL 2026-only upstream on a runner: a 2025 client is asked in place (the runner's `ask` event, its
+    `answer`), a 2026 client by the gateway's input request (the round handed back across the runner, resumed across
+    it on the retry); either way one call, one audit row settled OK. The upstream is modern_mini.py (modern_only.py's
+    stdio answers without the SDK's ~1.2 s of CPU a start, twice a test: the refresh's probe and the call; what is
+    tested is the runner's and the gateway's side, test_modern_mini.py compares the two servers)."""
     from tools_app.runtime.runner.client import RunnerPool
 
     assert isinstance(pool(), RunnerPool)
     api = member_client(tenant, Role.ADMIN)
     resp = api.post("/api/v1/tools/", {"name": "modern", "type": "LOCAL", "config": {
-        "command": sys.executable, "args": [str(MODERN_ONLY)], "call_timeout_s": 20, "sampling": True}},
+        "command": sys.executable, "args": [str(MODERN_MINI)], "call_timeout_s": 20, "sampling": True}},
         format="json")
     assert resp.status_code == 201, resp.content
     tool_id = int(resp.json()["id"])

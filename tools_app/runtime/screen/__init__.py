@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -141,8 +141,11 @@ def _length_applies(rule: Rule, field: str) -> bool:
     return not field.startswith("server.") and not _is_description(field)
 
 
-def _name_pattern(names: Collection[str]) -> re.Pattern[str] | None:
+@lru_cache(maxsize=32)
+def _name_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
     # Identifier-shaped names only: a function called `search` is also an English word every description uses.
+    # Cached: a discovery screens each function against the same others (one pattern build, not one per function:
+    # a sort, an escape and a join over the tenant's every function name).
     words = sorted({n for n in names if len(n) >= 4 and re.search(r"[_\-0-9]", n)}, key=len, reverse=True)
     if not words:
         return None
@@ -171,7 +174,7 @@ def screen(texts: Iterable[tuple[str, str]], *, other_names: Collection[str] = (
     names: a text naming them is shadowing. A run of tag characters is also decoded and screened as what it says.
     """
     ruleset_ = rules or ruleset()
-    shadow = {"plain": _name_pattern(other_names), "qualified": _name_pattern(other_qualified)}
+    shadow = {"plain": _name_pattern(frozenset(other_names)), "qualified": _name_pattern(frozenset(other_qualified))}
     found: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
     for field, text in texts:
