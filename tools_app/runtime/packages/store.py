@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tools_app.runtime.packages.errors import PackageError, PackageInstallFailed
 from tools_app.runtime.packages.refs import PackageRef
@@ -229,14 +230,19 @@ def _install_pypi(ref: PackageRef, version: str, work: Path, final: Path, regist
     requirements = work / "requirements.txt"
     requirements.write_text(pinned)
     # The install takes the very files the resolve chose, from a page of their links: pip neither fetches the index
-    # pages again nor weighs every file of every version on them (thousands for some projects) a second time.
-    links = work / ".pip-links.html"
-    links.write_text(_links_page(resolved))
+    # pages again nor weighs every file of every version on them (thousands for some projects) a second time. Not
+    # when an index's URL carries its credentials: the report's file URLs have them stripped, so only the index
+    # (as the resolve used it) can fetch them.
+    if _credentialed(registries.for_ref(ref)):
+        sources = index_args
+    else:
+        links = work / ".pip-links.html"
+        links.write_text(_links_page(resolved))
+        sources = ["--no-index", "--find-links", str(links)]
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-          "--require-hashes", "--only-binary", ":all:", "--no-compile", "--no-index", "--find-links", str(links),
-          "-r", str(requirements)],
+          "--require-hashes", "--only-binary", ":all:", "--no-compile", *sources, "-r", str(requirements)],
          cwd=work, timeout_s=timeout_s, ref=ref, step="pip install")
-    links.unlink()
+    (work / ".pip-links.html").unlink(missing_ok=True)
     helpers = _node_helpers(ref, work, pinned, registries, timeout_s)
     _compile(python, work, final, timeout_s)
     _relocate(work, final)
@@ -337,6 +343,11 @@ def _pinned_requirements(ref: PackageRef, report: dict[str, Any]) -> str:
     if not lines:
         raise PackageInstallFailed(f"pip resolved nothing to install for {ref.label}", details={"package": ref.name})
     return "\n".join(sorted(lines)) + "\n"
+
+
+def _credentialed(urls: tuple[str, ...]) -> bool:
+    """Whether an index URL names a user (`https://user:token@host/simple`): pip's report strips it from file URLs."""
+    return any(urlsplit(url).username for url in urls)
 
 
 def _links_page(report: dict[str, Any]) -> str:
