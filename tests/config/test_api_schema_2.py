@@ -1,4 +1,4 @@
-"""The second half of the OpenAPI fuzz (`test_api_schema.py` has the first): the same checks on the other operations."""
+"""The second part of the OpenAPI fuzz (`test_api_schema.py` says how it is split): the same checks on other operations."""
 
 from __future__ import annotations
 
@@ -13,5 +13,5 @@ pytestmark = [pytest.mark.schema_fuzz, pytest.mark.timeout(scaled(360))]
 __all__ = ["api_schema", "wsgi_app"]  # the fixtures, used by name
 
 
-def test_api_conforms_to_its_schema_rest(api_schema: Any) -> None:
+def test_api_conforms_to_its_schema_part_2(api_schema: Any) -> None:
     fuzz(operations_of_part(api_schema, 1))
