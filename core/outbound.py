@@ -267,7 +267,11 @@ class FetchedResponse:
 
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
-    """One CA bundle load per process (a new context per request costs ~50 ms)."""
+    """One CA bundle load per process (a new context per request costs ~50 ms).
+
+    Every HTTP client the product builds passes it as `verify=` (the guarded transports by default): httpx2 builds a
+    new context, loading the bundle again (~20-50 ms of CPU), for each client, transport or top-level `httpx2.post`
+    without one. Same verification as that default: the default CA bundle, hostnames checked."""
     return ssl.create_default_context()
 
 
@@ -289,7 +293,7 @@ def fetch(
     """
     timeout = httpx2.Timeout(policy.timeout_s)
     first_origin = origin(url)
-    transport = GuardedTransport(policy, verify=ssl_context())
+    transport = GuardedTransport(policy)
     with (
         deadline(policy.timeout_s),
         httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client,
@@ -375,6 +379,7 @@ class GuardedTransport(httpx2.HTTPTransport):
     """Checks every request (redirect hops included) and connects to the checked address only."""
 
     def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
+        kwargs.setdefault("verify", ssl_context())  # the process's one context, as the async twin's
         super().__init__(**kwargs)
         self.policy = policy
         # Every connection this transport opens honours the surrounding `deadline(...)`.
@@ -436,8 +441,8 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
     """The async twin of GuardedTransport, for the MCP SDK's HTTP clients (they build their own requests)."""
 
     def __init__(self, policy: OutboundPolicy, **kwargs: Any) -> None:
-        # The process's one SSL context (ssl_context()), as GuardedTransport's callers pass it: httpx2's default
-        # loads the CA bundle again for every transport (~20 ms of CPU), and one is built per MCP connection.
+        # The process's one SSL context (ssl_context()), as GuardedTransport's: httpx2's default loads the CA bundle
+        # again for every transport (~20 ms of CPU), and one is built per MCP connection.
         kwargs.setdefault("verify", ssl_context())
         super().__init__(**kwargs)
         self.policy = policy

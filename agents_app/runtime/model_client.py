@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import openai
 
 from core.codes import ApiCode
-from core.outbound import deadline_at, honours_deadline
+from core.outbound import deadline_at, honours_deadline, ssl_context
 from core.process_state import PerProcess
 from core.secrets import scrub_text
 
@@ -216,10 +216,10 @@ def translate_error(exc: BaseException, config: ModelConfig) -> ModelError:
 
 def _new_http_client() -> httpx2.Client:
     return httpx2.Client(limits=httpx2.Limits(max_connections=200, max_keepalive_connections=40),
-                         follow_redirects=False)
+                         follow_redirects=False, verify=ssl_context())
 
 
-# One pooled HTTP client per process: building one costs ~100 ms (TLS context), reuse keeps connections warm;
+# One pooled HTTP client per process (its TLS context core.outbound's one): reuse keeps connections warm;
 # a forked worker makes its own (core.process_state), never sharing its parent's sockets.
 _shared = PerProcess(_new_http_client, close=lambda client: client.close())
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests import loopback
 from tests.fixtures.echo_http import echo_server
 from tests.waiting import scaled, wait_until
 
@@ -240,7 +241,7 @@ def _sign_in_and_connect(base: str, authorize_url: str, username: str, password:
                 jar[name.strip()] = rest.split(";", 1)[0]
         return answer
 
-    with httpx2.Client(follow_redirects=False, timeout=scaled(30)) as http:
+    with loopback.client(follow_redirects=False, timeout=scaled(30)) as http:
         form = visit("GET", base + "/accounts/login/")
         found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
         assert found, form.text[:500]

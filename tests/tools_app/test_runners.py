@@ -26,6 +26,7 @@ import pytest
 import redis
 
 from core.outbound import OutboundPolicy
+from tests import loopback
 from tests.fixtures.mcp_servers import COUNTER, HERE, MINI, free_port
 from tests.waiting import PROCESS_BOUND_S, scaled, wait_until
 from tools_app.configs import server_spec
@@ -198,7 +199,7 @@ class Runners:
     def close_used(self) -> None:
         """Close the servers of the tool ids handed out since the last close, on every live runner."""
         used, self.used = self.used, set()
-        with httpx2.Client(headers={"Authorization": f"Bearer {SECRET}"}, trust_env=False) as closing:
+        with loopback.client(headers={"Authorization": f"Bearer {SECRET}"}, trust_env=False) as closing:
             for runner in Registry(REDIS_URL, ttl_s=RUNNER_TTL_S, secret=SECRET).runners(max_age_s=0):
                 for tool_id in used:
                     try:
@@ -389,7 +390,7 @@ class TestOnOneTier:
 
         body = {"spec": spec_to_json(spec), "function": "count", "arguments": {}}
         for headers in ({}, {"Authorization": "Bearer wrong"}):
-            refused = httpx2.post(url + "/v1/call", json=body, headers=headers, timeout=10)
+            refused = loopback.post(url + "/v1/call", json=body, headers=headers, timeout=10)
             assert refused.status_code == 401
         assert marked(marker) == []  # no server started for the refused calls
 

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_save
 
+from core.outbound import ssl_context
 from core.version import VERSION
 from tools_app.models import AuditCursor, AuditEvent, CallStatus, ToolCall
 
@@ -111,7 +112,7 @@ class HttpSink:
         first, last = json.loads(lines[0])["metadata"]["sequence"], json.loads(lines[-1])["metadata"]["sequence"]
         headers = {**self.headers, "Idempotency-Key": f"toolhub-audit-{first}-{last}"}
         try:
-            answer = httpx2.post(self.url, content=body, headers=headers, timeout=self.timeout_s)
+            answer = httpx2.post(self.url, content=body, headers=headers, timeout=self.timeout_s, verify=ssl_context())
         except httpx2.HTTPError as exc:
             raise SinkError(f"POST {self.name}: {type(exc).__name__}") from None
         if not 200 <= answer.status_code < 300:

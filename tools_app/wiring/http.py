@@ -8,7 +8,7 @@ from typing import Any
 import httpx2
 from django.conf import settings
 
-from core.outbound import GuardedTransport, OutboundPolicy, ssl_context
+from core.outbound import GuardedTransport, OutboundPolicy
 from core.process_state import PerProcess
 
 
@@ -20,7 +20,7 @@ def outbound_policy(**overrides: Any) -> OutboundPolicy:
     )
 
 
-# Per process (core.process_state) and allowlist: building a client loads the CA bundle, so it is reused.
+# Per process (core.process_state) and allowlist: reused, so its connections stay warm.
 _http_clients: PerProcess[dict[str, httpx2.Client]] = PerProcess(dict)
 _clients_lock = threading.Lock()
 
@@ -28,7 +28,7 @@ _clients_lock = threading.Lock()
 def guarded_http_client() -> httpx2.Client:
     """A pooled HTTP client whose every request (model endpoints) goes through the outbound guard, pinned.
 
-    One per process and allowlist: building a client loads the CA bundle, so it is reused.
+    One per process and allowlist, reused so its connections stay warm (the TLS context is core.outbound's one).
     """
     key = str(settings.TOOLHUB_OUTBOUND_ALLOW)
     clients = _http_clients.get()
@@ -36,7 +36,7 @@ def guarded_http_client() -> httpx2.Client:
         client = clients.get(key)
         if client is None:
             client = httpx2.Client(
-                transport=GuardedTransport(outbound_policy(), verify=ssl_context(),
+                transport=GuardedTransport(outbound_policy(),
                                            limits=httpx2.Limits(max_connections=200, max_keepalive_connections=40)),
                 follow_redirects=False,
                 trust_env=False,

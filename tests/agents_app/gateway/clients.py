@@ -10,8 +10,16 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from core.outbound import ssl_context  # one CA bundle load per process, not one per client (~20 ms each)
+from tests import loopback
+
+
+def sse_http_client(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                    auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+    """`sse_client`'s client factory: the SDK's default one (`create_mcp_http_client`), with the shared TLS context."""
+    return loopback.async_client(headers=headers, auth=auth,
+                                 timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT))
 
 
 @asynccontextmanager
@@ -20,11 +28,12 @@ async def connect(url: str, token: str, *, transport: str = "streamable_http", *
     """An initialized ClientSession and its initialize result."""
     headers = {"Authorization": f"Bearer {token}"}
     if transport == "sse":
-        async with sse_client(url.rstrip("/") + "/sse", headers=headers) as (read, write):
+        async with sse_client(url.rstrip("/") + "/sse", headers=headers,
+                              httpx_client_factory=sse_http_client) as (read, write):
             async with ClientSession(read, write, **session_kw) as session:
                 yield session, await session.initialize()
         return
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), verify=ssl_context()) as http:
+    async with loopback.async_client(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write, **session_kw) as session:
                 yield session, await session.initialize()

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx2
 
-from core.outbound import ssl_context  # one CA bundle load per process, not one per client (~20 ms each)
+from tests import loopback
 from tests.waiting import scaled
 
 if TYPE_CHECKING:  # the SDK at run time only in `provider()`: consent_browser.py, a process of its own, needs none of
@@ -60,7 +60,7 @@ class Browser:
 
     def __init__(self, username: str, password: str = "pw", *, allow: bool = True) -> None:
         self.username, self.password, self.allow = username, password, allow
-        self.http = httpx2.AsyncClient(timeout=scaled(30), verify=ssl_context())
+        self.http = loopback.async_client(timeout=scaled(30))
         self.consent_pages: list[str] = []
 
     async def close(self) -> None:
@@ -138,7 +138,7 @@ def provider(server_url: str, browser: Browser, storage: MemoryStorage | None = 
 
 def register(base_url: str, redirect_uris: list[str] | None = None, **extra: Any) -> httpx2.Response:
     body = {"client_name": CLIENT_NAME, "redirect_uris": redirect_uris or [REDIRECT_URI], **extra}
-    return httpx2.post(f"{base_url}/oauth/register/", json=body)
+    return loopback.post(f"{base_url}/oauth/register/", json=body)
 
 
 @dataclass
@@ -166,7 +166,7 @@ def exchange(base_url: str, client_id: str, code: str, pkce: Pkce, resource: str
             "code_verifier": pkce.verifier}
     if resource:
         data["resource"] = resource
-    return httpx2.post(f"{base_url}/oauth/token/", data=data)
+    return loopback.post(f"{base_url}/oauth/token/", data=data)
 
 
 def registered_client(base_url: str) -> str:

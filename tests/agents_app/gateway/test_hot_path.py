@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents_app.gateway import service
+from tests import loopback
 from tests.waiting import scaled
 from tools_app.wiring.pool import pool
 
@@ -147,7 +148,6 @@ class _CountingCache:
 def test_a_message_reads_the_generations_once(setup: Any, served: Any, monkeypatch: Any, version: str) -> None:
     """Its authentication hop and its handler's hops share one read (tools/list), and a tool call adds none of
     its own; the next message reads again, so a change holds on it."""
-    import httpx2
     from django.core.cache import cache
 
     counting = _CountingCache(cache)
@@ -163,7 +163,7 @@ def test_a_message_reads_the_generations_once(setup: Any, served: Any, monkeypat
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "Authorization": f"Bearer {setup.token}", "MCP-Protocol-Version": version}
     meta: dict[str, Any] = {}
-    with httpx2.Client(timeout=scaled(60)) as http:
+    with loopback.client(timeout=scaled(60)) as http:
         if version == "2025-06-18":
             init = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})

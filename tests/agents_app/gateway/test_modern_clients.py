@@ -14,6 +14,8 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from core.outbound import ssl_context
+from tests import loopback
 from tests.agents_app.gateway.clients import refusal
 from tests.agents_app.gateway.modern import MODERN, MODES, client
 from tests.waiting import scaled, wait_until_async
@@ -207,7 +209,7 @@ class _Alternating(httpx2.AsyncHTTPTransport):
     """Sends each request to the next of several servers, as a round-robin balancer does."""
 
     def __init__(self, ports: list[int]) -> None:
-        super().__init__()
+        super().__init__(verify=ssl_context())  # the process's one context (httpx2's default loads the CA bundle)
         self.ports, self.sent = ports, [0] * len(ports)
         self.session_ids: list[str] = []
 
@@ -236,8 +238,8 @@ def test_two_gateways_answer_one_modern_clients_alternating_requests(served_pair
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async def scenario() -> tuple[Any, Any, Any]:
-        async with httpx2.AsyncClient(transport=balancer, headers={"Authorization": f"Bearer {setup.token}"},
-                                      timeout=httpx2.Timeout(30, read=300)) as http:
+        async with loopback.async_client(transport=balancer, headers={"Authorization": f"Bearer {setup.token}"},
+                                         timeout=httpx2.Timeout(30, read=300)) as http:
             transport = streamable_http_client(first.endpoint("acme", setup.agent_id), http_client=http)
             async with Client(transport, mode="auto", elicitation_callback=on_elicit) as connected:
                 listed = await connected.list_tools()
@@ -373,7 +375,7 @@ def test_a_change_reaches_listeners_on_every_process_through_redis(lists_over_re
 
 
 def _modern_post(url: str, token: str, body: dict[str, Any], **headers: str) -> httpx2.Response:
-    return httpx2.post(url, json=body, timeout=scaled(60), headers={
+    return loopback.post(url, json=body, timeout=scaled(60), headers={
         "Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}",
         "Mcp-Protocol-Version": MODERN, **headers})
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import pytest
 from django.core.management import call_command
 from django.test import Client
@@ -13,6 +12,7 @@ from oauth2_provider.models import AccessToken, RefreshToken
 
 from agents_app.models import Agent
 from tenants_app.models import Membership
+from tests import loopback
 from tests.agents_app.gateway.oauth_support import CLIENT_NAME, tokens_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,8 +30,8 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 
 def _status(served: Any, setup: Any, token: str) -> int:
-    return httpx2.post(served.endpoint("acme", setup.agent_id), json=INIT,
-                       headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}).status_code
+    return loopback.post(served.endpoint("acme", setup.agent_id), json=INIT,
+                         headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}).status_code
 
 
 def _admin(username: str = "tina") -> Client:
@@ -59,7 +59,7 @@ def test_the_admin_page_lists_authorized_clients_and_revokes_them(served: Any, s
     assert done.status_code == 302
     assert _status(served, setup, issued["access_token"]) == 401
     refresh = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": issued["refresh_token"]}
-    assert httpx2.post(f"{served.base_url}/oauth/token/", data=refresh).status_code == 400
+    assert loopback.post(f"{served.base_url}/oauth/token/", data=refresh).status_code == 400
     after = admin.get(page_url).content.decode()
     assert CLIENT_NAME not in after[after.index('id="mcp-oauth-clients"'):]
 

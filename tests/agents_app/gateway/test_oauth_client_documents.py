@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 import uvicorn
 from cryptography import x509
@@ -25,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import AccessToken, Application
 
 from core import outbound
+from tests import loopback
 from tests.agents_app.gateway.oauth_support import (
     REDIRECT_URI,
     Browser,
@@ -109,7 +109,7 @@ def test_the_sdk_signs_in_with_a_client_id_metadata_document(served: Any, setup:
     async def scenario() -> Any:
         auth = provider(url, browser, storage, client_metadata_url=doc_url)
         try:
-            async with httpx2.AsyncClient(auth=auth, timeout=scaled(30)) as http:
+            async with loopback.async_client(auth=auth, timeout=scaled(30)) as http:
                 async with streamable_http_client(url, http_client=http) as (read, write):
                     async with ClientSession(read, write) as session:
                         await session.initialize()

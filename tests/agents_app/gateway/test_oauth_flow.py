@@ -17,7 +17,8 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
-from tests.agents_app.gateway.clients import refusal
+from tests import loopback
+from tests.agents_app.gateway.clients import refusal, sse_http_client
 from tests.agents_app.gateway.oauth_support import CLIENT_NAME, Browser, MemoryStorage, provider
 from tests.agents_app.support import make_agent
 from tools_app.models import Approval, ToolCall
@@ -33,13 +34,13 @@ async def _session_run(url: str, browser: Browser, storage: MemoryStorage, *, tr
                        call: tuple[str, dict[str, Any]] | None = None) -> tuple[Any, Any]:
     auth = provider(url, browser, storage)
     if transport == "sse":
-        async with sse_client(url.rstrip("/") + "/sse", auth=auth) as (read, write):
+        async with sse_client(url.rstrip("/") + "/sse", auth=auth, httpx_client_factory=sse_http_client) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = await session.list_tools()
                 result = await session.call_tool(*call) if call else None
                 return tools, result
-    async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30, read=120)) as http:
+    async with loopback.async_client(auth=auth, timeout=httpx2.Timeout(30, read=120)) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
@@ -118,14 +119,14 @@ def test_a_token_for_agent_a_is_refused_at_agent_b_and_at_the_management_api(ser
     assert storage.tokens is not None
     token = storage.tokens.access_token
 
-    assert httpx2.post(url_a, json=INIT, headers=_bearer(token)).status_code == 200
-    at_b = httpx2.post(served.endpoint("acme", other), json=INIT, headers=_bearer(token))
+    assert loopback.post(url_a, json=INIT, headers=_bearer(token)).status_code == 200
+    at_b = loopback.post(served.endpoint("acme", other), json=INIT, headers=_bearer(token))
     assert at_b.status_code == 401
     assert 'error="invalid_token"' in at_b.headers["www-authenticate"]
     assert f"/mcp/acme/agents/{other}/" in at_b.headers["www-authenticate"]
     for scheme in ("Bearer", "Token"):
-        api = httpx2.get(f"{served.base_url}/api/v1/agents/", headers={"Authorization": f"{scheme} {token}",
-                                                                       "X-Tenant": "acme"})
+        api = loopback.get(f"{served.base_url}/api/v1/agents/", headers={"Authorization": f"{scheme} {token}",
+                                                                         "X-Tenant": "acme"})
         assert api.status_code in (401, 403)
         assert api.json()["error"]["code"] in ("not_authenticated", "authentication_failed")
 

@@ -8,7 +8,6 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import httpx2
 import pytest
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Grant, RefreshToken
@@ -16,6 +15,7 @@ from oauth2_provider.models import AccessToken, Grant, RefreshToken
 from agents_app.gateway.oauth.authorizations import authorizations_for_agent, authorizations_of_user
 from agents_app.models import Agent
 from tenants_app.models import Membership, Role
+from tests import loopback
 from tests.agents_app.gateway.oauth_support import (
     REDIRECT_URI,
     Pkce,
@@ -47,8 +47,8 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 
 def _at(served: Any, setup: Any, token: str) -> int:
-    return httpx2.post(served.endpoint("acme", setup.agent_id), json=INIT,
-                       headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}).status_code
+    return loopback.post(served.endpoint("acme", setup.agent_id), json=INIT,
+                         headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}).status_code
 
 
 def _nothing_granted() -> bool:
@@ -96,7 +96,7 @@ def test_an_unregistered_redirect_uri_is_refused_without_redirecting(served: Any
 @pytest.mark.parametrize("uris", [["http://evil.example/cb"], ["myapp://cb"], ["https://ok.example/cb#frag"], [],
                                   ["javascript:alert(1)"], ["http://user:pw@127.0.0.1/cb"]])
 def test_registration_refuses_redirect_uris_that_are_not_https_or_loopback(served: Any, uris: list[str]) -> None:
-    resp = httpx2.post(f"{served.base_url}/oauth/register/", json={"client_name": "x", "redirect_uris": uris})
+    resp = loopback.post(f"{served.base_url}/oauth/register/", json={"client_name": "x", "redirect_uris": uris})
     assert resp.status_code == 400
     assert resp.json()["error"] == "invalid_client_metadata"
 
@@ -171,12 +171,12 @@ def test_the_token_request_cannot_change_the_resource_or_skip_the_verifier(serve
 def test_refresh_tokens_rotate_and_a_reused_one_revokes_the_family(served: Any, setup: Any) -> None:
     client_id, first = tokens_for(served, setup)
     refresh = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": first["refresh_token"]}
-    second = httpx2.post(f"{served.base_url}/oauth/token/", data=refresh)
+    second = loopback.post(f"{served.base_url}/oauth/token/", data=refresh)
     assert second.status_code == 200, second.text
     rotated = second.json()
     assert rotated["refresh_token"] != first["refresh_token"]
     assert _at(served, setup, rotated["access_token"]) == 200
-    reused = httpx2.post(f"{served.base_url}/oauth/token/", data=refresh)
+    reused = loopback.post(f"{served.base_url}/oauth/token/", data=refresh)
     assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
     # Reuse of a spent refresh token is taken as theft: the whole family is revoked.
     assert _at(served, setup, rotated["access_token"]) == 401
@@ -188,7 +188,7 @@ def test_a_replayed_code_is_refused_and_revokes_what_it_issued(served: Any, setu
     assert first.status_code == 200, first.text
     issued = first.json()
     refresh = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": issued["refresh_token"]}
-    rotated = httpx2.post(f"{served.base_url}/oauth/token/", data=refresh).json()
+    rotated = loopback.post(f"{served.base_url}/oauth/token/", data=refresh).json()
     assert _at(served, setup, rotated["access_token"]) == 200
     # Another client's tokens are not this code's family.
     _, bystander = tokens_for(served, setup)
@@ -198,19 +198,19 @@ def test_a_replayed_code_is_refused_and_revokes_what_it_issued(served: Any, setu
     assert _at(served, setup, issued["access_token"]) == 401
     assert _at(served, setup, rotated["access_token"]) == 401
     again = {**refresh, "refresh_token": rotated["refresh_token"]}
-    assert httpx2.post(f"{served.base_url}/oauth/token/", data=again).status_code == 400
+    assert loopback.post(f"{served.base_url}/oauth/token/", data=again).status_code == 400
     assert _at(served, setup, bystander["access_token"]) == 200
 
 
 def test_revocation_ends_the_token_at_once(served: Any, setup: Any) -> None:
     client_id, issued = tokens_for(served, setup)
     assert _at(served, setup, issued["access_token"]) == 200
-    resp = httpx2.post(f"{served.base_url}/oauth/revoke/", data={"token": issued["access_token"],
-                                                                 "client_id": client_id})
+    resp = loopback.post(f"{served.base_url}/oauth/revoke/", data={"token": issued["access_token"],
+                                                                   "client_id": client_id})
     assert resp.status_code == 200
     assert _at(served, setup, issued["access_token"]) == 401
     refresh = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": issued["refresh_token"]}
-    assert httpx2.post(f"{served.base_url}/oauth/token/", data=refresh).status_code == 400
+    assert loopback.post(f"{served.base_url}/oauth/token/", data=refresh).status_code == 400
 
 
 @pytest.mark.parametrize("gone", ["membership", "user", "agent"])
@@ -248,10 +248,10 @@ def test_a_registration_update_obeys_the_registration_rules(served: Any) -> None
     registered = register(served.base_url).json()
     manage = {"Authorization": f"Bearer {registered['registration_access_token']}"}
     uri = registered["registration_client_uri"]
-    evil = httpx2.put(uri, json={"client_name": "x", "redirect_uris": ["http://evil.example/cb"]}, headers=manage)
+    evil = loopback.put(uri, json={"client_name": "x", "redirect_uris": ["http://evil.example/cb"]}, headers=manage)
     assert evil.status_code == 400 and evil.json()["error"] == "invalid_client_metadata"
-    secret = httpx2.put(uri, json={"client_name": "y", "redirect_uris": [REDIRECT_URI],
-                                   "token_endpoint_auth_method": "client_secret_basic"}, headers=manage)
+    secret = loopback.put(uri, json={"client_name": "y", "redirect_uris": [REDIRECT_URI],
+                                     "token_endpoint_auth_method": "client_secret_basic"}, headers=manage)
     assert secret.status_code == 200 and secret.json()["token_endpoint_auth_method"] == "none"
     assert "client_secret" not in secret.json()
 
@@ -285,7 +285,7 @@ def test_a_call_through_a_token_is_its_clients_last_use(served: Any, setup: Any)
 def _call(served: Any, setup: Any, token: str, name: str, arguments: dict[str, Any]) -> bool:
     """initialize, then one tools/call over streamable HTTP with the bearer token: whether it succeeded."""
     url = served.endpoint("acme", setup.agent_id)
-    with httpx2.Client(headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}, timeout=scaled(30)) as http:
+    with loopback.client(headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}, timeout=scaled(30)) as http:
         init = http.post(url, json=INIT)
         session = {"mcp-session-id": init.headers["mcp-session-id"]} if "mcp-session-id" in init.headers else {}
         http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)

@@ -7,9 +7,9 @@ import json
 import subprocess
 from typing import Any
 
-import httpx2
 import pytest
 
+from tests import loopback
 from tests.agents_app.gateway.node_clients import ensure_installed, node_available
 from tests.agents_app.gateway.oauth_support import REDIRECT_URI, consent_as, redirect_params
 from tools_app.models import ToolCall
@@ -57,6 +57,6 @@ def test_the_typescript_sdk_signs_in_and_calls_as_the_member(served: Any, setup:
     call = ToolCall.objects.get(function="get_inventory")
     assert (call.via, call.client, call.actor_id) == ("gateway", "TypeScript SDK test client", setup.api.user.pk)
     # Its token is bound to this agent: refused at the management API.
-    api = httpx2.get(f"{served.base_url}/api/v1/agents/",
-                     headers={"Authorization": f"Bearer {done['access_token']}", "X-Tenant": "acme"})
+    api = loopback.get(f"{served.base_url}/api/v1/agents/",
+                       headers={"Authorization": f"Bearer {done['access_token']}", "X-Tenant": "acme"})
     assert api.status_code in (401, 403)

@@ -13,6 +13,7 @@ from django.db import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agents_app.gateway import principal, server
+from tests import loopback
 from tests.agents_app.gateway.clients import connect
 from tests.waiting import scaled
 
@@ -34,8 +35,8 @@ def test_an_outage_while_authenticating_answers_503_with_retry_after(
         raise exc
 
     monkeypatch.setattr(principal, "authenticate", down)  # what authenticate_remembering calls
-    resp = httpx2.post(served.endpoint("acme", setup.agent_id), json=INITIALIZE,
-                       headers={**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"})
+    resp = loopback.post(served.endpoint("acme", setup.agent_id), json=INITIALIZE,
+                         headers={**MCP_HEADERS, "Authorization": f"Bearer {setup.token}"})
     assert resp.status_code == 503
     assert resp.headers["retry-after"] == "2"
     error = resp.json()["error"]
@@ -88,7 +89,7 @@ def _post(url: str, token: str, body: dict[str, Any], session_id: str | None = N
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", "Mcp-Protocol-Version": "2025-06-18"}
     if session_id:
         headers["Mcp-Session-Id"] = session_id
-    return httpx2.request(method, url, json=body if method == "POST" else None, headers=headers, timeout=scaled(60))
+    return loopback.request(method, url, json=body if method == "POST" else None, headers=headers, timeout=scaled(60))
 
 
 def test_sessions_are_recorded_again_when_redis_comes_back_empty(served_pair: Any, setup: Any) -> None:

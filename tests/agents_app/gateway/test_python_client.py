@@ -7,7 +7,6 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-import httpx2
 import mcp_types as types
 import pytest
 from django.utils import timezone
@@ -15,6 +14,7 @@ from django.utils import timezone
 from agents_app.toolsets import build_toolset
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
+from tests import loopback
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
 from tests.waiting import scaled, wait_until_async
@@ -92,11 +92,11 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 def test_no_token_or_a_bad_one_is_401_with_www_authenticate(served: Any, setup_undiscovered: Any) -> None:
     url = served.endpoint("acme", setup_undiscovered.agent_id)
-    missing = httpx2.post(url, json=_initialize_body(), headers=MCP_HEADERS)
-    bad = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
-    token_scheme = httpx2.post(url, json=_initialize_body(),
-                               headers={**MCP_HEADERS, "Authorization": f"Token {setup_undiscovered.token}"})
-    sse = httpx2.get(url + "sse")
+    missing = loopback.post(url, json=_initialize_body(), headers=MCP_HEADERS)
+    bad = loopback.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
+    token_scheme = loopback.post(url, json=_initialize_body(),
+                                 headers={**MCP_HEADERS, "Authorization": f"Token {setup_undiscovered.token}"})
+    sse = loopback.get(url + "sse")
     for resp in (missing, bad, token_scheme, sse):
         assert resp.status_code == 401
         assert resp.headers["www-authenticate"].startswith('Bearer realm="toolhub"')
@@ -111,11 +111,11 @@ def test_foreign_tenant_missing_agent_and_foreign_agent_are_one_404(
     foreign_agent = make_agent(other_api, model=None, name="theirs")
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {setup_undiscovered.token}"}
     answers = [
-        httpx2.post(served.endpoint("globex", foreign_agent), json=_initialize_body(), headers=headers),  # not a member
-        httpx2.post(served.endpoint("acme", 999999), json=_initialize_body(), headers=headers),  # missing
-        httpx2.post(served.endpoint("acme", foreign_agent), json=_initialize_body(), headers=headers),  # other tenant's
-        httpx2.post(served.endpoint("nosuch", setup_undiscovered.agent_id), json=_initialize_body(), headers=headers),
-        httpx2.get(served.endpoint("globex", foreign_agent) + "sse", headers=headers),
+        loopback.post(served.endpoint("globex", foreign_agent), json=_initialize_body(), headers=headers),  # not a member
+        loopback.post(served.endpoint("acme", 999999), json=_initialize_body(), headers=headers),  # missing
+        loopback.post(served.endpoint("acme", foreign_agent), json=_initialize_body(), headers=headers),  # other tenant's
+        loopback.post(served.endpoint("nosuch", setup_undiscovered.agent_id), json=_initialize_body(), headers=headers),
+        loopback.get(served.endpoint("globex", foreign_agent) + "sse", headers=headers),
     ]
     assert {a.status_code for a in answers} == {404}
     assert len({a.content for a in answers}) == 1
@@ -140,10 +140,10 @@ def test_a_client_of_one_tenant_cannot_reach_another_tenants_agent(
 
 def test_a_session_answers_only_the_credential_that_opened_it(served: Any, setup_undiscovered: Any, member_client: Any) -> None:
     url = served.endpoint("acme", setup_undiscovered.agent_id)
-    opened = httpx2.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {setup_undiscovered.token}"})
+    opened = loopback.post(url, json=_initialize_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {setup_undiscovered.token}"})
     session_id = opened.headers["mcp-session-id"]
     other = member_client(setup_undiscovered.tenant, Role.MEMBER)
-    hijack = httpx2.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={
+    hijack = loopback.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={
         **MCP_HEADERS, "Authorization": f"Bearer {token_for_user(user=other.user)}", "Mcp-Session-Id": session_id,
         "Mcp-Protocol-Version": "2025-06-18"})
     assert hijack.status_code == 404

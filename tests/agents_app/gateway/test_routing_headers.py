@@ -16,6 +16,7 @@ from agents_app.gateway import routing
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
+from tests import loopback
 from tests.agents_app.gateway.modern import MODERN, client
 from tests.waiting import scaled
 from tools_app.models import ToolCall
@@ -26,7 +27,7 @@ NOT_JSON = b"{this is not JSON"
 
 
 def _raw(url: str, token: str, method: str, name: str = "", body: bytes = NOT_JSON) -> httpx2.Response:
-    return httpx2.post(url, content=body, timeout=scaled(60), headers={
+    return loopback.post(url, content=body, timeout=scaled(60), headers={
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "Authorization": f"Bearer {token}", "Mcp-Protocol-Version": MODERN, "Mcp-Method": method,
         **({"Mcp-Name": name} if name else {})})

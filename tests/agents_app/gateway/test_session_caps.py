@@ -10,6 +10,7 @@ import httpx2
 import pytest
 
 from agents_app.gateway import sessions
+from tests import loopback
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,18 +24,18 @@ def _initialize(url: str, token: str) -> httpx2.Response:
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     headers.pop("Mcp-Protocol-Version")
-    return httpx2.post(url, json=body, headers=headers)
+    return loopback.post(url, json=body, headers=headers)
 
 
 def _list(url: str, token: str, session_id: str) -> httpx2.Response:
     body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
-    return httpx2.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}",
-                                                "Mcp-Session-Id": session_id})
+    return loopback.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}",
+                                                  "Mcp-Session-Id": session_id})
 
 
 def _delete(url: str, token: str, session_id: str) -> httpx2.Response:
-    return httpx2.delete(url, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}",
-                                       "Mcp-Session-Id": session_id})
+    return loopback.delete(url, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}",
+                                         "Mcp-Session-Id": session_id})
 
 
 def test_clients_that_never_end_their_sessions_are_not_locked_out(served: Any, setup: Any, settings: Any) -> None:

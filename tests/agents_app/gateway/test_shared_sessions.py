@@ -10,6 +10,7 @@ import pytest
 
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
+from tests import loopback
 from tests.waiting import scaled
 from tools_app.models import ToolCall
 
@@ -23,7 +24,7 @@ def _post(url: str, token: str, body: dict[str, Any], session_id: str | None = N
                "Authorization": f"Bearer {token}", "Mcp-Protocol-Version": VERSION}
     if session_id:
         headers["Mcp-Session-Id"] = session_id
-    return httpx2.post(url, json=body, headers=headers, timeout=scaled(60))
+    return loopback.post(url, json=body, headers=headers, timeout=scaled(60))
 
 
 def _message(resp: httpx2.Response) -> dict[str, Any]:

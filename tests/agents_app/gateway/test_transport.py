@@ -10,6 +10,7 @@ import httpx2
 import pytest
 
 from agents_app.gateway import transport
+from tests import loopback
 from tests.waiting import scaled
 from tools_app.models import Approval, ToolCall
 
@@ -47,7 +48,7 @@ def test_a_call_and_a_listing_answer_one_json_body(served: Any, setup: Any, monk
     # Here the bound is a hang guard, so the answer's form depends on what the handler sends, not on the load.
     monkeypatch.setattr(transport, "STREAM_AFTER_S", scaled(60))
     url = served.endpoint("acme", setup.agent_id)
-    with httpx2.Client(timeout=scaled(60)) as http:
+    with loopback.client(timeout=scaled(60)) as http:
         session_id = _open(http, url, setup.token, {})
         called = http.post(url, headers=_headers(setup.token, session_id), json=_call("DEMO-001"))
         listed = http.post(url, headers=_headers(setup.token, session_id),
@@ -65,7 +66,7 @@ def test_a_call_and_a_listing_answer_one_json_body(served: Any, setup: Any, monk
 
 def test_an_unknown_method_is_answered_as_json_too(served: Any, setup: Any) -> None:
     url = served.endpoint("acme", setup.agent_id)
-    with httpx2.Client(timeout=scaled(60)) as http:
+    with loopback.client(timeout=scaled(60)) as http:
         session_id = _open(http, url, setup.token, {})
         resp = http.post(url, headers=_headers(setup.token, session_id),
                          json={"jsonrpc": "2.0", "id": 7, "method": "nosuch/method"})
@@ -86,7 +87,7 @@ def test_an_elicitation_turns_the_answer_into_a_stream(served: Any, setup: Any, 
                            format="json")
     assert resp.status_code == 200, resp.content
     url = served.endpoint("acme", setup.agent_id)
-    with httpx2.Client(timeout=scaled(60)) as http:
+    with loopback.client(timeout=scaled(60)) as http:
         session_id = _open(http, url, setup.token, {"elicitation": {}})
         headers = _headers(setup.token, session_id)
         with http.stream("POST", url, headers=headers, json=_call("DEMO-001")) as stream:
@@ -97,7 +98,7 @@ def test_an_elicitation_turns_the_answer_into_a_stream(served: Any, setup: Any, 
             assert asked["method"] == "elicitation/create" and "DEMO-001" in asked["params"]["message"]
             answer = {"jsonrpc": "2.0", "id": asked["id"],
                       "result": {"action": "accept", "content": {"approve": approve}}}
-            with httpx2.Client(timeout=scaled(60)) as other:  # the answer is its own POST while the stream stays open
+            with loopback.client(timeout=scaled(60)) as other:  # the answer is its own POST while the stream stays open
                 posted = other.post(url, headers=headers, json=answer)
             assert posted.status_code == 202, posted.text
             final = next(events)

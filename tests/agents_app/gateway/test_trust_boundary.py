@@ -17,6 +17,7 @@ from django.core.cache import cache
 from core.throttle import ScopedWindowThrottle
 from tenants_app.models import Role
 from tenants_app.services import token_for_user
+from tests import loopback
 from tests.agents_app.gateway.clients import connect, refusal
 from tests.agents_app.support import make_agent
 from tools_app.models import Approval, Tool, ToolCall, ToolFunction
@@ -205,14 +206,14 @@ def test_gateway_calls_count_against_the_invoke_throttle(served: Any, setup: Any
 def _initialize(url: str, token: str, **headers: str) -> httpx2.Response:
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
-    return httpx2.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}", **headers})
+    return loopback.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}", **headers})
 
 
 def _lists(url: str, token: str, session_id: str) -> int:
     body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
-    return httpx2.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}",
-                                                "Mcp-Session-Id": session_id,
-                                                "Mcp-Protocol-Version": "2025-06-18"}).status_code
+    return loopback.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}",
+                                                  "Mcp-Session-Id": session_id,
+                                                  "Mcp-Protocol-Version": "2025-06-18"}).status_code
 
 
 def test_sessions_per_member_are_capped(served: Any, setup_undiscovered: Any, settings: Any) -> None:
@@ -228,7 +229,7 @@ def test_sessions_per_member_are_capped(served: Any, setup_undiscovered: Any, se
     assert _lists(served.endpoint("acme", setup.agent_id), setup.token, first.headers["mcp-session-id"]) == 404
     assert _lists(served.endpoint("acme", other_agent), setup.token, second.headers["mcp-session-id"]) == 200
     # Ending one (DELETE) frees its place: the next one closes nothing.
-    closed = httpx2.delete(served.endpoint("acme", other_agent), headers={
+    closed = loopback.delete(served.endpoint("acme", other_agent), headers={
         "Authorization": f"Bearer {setup.token}", "Mcp-Session-Id": third.headers["mcp-session-id"],
         "Mcp-Protocol-Version": "2025-06-18"})
     assert closed.status_code == 200
@@ -305,7 +306,7 @@ def test_a_host_outside_allowed_hosts_is_refused(served: Any, setup_undiscovered
         assert resp.status_code == 400
         assert resp.json()["error"]["code"] == "disallowed_host"
         assert setup.token not in resp.text
-    sse = httpx2.get(url + "sse", headers={"Authorization": f"Bearer {setup.token}", "Host": "attacker.example"})
+    sse = loopback.get(url + "sse", headers={"Authorization": f"Bearer {setup.token}", "Host": "attacker.example"})
     assert sse.status_code == 400
     assert _initialize(url, setup.token, Host="localhost").status_code == 200
 

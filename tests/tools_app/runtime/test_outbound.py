@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx2
 import pytest
 
 from core.outbound import OutboundPolicy, check_url, fetch, pinned_address
@@ -113,3 +114,43 @@ def test_a_name_is_looked_up_and_checked_on_every_request(monkeypatch: Any) -> N
     with pytest.raises(OutboundBlocked, match="10.255.255.1"):
         pinned_address("http://upstream.test:8080/mcp", LOOPBACK)
     assert asked == ["upstream.test"] * 3
+
+
+def test_every_http_client_the_product_builds_shares_the_one_tls_context(monkeypatch: Any) -> None:
+    """httpx2 builds a new SSLContext, loading the CA bundle (~20-50 ms of CPU), for each client, transport or
+    top-level `httpx2.post` not given one: the product's clients take the process's one (core.outbound)."""
+    import ssl
+
+    import httpcore2
+
+    from agents_app.runtime.model_client import _new_http_client
+    from core.outbound import GuardedAsyncTransport, GuardedTransport, ssl_context
+    from tools_app.runtime.mcp.http import HttpChannel, _client_factory
+    from tools_app.runtime.mcp.pool import SessionPool
+    from tools_app.runtime.runner.client import RunnerPool
+    from tools_app.services.audit_stream import HttpSink, SinkError
+
+    ssl_context()  # the one load, before counting
+    built: list[str] = []
+
+    def counted(name: str, real: Any) -> Any:
+        def build(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+            built.append(name)
+            return real(*args, **kwargs)
+        return build
+
+    for module, name in ((httpcore2, "default_ssl_context"), (ssl, "create_default_context")):
+        monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
+
+    closing = [
+        RunnerPool(SessionPool(policy=LOOPBACK), None, "secret").client,  # type: ignore[arg-type]
+        _new_http_client(),
+        httpx2.Client(transport=GuardedTransport(LOOPBACK)),
+    ]
+    for client in closing:
+        client.close()
+    GuardedAsyncTransport(LOOPBACK)
+    _client_factory(LOOPBACK, HttpChannel(url="http://127.0.0.1:9/"), 5, optional_get=False)()
+    with pytest.raises(SinkError):  # nobody listens there; the client (and any context) is built before connecting
+        HttpSink("http://127.0.0.1:9/audit").send([json.dumps({"metadata": {"sequence": 1}})])
+    assert built == []

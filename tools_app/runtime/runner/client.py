@@ -26,6 +26,7 @@ import anyio
 import httpx2
 
 from core.codes import ApiCode
+from core.outbound import ssl_context
 from tools_app.runtime.errors import ConnectionFailed
 from tools_app.runtime.mcp.client_requests import (
     ClientRequestRefused,
@@ -188,8 +189,10 @@ class RunnerPool:
         self.local = local
         self.registry = registry
         # Streamed calls (progress, a server's questions) and their answers go through httpx; plain requests through
-        # the lighter keep-alive transport.
-        self.client = httpx2.Client(headers={"Authorization": f"Bearer {secret}"}, trust_env=False)
+        # the lighter keep-alive transport. Runner URLs are plain http, but an announced https one is verified as
+        # everywhere else, with the process's one TLS context (httpx2's own loads the CA bundle per client).
+        self.client = httpx2.Client(headers={"Authorization": f"Bearer {secret}"}, trust_env=False,
+                                    verify=ssl_context())
         self.transport = _Transport(secret)
 
     # ---- the SessionPool surface the services use ----------------------------------------------------

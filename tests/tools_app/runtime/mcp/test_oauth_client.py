@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlparse
 
-import httpx2
 import pytest
 
 from core.outbound import OutboundPolicy
+from tests import loopback
 from tests.fixtures.mcp_servers import OAUTH_SERVER, http_server
 from tools_app.runtime.mcp import oauth
 
@@ -25,7 +25,7 @@ def server_url() -> Iterator[str]:
 def browse(authorize_url: str, user: str = "alice", callback: str = REDIRECT) -> dict[str, list[str]]:
     """What a browser does at the provider: follow its redirects (consent approves at once) to our callback."""
     url = authorize_url
-    with httpx2.Client(follow_redirects=False) as http:
+    with loopback.client(follow_redirects=False) as http:
         for _ in range(5):
             answer = http.get(url)
             assert answer.status_code in (302, 307), answer.text
