@@ -36,7 +36,10 @@ sandbox-deps:
 		echo "      will not start until an administrator runs: apt-get install slirp4netns (see docs/security.md)"; \
 	fi
 
-$(STAMP): requirements.lock pyproject.toml
+# The stamp's name is the lock's and pyproject's checksum, so a change to either names a stamp not made yet; no file
+# prerequisites: a fresh checkout's files are newer than an existing venv's stamp (a worktree sharing .venv) without
+# any change to what is installed.
+$(STAMP):
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] <= (3, 13)))' \
 		|| { echo "$(VENV) has Python $$($(BIN)/python -V); Toolhub runs on 3.11, 3.12 or 3.13 (rm -rf $(VENV), then PY=python3.12 make install)"; exit 1; }
