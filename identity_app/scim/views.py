@@ -166,8 +166,8 @@ def resource_types_view(request: HttpRequest, token: ScimToken, ident: str | Non
         if found is None:
             return _error(404, f"no resource type {ident!r}")
         return _json(found.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
-    listed = parametrized(ListResponse, ResourceType)(total_results=len(types), start_index=1, items_per_page=len(types),
-                                        resources=types)
+    listed = parametrized(ListResponse, ResourceType)(total_results=len(types), start_index=1,
+                                                      items_per_page=len(types), resources=types)
     return _json(listed.model_dump(scim_ctx=Context.SEARCH_RESPONSE))
 
 
@@ -178,8 +178,8 @@ def schemas_view(request: HttpRequest, token: ScimToken, ident: str | None = Non
         if found is None:
             return _error(404, f"no schema {ident!r}")
         return _json(found.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
-    listed = parametrized(ListResponse, Schema)(total_results=len(schemas), start_index=1, items_per_page=len(schemas),
-                               resources=schemas)
+    listed = parametrized(ListResponse, Schema)(total_results=len(schemas), start_index=1,
+                                                items_per_page=len(schemas), resources=schemas)
     return _json(listed.model_dump(scim_ctx=Context.SEARCH_RESPONSE))
 
 
